@@ -1,0 +1,112 @@
+/**
+ * Composition: the database, the domain, the services and the transport,
+ * wired from one Config. `main` runs it; the tests start it on port 0.
+ */
+import type { Server as Http1Server } from "node:http";
+import type { Http2Server } from "node:http2";
+import pino, { type Logger } from "pino";
+import { ApplicationService } from "../gen/authz/v1/applications_pb.js";
+import { AuditService } from "../gen/authz/v1/audit_pb.js";
+import { CatalogService } from "../gen/authz/v1/catalog_pb.js";
+import { CheckService } from "../gen/authz/v1/check_pb.js";
+import { PolicyService } from "../gen/authz/v1/policies_pb.js";
+import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
+import { RoleService } from "../gen/authz/v1/roles_pb.js";
+import type { Config } from "./config.js";
+import { Applications } from "./domain/applications.js";
+import { AuditLog } from "./domain/audit-log.js";
+import { Catalog } from "./domain/catalog.js";
+import { KeyAuthenticator } from "./domain/keys.js";
+import { applicationService } from "./services/application-service.js";
+import { auditService } from "./services/audit-service.js";
+import { catalogService } from "./services/catalog-service.js";
+import { unimplementedService } from "./services/unimplemented.js";
+import type { Db } from "./store/db.js";
+import { migrate } from "./store/migrate.js";
+import { PgDb } from "./store/pg-db.js";
+import { PgliteDb } from "./store/pglite-db.js";
+import { buildFastifyApp } from "./transport/fastify-app.js";
+import { guard, type ServiceBinding } from "./transport/guard.js";
+import { listen } from "./transport/listener.js";
+
+export interface Portcullis {
+  readonly url: string;
+  readonly port: number;
+  readonly db: Db;
+  /** The operator key this start generated, to print once; undefined when none was generated. */
+  readonly generatedOperatorKey: string | undefined;
+  /** Graceful stop: in-flight requests finish, then the database closes (unless it was passed in). */
+  close(): Promise<void>;
+}
+
+export function createLogger(config: Pick<Config, "logLevel">): Logger {
+  return pino({
+    level: config.logLevel,
+    // Belt and braces: nothing logs headers today, but a key must never reach a log.
+    redact: { paths: ['req.headers["x-api-key"]', "req.headers.authorization", "key", "*.key"], censor: "[redacted]" },
+  });
+}
+
+export async function openDb(config: Config, log: Logger): Promise<Db> {
+  if (config.databaseUrl !== undefined) {
+    return new PgDb(config.databaseUrl, {
+      max: config.pgPoolMax,
+      onError: (error) => log.warn({ err: error }, "idle database connection failed"),
+    });
+  }
+  return PgliteDb.open(config.dataDir);
+}
+
+export async function startPortcullis(
+  config: Config,
+  options: { log?: Logger; db?: Db } = {},
+): Promise<Portcullis> {
+  const log = options.log ?? createLogger(config);
+  const db = options.db ?? (await openDb(config, log));
+  try {
+    const applied = await migrate(db);
+    if (applied.length > 0) log.info({ versions: applied }, "applied database migrations");
+
+    const keys = new KeyAuthenticator(db, config.adminKey);
+    const generatedOperatorKey = await keys.ensureOperatorKey();
+
+    const deps = { keys, log };
+    const bindings: ServiceBinding[] = [
+      guard(ApplicationService, applicationService(new Applications(db)), deps),
+      guard(CatalogService, catalogService(new Catalog(db)), deps),
+      guard(PolicyService, unimplementedService(PolicyService), deps),
+      guard(RoleService, unimplementedService(RoleService), deps),
+      guard(RelationshipService, unimplementedService(RelationshipService), deps),
+      guard(CheckService, unimplementedService(CheckService), deps),
+      guard(AuditService, auditService(new AuditLog(db)), deps),
+    ] as ServiceBinding[];
+
+    const app1 = await buildFastifyApp("http1", { bindings, db, log });
+    const app2 = await buildFastifyApp("http2", { bindings, db, log });
+    const listener = await listen(
+      config.host,
+      config.port,
+      app1.server as unknown as Http1Server,
+      app2.server as unknown as Http2Server,
+    );
+    const host = config.host.includes(":") ? `[${config.host}]` : config.host;
+    const url = `http://${host}:${listener.port}`;
+    log.info({ url, database: db.engine }, "portcullis listening (REST, Connect, gRPC, gRPC-Web)");
+
+    return {
+      url,
+      port: listener.port,
+      db,
+      generatedOperatorKey,
+      async close() {
+        await listener.close(config.shutdownGraceMs);
+        await Promise.allSettled([app1.close(), app2.close()]);
+        if (options.db === undefined) await db.close();
+        log.info("portcullis stopped");
+      },
+    };
+  } catch (error) {
+    if (options.db === undefined) await db.close().catch(() => undefined);
+    throw error;
+  }
+}

@@ -1,0 +1,111 @@
+import type { Db, Queryable } from "../store/db.js";
+import { applicationsStore, type ApiKeyRow, type ApplicationRow } from "../store/applications-store.js";
+import { auditStore } from "../store/audit-store.js";
+import { alreadyExists, notFound } from "./errors.js";
+import { appIdProblem, ensure, nameProblem, pageSize } from "./formats.js";
+import { hashKey, newId, newKeySecret } from "./ids.js";
+import { decodePageToken, page } from "./paging.js";
+import type { Principal } from "./principal.js";
+
+export interface Page<T> {
+  items: T[];
+  nextPageToken: string;
+}
+
+/** Fails with 404 unless the application exists. */
+export async function requireApplication(q: Queryable, appId: string): Promise<ApplicationRow> {
+  ensure("appId", appIdProblem(appId));
+  const app = await applicationsStore.get(q, appId);
+  if (app === undefined) throw notFound(`application "${appId}" does not exist`);
+  return app;
+}
+
+/** Applications and their API keys. */
+export class Applications {
+  constructor(private readonly db: Db) {}
+
+  async create(actor: Principal, appId: string, name: string | undefined): Promise<ApplicationRow> {
+    ensure("appId", appIdProblem(appId));
+    if (name !== undefined) ensure("name", nameProblem(name));
+    return this.db.transaction(async (tx) => {
+      const app = await applicationsStore.insert(tx, appId, name ?? appId);
+      if (app === undefined) throw alreadyExists(`application "${appId}" already exists`);
+      await auditStore.append(tx, {
+        appId,
+        type: "application.created",
+        actorKeyId: actor.keyId,
+        targetType: "application",
+        targetId: appId,
+        data: { name: app.name },
+      });
+      return app;
+    });
+  }
+
+  async get(appId: string): Promise<ApplicationRow> {
+    return requireApplication(this.db, appId);
+  }
+
+  async list(size: number | undefined, pageToken: string): Promise<Page<ApplicationRow>> {
+    const limit = pageSize(size);
+    const after = decodePageToken(pageToken, { appId: "string" });
+    const rows = await applicationsStore.list(this.db, after?.appId as string | undefined, limit + 1);
+    return page(rows, limit, (last) => ({ appId: last.appId }));
+  }
+
+  /** Creates a key; the secret is in the answer and nowhere else. */
+  async createKey(actor: Principal, appId: string, name: string): Promise<{ row: ApiKeyRow; key: string }> {
+    ensure("name", nameProblem(name));
+    return this.db.transaction(async (tx) => {
+      await requireApplication(tx, appId);
+      const key = newKeySecret();
+      const row = await applicationsStore.insertKey(tx, {
+        keyId: newId("key"),
+        appId,
+        kind: "application",
+        name,
+        secretHash: hashKey(key),
+      });
+      if (row === undefined) throw new Error("API key id or secret collided"); // 2^-80: a bug, not bad luck
+      await auditStore.append(tx, {
+        appId,
+        type: "api_key.created",
+        actorKeyId: actor.keyId,
+        targetType: "api_key",
+        targetId: row.keyId,
+        data: { name },
+      });
+      return { row, key };
+    });
+  }
+
+  async listKeys(appId: string, size: number | undefined, pageToken: string): Promise<Page<ApiKeyRow>> {
+    const limit = pageSize(size);
+    const after = decodePageToken(pageToken, { createdAt: "string", keyId: "string" });
+    await requireApplication(this.db, appId);
+    const rows = await applicationsStore.listKeys(
+      this.db,
+      appId,
+      after && { createdAt: after.createdAt as string, keyId: after.keyId as string },
+      limit + 1,
+    );
+    return page(rows, limit, (last) => ({ createdAt: last.createdAt.toISOString(), keyId: last.keyId }));
+  }
+
+  async revokeKey(actor: Principal, appId: string, keyId: string): Promise<ApiKeyRow> {
+    return this.db.transaction(async (tx) => {
+      await requireApplication(tx, appId);
+      const row = await applicationsStore.revokeKey(tx, appId, keyId);
+      if (row === undefined) throw notFound(`API key "${keyId}" does not exist in application "${appId}"`);
+      await auditStore.append(tx, {
+        appId,
+        type: "api_key.revoked",
+        actorKeyId: actor.keyId,
+        targetType: "api_key",
+        targetId: keyId,
+        data: { name: row.name },
+      });
+      return row;
+    });
+  }
+}

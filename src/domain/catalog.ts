@@ -1,0 +1,83 @@
+import type { Db } from "../store/db.js";
+import { applicationsStore } from "../store/applications-store.js";
+import { auditStore } from "../store/audit-store.js";
+import { catalogStore } from "../store/catalog-store.js";
+import { requireApplication } from "./applications.js";
+import {
+  diffCatalog,
+  effectiveCatalog,
+  validateCatalog,
+  type CatalogEntry,
+  type CatalogEntryInput,
+} from "./catalog-rules.js";
+import { failedPrecondition, notFound, type JsonObject } from "./errors.js";
+import type { Principal } from "./principal.js";
+
+/** The resource catalog of an application. */
+export class Catalog {
+  constructor(private readonly db: Db) {}
+
+  async get(appId: string): Promise<CatalogEntry[]> {
+    await requireApplication(this.db, appId);
+    return catalogStore.load(this.db, appId);
+  }
+
+  /**
+   * Replaces the whole catalog in one transaction. Refused, changing nothing,
+   * when the new catalog drops a permission a policy holds, or a resource or
+   * relation a grant uses.
+   */
+  async replace(actor: Principal, appId: string, input: CatalogEntryInput[]): Promise<CatalogEntry[]> {
+    await requireApplication(this.db, appId);
+    validateCatalog(input);
+    const next = effectiveCatalog(input);
+    return this.db.transaction(async (tx) => {
+      // Serializes with other catalog replacements and with the writers of
+      // policies and grants, which take this row FOR SHARE.
+      if (!(await applicationsStore.lock(tx, appId, "update"))) throw notFound(`application "${appId}" does not exist`);
+      const before = await catalogStore.load(tx, appId);
+      const change = diffCatalog(before, next);
+
+      const held = await catalogStore.policiesHolding(tx, appId, change.permissionsRemoved);
+      const orphanedResources = await catalogStore.resourcesWithGrants(tx, appId, change.resourcesRemoved);
+      const orphanedRelations = await catalogStore.relationsWithGrants(tx, appId, change.relationsRemoved);
+      if (held.length > 0 || orphanedResources.length > 0 || orphanedRelations.length > 0) {
+        const details: JsonObject[] = [
+          ...held.map((h) => ({ policyId: h.policyId, policyName: h.name, permission: h.permission })),
+          ...orphanedResources.map((resource) => ({ resource, reason: "grants use this resource" })),
+          ...orphanedRelations.map((r) => ({ resource: r.resource, relation: r.relation, reason: "grants use this relation" })),
+        ];
+        const parts: string[] = [];
+        if (held.length > 0) {
+          const permissions = [...new Set(held.map((h) => h.permission))];
+          const policies = [...new Set(held.map((h) => `"${h.name}"`))];
+          parts.push(`drops permission${permissions.length > 1 ? "s" : ""} ${permissions.join(", ")} held by polic${policies.length > 1 ? "ies" : "y"} ${policies.join(", ")}`);
+        }
+        if (orphanedResources.length > 0) parts.push(`drops resource${orphanedResources.length > 1 ? "s" : ""} ${orphanedResources.join(", ")} used by grants`);
+        if (orphanedRelations.length > 0) {
+          parts.push(`drops relation${orphanedRelations.length > 1 ? "s" : ""} ${orphanedRelations.map((r) => `${r.resource}#${r.relation}`).join(", ")} used by grants`);
+        }
+        throw failedPrecondition(`the new catalog ${parts.join("; it ")}`, details);
+      }
+
+      await catalogStore.replace(tx, appId, next);
+      await auditStore.append(tx, {
+        appId,
+        type: "catalog.replaced",
+        actorKeyId: actor.keyId,
+        targetType: "catalog",
+        targetId: appId,
+        data: {
+          resourceCount: next.length,
+          resourcesAdded: change.resourcesAdded,
+          resourcesRemoved: change.resourcesRemoved,
+          permissionsAdded: change.permissionsAdded,
+          permissionsRemoved: change.permissionsRemoved,
+          relationsAdded: change.relationsAdded.map((r) => `${r.resource}#${r.relation}`),
+          relationsRemoved: change.relationsRemoved.map((r) => `${r.resource}#${r.relation}`),
+        },
+      });
+      return next;
+    });
+  }
+}

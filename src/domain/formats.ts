@@ -1,0 +1,86 @@
+/**
+ * The formats table of the API contract, in one place. Each check returns the
+ * reason a value is bad, or undefined when it is good, so callers can collect
+ * violations with the field path they know.
+ */
+import { invalidArgument, type Violations } from "./errors.js";
+
+export const APP_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+export const NAME_TOKEN = /^[a-z][a-z0-9_]{0,63}$/; // resource, action, relation
+// C0 and C1 control characters and DEL.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+export const LIMITS = {
+  identifierMax: 256,
+  nameMax: 200,
+  descriptionMax: 2000,
+  catalogResources: 1000,
+  actionsPerResource: 100,
+  relationsPerResource: 100,
+  bulkEntries: 5000,
+  batchChecks: 1000,
+  pageSizeDefault: 100,
+  pageSizeMax: 1000,
+  bodyBytes: 8 * 1024 * 1024,
+} as const;
+
+const show = (value: string) => JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value);
+
+export function appIdProblem(value: string): string | undefined {
+  if (value === "") return "is required";
+  return APP_ID.test(value) ? undefined : `${show(value)} must match ${APP_ID.source}`;
+}
+
+/** resource, action and relation names. */
+export function tokenProblem(value: string): string | undefined {
+  if (value === "") return "is required";
+  return NAME_TOKEN.test(value) ? undefined : `${show(value)} must match ${NAME_TOKEN.source}`;
+}
+
+/** userId, resourceId, tenantId: 1 to 256 characters, no control characters. */
+export function identifierProblem(value: string): string | undefined {
+  if (value === "") return "is required";
+  // Length in characters (code points), not UTF-16 units.
+  const length = [...value].length;
+  if (length > LIMITS.identifierMax) return `must be at most ${LIMITS.identifierMax} characters, got ${length}`;
+  if (CONTROL.test(value)) return `${show(value)} must not contain control characters`;
+  return undefined;
+}
+
+/** Policy, role and key names: 1 to 200 characters, no control characters. */
+export function nameProblem(value: string): string | undefined {
+  if (value.trim() === "") return "is required";
+  const length = [...value].length;
+  if (length > LIMITS.nameMax) return `must be at most ${LIMITS.nameMax} characters, got ${length}`;
+  if (CONTROL.test(value)) return `${show(value)} must not contain control characters`;
+  return undefined;
+}
+
+export function descriptionProblem(value: string): string | undefined {
+  const length = [...value].length;
+  return length > LIMITS.descriptionMax ? `must be at most ${LIMITS.descriptionMax} characters, got ${length}` : undefined;
+}
+
+/** Adds a violation for `field` when `problem` found one. */
+export function check(v: Violations, field: string, problem: string | undefined): boolean {
+  if (problem === undefined) return true;
+  v.add(field, problem);
+  return false;
+}
+
+/** Throws a 400 at once for a single bad field (for requests with one or two fields). */
+export function ensure(field: string, problem: string | undefined): void {
+  if (problem !== undefined) throw invalidArgument(`${field}: ${problem}`, [{ field, reason: problem }]);
+}
+
+/** Resolves an optional page size against the contract's bounds. */
+export function pageSize(value: number | undefined, field = "pageSize"): number {
+  if (value === undefined) return LIMITS.pageSizeDefault;
+  ensure(
+    field,
+    Number.isInteger(value) && value >= 1 && value <= LIMITS.pageSizeMax
+      ? undefined
+      : `must be between 1 and ${LIMITS.pageSizeMax}, got ${value}`,
+  );
+  return value;
+}

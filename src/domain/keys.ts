@@ -1,0 +1,58 @@
+import { timingSafeEqual } from "node:crypto";
+import type { Db } from "../store/db.js";
+import { applicationsStore } from "../store/applications-store.js";
+import { unauthenticated } from "./errors.js";
+import { hashKey, newId, newKeySecret } from "./ids.js";
+import { ENV_OPERATOR_KEY_ID, type Principal } from "./principal.js";
+
+/**
+ * Turns an X-API-Key value into a Principal. Every call looks the key up in
+ * the database, so a key revoked on any replica fails on its very next call.
+ */
+export class KeyAuthenticator {
+  private readonly envOperatorHash: Buffer | undefined;
+
+  constructor(
+    private readonly db: Db,
+    adminKey: string | undefined,
+  ) {
+    this.envOperatorHash = adminKey === undefined ? undefined : Buffer.from(hashKey(adminKey), "hex");
+  }
+
+  async authenticate(key: string | undefined): Promise<Principal> {
+    if (key === undefined || key === "") throw unauthenticated("the X-API-Key header is missing");
+    const hash = hashKey(key);
+    if (this.envOperatorHash !== undefined && timingSafeEqual(Buffer.from(hash, "hex"), this.envOperatorHash)) {
+      return { kind: "operator", keyId: ENV_OPERATOR_KEY_ID };
+    }
+    const row = await applicationsStore.findKeyByHash(this.db, hash);
+    // With AUTHZ_ADMIN_KEY set, it is the only operator key: a generated one
+    // from an earlier start no longer opens anything.
+    if (row === undefined || (row.kind === "operator" && this.envOperatorHash !== undefined)) {
+      throw unauthenticated("the API key is not valid: it is unknown or revoked");
+    }
+    return row.kind === "operator"
+      ? { kind: "operator", keyId: row.keyId }
+      : { kind: "application", keyId: row.keyId, appId: row.appId! };
+  }
+
+  /**
+   * With no AUTHZ_ADMIN_KEY, makes sure a stored operator key exists, creating
+   * one on the first start. Returns the new secret (to print once) when this
+   * replica created it; undefined otherwise, including when another replica
+   * starting at the same moment won the race.
+   */
+  async ensureOperatorKey(): Promise<string | undefined> {
+    if (this.envOperatorHash !== undefined) return undefined;
+    if (await applicationsStore.hasOperatorKey(this.db)) return undefined;
+    const secret = newKeySecret();
+    const row = await applicationsStore.insertKey(this.db, {
+      keyId: newId("key"),
+      appId: null,
+      kind: "operator",
+      name: "operator",
+      secretHash: hashKey(secret),
+    });
+    return row === undefined ? undefined : secret;
+  }
+}

@@ -1,0 +1,18 @@
+/** Who is calling: resolved from the API key on every request. */
+export type Principal =
+  | { readonly kind: "operator"; readonly keyId: string }
+  | { readonly kind: "application"; readonly keyId: string; readonly appId: string };
+
+/**
+ * What a route requires of its caller:
+ * - operator: the operator key only (creating and listing applications);
+ * - application: a route under /applications/{appId}/: the operator key, or a
+ *   key of that very application;
+ * - own-application: /authorization/*, acting on the key's own application,
+ *   so an application key only;
+ * - public: no key (reflection, health).
+ */
+export type Access = "operator" | "application" | "own-application" | "public";
+
+/** The key id the AUTHZ_ADMIN_KEY operator key is recorded under in the audit log. */
+export const ENV_OPERATOR_KEY_ID = "operator";

@@ -1,0 +1,52 @@
+/**
+ * The service's entry point: read the configuration, start, and stop
+ * gracefully on SIGTERM or SIGINT.
+ */
+import { createLogger, startPortcullis } from "./app.js";
+import { ConfigError, loadConfig } from "./config.js";
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig(process.env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`portcullis: ${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  const log = createLogger(config);
+  if (config.adminKey !== undefined && config.adminKey.length < 16) {
+    log.warn("AUTHZ_ADMIN_KEY is shorter than 16 characters; use a long random value outside development");
+  }
+  const service = await startPortcullis(config, { log });
+  if (service.generatedOperatorKey !== undefined) {
+    // Printed once, on the first start: only its hash is stored.
+    process.stdout.write(
+      `\n  Operator API key (shown once, store it now): ${service.generatedOperatorKey}\n` +
+        `  Use it as the X-API-Key header, or set AUTHZ_ADMIN_KEY to choose your own.\n\n`,
+    );
+  }
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, "shutting down: finishing in-flight requests");
+    service.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        log.error({ err: error }, "shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`portcullis: failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,32 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import { CatalogService, type CatalogResource } from "../../gen/authz/v1/catalog_pb.js";
+import type { Catalog } from "../domain/catalog.js";
+import type { CatalogEntry } from "../domain/catalog-rules.js";
+import { principalOf } from "../transport/auth.js";
+
+const toProto = (entries: CatalogEntry[]) =>
+  entries.map((e) => ({
+    resource: e.resource,
+    description: e.description,
+    actions: e.actions,
+    relations: e.relations.map((r) => ({ name: r.name, actions: r.actions, builtIn: r.builtIn })),
+  }));
+
+const fromProto = (resources: CatalogResource[]) =>
+  resources.map((r) => ({
+    resource: r.resource,
+    description: r.description,
+    actions: r.actions,
+    relations: r.relations.map((x) => ({ name: x.name, actions: x.actions, builtIn: x.builtIn })),
+  }));
+
+export function catalogService(catalog: Catalog): ServiceImpl<typeof CatalogService> {
+  return {
+    async putCatalog(req, ctx) {
+      return { resources: toProto(await catalog.replace(principalOf(ctx), req.appId, fromProto(req.resources))) };
+    },
+    async getCatalog(req) {
+      return { resources: toProto(await catalog.get(req.appId)) };
+    },
+  };
+}

@@ -1,0 +1,108 @@
+import type { Queryable } from "./db.js";
+
+export interface ApplicationRow {
+  appId: string;
+  name: string;
+  createdAt: Date;
+}
+
+export interface ApiKeyRow {
+  keyId: string;
+  appId: string | null;
+  kind: "operator" | "application";
+  name: string;
+  createdAt: Date;
+}
+
+const APP_COLUMNS = "app_id AS \"appId\", name, created_at AS \"createdAt\"";
+const KEY_COLUMNS = "key_id AS \"keyId\", app_id AS \"appId\", kind, name, created_at AS \"createdAt\"";
+
+/** SQL for applications and their API keys. */
+export const applicationsStore = {
+  /** Inserts the application; false when the id is taken. */
+  async insert(q: Queryable, appId: string, name: string): Promise<ApplicationRow | undefined> {
+    const { rows } = await q.query<ApplicationRow>(
+      `INSERT INTO applications (app_id, name) VALUES ($1, $2)
+       ON CONFLICT (app_id) DO NOTHING RETURNING ${APP_COLUMNS}`,
+      [appId, name],
+    );
+    return rows[0];
+  },
+
+  async get(q: Queryable, appId: string): Promise<ApplicationRow | undefined> {
+    const { rows } = await q.query<ApplicationRow>(`SELECT ${APP_COLUMNS} FROM applications WHERE app_id = $1`, [appId]);
+    return rows[0];
+  },
+
+  /** Locks the application row: writers of one application's catalog-dependent data serialize on it. */
+  async lock(q: Queryable, appId: string, mode: "update" | "share"): Promise<boolean> {
+    const { rows } = await q.query(
+      `SELECT 1 FROM applications WHERE app_id = $1 FOR ${mode === "update" ? "UPDATE" : "SHARE"}`,
+      [appId],
+    );
+    return rows.length > 0;
+  },
+
+  /** Applications after `afterAppId`, in id order. */
+  async list(q: Queryable, afterAppId: string | undefined, limit: number): Promise<ApplicationRow[]> {
+    const { rows } = await q.query<ApplicationRow>(
+      `SELECT ${APP_COLUMNS} FROM applications WHERE app_id > $1 ORDER BY app_id LIMIT $2`,
+      [afterAppId ?? "", limit],
+    );
+    return rows;
+  },
+
+  async insertKey(
+    q: Queryable,
+    key: { keyId: string; appId: string | null; kind: ApiKeyRow["kind"]; name: string; secretHash: string },
+  ): Promise<ApiKeyRow | undefined> {
+    // ON CONFLICT DO NOTHING: only the generated operator key can conflict
+    // (one live at a time), when replicas start together.
+    const { rows } = await q.query<ApiKeyRow>(
+      `INSERT INTO api_keys (key_id, app_id, kind, name, secret_hash) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT DO NOTHING RETURNING ${KEY_COLUMNS}`,
+      [key.keyId, key.appId, key.kind, key.name, key.secretHash],
+    );
+    return rows[0];
+  },
+
+  /** The live key with this secret hash. */
+  async findKeyByHash(q: Queryable, secretHash: string): Promise<ApiKeyRow | undefined> {
+    const { rows } = await q.query<ApiKeyRow>(
+      `SELECT ${KEY_COLUMNS} FROM api_keys WHERE secret_hash = $1 AND revoked_at IS NULL`,
+      [secretHash],
+    );
+    return rows[0];
+  },
+
+  async hasOperatorKey(q: Queryable): Promise<boolean> {
+    const { rows } = await q.query("SELECT 1 FROM api_keys WHERE kind = 'operator' AND revoked_at IS NULL");
+    return rows.length > 0;
+  },
+
+  /** Live keys of the application after the (createdAt, keyId) cursor. */
+  async listKeys(
+    q: Queryable,
+    appId: string,
+    after: { createdAt: string; keyId: string } | undefined,
+    limit: number,
+  ): Promise<ApiKeyRow[]> {
+    const { rows } = await q.query<ApiKeyRow>(
+      `SELECT ${KEY_COLUMNS} FROM api_keys
+       WHERE app_id = $1 AND revoked_at IS NULL AND ($2::timestamptz IS NULL OR (created_at, key_id) > ($2::timestamptz, $3))
+       ORDER BY created_at, key_id LIMIT $4`,
+      [appId, after?.createdAt ?? null, after?.keyId ?? "", limit],
+    );
+    return rows;
+  },
+
+  /** Revokes a live key of the application; the revoked row, or undefined. */
+  async revokeKey(q: Queryable, appId: string, keyId: string): Promise<ApiKeyRow | undefined> {
+    const { rows } = await q.query<ApiKeyRow>(
+      `UPDATE api_keys SET revoked_at = now() WHERE app_id = $1 AND key_id = $2 AND revoked_at IS NULL
+       RETURNING ${KEY_COLUMNS}`,
+      [appId, keyId],
+    );
+    return rows[0];
+  },
+};

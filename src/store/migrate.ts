@@ -1,0 +1,77 @@
+import { readdir, readFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import type { Db } from "./db.js";
+
+const MIGRATIONS_DIR = fileURLToPath(new URL("./migrations/", import.meta.url));
+
+// Any fixed number: every replica of every version takes the same lock.
+const MIGRATION_LOCK_KEY = 0x70637573; // "pcus"
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+/** The numbered SQL files, `NNN_name.sql`, in order. */
+export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith(".sql")).sort();
+  const migrations: Migration[] = [];
+  for (const file of files) {
+    const match = /^(\d+)_([a-z0-9_]+)\.sql$/.exec(file);
+    if (!match) throw new Error(`migration file name must be NNN_name.sql: ${file}`);
+    migrations.push({ version: Number(match[1]), name: match[2]!, sql: await readFile(dir + file, "utf8") });
+  }
+  migrations.forEach((m, i) => {
+    if (m.version !== i + 1) throw new Error(`migrations must be numbered 1, 2, 3...; found ${m.version} at place ${i + 1}`);
+  });
+  return migrations;
+}
+
+/**
+ * Applies the migrations not applied yet, all in one transaction under an
+ * advisory lock, so replicas starting at once apply each exactly once: the
+ * second waits for the first, then finds nothing left to do.
+ * Returns the versions it applied.
+ */
+export async function migrate(db: Db, migrations?: Migration[]): Promise<number[]> {
+  const all = migrations ?? (await loadMigrations());
+  return db.transaction(async (tx) => {
+    await tx.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK_KEY]);
+    await tx.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version    integer PRIMARY KEY,
+      name       text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now()
+    )`);
+    const { rows } = await tx.query<{ version: number }>("SELECT version FROM schema_migrations");
+    const done = new Set(rows.map((r) => r.version));
+    const newest = Math.max(0, ...done);
+    if (newest > all.length) {
+      // A newer replica migrated this database; running old code on it is unsafe.
+      throw new Error(`the database is at schema version ${newest}, newer than this build knows (${all.length})`);
+    }
+    const applied: number[] = [];
+    for (const m of all) {
+      if (done.has(m.version)) continue;
+      // Statement by statement: the pg extended protocol takes one per call.
+      for (const statement of splitStatements(m.sql)) await tx.query(statement);
+      await tx.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [m.version, m.name]);
+      applied.push(m.version);
+    }
+    return applied;
+  });
+}
+
+/**
+ * Splits a migration script on the semicolons that end statements. Migrations
+ * are plain DDL: no dollar-quoted bodies, and no semicolons inside strings or
+ * comments, which this guards by refusing them.
+ */
+export function splitStatements(sql: string): string[] {
+  const withoutComments = sql.replace(/--[^\n]*/g, "");
+  if (withoutComments.includes("$$")) throw new Error("migrations must not use dollar quoting");
+  return withoutComments
+    .split(";")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}

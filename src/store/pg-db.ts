@@ -1,0 +1,87 @@
+import pg from "pg";
+import { parseInt8, type Db, type Queryable, type QueryResult } from "./db.js";
+import { DatabaseUnavailableError, isRetryable } from "./sqlstate.js";
+
+const INT8_OID = 20;
+const MAX_ATTEMPTS = 5;
+
+// Per-pool type parsers, so the process-wide pg.types stay untouched.
+const types = {
+  getTypeParser(oid: number, format?: "text" | "binary") {
+    if (oid === INT8_OID && format !== "binary") return parseInt8;
+    return pg.types.getTypeParser(oid, format);
+  },
+} as unknown as pg.CustomTypesConfig;
+
+/** The `pg` engine: a connection pool on a real Postgres (or a compatible distributed database). */
+export class PgDb implements Db {
+  readonly engine = "postgres" as const;
+  private readonly pool: pg.Pool;
+
+  constructor(connectionString: string, options: { max: number; onError: (error: Error) => void }) {
+    this.pool = new pg.Pool({
+      connectionString,
+      max: options.max,
+      types,
+      connectionTimeoutMillis: 5_000,
+      idleTimeoutMillis: 30_000,
+      application_name: "portcullis",
+    });
+    // An idle client losing its connection must not crash the process.
+    this.pool.on("error", options.onError);
+  }
+
+  async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+    const client = await this.connect();
+    try {
+      return toResult<R>(await client.query(sql, params as unknown[]));
+    } finally {
+      client.release();
+    }
+  }
+
+  async exec(sql: string): Promise<void> {
+    await this.query(sql);
+  }
+
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.connect();
+      let broken: Error | undefined;
+      try {
+        await client.query("BEGIN");
+        const tx: Queryable = {
+          query: async <R>(sql: string, params?: readonly unknown[]) =>
+            toResult<R>(await client.query(sql, params as unknown[])),
+        };
+        const result = await fn(tx);
+        await client.query("COMMIT");
+        return result;
+      } catch (error) {
+        await client.query("ROLLBACK").catch((rollbackError: Error) => {
+          broken = rollbackError; // the connection is gone: do not reuse it
+        });
+        if (attempt < MAX_ATTEMPTS && isRetryable(error)) continue;
+        throw error;
+      } finally {
+        client.release(broken);
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+
+  private async connect(): Promise<pg.PoolClient> {
+    try {
+      return await this.pool.connect();
+    } catch (cause) {
+      throw new DatabaseUnavailableError({ cause });
+    }
+  }
+}
+
+function toResult<R>(result: pg.QueryResult): QueryResult<R> {
+  return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
+}

@@ -1,0 +1,65 @@
+/**
+ * Postgres errors classified by SQLSTATE (never by message text). Both `pg`
+ * and PGlite put the SQLSTATE in `error.code`.
+ */
+export const SqlState = {
+  uniqueViolation: "23505",
+  foreignKeyViolation: "23503",
+  checkViolation: "23514",
+  serializationFailure: "40001",
+  deadlockDetected: "40P01",
+  tooManyConnections: "53300",
+  adminShutdown: "57P01",
+  crashShutdown: "57P02",
+  cannotConnectNow: "57P03",
+} as const;
+
+export function sqlState(error: unknown): string | undefined {
+  if (typeof error !== "object" || error === null) return undefined;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/** A transaction that lost a race and may simply be run again. */
+export function isRetryable(error: unknown): boolean {
+  const state = sqlState(error);
+  return state === SqlState.serializationFailure || state === SqlState.deadlockDetected;
+}
+
+// Node socket errors seen when the server is down or the network drops.
+const connectionErrnos = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH"]);
+
+/** The database cannot be reached (or is refusing work): answer 503, not 500. */
+export function isUnavailable(error: unknown): boolean {
+  const state = sqlState(error);
+  if (state !== undefined) {
+    return (
+      state.startsWith("08") || // connection exception
+      state === SqlState.tooManyConnections ||
+      state === SqlState.adminShutdown ||
+      state === SqlState.crashShutdown ||
+      state === SqlState.cannotConnectNow
+    );
+  }
+  if (error instanceof DatabaseUnavailableError) return true;
+  if (typeof error !== "object" || error === null) return false;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && connectionErrnos.has(code);
+}
+
+/**
+ * Raised by an engine when it cannot get a connection at all (pool timeout,
+ * server gone): known by where it happened, since such errors carry no code.
+ */
+export class DatabaseUnavailableError extends Error {
+  constructor(options: { cause: unknown }) {
+    super("the database cannot be reached", options);
+    this.name = "DatabaseUnavailableError";
+  }
+}
+
+/** Whether the error is a unique violation of the named constraint. */
+export function isUniqueViolation(error: unknown, constraint?: string): boolean {
+  if (sqlState(error) !== SqlState.uniqueViolation) return false;
+  return constraint === undefined || (error as { constraint?: unknown }).constraint === constraint;
+}

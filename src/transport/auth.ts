@@ -1,0 +1,86 @@
+/**
+ * Who may call what. Every RPC, whichever protocol carries it, passes here
+ * before its implementation runs.
+ */
+import type { DescMethod } from "@bufbuild/protobuf";
+import { createContextKey, type HandlerContext } from "@connectrpc/connect";
+import { permissionDenied } from "../domain/errors.js";
+import type { KeyAuthenticator } from "../domain/keys.js";
+import type { Access, Principal } from "../domain/principal.js";
+
+/** Routes that differ from their service's default access. */
+const methodAccess: Record<string, Access> = {
+  "authz.v1.ApplicationService.CreateApplication": "operator",
+  "authz.v1.ApplicationService.ListApplications": "operator",
+};
+
+/** Services acting on the calling key's own application (/api/v1/authorization/*). */
+const ownApplicationServices = new Set(["authz.v1.RelationshipService", "authz.v1.CheckService"]);
+
+export function accessOf(method: DescMethod): Access {
+  return (
+    methodAccess[`${method.parent.typeName}.${method.name}`] ??
+    (ownApplicationServices.has(method.parent.typeName) ? "own-application" : "application")
+  );
+}
+
+const principalKey = createContextKey<Principal | undefined>(undefined, { description: "the authenticated caller" });
+
+/** Authenticates the call's key and checks it may reach `appId`; stores the principal on the context. */
+export async function authorizeCall(
+  keys: KeyAuthenticator,
+  method: DescMethod,
+  ctx: HandlerContext,
+  appId: string | undefined,
+): Promise<void> {
+  const access = accessOf(method);
+  if (access === "public") return;
+  const principal = await keys.authenticate(ctx.requestHeader.get("x-api-key") ?? undefined);
+  switch (access) {
+    case "operator":
+      if (principal.kind !== "operator") {
+        throw permissionDenied("this route takes the operator key; an application key cannot create or list applications");
+      }
+      break;
+    case "application":
+      if (principal.kind === "application" && principal.appId !== appId) {
+        throw permissionDenied(
+          `this API key belongs to application "${principal.appId}" and cannot act on application "${appId ?? ""}"`,
+        );
+      }
+      break;
+    case "own-application":
+      if (principal.kind === "operator") {
+        throw permissionDenied(
+          "the operator key cannot call /api/v1/authorization/*: these act on the calling key's own application, so use an application key",
+        );
+      }
+      break;
+  }
+  ctx.values.set(principalKey, principal);
+}
+
+/** The caller of an authorized call. */
+export function principalOf(ctx: HandlerContext): Principal {
+  const principal = ctx.values.get(principalKey);
+  if (principal === undefined) throw new Error("principalOf called on a call that was not authorized");
+  return principal;
+}
+
+/** The application an /authorization/* call acts on: the calling key's own. */
+export function ownAppOf(ctx: HandlerContext): string {
+  const principal = principalOf(ctx);
+  if (principal.kind !== "application") throw new Error("ownAppOf called for an operator call");
+  return principal.appId;
+}
+
+const createdKey = createContextKey(false, { description: "the call created its resource (REST answers 201)" });
+
+/** Marks the call as having created something new; the REST gateway then answers 201. */
+export function markCreated(ctx: HandlerContext): void {
+  ctx.values.set(createdKey, true);
+}
+
+export function wasCreated(ctx: HandlerContext): boolean {
+  return ctx.values.get(createdKey);
+}

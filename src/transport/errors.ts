@@ -1,0 +1,88 @@
+/**
+ * Errors are mapped here and nowhere else: domain and database errors to
+ * Connect codes (toConnectError), and Connect codes to the REST status and
+ * error body (restError).
+ */
+import { create, fromJson, toJson, type JsonObject as PbJsonObject } from "@bufbuild/protobuf";
+import { StructSchema } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { randomBytes } from "node:crypto";
+import type { Logger } from "pino";
+import { DomainError, type ErrorCode, type JsonObject } from "../domain/errors.js";
+import { isUnavailable } from "../store/sqlstate.js";
+
+const domainToConnect: Record<ErrorCode, Code> = {
+  invalid_argument: Code.InvalidArgument,
+  unauthenticated: Code.Unauthenticated,
+  permission_denied: Code.PermissionDenied,
+  not_found: Code.NotFound,
+  already_exists: Code.AlreadyExists,
+  failed_precondition: Code.FailedPrecondition,
+  resource_exhausted: Code.ResourceExhausted,
+  unavailable: Code.Unavailable,
+  unimplemented: Code.Unimplemented,
+  internal: Code.Internal,
+};
+
+/** Connect code → the contract's code name and REST status. */
+export const connectToRest: Record<Code, { code: string; status: number }> = {
+  [Code.Canceled]: { code: "canceled", status: 499 },
+  [Code.Unknown]: { code: "internal", status: 500 },
+  [Code.InvalidArgument]: { code: "invalid_argument", status: 400 },
+  [Code.DeadlineExceeded]: { code: "deadline_exceeded", status: 504 },
+  [Code.NotFound]: { code: "not_found", status: 404 },
+  [Code.AlreadyExists]: { code: "already_exists", status: 409 },
+  [Code.PermissionDenied]: { code: "permission_denied", status: 403 },
+  [Code.ResourceExhausted]: { code: "resource_exhausted", status: 429 },
+  [Code.FailedPrecondition]: { code: "failed_precondition", status: 409 },
+  [Code.Aborted]: { code: "aborted", status: 409 },
+  [Code.OutOfRange]: { code: "invalid_argument", status: 400 },
+  [Code.Unimplemented]: { code: "unimplemented", status: 501 },
+  [Code.Internal]: { code: "internal", status: 500 },
+  [Code.Unavailable]: { code: "unavailable", status: 503 },
+  [Code.DataLoss]: { code: "internal", status: 500 },
+  [Code.Unauthenticated]: { code: "unauthenticated", status: 401 },
+};
+
+/**
+ * Any error thrown below the transport, as the ConnectError a client sees.
+ * Domain errors keep their message and details (as google.protobuf.Struct);
+ * an unreachable database is UNAVAILABLE; anything else is INTERNAL with its
+ * text kept in the log only.
+ */
+export function toConnectError(error: unknown, log: Logger): ConnectError {
+  if (error instanceof ConnectError) return error;
+  if (error instanceof DomainError) {
+    return new ConnectError(
+      error.message,
+      domainToConnect[error.code],
+      undefined,
+      error.details.map((d) => ({ desc: StructSchema, value: fromJson(StructSchema, d as PbJsonObject) })),
+    );
+  }
+  if (isUnavailable(error)) {
+    log.error({ err: error }, "database unavailable");
+    return new ConnectError("the database cannot be reached; try again shortly", Code.Unavailable);
+  }
+  const errorId = randomBytes(6).toString("hex");
+  log.error({ err: error, errorId }, "internal error");
+  return new ConnectError(`internal error (error id ${errorId}; the server log has the details)`, Code.Internal);
+}
+
+export interface RestErrorBody {
+  code: string;
+  message: string;
+  details: JsonObject[];
+}
+
+/** The REST status and body of a ConnectError. */
+export function restError(error: ConnectError): { status: number; body: RestErrorBody } {
+  const { code, status } = connectToRest[error.code];
+  const details = error.findDetails(StructSchema).map((s) => toJson(StructSchema, create(StructSchema, s)) as JsonObject);
+  return { status, body: { code, message: error.rawMessage, details } };
+}
+
+/** A REST error raised by the gateway itself (bad JSON, unknown route, body too large). */
+export function restErrorBody(code: string, message: string, details: JsonObject[] = []): RestErrorBody {
+  return { code, message, details };
+}

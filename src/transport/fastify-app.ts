@@ -1,0 +1,101 @@
+/**
+ * One Fastify application: REST gateway, Connect/gRPC/gRPC-Web routes and the
+ * health endpoints. Two are built from this, one on an HTTP/1.1 server and one
+ * on an HTTP/2 server, and the listener hands each connection to the right one.
+ */
+import type { DescService } from "@bufbuild/protobuf";
+import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import Fastify, { type FastifyInstance } from "fastify";
+import http from "node:http";
+import http2 from "node:http2";
+import type { Logger } from "pino";
+import { LIMITS } from "../domain/formats.js";
+import { registerReflection } from "../services/reflection-service.js";
+import type { Db } from "../store/db.js";
+import { restErrorBody } from "./errors.js";
+import type { ServiceBinding } from "./guard.js";
+import { registerRestGateway } from "./rest-gateway.js";
+
+export interface AppDeps {
+  bindings: ServiceBinding[];
+  db: Db;
+  log: Logger;
+}
+
+export type HttpVersion = "http1" | "http2";
+
+export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Promise<FastifyInstance> {
+  const { bindings, db, log } = deps;
+  const options = {
+    loggerInstance: log,
+    bodyLimit: LIMITS.bodyBytes,
+    // A line per request would dominate the log at thousands of checks a second.
+    disableRequestLogging: true,
+    return503OnClosing: true,
+  };
+  const app = (
+    version === "http2"
+      ? Fastify({ ...options, http2: true, serverFactory: (handler) => http2.createServer(handler) })
+      : Fastify({ ...options, serverFactory: (handler) => http.createServer(handler) })
+  ) as unknown as FastifyInstance;
+
+  app.addHook("onResponse", async (req, reply) => {
+    req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime }, "request");
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split("?")[0];
+    return reply.code(404).send(restErrorBody("not_found", `no route for ${req.method} ${path}`));
+  });
+
+  app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, req, reply) => {
+    if (error.statusCode === 413) {
+      return reply
+        .code(413)
+        .send(restErrorBody("resource_exhausted", `request body is larger than the limit of ${LIMITS.bodyBytes} bytes (8 MiB)`));
+    }
+    if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
+      return reply.code(400).send(restErrorBody("invalid_argument", `bad request: ${error.message}`));
+    }
+    req.log.error({ err: error }, "unhandled error");
+    return reply.code(500).send(restErrorBody("internal", "internal error; the server log has the details"));
+  });
+
+  app.get("/healthz", async () => ({ status: "ok" }));
+  app.get("/readyz", async (_req, reply) => {
+    try {
+      await withTimeout(db.query("SELECT 1"), 2_000);
+      return { status: "ready", database: db.engine };
+    } catch (error) {
+      log.warn({ err: error }, "readiness check failed");
+      return reply.code(503).send(restErrorBody("unavailable", "the database cannot be reached"));
+    }
+  });
+
+  await app.register(async (scope) => {
+    registerRestGateway(scope, bindings, log);
+  });
+
+  const services: DescService[] = bindings.map((b) => b.service);
+  await app.register(fastifyConnectPlugin, {
+    routes(router) {
+      for (const { service, impl } of bindings) router.service(service, impl);
+      registerReflection(router, services);
+    },
+    // The contract's JSON rules hold on Connect too: unknown fields are
+    // errors and booleans are always written.
+    jsonOptions: { ignoreUnknownFields: false, alwaysEmitImplicit: true },
+    readMaxBytes: LIMITS.bodyBytes,
+  });
+
+  await app.ready();
+  return app;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,40 @@
+import type { DescService } from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import type { KeyAuthenticator } from "../domain/keys.js";
+import { authorizeCall } from "./auth.js";
+import { toConnectError } from "./errors.js";
+
+/** A service and its implementation, as the routers and the REST gateway take them. */
+export interface ServiceBinding<S extends DescService = DescService> {
+  service: S;
+  impl: ServiceImpl<S>;
+}
+
+type UnaryFn = (request: { appId?: unknown }, ctx: HandlerContext) => Promise<unknown>;
+
+/**
+ * Wraps every RPC of a service with authorization and the one error mapping,
+ * so Connect, gRPC, gRPC-Web and REST all run exactly the same checks.
+ */
+export function guard<S extends DescService>(
+  service: S,
+  impl: ServiceImpl<S>,
+  deps: { keys: KeyAuthenticator; log: Logger },
+): ServiceBinding<S> {
+  const guarded: Record<string, UnaryFn> = {};
+  const methods = impl as unknown as Record<string, UnaryFn>;
+  for (const method of service.methods) {
+    if (method.methodKind !== "unary") throw new Error(`${service.typeName}.${method.name}: only unary RPCs are guarded`);
+    const fn = methods[method.localName]!;
+    guarded[method.localName] = async (request, ctx) => {
+      try {
+        await authorizeCall(deps.keys, method, ctx, typeof request.appId === "string" ? request.appId : undefined);
+        return await fn(request, ctx);
+      } catch (error) {
+        throw toConnectError(error, deps.log);
+      }
+    };
+  }
+  return { service, impl: guarded as unknown as ServiceImpl<S> };
+}

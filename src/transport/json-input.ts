@@ -1,0 +1,161 @@
+/**
+ * Strict reading of JSON request bodies into protobuf messages, with errors
+ * that name the field: `resources[2].actions` must be an array, `foo` is not a
+ * field. protobuf-es would reject the same inputs, but with messages naming
+ * protobuf internals; this walks the descriptor first so a REST caller reads
+ * their own field names.
+ */
+import { fromJson, ScalarType, type DescField, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
+import { Violations, invalidArgument } from "../domain/errors.js";
+
+/** The fields of `desc` by every name JSON may use: the lowerCamelCase name and the proto name. */
+export function fieldByJsonKey(desc: DescMessage, key: string): DescField | undefined {
+  return desc.fields.find((f) => f.jsonName === key || f.name === key);
+}
+
+/** Reads `json` into a message of `desc`, or throws one 400 listing what is wrong. */
+export function messageFromJson<D extends DescMessage>(desc: D, json: Record<string, unknown>, where = "request body"): MessageShape<D> {
+  const v = new Violations();
+  checkMessage(desc, json, "", v, where);
+  v.throwIfAny();
+  try {
+    return fromJson(desc, json as JsonValue, { ignoreUnknownFields: false });
+  } catch (error) {
+    // The walk above should have caught everything; keep protobuf's word as a fallback.
+    throw invalidArgument(`${where}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+const typeOf = (value: unknown): string =>
+  value === null ? "null" : Array.isArray(value) ? "array" : typeof value === "object" ? "object" : typeof value;
+
+const join = (path: string, key: string) => (path === "" ? key : `${path}.${key}`);
+
+function checkMessage(desc: DescMessage, value: unknown, path: string, v: Violations, where: string): void {
+  const special = wellKnown[desc.typeName];
+  if (special !== undefined) {
+    const problem = special(value);
+    if (problem !== undefined) v.add(path, problem);
+    return;
+  }
+  if (typeOf(value) !== "object") {
+    v.add(path === "" ? where : path, `must be a JSON object, got ${typeOf(value)}`);
+    return;
+  }
+  const seen = new Set<DescField>();
+  for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
+    const field = fieldByJsonKey(desc, key);
+    const at = join(path, key);
+    if (field === undefined) {
+      const accepted = desc.fields.map((f) => f.jsonName).join(", ");
+      v.add(at, `is not a field of ${path === "" ? "this request" : "this object"} (accepted: ${accepted})`);
+      continue;
+    }
+    if (seen.has(field)) {
+      v.add(at, `is given twice (as ${field.jsonName} and ${field.name})`);
+      continue;
+    }
+    seen.add(field);
+    if (item === null) continue; // JSON null means "not set"
+    checkField(field, item, at, v, where);
+  }
+}
+
+function checkField(field: DescField, value: unknown, path: string, v: Violations, where: string): void {
+  switch (field.fieldKind) {
+    case "scalar":
+      return addProblem(v, path, scalarProblem(field.scalar, value));
+    case "enum":
+      return addProblem(v, path, enumProblem(field.enum.values.map((x) => x.name), value));
+    case "message":
+      return checkMessage(field.message, value, path, v, where);
+    case "list":
+      if (!Array.isArray(value)) return v.add(path, `must be an array, got ${typeOf(value)}`);
+      value.forEach((item, i) => {
+        const at = `${path}[${i}]`;
+        if (item === null) return v.add(at, "must not be null");
+        if (field.listKind === "scalar") addProblem(v, at, scalarProblem(field.scalar, item));
+        else if (field.listKind === "enum") addProblem(v, at, enumProblem(field.enum.values.map((x) => x.name), item));
+        else checkMessage(field.message, item, at, v, where);
+      });
+      return;
+    case "map":
+      if (typeOf(value) !== "object") return v.add(path, `must be a JSON object, got ${typeOf(value)}`);
+      for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
+        const at = `${path}.${key}`;
+        if (field.mapKind === "scalar") addProblem(v, at, scalarProblem(field.scalar, item));
+        else if (field.mapKind === "enum") addProblem(v, at, enumProblem(field.enum.values.map((x) => x.name), item));
+        else checkMessage(field.message, item, at, v, where);
+      }
+      return;
+  }
+}
+
+function addProblem(v: Violations, path: string, problem: string | undefined): void {
+  if (problem !== undefined) v.add(path, problem);
+}
+
+const INT32 = { min: -2147483648, max: 2147483647 };
+const UINT32 = { min: 0, max: 4294967295 };
+
+function scalarProblem(type: ScalarType, value: unknown): string | undefined {
+  switch (type) {
+    case ScalarType.STRING:
+      return typeof value === "string" ? undefined : `must be a string, got ${typeOf(value)}`;
+    case ScalarType.BOOL:
+      return typeof value === "boolean" ? undefined : `must be true or false, got ${typeOf(value)}`;
+    case ScalarType.BYTES:
+      return typeof value === "string" ? undefined : `must be a base64 string, got ${typeOf(value)}`;
+    case ScalarType.DOUBLE:
+    case ScalarType.FLOAT:
+      return typeof value === "number" || value === "NaN" || value === "Infinity" || value === "-Infinity"
+        ? undefined
+        : `must be a number, got ${typeOf(value)}`;
+    case ScalarType.INT32:
+    case ScalarType.SINT32:
+    case ScalarType.SFIXED32:
+      return integerProblem(value, INT32);
+    case ScalarType.UINT32:
+    case ScalarType.FIXED32:
+      return integerProblem(value, UINT32);
+    default: // 64-bit integers: JSON numbers or decimal strings
+      return integerProblem(value, undefined);
+  }
+}
+
+function integerProblem(value: unknown, range: { min: number; max: number } | undefined): string | undefined {
+  const n = typeof value === "string" && /^-?\d+$/.test(value) ? Number(value) : value;
+  if (typeof n !== "number" || !Number.isInteger(n)) return `must be a whole number, got ${typeOf(value) === "number" ? String(value) : typeOf(value)}`;
+  if (range !== undefined && (n < range.min || n > range.max)) return `must be between ${range.min} and ${range.max}, got ${n}`;
+  return undefined;
+}
+
+function enumProblem(names: string[], value: unknown): string | undefined {
+  if (typeof value === "number" && Number.isInteger(value)) return undefined;
+  if (typeof value === "string" && names.includes(value)) return undefined;
+  return `must be one of ${names.join(", ")}, got ${JSON.stringify(value)}`;
+}
+
+/** Well-known types with their own JSON forms. */
+const wellKnown: Record<string, (value: unknown) => string | undefined> = {
+  "google.protobuf.Timestamp": (x) =>
+    typeof x === "string" && !Number.isNaN(Date.parse(x)) ? undefined : `must be an RFC 3339 timestamp string, got ${JSON.stringify(x)}`,
+  "google.protobuf.Duration": (x) =>
+    typeof x === "string" && /^-?\d+(\.\d+)?s$/.test(x) ? undefined : `must be a duration such as "1.5s", got ${JSON.stringify(x)}`,
+  "google.protobuf.FieldMask": (x) =>
+    typeof x === "string" && /^([a-zA-Z0-9_.]+(,[a-zA-Z0-9_.]+)*)?$/.test(x)
+      ? undefined
+      : `must be a comma-separated list of field names, got ${JSON.stringify(x)}`,
+  "google.protobuf.Struct": (x) => (typeOf(x) === "object" ? undefined : `must be a JSON object, got ${typeOf(x)}`),
+  "google.protobuf.ListValue": (x) => (Array.isArray(x) ? undefined : `must be an array, got ${typeOf(x)}`),
+  "google.protobuf.Value": () => undefined,
+  "google.protobuf.StringValue": (x) => scalarProblem(ScalarType.STRING, x),
+  "google.protobuf.BoolValue": (x) => scalarProblem(ScalarType.BOOL, x),
+  "google.protobuf.Int32Value": (x) => scalarProblem(ScalarType.INT32, x),
+  "google.protobuf.UInt32Value": (x) => scalarProblem(ScalarType.UINT32, x),
+  "google.protobuf.Int64Value": (x) => scalarProblem(ScalarType.INT64, x),
+  "google.protobuf.UInt64Value": (x) => scalarProblem(ScalarType.UINT64, x),
+  "google.protobuf.DoubleValue": (x) => scalarProblem(ScalarType.DOUBLE, x),
+  "google.protobuf.FloatValue": (x) => scalarProblem(ScalarType.FLOAT, x),
+  "google.protobuf.BytesValue": (x) => scalarProblem(ScalarType.BYTES, x),
+};

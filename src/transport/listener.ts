@@ -1,0 +1,99 @@
+/**
+ * One port for every protocol: each new connection's first bytes say whether
+ * it is HTTP/2 with prior knowledge (gRPC, which needs HTTP/2 without TLS) or
+ * HTTP/1.1 (REST, Connect, gRPC-Web), and it is handed to that server.
+ * Also owns graceful shutdown: stop accepting, let in-flight requests finish,
+ * then close what is left.
+ */
+import type http from "node:http";
+import type http2 from "node:http2";
+import net from "node:net";
+
+const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+export interface Listener {
+  readonly port: number;
+  /** Stops accepting, waits up to graceMs for in-flight requests, then closes every connection. */
+  close(graceMs: number): Promise<void>;
+}
+
+export async function listen(host: string, port: number, h1: http.Server, h2: http2.Http2Server): Promise<Listener> {
+  const sockets = new Set<net.Socket>();
+  const sessions = new Set<http2.Http2Session>();
+  let inFlight = 0;
+  let draining = false;
+  let drained: (() => void) | undefined;
+
+  const track = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
+    inFlight++;
+    if (draining && "shouldKeepAlive" in res) res.setHeader("connection", "close");
+    res.once("close", () => {
+      inFlight--;
+      if (draining) {
+        h1.closeIdleConnections();
+        if (inFlight === 0) drained?.();
+      }
+    });
+    void req;
+  };
+  h1.on("request", track);
+  h2.on("request", track);
+  h2.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+    if (draining) session.close();
+  });
+
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    let head = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      head = Buffer.concat([head, chunk]);
+      const n = Math.min(head.length, H2_PREFACE.length);
+      const isH2 = head.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
+      if (isH2 && head.length < H2_PREFACE.length) return; // need more bytes to decide
+      socket.removeListener("data", onData);
+      socket.pause();
+      socket.unshift(head);
+      if (isH2) {
+        // The HTTP/2 session reads what is buffered, then takes the socket's
+        // handle over; resuming the JS stream here would race it for bytes.
+        h2.emit("connection", socket);
+      } else {
+        h1.emit("connection", socket);
+        socket.resume();
+      }
+    };
+    socket.on("data", onData);
+    socket.on("error", () => socket.destroy()); // a reset client must not crash the process
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address() as net.AddressInfo;
+
+  return {
+    port: address.port,
+    async close(graceMs) {
+      draining = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const session of sessions) session.close(); // GOAWAY: running streams finish
+      h1.closeIdleConnections();
+      if (inFlight > 0) {
+        await new Promise<void>((resolve) => {
+          drained = resolve;
+          setTimeout(resolve, graceMs).unref();
+        });
+      }
+      for (const session of sessions) session.destroy();
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+  };
+}
