@@ -5,7 +5,7 @@
  */
 import type { DescService } from "@bufbuild/protobuf";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { LogController, type FastifyInstance } from "fastify";
 import http from "node:http";
 import http2 from "node:http2";
 import type { Logger } from "pino";
@@ -30,7 +30,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     loggerInstance: log,
     bodyLimit: LIMITS.bodyBytes,
     // A line per request would dominate the log at thousands of checks a second.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
   };
   const app = (

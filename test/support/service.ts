@@ -1,0 +1,75 @@
+/**
+ * Starts the real service in-process on a free port, over a test database,
+ * and talks to it over HTTP with fetch.
+ */
+import { startPortcullis, type Portcullis } from "../../src/app.js";
+import type { Config } from "../../src/config.js";
+import type { Db } from "../../src/store/db.js";
+
+export const ADMIN_KEY = "test-operator-key-0123456789abcdef";
+
+export function testConfig(overrides: Partial<Config> = {}): Config {
+  return {
+    host: "127.0.0.1",
+    port: 0,
+    databaseUrl: undefined,
+    dataDir: "./data-unused",
+    adminKey: ADMIN_KEY,
+    logLevel: "silent",
+    pgPoolMax: 10,
+    shutdownGraceMs: 5_000,
+    ...overrides,
+  };
+}
+
+export interface TestService extends Portcullis {
+  /** JSON over REST: `call("POST", "/api/v1/applications", { key, body })`. */
+  call(method: string, path: string, options?: { key?: string | null; body?: unknown; rawBody?: string }): Promise<RestAnswer>;
+}
+
+export interface RestAnswer {
+  status: number;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  body: any;
+  headers: Headers;
+}
+
+export async function startTestService(db: Db, overrides: Partial<Config> = {}): Promise<TestService> {
+  const service = await startPortcullis(testConfig(overrides), { db });
+  return Object.assign(service, { call: restCaller(service.url) });
+}
+
+/** A REST caller for a base URL. The operator key is sent unless `key` says otherwise (null: no header). */
+export function restCaller(baseUrl: string) {
+  return async (
+    method: string,
+    path: string,
+    options: { key?: string | null; body?: unknown; rawBody?: string } = {},
+  ): Promise<RestAnswer> => {
+    const headers: Record<string, string> = {};
+    const key = options.key === undefined ? ADMIN_KEY : options.key;
+    if (key !== null) headers["x-api-key"] = key;
+    let body: string | undefined;
+    if (options.rawBody !== undefined) body = options.rawBody;
+    else if (options.body !== undefined) body = JSON.stringify(options.body);
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const res = await fetch(baseUrl + path, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text === "" ? undefined : JSON.parse(text);
+    } catch {
+      // leave as text
+    }
+    return { status: res.status, body: parsed, headers: res.headers };
+  };
+}
+
+/** Creates an application and an application key for it; returns the key. */
+export async function createAppWithKey(service: TestService, appId: string): Promise<string> {
+  const app = await service.call("POST", "/api/v1/applications", { body: { appId } });
+  if (app.status !== 201) throw new Error(`create application ${appId}: ${app.status} ${JSON.stringify(app.body)}`);
+  const key = await service.call("POST", `/api/v1/applications/${appId}/api-keys`, { body: { name: "test" } });
+  if (key.status !== 201) throw new Error(`create key: ${key.status} ${JSON.stringify(key.body)}`);
+  return key.body.key as string;
+}
