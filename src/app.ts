@@ -81,8 +81,8 @@ export async function startPortcullis(
       guard(AuditService, auditService(new AuditLog(db)), deps),
     ] as ServiceBinding[];
 
-    const app1 = await buildFastifyApp("http1", { bindings, db, log });
-    const app2 = await buildFastifyApp("http2", { bindings, db, log });
+    const app1 = await buildFastifyApp("http1", { bindings, db, keys, log });
+    const app2 = await buildFastifyApp("http2", { bindings, db, keys, log });
     const listener = await listen(
       config.host,
       config.port,

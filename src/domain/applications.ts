@@ -4,7 +4,7 @@ import { auditStore } from "../store/audit-store.js";
 import { alreadyExists, notFound } from "./errors.js";
 import { appIdProblem, ensure, nameProblem, pageSize } from "./formats.js";
 import { hashKey, newId, newKeySecret } from "./ids.js";
-import { decodePageToken, page } from "./paging.js";
+import { decodePageToken, decodeTimeCursor, page, timeCursor } from "./paging.js";
 import type { Principal } from "./principal.js";
 
 export interface Page<T> {
@@ -18,6 +18,17 @@ export async function requireApplication(q: Queryable, appId: string): Promise<A
   const app = await applicationsStore.get(q, appId);
   if (app === undefined) throw notFound(`application "${appId}" does not exist`);
   return app;
+}
+
+/**
+ * Inside a transaction: fails with 404 unless the application exists, and
+ * locks its row. Catalog replacement takes it FOR UPDATE; writers whose
+ * validity depends on the catalog (policies, grants) take it FOR SHARE, so
+ * they never interleave with a catalog change.
+ */
+export async function lockApplication(q: Queryable, appId: string, mode: "update" | "share"): Promise<void> {
+  ensure("appId", appIdProblem(appId));
+  if (!(await applicationsStore.lock(q, appId, mode))) throw notFound(`application "${appId}" does not exist`);
 }
 
 /** Applications and their API keys. */
@@ -81,15 +92,10 @@ export class Applications {
 
   async listKeys(appId: string, size: number | undefined, pageToken: string): Promise<Page<ApiKeyRow>> {
     const limit = pageSize(size);
-    const after = decodePageToken(pageToken, { createdAt: "string", keyId: "string" });
+    const after = decodeTimeCursor(pageToken);
     await requireApplication(this.db, appId);
-    const rows = await applicationsStore.listKeys(
-      this.db,
-      appId,
-      after && { createdAt: after.createdAt as string, keyId: after.keyId as string },
-      limit + 1,
-    );
-    return page(rows, limit, (last) => ({ createdAt: last.createdAt.toISOString(), keyId: last.keyId }));
+    const rows = await applicationsStore.listKeys(this.db, appId, after, limit + 1);
+    return page(rows, limit, (last) => timeCursor(last.createdAt, last.keyId));
   }
 
   async revokeKey(actor: Principal, appId: string, keyId: string): Promise<ApiKeyRow> {

@@ -1,8 +1,7 @@
 import type { Db } from "../store/db.js";
-import { applicationsStore } from "../store/applications-store.js";
 import { auditStore } from "../store/audit-store.js";
 import { catalogStore } from "../store/catalog-store.js";
-import { requireApplication } from "./applications.js";
+import { lockApplication, requireApplication } from "./applications.js";
 import {
   diffCatalog,
   effectiveCatalog,
@@ -10,7 +9,7 @@ import {
   type CatalogEntry,
   type CatalogEntryInput,
 } from "./catalog-rules.js";
-import { failedPrecondition, notFound, type JsonObject } from "./errors.js";
+import { failedPrecondition, type JsonObject } from "./errors.js";
 import type { Principal } from "./principal.js";
 
 /** The resource catalog of an application. */
@@ -34,7 +33,7 @@ export class Catalog {
     return this.db.transaction(async (tx) => {
       // Serializes with other catalog replacements and with the writers of
       // policies and grants, which take this row FOR SHARE.
-      if (!(await applicationsStore.lock(tx, appId, "update"))) throw notFound(`application "${appId}" does not exist`);
+      await lockApplication(tx, appId, "update");
       const before = await catalogStore.load(tx, appId);
       const change = diffCatalog(before, next);
 

@@ -1,3 +1,4 @@
+import type { TimeCursor } from "../store/db.js";
 import { invalidArgument } from "./errors.js";
 
 /**
@@ -30,6 +31,15 @@ export function decodePageToken<K extends string>(
   if (Object.keys(record).length !== Object.keys(keys).length) throw bad();
   return record as Record<K, string | number>;
 }
+
+/** Decodes a token of a list in (created_at, id) order. */
+export function decodeTimeCursor(token: string): TimeCursor | undefined {
+  const position = decodePageToken(token, { createdAt: "string", id: "string" });
+  return position && { createdAt: position.createdAt as string, id: position.id as string };
+}
+
+/** The (created_at, id) position of a row. */
+export const timeCursor = (createdAt: Date, id: string): TimeCursor => ({ createdAt: createdAt.toISOString(), id });
 
 /** Splits a `limit + 1` fetch into the page and the token of the next one. */
 export function page<T>(rows: T[], limit: number, position: (last: T) => Record<string, string | number>) {

@@ -1,4 +1,4 @@
-import type { Queryable } from "./db.js";
+import type { Queryable, TimeCursor } from "./db.js";
 
 export interface ApplicationRow {
   appId: string;
@@ -84,14 +84,14 @@ export const applicationsStore = {
   async listKeys(
     q: Queryable,
     appId: string,
-    after: { createdAt: string; keyId: string } | undefined,
+    after: TimeCursor | undefined,
     limit: number,
   ): Promise<ApiKeyRow[]> {
     const { rows } = await q.query<ApiKeyRow>(
       `SELECT ${KEY_COLUMNS} FROM api_keys
        WHERE app_id = $1 AND revoked_at IS NULL AND ($2::timestamptz IS NULL OR (created_at, key_id) > ($2::timestamptz, $3))
        ORDER BY created_at, key_id LIMIT $4`,
-      [appId, after?.createdAt ?? null, after?.keyId ?? "", limit],
+      [appId, after?.createdAt ?? null, after?.id ?? "", limit],
     );
     return rows;
   },

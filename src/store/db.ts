@@ -30,5 +30,8 @@ export interface Db extends Queryable {
   close(): Promise<void>;
 }
 
+/** A page position in (created_at, id) order; createdAt is ISO 8601 with milliseconds. */
+export type TimeCursor = { createdAt: string; id: string };
+
 /** int8 comes back as a JS number from both engines (counts and ids stay far below 2^53). */
 export const parseInt8 = (value: string): number => Number(value);

@@ -26,7 +26,12 @@ export function accessOf(method: DescMethod): Access {
 
 const principalKey = createContextKey<Principal | undefined>(undefined, { description: "the authenticated caller" });
 
-/** Authenticates the call's key and checks it may reach `appId`; stores the principal on the context. */
+/**
+ * Authenticates the call's key and checks it may reach `appId`; stores the
+ * principal on the context. A second call for the same context (the REST
+ * gateway authorizes before it reads the body, the guard again after)
+ * reuses the principal instead of looking the key up again.
+ */
 export async function authorizeCall(
   keys: KeyAuthenticator,
   method: DescMethod,
@@ -35,7 +40,8 @@ export async function authorizeCall(
 ): Promise<void> {
   const access = accessOf(method);
   if (access === "public") return;
-  const principal = await keys.authenticate(ctx.requestHeader.get("x-api-key") ?? undefined);
+  const principal =
+    ctx.values.get(principalKey) ?? (await keys.authenticate(ctx.requestHeader.get("x-api-key") ?? undefined));
   switch (access) {
     case "operator":
       if (principal.kind !== "operator") {

@@ -5,12 +5,19 @@
  */
 import type { DescService } from "@bufbuild/protobuf";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
-import Fastify, { LogController, type FastifyInstance } from "fastify";
+import Fastify, {
+  LogController,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from "fastify";
 import http from "node:http";
 import http2 from "node:http2";
 import type { Logger } from "pino";
 import { LIMITS } from "../domain/formats.js";
 import { registerReflection } from "../services/reflection-service.js";
+import type { KeyAuthenticator } from "../domain/keys.js";
 import type { Db } from "../store/db.js";
 import { restErrorBody } from "./errors.js";
 import type { ServiceBinding } from "./guard.js";
@@ -18,20 +25,38 @@ import { registerRestGateway } from "./rest-gateway.js";
 
 export interface AppDeps {
   bindings: ServiceBinding[];
+  keys: KeyAuthenticator;
   db: Db;
   log: Logger;
 }
 
 export type HttpVersion = "http1" | "http2";
 
+/**
+ * Errors Fastify raises before routing (a malformed URL, an over-long path
+ * segment) get the same JSON error shape as everything else.
+ */
+function frameworkErrors(error: FastifyError, _req: FastifyRequest, reply: FastifyReply): void {
+  if (error.code === "FST_ERR_MAX_PARAM_LENGTH") {
+    void reply.code(404).send(restErrorBody("not_found", "a path segment is longer than any id this service stores"));
+    return;
+  }
+  void reply.code(400).send(restErrorBody("invalid_argument", `malformed request: ${error.message}`));
+}
+
 export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Promise<FastifyInstance> {
-  const { bindings, db, log } = deps;
+  const { bindings, db, keys, log } = deps;
   const options = {
     loggerInstance: log,
     bodyLimit: LIMITS.bodyBytes,
     // A line per request would dominate the log at thousands of checks a second.
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
+    // Path segments carry user and resource ids of up to 256 characters,
+    // which percent-encoding can triple.
+    maxParamLength: 2048,
+    // Fastify types this option per route generics; ours is generic enough.
+    frameworkErrors: frameworkErrors as never,
   };
   const app = (
     version === "http2"
@@ -73,7 +98,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
   });
 
   await app.register(async (scope) => {
-    registerRestGateway(scope, bindings, log);
+    registerRestGateway(scope, bindings, { keys, log });
   });
 
   const services: DescService[] = bindings.map((b) => b.service);

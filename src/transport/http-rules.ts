@@ -5,6 +5,7 @@
  */
 import { getOption, type DescField, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
 import { http } from "../../gen/google/api/annotations_pb.js";
+import { FieldBehavior, field_behavior } from "../../gen/google/api/field_behavior_pb.js";
 
 export type HttpVerb = "GET" | "PUT" | "POST" | "DELETE" | "PATCH";
 
@@ -21,6 +22,8 @@ export interface HttpBinding {
   body: "*" | DescField | undefined;
   /** The response field sent as the whole body, or undefined for the whole response. */
   responseBody: DescField | undefined;
+  /** Body fields marked (google.api.field_behavior) = REQUIRED: absent or null is a 400. */
+  requiredFields: DescField[];
 }
 
 const verbs: Record<string, HttpVerb> = { get: "GET", put: "PUT", post: "POST", delete: "DELETE", patch: "PATCH" };
@@ -62,6 +65,9 @@ export function httpBindings(services: DescService[]): HttpBinding[] {
         pathFields,
         body: rule.body === "" ? undefined : rule.body === "*" ? "*" : fieldNamed(rule.body, "body", method.input.fields),
         responseBody: rule.responseBody === "" ? undefined : fieldNamed(rule.responseBody, "response_body", method.output.fields),
+        requiredFields: method.input.fields.filter(
+          (f) => !pathFields.includes(f) && getOption(f, field_behavior).includes(FieldBehavior.REQUIRED),
+        ),
       });
     }
   }

@@ -13,10 +13,19 @@ export function fieldByJsonKey(desc: DescMessage, key: string): DescField | unde
   return desc.fields.find((f) => f.jsonName === key || f.name === key);
 }
 
-/** Reads `json` into a message of `desc`, or throws one 400 listing what is wrong. */
-export function messageFromJson<D extends DescMessage>(desc: D, json: Record<string, unknown>, where = "request body"): MessageShape<D> {
+/**
+ * Reads `json` into a message of `desc`, or throws one 400 listing what is
+ * wrong. `bound` names top-level fields the caller filled from elsewhere (the
+ * path): they are not offered as accepted body fields.
+ */
+export function messageFromJson<D extends DescMessage>(
+  desc: D,
+  json: Record<string, unknown>,
+  bound: ReadonlySet<DescField> = new Set(),
+): MessageShape<D> {
+  const where = "request body";
   const v = new Violations();
-  checkMessage(desc, json, "", v, where);
+  checkMessage(desc, json, "", v, where, bound);
   v.throwIfAny();
   try {
     return fromJson(desc, json as JsonValue, { ignoreUnknownFields: false });
@@ -31,7 +40,14 @@ const typeOf = (value: unknown): string =>
 
 const join = (path: string, key: string) => (path === "" ? key : `${path}.${key}`);
 
-function checkMessage(desc: DescMessage, value: unknown, path: string, v: Violations, where: string): void {
+function checkMessage(
+  desc: DescMessage,
+  value: unknown,
+  path: string,
+  v: Violations,
+  where: string,
+  bound: ReadonlySet<DescField> = new Set(),
+): void {
   const special = wellKnown[desc.typeName];
   if (special !== undefined) {
     const problem = special(value);
@@ -47,7 +63,7 @@ function checkMessage(desc: DescMessage, value: unknown, path: string, v: Violat
     const field = fieldByJsonKey(desc, key);
     const at = join(path, key);
     if (field === undefined) {
-      const accepted = desc.fields.map((f) => f.jsonName).join(", ");
+      const accepted = desc.fields.filter((f) => !bound.has(f)).map((f) => f.jsonName).join(", ");
       v.add(at, `is not a field of ${path === "" ? "this request" : "this object"} (accepted: ${accepted})`);
       continue;
     }

@@ -9,7 +9,8 @@ import { ConnectError, createHandlerContext, type HandlerContext } from "@connec
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import { invalidArgument, Violations } from "../domain/errors.js";
-import { wasCreated } from "./auth.js";
+import type { KeyAuthenticator } from "../domain/keys.js";
+import { authorizeCall, wasCreated } from "./auth.js";
 import { restError, toConnectError } from "./errors.js";
 import type { ServiceBinding } from "./guard.js";
 import { httpBindings, type HttpBinding } from "./http-rules.js";
@@ -20,7 +21,12 @@ type UnaryFn = (request: Message, ctx: HandlerContext) => Promise<unknown>;
 const jsonWrite = { alwaysEmitImplicit: true } as const;
 
 /** Registers one Fastify route per annotated RPC of the bindings. Returns the bindings, for logs and docs. */
-export function registerRestGateway(app: FastifyInstance, bindings: ServiceBinding[], log: Logger): HttpBinding[] {
+export function registerRestGateway(
+  app: FastifyInstance,
+  bindings: ServiceBinding[],
+  deps: { keys: KeyAuthenticator; log: Logger },
+): HttpBinding[] {
+  const { keys, log } = deps;
   // Bodies arrive as text whatever their Content-Type (curl -d sends a form
   // type by default); they are JSON by contract, parsed here for clear errors.
   app.removeAllContentTypeParsers();
@@ -35,7 +41,6 @@ export function registerRestGateway(app: FastifyInstance, bindings: ServiceBindi
       url: route.routePath,
       handler: async (req, reply) => {
         try {
-          const request = readRequest(route, req);
           const ctx = createHandlerContext({
             service: route.method.parent,
             method: route.method,
@@ -44,6 +49,11 @@ export function registerRestGateway(app: FastifyInstance, bindings: ServiceBindi
             url: req.url,
             requestHeader: headersOf(req),
           });
+          // Credentials before content: a caller without a valid key learns
+          // nothing about the request format (401/403 before any 400).
+          const appId = (req.params as Record<string, string | undefined>).app_id;
+          await authorizeCall(keys, route.method, ctx, appId);
+          const request = readRequest(route, req);
           const result = await call(request, ctx);
           const response = isMessage(result, route.method.output) ? result : create(route.method.output, result as never);
           const body = route.responseBody === undefined ? toJson(route.method.output, response, jsonWrite) : fieldJson(route.responseBody, response);
@@ -88,7 +98,8 @@ function readRequest(route: HttpBinding, req: FastifyRequest): Message {
     const body = parseBody(req.body);
     if (route.body === "*") {
       if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
-        throw invalidArgument(`request body must be a JSON object, got ${Array.isArray(body) ? "an array" : typeof body}`);
+        const kind = body === null ? "null" : Array.isArray(body) ? "an array" : `a ${typeof body}`;
+        throw invalidArgument(`request body must be a JSON object, got ${kind}`);
       }
       for (const [key, value] of Object.entries((body ?? {}) as Record<string, unknown>)) {
         if (pathNames.has(key)) v.add(key, `is given by the path (${route.template}), not the body`);
@@ -115,12 +126,16 @@ function readRequest(route: HttpBinding, req: FastifyRequest): Message {
     const converted = values.map((x) => queryValue(field, key, x, v));
     json[field.jsonName] = field.fieldKind === "list" ? converted : converted[0];
   }
+  for (const field of route.requiredFields) {
+    const value = json[field.jsonName] ?? json[field.name];
+    if (value === undefined || value === null) v.add(field.jsonName, "is required");
+  }
   v.throwIfAny();
 
   const params = req.params as Record<string, string>;
   for (const field of route.pathFields) json[field.jsonName] = params[field.name];
 
-  const message = messageFromJson(input, json);
+  const message = messageFromJson(input, json, new Set(route.pathFields));
   deriveUpdateMask(input, message, route, json, pathNames);
   return message;
 }

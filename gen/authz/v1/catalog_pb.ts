@@ -5,13 +5,14 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import { file_google_api_field_behavior } from "../../google/api/field_behavior_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file authz/v1/catalog.proto.
  */
 export const file_authz_v1_catalog: GenFile = /*@__PURE__*/
-  fileDesc("ChZhdXRoei92MS9jYXRhbG9nLnByb3RvEghhdXRoei52MSJwCg9DYXRhbG9nUmVzb3VyY2USEAoIcmVzb3VyY2UYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDwoHYWN0aW9ucxgDIAMoCRIlCglyZWxhdGlvbnMYBCADKAsyEi5hdXRoei52MS5SZWxhdGlvbiI7CghSZWxhdGlvbhIMCgRuYW1lGAEgASgJEg8KB2FjdGlvbnMYAiADKAkSEAoIYnVpbHRfaW4YAyABKAgiUQoRUHV0Q2F0YWxvZ1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJEiwKCXJlc291cmNlcxgCIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZSJCChJQdXRDYXRhbG9nUmVzcG9uc2USLAoJcmVzb3VyY2VzGAEgAygLMhkuYXV0aHoudjEuQ2F0YWxvZ1Jlc291cmNlIiMKEUdldENhdGFsb2dSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoCSJCChJHZXRDYXRhbG9nUmVzcG9uc2USLAoJcmVzb3VyY2VzGAEgAygLMhkuYXV0aHoudjEuQ2F0YWxvZ1Jlc291cmNlMocCCg5DYXRhbG9nU2VydmljZRJ7CgpQdXRDYXRhbG9nEhsuYXV0aHoudjEuUHV0Q2F0YWxvZ1JlcXVlc3QaHC5hdXRoei52MS5QdXRDYXRhbG9nUmVzcG9uc2UiMoLT5JMCLDoBKhonL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vcmVzb3VyY2VzEngKCkdldENhdGFsb2cSGy5hdXRoei52MS5HZXRDYXRhbG9nUmVxdWVzdBocLmF1dGh6LnYxLkdldENhdGFsb2dSZXNwb25zZSIvgtPkkwIpEicvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9yZXNvdXJjZXNiBnByb3RvMw", [file_google_api_annotations]);
+  fileDesc("ChZhdXRoei92MS9jYXRhbG9nLnByb3RvEghhdXRoei52MSJwCg9DYXRhbG9nUmVzb3VyY2USEAoIcmVzb3VyY2UYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDwoHYWN0aW9ucxgDIAMoCRIlCglyZWxhdGlvbnMYBCADKAsyEi5hdXRoei52MS5SZWxhdGlvbiI7CghSZWxhdGlvbhIMCgRuYW1lGAEgASgJEg8KB2FjdGlvbnMYAiADKAkSEAoIYnVpbHRfaW4YAyABKAgiVgoRUHV0Q2F0YWxvZ1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJEjEKCXJlc291cmNlcxgCIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZUID4EECIkIKElB1dENhdGFsb2dSZXNwb25zZRIsCglyZXNvdXJjZXMYASADKAsyGS5hdXRoei52MS5DYXRhbG9nUmVzb3VyY2UiIwoRR2V0Q2F0YWxvZ1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJIkIKEkdldENhdGFsb2dSZXNwb25zZRIsCglyZXNvdXJjZXMYASADKAsyGS5hdXRoei52MS5DYXRhbG9nUmVzb3VyY2UyhwIKDkNhdGFsb2dTZXJ2aWNlEnsKClB1dENhdGFsb2cSGy5hdXRoei52MS5QdXRDYXRhbG9nUmVxdWVzdBocLmF1dGh6LnYxLlB1dENhdGFsb2dSZXNwb25zZSIygtPkkwIsOgEqGicvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9yZXNvdXJjZXMSeAoKR2V0Q2F0YWxvZxIbLmF1dGh6LnYxLkdldENhdGFsb2dSZXF1ZXN0GhwuYXV0aHoudjEuR2V0Q2F0YWxvZ1Jlc3BvbnNlIi+C0+STAikSJy9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3Jlc291cmNlc2IGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior]);
 
 /**
  * One resource type.
@@ -105,7 +106,8 @@ export type PutCatalogRequest = Message<"authz.v1.PutCatalogRequest"> & {
   appId: string;
 
   /**
-   * At most 1,000 resources.
+   * At most 1,000 resources. Required, so that an empty body cannot empty
+   * the catalog by accident: send [] to mean "no resources".
    *
    * @generated from field: repeated authz.v1.CatalogResource resources = 2;
    */

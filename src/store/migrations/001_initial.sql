@@ -1,5 +1,8 @@
 -- Portcullis schema. Every table is keyed by app_id first: applications are
 -- the unit of isolation, and every query names one.
+--
+-- created_at columns that page cursors use keep millisecond precision, the
+-- precision of a JS Date, so a cursor taken from a row compares equal to it.
 
 CREATE TABLE applications (
   app_id      text PRIMARY KEY,
@@ -15,7 +18,7 @@ CREATE TABLE api_keys (
   kind        text NOT NULL CHECK (kind IN ('operator', 'application')),
   name        text NOT NULL,
   secret_hash text NOT NULL,
-  created_at  timestamptz NOT NULL DEFAULT now(),
+  created_at  timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
   revoked_at  timestamptz,
   CONSTRAINT api_keys_secret_hash_key UNIQUE (secret_hash),
   CONSTRAINT api_keys_app_matches_kind CHECK ((kind = 'operator') = (app_id IS NULL))
@@ -53,7 +56,7 @@ CREATE TABLE policies (
   name        text NOT NULL,
   description text NOT NULL DEFAULT '',
   tenant_id   text,
-  created_at  timestamptz NOT NULL DEFAULT now(),
+  created_at  timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
   updated_at  timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (app_id, policy_id),
   CONSTRAINT policies_name_key UNIQUE (app_id, name)
@@ -77,10 +80,12 @@ CREATE TABLE roles (
   name        text NOT NULL,
   description text NOT NULL DEFAULT '',
   tenant_id   text,
-  created_at  timestamptz NOT NULL DEFAULT now(),
+  created_at  timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
   updated_at  timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (app_id, role_id)
 );
+-- Role names are unique within their scope: the application-wide roles, or one tenant's.
+CREATE UNIQUE INDEX roles_name_key ON roles (app_id, COALESCE(tenant_id, ''), name);
 
 CREATE TABLE role_policies (
   app_id      text NOT NULL,
@@ -97,7 +102,7 @@ CREATE TABLE role_assignments (
   app_id      text NOT NULL,
   role_id     text NOT NULL,
   user_id     text NOT NULL,
-  created_at  timestamptz NOT NULL DEFAULT now(),
+  created_at  timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
   PRIMARY KEY (app_id, role_id, user_id),
   FOREIGN KEY (app_id, role_id) REFERENCES roles (app_id, role_id) ON DELETE CASCADE
 );
@@ -112,10 +117,10 @@ CREATE TABLE relationships (
   resource_id text NOT NULL,
   relation    text NOT NULL,
   user_id     text NOT NULL,
-  created_at  timestamptz NOT NULL DEFAULT now(),
+  created_at  timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
   PRIMARY KEY (app_id, resource, resource_id, relation, user_id)
 );
-CREATE INDEX relationships_user_idx ON relationships (app_id, user_id, resource, resource_id);
+CREATE INDEX relationships_user_idx ON relationships (app_id, user_id, resource, resource_id, relation);
 
 CREATE TABLE audit_events (
   app_id        text NOT NULL REFERENCES applications (app_id) ON DELETE CASCADE,

@@ -1,0 +1,163 @@
+import type { Db } from "../store/db.js";
+import { auditStore } from "../store/audit-store.js";
+import { policiesStore, type PolicyRow } from "../store/policies-store.js";
+import { rolesStore, type RoleRow } from "../store/roles-store.js";
+import { isUniqueViolation } from "../store/sqlstate.js";
+import { lockApplication, requireApplication, type Page } from "./applications.js";
+import { alreadyExists, failedPrecondition, notFound, Violations } from "./errors.js";
+import { check, descriptionProblem, ensure, identifierProblem, nameProblem, pageSize } from "./formats.js";
+import { newId } from "./ids.js";
+import { decodeTimeCursor, page, timeCursor } from "./paging.js";
+import { listChange, resolvePermissions } from "./permissions.js";
+import type { Principal } from "./principal.js";
+
+export interface PolicyInput {
+  name: string;
+  description: string;
+  permissions: string[];
+  tenantId: string | undefined;
+}
+
+/** A partial update: only the fields present change. */
+export interface PolicyChange {
+  name?: string;
+  description?: string;
+  permissions?: string[];
+}
+
+/** Policies: named bundles of catalog permissions. */
+export class Policies {
+  constructor(private readonly db: Db) {}
+
+  async create(actor: Principal, appId: string, input: PolicyInput): Promise<PolicyRow> {
+    const v = new Violations();
+    check(v, "name", nameProblem(input.name));
+    check(v, "description", descriptionProblem(input.description));
+    if (input.tenantId !== undefined) check(v, "tenantId", identifierProblem(input.tenantId));
+    v.throwIfAny();
+    const policyId = newId("pol");
+    return this.db.transaction(async (tx) => {
+      await lockApplication(tx, appId, "share");
+      const permissions = await resolvePermissions(tx, appId, input.permissions);
+      try {
+        await policiesStore.insert(tx, appId, { policyId, name: input.name, description: input.description, tenantId: input.tenantId });
+      } catch (error) {
+        if (isUniqueViolation(error, "policies_name_key")) throw nameTaken(appId, input.name);
+        throw error;
+      }
+      await policiesStore.setPermissions(tx, appId, policyId, permissions);
+      await auditStore.append(tx, {
+        appId,
+        type: "policy.created",
+        actorKeyId: actor.keyId,
+        targetType: "policy",
+        targetId: policyId,
+        data: { name: input.name, permissions, ...(input.tenantId === undefined ? {} : { tenantId: input.tenantId }) },
+      });
+      return (await policiesStore.get(tx, appId, policyId))!;
+    });
+  }
+
+  async get(appId: string, policyId: string): Promise<PolicyRow> {
+    await requireApplication(this.db, appId);
+    return requirePolicy(await policiesStore.get(this.db, appId, policyId), appId, policyId);
+  }
+
+  async list(appId: string, tenantId: string | undefined, size: number | undefined, token: string): Promise<Page<PolicyRow>> {
+    const limit = pageSize(size);
+    if (tenantId !== undefined) ensure("tenantId", identifierProblem(tenantId));
+    const after = decodeTimeCursor(token);
+    await requireApplication(this.db, appId);
+    const rows = await policiesStore.list(this.db, appId, tenantId, after, limit + 1);
+    return page(rows, limit, (last) => timeCursor(last.createdAt, last.policyId));
+  }
+
+  /** The roles the policy is attached to. */
+  async roles(appId: string, policyId: string, size: number | undefined, token: string): Promise<Page<RoleRow>> {
+    const limit = pageSize(size);
+    const after = decodeTimeCursor(token);
+    await this.get(appId, policyId);
+    const rows = await rolesStore.listByPolicy(this.db, appId, policyId, after, limit + 1);
+    return page(rows, limit, (last) => timeCursor(last.createdAt, last.roleId));
+  }
+
+  async update(actor: Principal, appId: string, policyId: string, change: PolicyChange): Promise<PolicyRow> {
+    const v = new Violations();
+    if (change.name !== undefined) check(v, "name", nameProblem(change.name));
+    if (change.description !== undefined) check(v, "description", descriptionProblem(change.description));
+    v.throwIfAny();
+    return this.db.transaction(async (tx) => {
+      await lockApplication(tx, appId, "share");
+      if (!(await policiesStore.lock(tx, appId, policyId))) throw policyNotFound(appId, policyId);
+      const before = (await policiesStore.get(tx, appId, policyId))!;
+      const permissions = change.permissions === undefined ? undefined : await resolvePermissions(tx, appId, change.permissions);
+      const renamed = change.name !== undefined && change.name !== before.name ? change.name : undefined;
+      const described = change.description !== undefined && change.description !== before.description ? change.description : undefined;
+      const permissionChange = permissions === undefined ? { added: [], removed: [] } : listChange(before.permissions, permissions);
+      const reordered = permissions !== undefined && permissions.join("\n") !== before.permissions.join("\n");
+      if (renamed === undefined && described === undefined && !reordered) return before; // nothing changes: no event
+
+      try {
+        await policiesStore.update(tx, appId, policyId, { name: renamed, description: described });
+      } catch (error) {
+        if (isUniqueViolation(error, "policies_name_key")) throw nameTaken(appId, change.name!);
+        throw error;
+      }
+      if (reordered) await policiesStore.setPermissions(tx, appId, policyId, permissions!);
+      await auditStore.append(tx, {
+        appId,
+        type: "policy.updated",
+        actorKeyId: actor.keyId,
+        targetType: "policy",
+        targetId: policyId,
+        data: {
+          ...(renamed === undefined ? {} : { name: { from: before.name, to: renamed } }),
+          ...(described === undefined ? {} : { descriptionChanged: true }),
+          permissionsAdded: permissionChange.added,
+          permissionsRemoved: permissionChange.removed,
+        },
+      });
+      return (await policiesStore.get(tx, appId, policyId))!;
+    });
+  }
+
+  /**
+   * Deletes the policy. While roles use it, only with `force`: then every
+   * attachment goes too, in the same transaction, recorded as one event.
+   */
+  async delete(actor: Principal, appId: string, policyId: string, force: boolean): Promise<{ detachedRoleIds: string[] }> {
+    return this.db.transaction(async (tx) => {
+      await requireApplication(tx, appId);
+      if (!(await policiesStore.lock(tx, appId, policyId))) throw policyNotFound(appId, policyId);
+      const policy = (await policiesStore.get(tx, appId, policyId))!;
+      const roleIds = await policiesStore.attachedRoleIds(tx, appId, policyId);
+      if (roleIds.length > 0 && !force) {
+        throw failedPrecondition(
+          `policy "${policy.name}" is attached to ${roleIds.length} role${roleIds.length === 1 ? "" : "s"}; detach it first, or delete with force=true`,
+          roleIds.map((roleId) => ({ roleId })),
+        );
+      }
+      await policiesStore.delete(tx, appId, policyId);
+      await auditStore.append(tx, {
+        appId,
+        type: "policy.deleted",
+        actorKeyId: actor.keyId,
+        targetType: "policy",
+        targetId: policyId,
+        data: { name: policy.name, permissions: policy.permissions, force, detachedRoleIds: roleIds },
+      });
+      return { detachedRoleIds: roleIds };
+    });
+  }
+}
+
+function requirePolicy(row: PolicyRow | undefined, appId: string, policyId: string): PolicyRow {
+  if (row === undefined) throw policyNotFound(appId, policyId);
+  return row;
+}
+
+const policyNotFound = (appId: string, policyId: string) =>
+  notFound(`policy "${policyId}" does not exist in application "${appId}"`);
+
+const nameTaken = (appId: string, name: string) =>
+  alreadyExists(`a policy named "${name}" already exists in application "${appId}"`, [{ field: "name", value: name }]);

@@ -1,0 +1,25 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import { CheckService } from "../../gen/authz/v1/check_pb.js";
+import type { Checker } from "../domain/check.js";
+import type { CheckInput } from "../store/check-store.js";
+import { ownAppOf } from "../transport/auth.js";
+
+const input = (c: Omit<CheckInput, "tenantId"> & { tenantId?: string }): CheckInput => ({
+  userId: c.userId,
+  resource: c.resource,
+  resourceId: c.resourceId,
+  action: c.action,
+  tenantId: c.tenantId,
+});
+
+export function checkService(checker: Checker): ServiceImpl<typeof CheckService> {
+  return {
+    async check(req, ctx) {
+      return { allowed: await checker.check(ownAppOf(ctx), input(req)) };
+    },
+    async batchCheck(req, ctx) {
+      const results = await checker.batch(ownAppOf(ctx), req.checks.map(input));
+      return { results: results.map((allowed) => ({ allowed })) };
+    },
+  };
+}

@@ -1,0 +1,59 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { PolicyService, type PolicySchema } from "../../gen/authz/v1/policies_pb.js";
+import type { Policies } from "../domain/policies.js";
+import type { PolicyRow } from "../store/policies-store.js";
+import { markCreated, principalOf } from "../transport/auth.js";
+import { roleMessage } from "./role-service.js";
+import { maskedFields } from "./update-mask.js";
+
+export const policyMessage = (row: PolicyRow): MessageInitShape<typeof PolicySchema> => ({
+  policyId: row.policyId,
+  name: row.name,
+  description: row.description,
+  permissions: row.permissions,
+  ...(row.tenantId === null ? {} : { tenantId: row.tenantId }),
+  roleCount: row.roleCount,
+  createdAt: timestampFromDate(row.createdAt),
+  updatedAt: timestampFromDate(row.updatedAt),
+});
+
+export function policyService(policies: Policies): ServiceImpl<typeof PolicyService> {
+  return {
+    async createPolicy(req, ctx) {
+      const row = await policies.create(principalOf(ctx), req.appId, {
+        name: req.name,
+        description: req.description,
+        permissions: req.permissions,
+        tenantId: req.tenantId,
+      });
+      markCreated(ctx);
+      return { policy: policyMessage(row) };
+    },
+    async listPolicies(req) {
+      const { items, nextPageToken } = await policies.list(req.appId, req.tenantId, req.pageSize, req.pageToken);
+      return { policies: items.map(policyMessage), nextPageToken };
+    },
+    async getPolicy(req) {
+      return { policy: policyMessage(await policies.get(req.appId, req.policyId)) };
+    },
+    async listPolicyRoles(req) {
+      const { items, nextPageToken } = await policies.roles(req.appId, req.policyId, req.pageSize, req.pageToken);
+      return { roles: items.map(roleMessage), nextPageToken };
+    },
+    async updatePolicy(req, ctx) {
+      const fields = maskedFields(req.updateMask, { name: req.name, description: req.description, permissions: req.permissions });
+      const row = await policies.update(principalOf(ctx), req.appId, req.policyId, {
+        ...(fields.has("name") ? { name: req.name ?? "" } : {}),
+        ...(fields.has("description") ? { description: req.description ?? "" } : {}),
+        ...(fields.has("permissions") ? { permissions: req.permissions } : {}),
+      });
+      return { policy: policyMessage(row) };
+    },
+    async deletePolicy(req, ctx) {
+      const { detachedRoleIds } = await policies.delete(principalOf(ctx), req.appId, req.policyId, req.force);
+      return { policyId: req.policyId, deleted: true, detachedRoleIds };
+    },
+  };
+}
