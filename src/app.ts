@@ -22,6 +22,7 @@ import { auditService } from "./services/audit-service.js";
 import { catalogService } from "./services/catalog-service.js";
 import { unimplementedService } from "./services/unimplemented.js";
 import type { Db } from "./store/db.js";
+import { DeferredDb } from "./store/deferred-db.js";
 import { migrate } from "./store/migrate.js";
 import { PgDb } from "./store/pg-db.js";
 import { PgliteDb } from "./store/pglite-db.js";
@@ -33,8 +34,13 @@ export interface Portcullis {
   readonly url: string;
   readonly port: number;
   readonly db: Db;
-  /** The operator key this start generated, to print once; undefined when none was generated. */
-  readonly generatedOperatorKey: string | undefined;
+  /**
+   * Resolves when the database is open and migrated and the service answers
+   * API calls, with the operator key this start generated (to print once;
+   * undefined when none was). Rejects when the database cannot be opened.
+   * Until then /healthz answers, /readyz says 503, and API calls wait.
+   */
+  readonly ready: Promise<{ generatedOperatorKey: string | undefined }>;
   /** Graceful stop: in-flight requests finish, then the database closes (unless it was passed in). */
   close(): Promise<void>;
 }
@@ -62,14 +68,29 @@ export async function startPortcullis(
   options: { log?: Logger; db?: Db } = {},
 ): Promise<Portcullis> {
   const log = options.log ?? createLogger(config);
-  const db = options.db ?? (await openDb(config, log));
-  try {
-    const applied = await migrate(db);
-    if (applied.length > 0) log.info({ versions: applied }, "applied database migrations");
-
-    const keys = new KeyAuthenticator(db, config.adminKey);
+  const engine = options.db?.engine ?? (config.databaseUrl === undefined ? "pglite" : "postgres");
+  // Listen first, open the database behind: creating a fresh embedded
+  // database takes seconds, and health checks should not wait for it.
+  const db = new DeferredDb(engine, async () => {
+    const opened = options.db ?? (await openDb(config, log));
+    try {
+      const applied = await migrate(opened);
+      if (applied.length > 0) log.info({ versions: applied }, "applied database migrations");
+    } catch (error) {
+      if (options.db === undefined) await opened.close().catch(() => undefined);
+      throw error;
+    }
+    return opened;
+  });
+  const keys = new KeyAuthenticator(db, config.adminKey);
+  const ready = db.opened.then(async () => {
     const generatedOperatorKey = await keys.ensureOperatorKey();
+    log.info({ database: engine }, "database ready");
+    return { generatedOperatorKey };
+  });
+  ready.catch(() => undefined); // observed by the caller
 
+  try {
     const deps = { keys, log };
     const bindings: ServiceBinding[] = [
       guard(ApplicationService, applicationService(new Applications(db)), deps),
@@ -97,11 +118,11 @@ export async function startPortcullis(
       url,
       port: listener.port,
       db,
-      generatedOperatorKey,
+      ready,
       async close() {
         await listener.close(config.shutdownGraceMs);
         await Promise.allSettled([app1.close(), app2.close()]);
-        if (options.db === undefined) await db.close();
+        if (options.db === undefined) await db.close().catch(() => undefined);
         log.info("portcullis stopped");
       },
     };

@@ -21,10 +21,14 @@ async function main(): Promise<void> {
     log.warn("AUTHZ_ADMIN_KEY is shorter than 16 characters; use a long random value outside development");
   }
   const service = await startPortcullis(config, { log });
-  if (service.generatedOperatorKey !== undefined) {
+  const { generatedOperatorKey } = await service.ready.catch(async (error: unknown) => {
+    await service.close().catch(() => undefined);
+    throw error;
+  });
+  if (generatedOperatorKey !== undefined) {
     // Printed once, on the first start: only its hash is stored.
     process.stdout.write(
-      `\n  Operator API key (shown once, store it now): ${service.generatedOperatorKey}\n` +
+      `\n  Operator API key (shown once, store it now): ${generatedOperatorKey}\n` +
         `  Use it as the X-API-Key header, or set AUTHZ_ADMIN_KEY to choose your own.\n\n`,
     );
   }

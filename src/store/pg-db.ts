@@ -1,6 +1,6 @@
 import pg from "pg";
 import { parseInt8, type Db, type Queryable, type QueryResult } from "./db.js";
-import { DatabaseUnavailableError, isRetryable } from "./sqlstate.js";
+import { DatabaseUnavailableError, isRetryable, isUnavailable } from "./sqlstate.js";
 
 const INT8_OID = 20;
 const MAX_ATTEMPTS = 5;
@@ -17,6 +17,8 @@ const types = {
 export class PgDb implements Db {
   readonly engine = "postgres" as const;
   private readonly pool: pg.Pool;
+  /** Clients whose connection failed while checked out, with the error. */
+  private readonly lost = new WeakMap<pg.PoolClient, Error>();
 
   constructor(connectionString: string, options: { max: number; onError: (error: Error) => void }) {
     this.pool = new pg.Pool({
@@ -29,14 +31,21 @@ export class PgDb implements Db {
     });
     // An idle client losing its connection must not crash the process.
     this.pool.on("error", options.onError);
+    // Nor may a checked-out one: its "error" event has no other listener.
+    // The failed call then answers UNAVAILABLE (see failure()).
+    this.pool.on("connect", (client) => {
+      client.on("error", (error) => this.lost.set(client as pg.PoolClient, error));
+    });
   }
 
   async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
     const client = await this.connect();
     try {
       return toResult<R>(await client.query(sql, params as unknown[]));
+    } catch (error) {
+      throw this.failure(client, error);
     } finally {
-      client.release();
+      client.release(this.lost.get(client));
     }
   }
 
@@ -62,15 +71,23 @@ export class PgDb implements Db {
           broken = rollbackError; // the connection is gone: do not reuse it
         });
         if (attempt < MAX_ATTEMPTS && isRetryable(error)) continue;
-        throw error;
+        throw this.failure(client, error);
       } finally {
-        client.release(broken);
+        client.release(broken ?? this.lost.get(client));
       }
     }
   }
 
   async close(): Promise<void> {
     await this.pool.end();
+  }
+
+  /**
+   * An error from a client whose connection broke carries no SQLSTATE;
+   * known by the client's own error event, it becomes "unavailable".
+   */
+  private failure(client: pg.PoolClient, error: unknown): unknown {
+    return this.lost.has(client) && !isUnavailable(error) ? new DatabaseUnavailableError({ cause: error }) : error;
   }
 
   private async connect(): Promise<pg.PoolClient> {

@@ -13,13 +13,15 @@ import Fastify, {
   type FastifyRequest,
 } from "fastify";
 import http from "node:http";
-import http2 from "node:http2";
+import http2, { type Http2ServerResponse } from "node:http2";
 import type { Logger } from "pino";
 import { LIMITS } from "../domain/formats.js";
 import { registerReflection } from "../services/reflection-service.js";
 import type { KeyAuthenticator } from "../domain/keys.js";
 import type { Db } from "../store/db.js";
+import { DeferredDb } from "../store/deferred-db.js";
 import { restErrorBody } from "./errors.js";
+import { fixGrpcMessageEncoding } from "./grpc-message.js";
 import type { ServiceBinding } from "./guard.js";
 import { registerRestGateway } from "./rest-gateway.js";
 
@@ -64,6 +66,15 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
       : Fastify({ ...options, serverFactory: (handler) => http.createServer(handler) })
   ) as unknown as FastifyInstance;
 
+  if (version === "http2") {
+    app.addHook("onRequest", async (req, reply) => {
+      const type = req.headers["content-type"] ?? "";
+      if (type.startsWith("application/grpc") && !type.startsWith("application/grpc-web")) {
+        fixGrpcMessageEncoding(reply.raw as unknown as Http2ServerResponse);
+      }
+    });
+  }
+
   app.addHook("onResponse", async (req, reply) => {
     req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime }, "request");
   });
@@ -88,6 +99,9 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
 
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
+    if (db instanceof DeferredDb && !db.isOpen) {
+      return reply.code(503).send(restErrorBody("unavailable", "the database is still opening"));
+    }
     try {
       await withTimeout(db.query("SELECT 1"), 2_000);
       return { status: "ready", database: db.engine };

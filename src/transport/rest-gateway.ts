@@ -81,6 +81,7 @@ function fieldJson(field: DescField, response: Message): unknown {
 function headersOf(req: FastifyRequest): Headers {
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
+    if (name.startsWith(":")) continue; // HTTP/2 pseudo-headers
     if (typeof value === "string") headers.set(name, value);
     else if (Array.isArray(value)) for (const v of value) headers.append(name, v);
   }

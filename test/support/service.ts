@@ -36,6 +36,7 @@ export interface RestAnswer {
 
 export async function startTestService(db: Db, overrides: Partial<Config> = {}): Promise<TestService> {
   const service = await startPortcullis(testConfig(overrides), { db });
+  await service.ready;
   return Object.assign(service, { call: restCaller(service.url) });
 }
 

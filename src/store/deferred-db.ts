@@ -1,0 +1,52 @@
+import type { Db, Queryable, QueryResult } from "./db.js";
+import { DatabaseUnavailableError } from "./sqlstate.js";
+
+/**
+ * A Db that is still opening: the service listens at once (so /healthz
+ * answers while a fresh embedded database is being created, which takes
+ * seconds), and calls that arrive meanwhile wait for the database instead of
+ * failing. Once open, it is a thin pass-through.
+ */
+export class DeferredDb implements Db {
+  private db: Db | undefined;
+  readonly opened: Promise<Db>;
+
+  constructor(
+    readonly engine: Db["engine"],
+    open: () => Promise<Db>,
+  ) {
+    this.opened = open().then((db) => (this.db = db));
+    // Callers see the failure through `opened` and through each call.
+    this.opened.catch(() => undefined);
+  }
+
+  get isOpen(): boolean {
+    return this.db !== undefined;
+  }
+
+  private async target(): Promise<Db> {
+    if (this.db !== undefined) return this.db;
+    try {
+      return await this.opened;
+    } catch (cause) {
+      throw new DatabaseUnavailableError({ cause });
+    }
+  }
+
+  async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+    return (this.db ?? (await this.target())).query<R>(sql, params);
+  }
+
+  async exec(sql: string): Promise<void> {
+    return (await this.target()).exec(sql);
+  }
+
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    return (this.db ?? (await this.target())).transaction(fn);
+  }
+
+  async close(): Promise<void> {
+    const db = await this.opened.catch(() => undefined);
+    await db?.close();
+  }
+}

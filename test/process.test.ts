@@ -1,0 +1,314 @@
+/**
+ * The real entry point, as a child process: `node --import tsx src/main.ts`
+ * configured only through its environment, on embedded PGlite (a data
+ * folder) and on Postgres (DATABASE_URL). Start, the generated operator key,
+ * graceful stop, restart on the same storage, AUTHZ_ADMIN_KEY, bad config.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, engines, type EngineName, type TestDatabase } from "./support/engines.js";
+import { restCaller } from "./support/service.js";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const KEY_PATTERN = /pcl_[a-z2-7]+/g;
+const HEALTHY_WITHIN_MS = 10_000;
+const STOPS_WITHIN_MS = 5_000;
+
+// ---------------------------------------------------------------- child process helpers
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+interface ServiceProcess {
+  child: ChildProcess;
+  url: string;
+  /** Everything written so far. */
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly exited: Promise<Exit>;
+  call: ReturnType<typeof restCaller>;
+}
+
+const running = new Set<ServiceProcess>();
+const tempDirs: string[] = [];
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+async function tempDir(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), "portcullis-process-"));
+  tempDirs.push(dir);
+  return dir;
+}
+
+/** The parent's environment without anything that configures the service. */
+function cleanEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of ["PORT", "HOST", "DATABASE_URL", "AUTHZ_DATA_DIR", "AUTHZ_ADMIN_KEY", "LOG_LEVEL", "PG_POOL_MAX", "SHUTDOWN_GRACE_MS", "NODE_OPTIONS"]) {
+    delete env[name];
+  }
+  return env;
+}
+
+/** Spawns the entry point with PORT, HOST and LOG_LEVEL set, plus `env` (which may override them). */
+async function spawnService(env: Record<string, string>): Promise<ServiceProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    cwd: ROOT,
+    env: { ...cleanEnv(), PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "info", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+  const exited = new Promise<Exit>((resolve) => {
+    child.once("exit", (code, signal) => resolve({ code, signal }));
+    child.once("error", () => resolve({ code: null, signal: null }));
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const service: ServiceProcess = {
+    child,
+    url,
+    get stdout() {
+      return stdout;
+    },
+    get stderr() {
+      return stderr;
+    },
+    exited,
+    call: restCaller(url),
+  };
+  running.add(service);
+  void exited.then(() => running.delete(service));
+  return service;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Resolves with the time it took once `condition` holds; fails after `timeoutMs` or when the process exits. */
+async function waitUntil(service: ServiceProcess, what: string, condition: () => Promise<boolean> | boolean, timeoutMs: number): Promise<number> {
+  const started = Date.now();
+  let exit: Exit | undefined;
+  void service.exited.then((e) => (exit = e));
+  for (;;) {
+    if (await condition()) return Date.now() - started;
+    if (exit !== undefined) {
+      throw new Error(`the service exited (code ${exit.code}, signal ${exit.signal}) before ${what}\nstderr:\n${service.stderr}\nstdout:\n${service.stdout}`);
+    }
+    if (Date.now() - started > timeoutMs) {
+      throw new Error(`no ${what} within ${timeoutMs} ms\nstderr:\n${service.stderr}\nstdout:\n${service.stdout}`);
+    }
+    await sleep(50);
+  }
+}
+
+async function answersReady(service: ServiceProcess): Promise<boolean> {
+  try {
+    const res = await fetch(`${service.url}/readyz`, { signal: AbortSignal.timeout(1_000) });
+    return res.status === 200;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Starts the service and waits until /readyz answers 200: the database is
+ * open and migrated, and anything start-up prints (the operator key) is out.
+ * (/healthz answers earlier, as soon as the port listens.) Ready later than
+ * 10 s after the spawn fails the test (softly: the test goes on, so later
+ * steps and tests still have what they need), but the wait allows longer.
+ */
+async function startService(env: Record<string, string>): Promise<ServiceProcess> {
+  const started = Date.now();
+  const service = await spawnService(env);
+  await waitUntil(service, "200 on /readyz", () => answersReady(service), 45_000);
+  expect.soft(Date.now() - started, "milliseconds from spawn until /readyz answered 200").toBeLessThanOrEqual(HEALTHY_WITHIN_MS);
+  await waitUntil(service, "database ready log line", () => service.stdout.includes("database ready"), 5_000);
+  await sleep(200);
+  return service;
+}
+
+/** SIGTERM, then the exit, which must come within `STOPS_WITHIN_MS`. */
+async function stopService(service: ServiceProcess): Promise<Exit> {
+  service.child.kill("SIGTERM");
+  const exit = await Promise.race([service.exited, sleep(STOPS_WITHIN_MS).then(() => undefined)]);
+  if (exit === undefined) throw new Error(`no exit within ${STOPS_WITHIN_MS} ms of SIGTERM\nstderr:\n${service.stderr}`);
+  return exit;
+}
+
+/** Every API key printed on stdout or stderr. */
+const printedKeys = (service: ServiceProcess) => [...`${service.stdout}\n${service.stderr}`.matchAll(KEY_PATTERN)].map((m) => m[0]);
+
+afterEach(async () => {
+  // Whatever happened in the test, no service outlives it.
+  await Promise.all(
+    [...running].map(async (service) => {
+      if (service.child.exitCode === null && service.child.signalCode === null) service.child.kill("SIGKILL");
+      await service.exited;
+    }),
+  );
+});
+
+afterAll(async () => {
+  await Promise.all(tempDirs.map((dir) => rm(dir, { recursive: true, force: true })));
+});
+
+// ---------------------------------------------------------------- storage
+
+interface Storage {
+  name: string;
+  engine: EngineName;
+  /** The environment that points the service at a fresh, empty store. */
+  open(): Promise<{ env: Record<string, string>; dispose(): Promise<void> }>;
+}
+
+const allStorages: Storage[] = [
+  {
+    name: "embedded PGlite in AUTHZ_DATA_DIR",
+    engine: "pglite",
+    async open() {
+      const dir = await tempDir();
+      return { env: { AUTHZ_DATA_DIR: join(dir, "data") }, dispose: () => rm(dir, { recursive: true, force: true }) };
+    },
+  },
+  {
+    name: "Postgres via DATABASE_URL",
+    engine: "postgres",
+    async open() {
+      const database: TestDatabase = await createTestDatabase("postgres");
+      // AUTHZ_DATA_DIR points at an empty folder that must stay unused.
+      const dir = await tempDir();
+      return { env: { DATABASE_URL: database.url!, AUTHZ_DATA_DIR: join(dir, "unused") }, dispose: () => database.dispose() };
+    },
+  },
+];
+const storages = allStorages.filter((s) => engines.includes(s.engine));
+
+const catalog = {
+  resources: [
+    { resource: "document", description: "A document", actions: ["read", "update", "comment"], relations: [{ name: "reviewer", actions: ["read", "comment"] }] },
+    { resource: "invoice", description: "", actions: ["send", "read"] },
+  ],
+};
+
+describe.each(storages)("the service process on $name", { timeout: 120_000 }, (storage) => {
+  let store: { env: Record<string, string>; dispose(): Promise<void> };
+  // Carried from one start to the next: the whole point is that they survive restarts.
+  let operatorKey = "";
+  let appKey = "";
+  let storedCatalog: unknown;
+
+  beforeAll(async () => {
+    store = await storage.open();
+  });
+  afterAll(async () => {
+    await store?.dispose();
+  });
+
+  it("first start: healthy within 10 s, prints an operator key exactly once, serves with it, exits 0 on SIGTERM", async () => {
+    const service = await startService(store.env);
+    const keys = printedKeys(service);
+    expect(keys, "operator keys printed").toHaveLength(1);
+    operatorKey = keys[0]!;
+    expect(service.stdout).toContain(`Operator API key (shown once, store it now): ${operatorKey}`);
+
+    const ready = await service.call("GET", "/readyz", { key: null });
+    expect(ready.status).toBe(200);
+    expect(ready.body.database).toBe(storage.engine);
+
+    expect((await service.call("GET", "/api/v1/applications", { key: null })).status).toBe(401);
+    const created = await service.call("POST", "/api/v1/applications", { key: operatorKey, body: { appId: "shop", name: "Shop" } });
+    expect(created.status).toBe(201);
+    const put = await service.call("PUT", "/api/v1/applications/shop/resources", { key: operatorKey, body: catalog });
+    expect(put.status).toBe(200);
+    storedCatalog = put.body;
+    const key = await service.call("POST", "/api/v1/applications/shop/api-keys", { key: operatorKey, body: { name: "ci" } });
+    expect(key.status).toBe(201);
+    appKey = key.body.key;
+
+    expect(await stopService(service)).toEqual({ code: 0, signal: null });
+    expect(printedKeys(service).filter((k) => k === operatorKey), "times the operator key appears in the output").toHaveLength(1);
+    expect(service.stdout).toContain("portcullis stopped");
+  });
+
+  it("second start on the same storage: no key printed; the application, catalog and keys are still there", async () => {
+    expect(operatorKey, "the first start must have run").not.toBe("");
+    const service = await startService(store.env);
+    expect(printedKeys(service)).toEqual([]);
+
+    const apps = await service.call("GET", "/api/v1/applications", { key: operatorKey });
+    expect(apps.status).toBe(200);
+    expect(apps.body.applications.map((a: { appId: string }) => a.appId)).toEqual(["shop"]);
+    const app = await service.call("GET", "/api/v1/applications/shop", { key: operatorKey });
+    expect(app.status).toBe(200);
+    expect(app.body).toMatchObject({ appId: "shop", name: "Shop" });
+    const got = await service.call("GET", "/api/v1/applications/shop/resources", { key: operatorKey });
+    expect(got.status).toBe(200);
+    expect(got.body).toEqual(storedCatalog);
+    const byAppKey = await service.call("GET", "/api/v1/applications/shop/resources", { key: appKey });
+    expect(byAppKey.status).toBe(200);
+
+    expect(await stopService(service)).toEqual({ code: 0, signal: null });
+  });
+
+  it("with AUTHZ_ADMIN_KEY set: the env key works, the generated stored key gets 401, nothing is printed", async () => {
+    const adminKey = "process-test-admin-key-0123456789";
+    const service = await startService({ ...store.env, AUTHZ_ADMIN_KEY: adminKey });
+    expect(printedKeys(service)).toEqual([]);
+
+    const withEnvKey = await service.call("GET", "/api/v1/applications", { key: adminKey });
+    expect(withEnvKey.status).toBe(200);
+    expect(withEnvKey.body.applications.map((a: { appId: string }) => a.appId)).toEqual(["shop"]);
+    const withStoredKey = await service.call("GET", "/api/v1/applications", { key: operatorKey });
+    expect(withStoredKey.status).toBe(401);
+    expect(withStoredKey.body.code).toBe("unauthenticated");
+    // Application keys are unaffected.
+    expect((await service.call("GET", "/api/v1/applications/shop/resources", { key: appKey })).status).toBe(200);
+
+    expect(await stopService(service)).toEqual({ code: 0, signal: null });
+    expect(`${service.stdout}${service.stderr}`).not.toContain(adminKey);
+  });
+
+  it("without AUTHZ_ADMIN_KEY again: the stored key opens the operator routes again, and no new key is generated", async () => {
+    const service = await startService(store.env);
+    expect(printedKeys(service)).toEqual([]);
+    expect((await service.call("GET", "/api/v1/applications", { key: operatorKey })).status).toBe(200);
+    expect(await stopService(service)).toEqual({ code: 0, signal: null });
+  });
+});
+
+describe("configuration the service cannot start with", { timeout: 60_000 }, () => {
+  // Configuration errors stop the process before it listens; a database that
+  // cannot be reached is found after (the port listens at once), and stops it too.
+  it.each<{ name: string; env: Record<string, string>; names: RegExp; listens: boolean }>([
+    { name: "PORT that is not a number", env: { PORT: "abc" }, names: /PORT/, listens: false },
+    { name: "PORT out of range", env: { PORT: "70000" }, names: /PORT/, listens: false },
+    { name: "negative PORT", env: { PORT: "-1" }, names: /PORT/, listens: false },
+    { name: "unknown LOG_LEVEL", env: { LOG_LEVEL: "chatty" }, names: /LOG_LEVEL/, listens: false },
+    { name: "PG_POOL_MAX of 0", env: { PG_POOL_MAX: "0" }, names: /PG_POOL_MAX/, listens: false },
+    { name: "unreachable DATABASE_URL", env: { DATABASE_URL: "postgres://postgres@127.0.0.1:1/x" }, names: /database/i, listens: true },
+  ])("$name: exits non-zero with a message naming it", async ({ env, names, listens }) => {
+    const service = await spawnService({ AUTHZ_DATA_DIR: join(await tempDir(), "data"), ...env });
+    const exit = await Promise.race([service.exited, sleep(20_000).then(() => undefined)]);
+    expect(exit, `the service kept running\nstdout:\n${service.stdout}`).toBeDefined();
+    expect(exit!.code).not.toBe(0);
+    expect(exit!.code).not.toBeNull();
+    expect(service.stderr).toMatch(names);
+    if (!listens) expect(service.stdout).not.toContain("portcullis listening");
+    expect(service.stdout).not.toContain("database ready");
+    expect(printedKeys(service)).toEqual([]);
+  });
+});
