@@ -16,11 +16,18 @@ import type { Config } from "./config.js";
 import { Applications } from "./domain/applications.js";
 import { AuditLog } from "./domain/audit-log.js";
 import { Catalog } from "./domain/catalog.js";
+import { Checker } from "./domain/check.js";
 import { KeyAuthenticator } from "./domain/keys.js";
+import { Policies } from "./domain/policies.js";
+import { Relationships } from "./domain/relationships.js";
+import { Roles } from "./domain/roles.js";
 import { applicationService } from "./services/application-service.js";
 import { auditService } from "./services/audit-service.js";
 import { catalogService } from "./services/catalog-service.js";
-import { unimplementedService } from "./services/unimplemented.js";
+import { checkService } from "./services/check-service.js";
+import { policyService } from "./services/policy-service.js";
+import { relationshipService } from "./services/relationship-service.js";
+import { roleService } from "./services/role-service.js";
 import type { Db } from "./store/db.js";
 import { DeferredDb } from "./store/deferred-db.js";
 import { migrate } from "./store/migrate.js";
@@ -95,10 +102,10 @@ export async function startPortcullis(
     const bindings: ServiceBinding[] = [
       guard(ApplicationService, applicationService(new Applications(db)), deps),
       guard(CatalogService, catalogService(new Catalog(db)), deps),
-      guard(PolicyService, unimplementedService(PolicyService), deps),
-      guard(RoleService, unimplementedService(RoleService), deps),
-      guard(RelationshipService, unimplementedService(RelationshipService), deps),
-      guard(CheckService, unimplementedService(CheckService), deps),
+      guard(PolicyService, policyService(new Policies(db)), deps),
+      guard(RoleService, roleService(new Roles(db)), deps),
+      guard(RelationshipService, relationshipService(new Relationships(db)), deps),
+      guard(CheckService, checkService(new Checker(db)), deps),
       guard(AuditService, auditService(new AuditLog(db)), deps),
     ] as ServiceBinding[];
 

@@ -172,6 +172,7 @@ describe.each(versions)("ServerReflection $name", ({ open }) => {
     expect(files.map((f) => f.name).sort()).toEqual([
       "authz/v1/catalog.proto",
       "google/api/annotations.proto",
+      "google/api/field_behavior.proto",
       "google/api/http.proto",
       "google/protobuf/descriptor.proto",
     ]);
