@@ -1,45 +1,64 @@
+import { Coalescer } from "../lib/coalescer.js";
 import type { Db } from "../store/db.js";
-import { checkStore, type CheckInput } from "../store/check-store.js";
+import { checkStore, type CheckInput, type CheckRow } from "../store/check-store.js";
 import { invalidArgument, Violations } from "./errors.js";
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
 
-/** The permission check. Reads committed state only, so every answer is fresh. */
-export class Checker {
-  constructor(private readonly db: Db) {}
+export type CheckQuestion = Omit<CheckInput, "appId">;
 
-  async check(appId: string, input: CheckInput): Promise<boolean> {
-    const [allowed] = await this.run(appId, [input], (field) => field);
-    return allowed!;
+/**
+ * The permission check. Reads committed state only, so every answer is
+ * fresh; single checks arriving together share one query (see Coalescer).
+ */
+export class Checker {
+  private readonly single: Coalescer<CheckInput, CheckRow>;
+
+  constructor(private readonly db: Db) {
+    this.single = new Coalescer((inputs) => checkStore.check(db, inputs), {
+      maxBatch: LIMITS.batchChecks,
+      concurrency: db.concurrency,
+    });
+  }
+
+  async check(appId: string, question: CheckQuestion): Promise<boolean> {
+    const v = new Violations();
+    validate(v, question, (field) => field);
+    v.throwIfAny();
+    const row = await this.single.call({ appId, ...question });
+    known(v, question, row, (field) => field);
+    v.throwIfAny();
+    return row.allowed;
   }
 
   /** Up to 1,000 checks in one round trip; answers in request order. */
-  async batch(appId: string, inputs: CheckInput[]): Promise<boolean[]> {
-    if (inputs.length > LIMITS.batchChecks) {
-      throw invalidArgument(`at most ${LIMITS.batchChecks} checks per call, got ${inputs.length}`, [
-        { field: "checks", reason: `${inputs.length} checks exceed ${LIMITS.batchChecks}` },
+  async batch(appId: string, questions: CheckQuestion[]): Promise<boolean[]> {
+    if (questions.length > LIMITS.batchChecks) {
+      throw invalidArgument(`at most ${LIMITS.batchChecks} checks per call, got ${questions.length}`, [
+        { field: "checks", reason: `${questions.length} checks exceed ${LIMITS.batchChecks}` },
       ]);
     }
-    if (inputs.length === 0) return [];
-    return this.run(appId, inputs, (field, i) => `checks[${i}].${field}`);
-  }
-
-  private async run(appId: string, inputs: CheckInput[], at: (field: string, i: number) => string): Promise<boolean[]> {
+    if (questions.length === 0) return [];
+    const at = (field: string, i: number) => `checks[${i}].${field}`;
     const v = new Violations();
-    inputs.forEach((c, i) => {
-      check(v, at("userId", i), identifierProblem(c.userId));
-      check(v, at("resource", i), tokenProblem(c.resource));
-      check(v, at("resourceId", i), identifierProblem(c.resourceId));
-      check(v, at("action", i), tokenProblem(c.action));
-      if (c.tenantId !== undefined) check(v, at("tenantId", i), identifierProblem(c.tenantId));
-    });
+    questions.forEach((q, i) => validate(v, q, (field) => at(field, i)));
     v.throwIfAny();
-    const rows = await checkStore.check(this.db, appId, inputs);
-    rows.forEach((row, i) => {
-      const c = inputs[i]!;
-      if (!row.resourceKnown) v.add(at("resource", i), `"${c.resource}" is not a resource of the catalog`);
-      else if (!row.actionKnown) v.add(at("action", i), `"${c.action}" is not an action of resource "${c.resource}"`);
-    });
+    const rows = await checkStore.check(this.db, questions.map((q) => ({ appId, ...q })));
+    rows.forEach((row, i) => known(v, questions[i]!, row, (field) => at(field, i)));
     v.throwIfAny();
     return rows.map((r) => r.allowed);
   }
+}
+
+function validate(v: Violations, q: CheckQuestion, at: (field: string) => string): void {
+  check(v, at("userId"), identifierProblem(q.userId));
+  check(v, at("resource"), tokenProblem(q.resource));
+  check(v, at("resourceId"), identifierProblem(q.resourceId));
+  check(v, at("action"), tokenProblem(q.action));
+  if (q.tenantId !== undefined) check(v, at("tenantId"), identifierProblem(q.tenantId));
+}
+
+/** The catalog half of the answer: an unknown resource or action is a 400. */
+function known(v: Violations, q: CheckQuestion, row: CheckRow, at: (field: string) => string): void {
+  if (!row.resourceKnown) v.add(at("resource"), `"${q.resource}" is not a resource of the catalog`);
+  else if (!row.actionKnown) v.add(at("action"), `"${q.action}" is not an action of resource "${q.resource}"`);
 }

@@ -1,6 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
 import type { Db } from "../store/db.js";
-import { applicationsStore } from "../store/applications-store.js";
+import { Coalescer } from "../lib/coalescer.js";
+import { applicationsStore, type ApiKeyRow } from "../store/applications-store.js";
 import { unauthenticated } from "./errors.js";
 import { hashKey, newId, newKeySecret } from "./ids.js";
 import { ENV_OPERATOR_KEY_ID, type Principal } from "./principal.js";
@@ -11,12 +12,22 @@ import { ENV_OPERATOR_KEY_ID, type Principal } from "./principal.js";
  */
 export class KeyAuthenticator {
   private readonly envOperatorHash: Buffer | undefined;
+  /** Lookups arriving together share one query (many requests, few keys). */
+  private readonly lookup: Coalescer<string, ApiKeyRow | undefined>;
 
   constructor(
     private readonly db: Db,
     adminKey: string | undefined,
   ) {
     this.envOperatorHash = adminKey === undefined ? undefined : Buffer.from(hashKey(adminKey), "hex");
+    this.lookup = new Coalescer(
+      async (hashes) => {
+        const rows = await applicationsStore.findKeysByHashes(db, [...new Set(hashes)]);
+        const byHash = new Map(rows.map((r) => [r.secretHash, r]));
+        return hashes.map((h): ApiKeyRow | undefined => byHash.get(h));
+      },
+      { maxBatch: 1000, concurrency: db.concurrency },
+    );
   }
 
   async authenticate(key: string | undefined): Promise<Principal> {
@@ -25,7 +36,7 @@ export class KeyAuthenticator {
     if (this.envOperatorHash !== undefined && timingSafeEqual(Buffer.from(hash, "hex"), this.envOperatorHash)) {
       return { kind: "operator", keyId: ENV_OPERATOR_KEY_ID };
     }
-    const row = await applicationsStore.findKeyByHash(this.db, hash);
+    const row = await this.lookup.call(hash);
     // With AUTHZ_ADMIN_KEY set, it is the only operator key: a generated one
     // from an earlier start no longer opens anything.
     if (row === undefined || (row.kind === "operator" && this.envOperatorHash !== undefined)) {

@@ -1,10 +1,9 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { CheckService } from "../../gen/authz/v1/check_pb.js";
-import type { Checker } from "../domain/check.js";
-import type { CheckInput } from "../store/check-store.js";
+import type { CheckQuestion, Checker } from "../domain/check.js";
 import { ownAppOf } from "../transport/auth.js";
 
-const input = (c: Omit<CheckInput, "tenantId"> & { tenantId?: string }): CheckInput => ({
+const input = (c: Omit<CheckQuestion, "tenantId"> & { tenantId?: string }): CheckQuestion => ({
   userId: c.userId,
   resource: c.resource,
   resourceId: c.resourceId,

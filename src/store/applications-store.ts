@@ -66,13 +66,14 @@ export const applicationsStore = {
     return rows[0];
   },
 
-  /** The live key with this secret hash. */
-  async findKeyByHash(q: Queryable, secretHash: string): Promise<ApiKeyRow | undefined> {
-    const { rows } = await q.query<ApiKeyRow>(
-      `SELECT ${KEY_COLUMNS} FROM api_keys WHERE secret_hash = $1 AND revoked_at IS NULL`,
-      [secretHash],
+  /** The live keys with any of these secret hashes, each with its hash. */
+  async findKeysByHashes(q: Queryable, secretHashes: string[]): Promise<(ApiKeyRow & { secretHash: string })[]> {
+    const { rows } = await q.query<ApiKeyRow & { secretHash: string }>(
+      `SELECT ${KEY_COLUMNS}, secret_hash AS "secretHash" FROM api_keys
+       WHERE secret_hash = ANY($1::text[]) AND revoked_at IS NULL`,
+      [secretHashes],
     );
-    return rows[0];
+    return rows;
   },
 
   async hasOperatorKey(q: Queryable): Promise<boolean> {

@@ -1,6 +1,7 @@
 import type { Queryable } from "./db.js";
 
 export interface CheckInput {
+  appId: string;
   userId: string;
   resource: string;
   resourceId: string;
@@ -17,7 +18,8 @@ export interface CheckRow {
 }
 
 /**
- * The check, for any number of questions in one statement (one round trip):
+ * The check, for any number of questions (of any applications) in one
+ * statement, so one round trip answers them all:
  * allowed when the user holds, on that very instance, a relation implying the
  * action, or holds a role (application-wide, or of the asked tenant) with a
  * policy holding resource:action.
@@ -30,26 +32,26 @@ const CHECK_SQL = `
        SELECT 1 FROM relationships g
        JOIN catalog_relations cr
          ON cr.app_id = g.app_id AND cr.resource = g.resource AND cr.relation = g.relation
-       WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource
+       WHERE g.app_id = q.app_id AND g.user_id = q.user_id AND g.resource = q.resource
          AND g.resource_id = q.resource_id AND q.action = ANY(cr.actions))
      OR EXISTS (
        SELECT 1 FROM role_assignments a
        JOIN roles r ON r.app_id = a.app_id AND r.role_id = a.role_id
        JOIN role_policies rp ON rp.app_id = a.app_id AND rp.role_id = a.role_id
        JOIN policy_permissions pp ON pp.app_id = rp.app_id AND pp.policy_id = rp.policy_id
-       WHERE a.app_id = $1 AND a.user_id = q.user_id
+       WHERE a.app_id = q.app_id AND a.user_id = q.user_id
          AND (r.tenant_id IS NULL OR r.tenant_id = q.tenant_id)
          AND pp.resource = q.resource AND pp.action = q.action)
     ) AS allowed
-  FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-       WITH ORDINALITY AS q(user_id, resource, resource_id, action, tenant_id, n)
-  LEFT JOIN catalog_resources c ON c.app_id = $1 AND c.resource = q.resource
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+       WITH ORDINALITY AS q(app_id, user_id, resource, resource_id, action, tenant_id, n)
+  LEFT JOIN catalog_resources c ON c.app_id = q.app_id AND c.resource = q.resource
   ORDER BY q.n`;
 
 export const checkStore = {
-  async check(q: Queryable, appId: string, checks: CheckInput[]): Promise<CheckRow[]> {
+  async check(q: Queryable, checks: CheckInput[]): Promise<CheckRow[]> {
     const { rows } = await q.query<CheckRow>(CHECK_SQL, [
-      appId,
+      checks.map((c) => c.appId),
       checks.map((c) => c.userId),
       checks.map((c) => c.resource),
       checks.map((c) => c.resourceId),

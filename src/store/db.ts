@@ -18,6 +18,12 @@ export interface Db extends Queryable {
   /** "postgres" or "pglite", for logs and readiness answers. */
   readonly engine: "postgres" | "pglite";
   /**
+   * How many statements it is worth running at once: coalesced reads (key
+   * lookups, checks) keep at most this many batches in flight and leave the
+   * rest of the pool to writes.
+   */
+  readonly concurrency: number;
+  /**
    * Runs `fn` in one transaction: it commits when `fn` resolves and rolls back
    * when it throws. Inside, use only `tx` (PGlite is one connection: a query on
    * the outer handle would wait for this very transaction). A transaction that

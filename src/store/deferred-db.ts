@@ -13,6 +13,7 @@ export class DeferredDb implements Db {
 
   constructor(
     readonly engine: Db["engine"],
+    readonly concurrency: number,
     open: () => Promise<Db>,
   ) {
     this.opened = open().then((db) => (this.db = db));

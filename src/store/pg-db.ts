@@ -1,8 +1,26 @@
+import { createHash } from "node:crypto";
 import pg from "pg";
 import { parseInt8, type Db, type Queryable, type QueryResult } from "./db.js";
 import { DatabaseUnavailableError, isRetryable, isUnavailable } from "./sqlstate.js";
 
 const INT8_OID = 20;
+
+/**
+ * Statements with parameters run as named prepared statements: Postgres then
+ * plans each once per connection instead of on every call (the check query
+ * takes milliseconds to plan and well under one to run). The name is derived
+ * from the text, so the same SQL always maps to the same statement.
+ */
+const statementNames = new Map<string, string>();
+function statement(sql: string, params: readonly unknown[] | undefined): pg.QueryConfig {
+  if (params === undefined || params.length === 0) return { text: sql };
+  let name = statementNames.get(sql);
+  if (name === undefined) {
+    name = `pcs_${createHash("sha1").update(sql).digest("hex").slice(0, 16)}`;
+    statementNames.set(sql, name);
+  }
+  return { name, text: sql, values: params as unknown[] };
+}
 const MAX_ATTEMPTS = 5;
 
 // Per-pool type parsers, so the process-wide pg.types stay untouched.
@@ -13,14 +31,19 @@ const types = {
   },
 } as unknown as pg.CustomTypesConfig;
 
+/** Coalesced-read batches in flight for a pool of `max`: a quarter, the rest for writes. */
+export const pgConcurrency = (max: number): number => Math.max(1, Math.floor(max / 4));
+
 /** The `pg` engine: a connection pool on a real Postgres (or a compatible distributed database). */
 export class PgDb implements Db {
   readonly engine = "postgres" as const;
+  readonly concurrency: number;
   private readonly pool: pg.Pool;
   /** Clients whose connection failed while checked out, with the error. */
   private readonly lost = new WeakMap<pg.PoolClient, Error>();
 
   constructor(connectionString: string, options: { max: number; onError: (error: Error) => void }) {
+    this.concurrency = pgConcurrency(options.max);
     this.pool = new pg.Pool({
       connectionString,
       max: options.max,
@@ -41,7 +64,7 @@ export class PgDb implements Db {
   async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
     const client = await this.connect();
     try {
-      return toResult<R>(await client.query(sql, params as unknown[]));
+      return toResult<R>(await client.query(statement(sql, params)));
     } catch (error) {
       throw this.failure(client, error);
     } finally {
@@ -60,8 +83,7 @@ export class PgDb implements Db {
       try {
         await client.query("BEGIN");
         const tx: Queryable = {
-          query: async <R>(sql: string, params?: readonly unknown[]) =>
-            toResult<R>(await client.query(sql, params as unknown[])),
+          query: async <R>(sql: string, params?: readonly unknown[]) => toResult<R>(await client.query(statement(sql, params))),
         };
         const result = await fn(tx);
         await client.query("COMMIT");

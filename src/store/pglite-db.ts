@@ -11,6 +11,8 @@ const MAX_ATTEMPTS = 5;
  */
 export class PgliteDb implements Db {
   readonly engine = "pglite" as const;
+  /** One connection: one batch at a time, everything else queues into the next. */
+  readonly concurrency = 1;
 
   private constructor(private readonly pg: PGlite) {}
 

@@ -1,0 +1,324 @@
+/**
+ * `npm run bench`: starts the service as its own process (on the Postgres of
+ * DATABASE_URL, in a fresh database there; else on embedded PGlite in a fresh
+ * data folder), loads the data set through the public API, drives it from a
+ * separate load-generator process, and measures the same way a bare Fastify
+ * route (the ceiling). Prints a table and writes the figures as JSON.
+ *
+ *   npm run bench -- [--grants 100000 | --grants 10000,1000000] [--seconds 10]
+ *                    [--connections 50] [--profile] [--out FILE]
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import * as data from "./dataset.js";
+import type { LoadResult, LoadSpec } from "./load.js";
+
+const ROOT = fileURLToPath(new URL("../", import.meta.url));
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && process.argv[i + 1] !== undefined ? process.argv[i + 1]! : fallback;
+}
+const GRANT_STEPS = arg("grants", "100000").split(",").map((x) => Number(x.replace(/_/g, "")));
+const SECONDS = Number(arg("seconds", "10"));
+const WARMUP = Math.min(3, Math.max(1, Math.round(SECONDS / 4)));
+const CONNECTIONS = Number(arg("connections", "50"));
+const PROFILE = process.argv.includes("--profile");
+const OUT = arg("out", join(ROOT, "bench", "results", `bench-${new Date().toISOString().replace(/[:.]/g, "-")}.json`));
+const ADMIN_KEY = `bench-${randomBytes(16).toString("hex")}`;
+
+const progress = (text: string) => process.stderr.write(`\r\x1b[K${text}`);
+const say = (text: string) => process.stderr.write(`\r\x1b[K${text}\n`);
+
+// ---------------------------------------------------------------- processes
+
+const children: ChildProcess[] = [];
+process.on("exit", () => children.forEach((c) => c.kill("SIGKILL")));
+
+function node(args: string[], env: Record<string, string>): ChildProcess {
+  const child = spawn(process.execPath, ["--import", "tsx", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.push(child);
+  return child;
+}
+
+function firstLine(child: ChildProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      const nl = out.indexOf("\n");
+      if (nl >= 0) resolve(out.slice(0, nl));
+    });
+    child.once("exit", (code) => reject(new Error(`process exited (${code}) before answering: ${out}`)));
+  });
+}
+
+async function freePort(): Promise<number> {
+  const net = await import("node:net");
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitReady(url: string, child: ChildProcess): Promise<void> {
+  const until = Date.now() + 60_000;
+  while (Date.now() < until) {
+    if (child.exitCode !== null) throw new Error(`the service exited with ${child.exitCode}`);
+    try {
+      if ((await fetch(`${url}/readyz`)).status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("the service was not ready within 60 s");
+}
+
+/** Peak resident set size of a process, from /proc (Linux). */
+function peakRssMb(pid: number): number | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const match = /VmHWM:\s+(\d+) kB/.exec(status);
+    return match ? Number(match[1]) / 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+// ---------------------------------------------------------------- loading
+
+async function api(url: string, method: string, path: string, body: unknown, key: string): Promise<any> {
+  const res = await fetch(url + path, {
+    method,
+    headers: { "content-type": "application/json", "x-api-key": key },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 300)}`);
+  return text === "" ? undefined : JSON.parse(text);
+}
+
+async function inParallel<T>(items: T[], width: number, fn: (item: T, i: number) => Promise<void>, label: string) {
+  let next = 0;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        await fn(items[i]!, i);
+        if (++done % 200 === 0 || done === items.length) progress(`loading: ${label} ${done}/${items.length}`);
+      }
+    }),
+  );
+}
+
+async function loadBase(url: string): Promise<string> {
+  const base = `/api/v1/applications/${data.APP_ID}`;
+  await api(url, "POST", "/api/v1/applications", { appId: data.APP_ID }, ADMIN_KEY);
+  const { key } = await api(url, "POST", `${base}/api-keys`, { name: "bench" }, ADMIN_KEY);
+  await api(url, "PUT", `${base}/resources`, data.catalog, ADMIN_KEY);
+  const policyIds: string[] = [];
+  await inParallel(data.policies(), 8, async (p, i) => {
+    policyIds[i] = (await api(url, "POST", `${base}/policies`, p, ADMIN_KEY)).policyId;
+  }, "policies");
+  const roleIds: string[] = [];
+  await inParallel(data.roles(), 8, async (r, i) => {
+    roleIds[i] = (await api(url, "POST", `${base}/roles`, { name: r.name, policyIds: r.policies.map((p) => policyIds[p]) }, ADMIN_KEY)).roleId;
+  }, "roles");
+  await inParallel([...Array(data.USERS).keys()], 32, async (u) => {
+    await api(url, "POST", `${base}/roles/${roleIds[data.roleOfUser(u)]}/assignments`, { userId: data.userId(u) }, ADMIN_KEY);
+  }, "role assignments");
+  return key as string;
+}
+
+async function loadGrants(url: string, key: string, from: number, to: number): Promise<void> {
+  for (let start = from; start < to; start += 5000) {
+    const writes = Array.from({ length: Math.min(5000, to - start) }, (_, k) => data.grant(start + k));
+    await api(url, "POST", "/api/v1/authorization/relationships/bulk", { writes }, key);
+    progress(`loading: grants ${Math.min(to, start + 5000)}/${to}`);
+  }
+}
+
+// ---------------------------------------------------------------- measuring
+
+async function drive(spec: Omit<LoadSpec, "connections" | "seconds">, label: string): Promise<LoadResult> {
+  const run = async (seconds: number) => {
+    const child = node(["bench/load.ts", JSON.stringify({ ...spec, connections: CONNECTIONS, seconds })], {});
+    return JSON.parse(await firstLine(child)) as LoadResult;
+  };
+  progress(`running: ${label} (warm-up ${WARMUP} s)`);
+  await run(WARMUP);
+  progress(`running: ${label} (${SECONDS} s, ${CONNECTIONS} in flight)`);
+  const result = await run(SECONDS);
+  if (result.errors > 0) say(`warning: ${label}: ${result.errors} failed requests`);
+  return result;
+}
+
+interface Row {
+  figure: string;
+  rps: number;
+  unit: string;
+  p50: number;
+  p99: number;
+  ofCeiling?: number;
+}
+
+async function main(): Promise<void> {
+  const tmp = mkdtempSync(join(tmpdir(), "portcullis-bench-"));
+  let benchDb: { admin: string; name: string } | undefined;
+  const env: Record<string, string> = { AUTHZ_ADMIN_KEY: ADMIN_KEY, LOG_LEVEL: "warn", PORT: String(await freePort()) };
+  const baseUrl = process.env.DATABASE_URL;
+  if (baseUrl !== undefined && baseUrl !== "") {
+    const name = `portcullis_bench_${Date.now()}`;
+    const admin = new pg.Client({ connectionString: baseUrl });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.end();
+    const u = new URL(baseUrl);
+    u.pathname = `/${name}`;
+    env.DATABASE_URL = u.toString();
+    benchDb = { admin: baseUrl, name };
+  } else {
+    env.AUTHZ_DATA_DIR = join(tmp, "data");
+  }
+  const engine = benchDb ? "postgres" : "pglite";
+  say(`portcullis bench: ${engine}, grants ${GRANT_STEPS.join(" → ")}, ${SECONDS} s per figure, ${CONNECTIONS} in flight`);
+
+  const ceiling = node(["bench/ceiling-server.ts"], { PORT: String(await freePort()) });
+  const ceilingUrl = (JSON.parse(await firstLine(ceiling)) as { url: string }).url;
+
+  const serviceArgs = [...(PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${join(ROOT, "bench", "results")}`] : []), "src/main.ts"];
+  const service = node(serviceArgs, env);
+  let serviceLog = "";
+  service.stderr!.on("data", (c: Buffer) => (serviceLog += c.toString()));
+  const url = `http://127.0.0.1:${env.PORT}`;
+  await waitReady(url, service);
+
+  const rows: Row[] = [];
+  const scale: { grants: number; grantP50: number; roleP50: number; deniedP50: number }[] = [];
+  try {
+    const t0 = Date.now();
+    const key = await loadBase(url);
+    say(`loaded catalog, 200 policies, 50 roles, ${data.USERS} users in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+
+    const rest = (bodies: unknown[], label: string, path = "/api/v1/authorization/check", method = "POST") =>
+      drive({ kind: "rest", url, method, path, key, bodies }, label);
+    const grpcCheck = (bodies: unknown[], label: string) =>
+      drive({ kind: "grpc", url, method: "CheckService/Check", path: "", key, bodies }, label);
+
+    const ceilingResult = await drive(
+      { kind: "rest", url: ceilingUrl, method: "POST", path: "/api/v1/authorization/check", key, bodies: data.deniedChecks(1000) },
+      "ceiling (bare Fastify)",
+    );
+    const row = (figure: string, r: LoadResult, unit = "req/s", perRequest = 1, versusCeiling = false): Row => ({
+      figure,
+      rps: r.rps * perRequest,
+      unit,
+      p50: r.p50,
+      p99: r.p99,
+      ...(versusCeiling ? { ofCeiling: r.rps / ceilingResult.rps } : {}),
+    });
+    rows.push(row("ceiling: bare Fastify, same body", ceilingResult, "req/s", 1, true));
+
+    let loaded = 0;
+    for (const [step, grants] of GRANT_STEPS.entries()) {
+      const t1 = Date.now();
+      await loadGrants(url, key, loaded, grants);
+      loaded = grants;
+      say(`loaded ${grants} grants in ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+      const byGrant = await rest(data.grantChecks(grants, 1000), `REST check, allowed by a grant (${grants} grants)`);
+      const byRole = await rest(data.roleChecks(1000), `REST check, allowed by a role (${grants} grants)`);
+      const denied = await rest(data.deniedChecks(1000), `REST check, denied (${grants} grants)`);
+      scale.push({ grants, grantP50: byGrant.p50, roleP50: byRole.p50, deniedP50: denied.p50 });
+      if (step < GRANT_STEPS.length - 1) continue;
+
+      rows.push(row(`REST check, allowed by a grant`, byGrant, "req/s", 1, true));
+      rows.push(row(`REST check, allowed by a role`, byRole, "req/s", 1, true));
+      rows.push(row(`REST check, denied`, denied, "req/s", 1, true));
+      rows.push(row("gRPC check, allowed by a grant", await grpcCheck(data.grantChecks(grants, 1000), "gRPC check, grant")));
+      rows.push(row("gRPC check, allowed by a role", await grpcCheck(data.roleChecks(1000), "gRPC check, role")));
+      rows.push(row("gRPC check, denied", await grpcCheck(data.deniedChecks(1000), "gRPC check, denied")));
+
+      const mixed = [...data.grantChecks(grants, 400), ...data.roleChecks(300), ...data.deniedChecks(300)];
+      const batches = Array.from({ length: 10 }, (_, b) => ({ checks: mixed.slice(b * 100, b * 100 + 100) }));
+      const batch = await rest(batches, "batch check of 100", "/api/v1/authorization/check/batch");
+      rows.push(row("REST batch check of 100 (checks/s)", batch, "checks/s", 100));
+
+      const listPaths = data.grantChecks(grants, 500).map(
+        (c) => `/api/v1/authorization/relationships?resource=${c.resource}&resourceId=${encodeURIComponent(c.resourceId)}`,
+      );
+      rows.push(row("REST list an instance's grants", await rest(listPaths, "list grants", "", "GET"), "req/s", 1, true));
+
+      // Bulk write of 5,000 new grants, one call at a time: the median of several.
+      const times: number[] = [];
+      for (let k = 0; k < 7; k++) {
+        const start = grants + k * 5000;
+        const writes = Array.from({ length: 5000 }, (_, j) => data.grant(start + j));
+        const t = performance.now();
+        await api(url, "POST", "/api/v1/authorization/relationships/bulk", { writes }, key);
+        times.push(performance.now() - t);
+        progress(`running: bulk write of 5,000 (${k + 1}/7)`);
+      }
+      times.sort((a, b) => a - b);
+      rows.push({ figure: "bulk write of 5,000 (median of 7 calls)", rps: 5000 / (times[3]! / 1000), unit: "grants/s", p50: times[3]!, p99: times[6]! });
+    }
+  } finally {
+    const peak = peakRssMb(service.pid!);
+    service.kill("SIGTERM");
+    await new Promise((r) => service.once("exit", r));
+    ceiling.kill("SIGKILL");
+    if (benchDb) {
+      const admin = new pg.Client({ connectionString: benchDb.admin });
+      await admin.connect();
+      await admin.query(`DROP DATABASE IF EXISTS ${benchDb.name} WITH (FORCE)`);
+      await admin.end();
+    }
+    rmSync(tmp, { recursive: true, force: true });
+    report(rows, scale, peak, engine);
+    if (serviceLog.includes('"level":50')) say(`the service logged errors:\n${serviceLog.slice(-2000)}`);
+  }
+}
+
+function report(rows: Row[], scale: { grants: number; grantP50: number; roleP50: number; deniedP50: number }[], peakRss: number | undefined, engine: string) {
+  progress("");
+  const lines = [
+    `| figure | throughput | p50 ms | p99 ms | share of ceiling |`,
+    `|---|---:|---:|---:|---:|`,
+    ...rows.map(
+      (r) =>
+        `| ${r.figure} | ${Math.round(r.rps).toLocaleString("en-US")} ${r.unit} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.ofCeiling === undefined ? "" : `${Math.round(r.ofCeiling * 100)}%`} |`,
+    ),
+  ];
+  if (scale.length > 1) {
+    const first = scale[0]!;
+    const last = scale[scale.length - 1]!;
+    lines.push("", `| REST check p50 (ms) | ${scale.map((s) => `${s.grants.toLocaleString("en-US")} grants`).join(" | ")} | last ÷ first |`);
+    lines.push(`|---|${scale.map(() => "---:").join("|")}|---:|`);
+    for (const [name, k] of [["allowed by a grant", "grantP50"], ["allowed by a role", "roleP50"], ["denied", "deniedP50"]] as const) {
+      lines.push(`| ${name} | ${scale.map((s) => s[k].toFixed(2)).join(" | ")} | ${(last[k] / first[k]).toFixed(2)} |`);
+    }
+  }
+  lines.push("", `service peak RSS: ${peakRss === undefined ? "n/a" : `${Math.round(peakRss)} MB`} (${engine})`);
+  process.stdout.write(`\n${lines.join("\n")}\n`);
+  mkdirSync(join(ROOT, "bench", "results"), { recursive: true });
+  writeFileSync(
+    OUT,
+    JSON.stringify({ engine, grants: GRANT_STEPS, seconds: SECONDS, connections: CONNECTIONS, rows, scale, peakRssMb: peakRss, at: new Date().toISOString() }, null, 2),
+  );
+  say(`figures written to ${OUT}`);
+}
+
+await main();
+process.exit(0);
