@@ -52,6 +52,10 @@ export class Relationships {
     const v = new Violations();
     checkTuple(v, "", t, undefined);
     v.throwIfAny();
+    // A resource or relation outside the catalog is a 400, as on write (no
+    // stored grant can have one: the catalog refuses to orphan grants).
+    checkTuple(v, "", t, await relationshipsStore.relationsOf(this.db, appId));
+    v.throwIfAny();
     return relationshipsStore.delete(this.db, appId, t);
   }
 
