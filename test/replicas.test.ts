@@ -92,6 +92,31 @@ describe.skipIf(!engines.includes("postgres"))("two replicas over one Postgres d
     expectStatus(await reader.call("DELETE", `/api/v1/applications/${appId}/api-keys/${keyId}`), 404);
   });
 
+  it.each(["A", "B"])(
+    "a key revoked through replica %s fails the other's very next check, single and batch, though the check path remembers keys",
+    async (writerName) => {
+      const { writer, reader } = both().find((x) => x.name === writerName)!;
+      const appId = `checks-via-${writerName.toLowerCase()}`;
+      expectStatus(await writer.call("POST", "/api/v1/applications", { body: { appId } }), 201);
+      expectStatus(await writer.call("PUT", `/api/v1/applications/${appId}/resources`, { body: { resources: [{ resource: "doc", description: "", actions: ["read"] }] } }), 200);
+      const created = await writer.call("POST", `/api/v1/applications/${appId}/api-keys`, { body: { name: "checks" } });
+      const { key, keyId } = created.body as { key: string; keyId: string };
+      const question = { userId: "u", resource: "doc", resourceId: "d", action: "read" };
+      // Both replicas now hold the key in their check path's memory.
+      for (const replica of [writer, reader]) {
+        expect((await replica.call("POST", "/api/v1/authorization/check", { key, body: question })).body).toEqual({ allowed: false });
+      }
+      expectStatus(await writer.call("DELETE", `/api/v1/applications/${appId}/api-keys/${keyId}`), 200);
+      for (const replica of [reader, writer]) {
+        const single = await replica.call("POST", "/api/v1/authorization/check", { key, body: question });
+        expectStatus(single, 401);
+        expect(single.body.code).toBe("unauthenticated");
+        expectStatus(await replica.call("POST", "/api/v1/authorization/check/batch", { key, body: { checks: [question] } }), 401);
+        expectStatus(await replica.call("POST", "/api/v1/authorization/check/batch", { key, body: { checks: [] } }), 401);
+      }
+    },
+  );
+
   it("a catalog PUT through one replica is what the other's GET returns right after, every time", async () => {
     const appId = "catalog-shared";
     expectStatus(await a.call("POST", "/api/v1/applications", { body: { appId } }), 201);

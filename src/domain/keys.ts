@@ -6,14 +6,21 @@ import { unauthenticated } from "./errors.js";
 import { hashKey, newId, newKeySecret } from "./ids.js";
 import { ENV_OPERATOR_KEY_ID, type Principal } from "./principal.js";
 
+const KNOWN_KEYS_MAX = 10_000;
+
 /**
- * Turns an X-API-Key value into a Principal. Every call looks the key up in
- * the database, so a key revoked on any replica fails on its very next call.
+ * Turns an X-API-Key value into a Principal. authenticate() looks the key up
+ * in the database on every call, so a key revoked on any replica fails on its
+ * very next call. identify() may answer from memory, for calls whose own
+ * query verifies the key in the same statement (the check: see check-store),
+ * which keeps that guarantee at no extra round trip.
  */
 export class KeyAuthenticator {
   private readonly envOperatorHash: Buffer | undefined;
   /** Lookups arriving together share one query (many requests, few keys). */
   private readonly lookup: Coalescer<string, ApiKeyRow | undefined>;
+  /** Application keys seen valid, by hash: who they belong to, never whether they still hold. */
+  private readonly known = new Map<string, Principal>();
 
   constructor(
     private readonly db: Db,
@@ -30,6 +37,19 @@ export class KeyAuthenticator {
     );
   }
 
+  /**
+   * Who the key belongs to, possibly from memory. Only for calls that verify
+   * the key in their own statement: the answer does not prove the key is
+   * still live.
+   */
+  async identify(key: string | undefined): Promise<Principal> {
+    if (key !== undefined && key !== "") {
+      const known = this.known.get(hashKey(key));
+      if (known !== undefined) return known;
+    }
+    return this.authenticate(key);
+  }
+
   async authenticate(key: string | undefined): Promise<Principal> {
     if (key === undefined || key === "") throw unauthenticated("the X-API-Key header is missing");
     const hash = hashKey(key);
@@ -42,9 +62,11 @@ export class KeyAuthenticator {
     if (row === undefined || (row.kind === "operator" && this.envOperatorHash !== undefined)) {
       throw unauthenticated("the API key is not valid: it is unknown or revoked");
     }
-    return row.kind === "operator"
-      ? { kind: "operator", keyId: row.keyId }
-      : { kind: "application", keyId: row.keyId, appId: row.appId! };
+    if (row.kind === "operator") return { kind: "operator", keyId: row.keyId };
+    const principal: Principal = { kind: "application", keyId: row.keyId, appId: row.appId!, keyHash: hash };
+    if (this.known.size >= KNOWN_KEYS_MAX) this.known.delete(this.known.keys().next().value!);
+    this.known.set(hash, principal);
+    return principal;
   }
 
   /**

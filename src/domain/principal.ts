@@ -1,7 +1,13 @@
 /** Who is calling: resolved from the API key on every request. */
 export type Principal =
   | { readonly kind: "operator"; readonly keyId: string }
-  | { readonly kind: "application"; readonly keyId: string; readonly appId: string };
+  | {
+      readonly kind: "application";
+      readonly keyId: string;
+      readonly appId: string;
+      /** The key's SHA-256, for queries that verify the key themselves (the check). */
+      readonly keyHash: string;
+    };
 
 /**
  * What a route requires of its caller:

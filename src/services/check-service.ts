@@ -1,7 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { CheckService } from "../../gen/authz/v1/check_pb.js";
 import type { CheckQuestion, Checker } from "../domain/check.js";
-import { ownAppOf } from "../transport/auth.js";
+import { callerKeyOf } from "../transport/auth.js";
 
 const input = (c: Omit<CheckQuestion, "tenantId"> & { tenantId?: string }): CheckQuestion => ({
   userId: c.userId,
@@ -14,10 +14,10 @@ const input = (c: Omit<CheckQuestion, "tenantId"> & { tenantId?: string }): Chec
 export function checkService(checker: Checker): ServiceImpl<typeof CheckService> {
   return {
     async check(req, ctx) {
-      return { allowed: await checker.check(ownAppOf(ctx), input(req)) };
+      return { allowed: await checker.check(callerKeyOf(ctx), input(req)) };
     },
     async batchCheck(req, ctx) {
-      const results = await checker.batch(ownAppOf(ctx), req.checks.map(input));
+      const results = await checker.batch(callerKeyOf(ctx), req.checks.map(input));
       return { results: results.map((allowed) => ({ allowed })) };
     },
   };

@@ -2,6 +2,8 @@ import type { Queryable } from "./db.js";
 
 export interface CheckInput {
   appId: string;
+  /** The SHA-256 of the calling key, verified live in the same statement. */
+  keyHash: string;
   userId: string;
   resource: string;
   resourceId: string;
@@ -10,6 +12,8 @@ export interface CheckInput {
 }
 
 export interface CheckRow {
+  /** The calling key is live and belongs to the application. */
+  keyValid: boolean;
   /** The resource is in the catalog. */
   resourceKnown: boolean;
   /** The resource has the action. */
@@ -18,14 +22,17 @@ export interface CheckRow {
 }
 
 /**
- * The check, for any number of questions (of any applications) in one
- * statement, so one round trip answers them all:
+ * The check, for any number of questions (of any applications and keys) in
+ * one statement, so one round trip answers them all, the key's validity
+ * included (a key revoked before the statement began is seen as revoked):
  * allowed when the user holds, on that very instance, a relation implying the
  * action, or holds a role (application-wide, or of the asked tenant) with a
  * policy holding resource:action.
  */
 const CHECK_SQL = `
   SELECT
+    EXISTS (SELECT 1 FROM api_keys k
+            WHERE k.secret_hash = q.key_hash AND k.app_id = q.app_id AND k.revoked_at IS NULL) AS "keyValid",
     (c.actions IS NOT NULL) AS "resourceKnown",
     COALESCE(q.action = ANY(c.actions), false) AS "actionKnown",
     (EXISTS (
@@ -43,8 +50,8 @@ const CHECK_SQL = `
          AND (r.tenant_id IS NULL OR r.tenant_id = q.tenant_id)
          AND pp.resource = q.resource AND pp.action = q.action)
     ) AS allowed
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-       WITH ORDINALITY AS q(app_id, user_id, resource, resource_id, action, tenant_id, n)
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+       WITH ORDINALITY AS q(app_id, key_hash, user_id, resource, resource_id, action, tenant_id, n)
   LEFT JOIN catalog_resources c ON c.app_id = q.app_id AND c.resource = q.resource
   ORDER BY q.n`;
 
@@ -52,6 +59,7 @@ export const checkStore = {
   async check(q: Queryable, checks: CheckInput[]): Promise<CheckRow[]> {
     const { rows } = await q.query<CheckRow>(CHECK_SQL, [
       checks.map((c) => c.appId),
+      checks.map((c) => c.keyHash),
       checks.map((c) => c.userId),
       checks.map((c) => c.resource),
       checks.map((c) => c.resourceId),
