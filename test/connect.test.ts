@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApplicationSchema, ApplicationService } from "../gen/authz/v1/applications_pb.js";
 import { CatalogService, GetCatalogResponseSchema, PutCatalogResponseSchema } from "../gen/authz/v1/catalog_pb.js";
 import { CheckService } from "../gen/authz/v1/check_pb.js";
+import { PolicyService } from "../gen/authz/v1/policies_pb.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 
@@ -159,6 +160,7 @@ describe.each(engines)("Connect-ES clients on %s", (engine) => {
     let apps: ReturnType<typeof createClient<typeof ApplicationService>>;
     let catalogs: ReturnType<typeof createClient<typeof CatalogService>>;
     let checks: ReturnType<typeof createClient<typeof CheckService>>;
+    let policies: ReturnType<typeof createClient<typeof PolicyService>>;
     const appId = `app-${tag}`;
     let appKey: string;
 
@@ -167,6 +169,7 @@ describe.each(engines)("Connect-ES clients on %s", (engine) => {
       apps = createClient(ApplicationService, transport);
       catalogs = createClient(CatalogService, transport);
       checks = createClient(CheckService, transport);
+      policies = createClient(PolicyService, transport);
     });
 
     it("creates and reads an application, and creates an API key that then works", async () => {
@@ -255,12 +258,25 @@ describe.each(engines)("Connect-ES clients on %s", (engine) => {
         expect(error.rawMessage).toBe(`application "${appId}" already exists`);
       });
 
-      it("an RPC not built yet → Unimplemented", async () => {
+      it("the check is built: a well-formed check answers, an unknown action → InvalidArgument naming it", async () => {
+        const answer = await checks.check({ userId: "u1", resource: "document", resourceId: "d1", action: "read" }, withKey(appKey));
+        expect(answer.allowed).toBe(false);
         const error = await failure(
-          checks.check({ userId: "u1", resource: "document", resourceId: "d1", action: "read" }, withKey(appKey)),
+          checks.check({ userId: "u1", resource: "document", resourceId: "d1", action: "delete" }, withKey(appKey)),
         );
-        expect(error.code).toBe(Code.Unimplemented);
-        expect(error.rawMessage).toBe("authz.v1.CheckService.Check is not implemented yet");
+        expect(error.code).toBe(Code.InvalidArgument);
+        expect(error.rawMessage).toBe('action: "delete" is not an action of resource "document"');
+      });
+
+      it("policies are built: an unknown permission → InvalidArgument naming it, an unknown policy → NotFound", async () => {
+        const invalid = await failure(
+          policies.createPolicy({ appId, name: "editors", permissions: ["document:read", "document:delete"] }, withKey(appKey)),
+        );
+        expect(invalid.code).toBe(Code.InvalidArgument);
+        expect(invalid.rawMessage).toBe('permissions[1]: "document:delete" is not in the catalog: resource "document" has no action "delete"');
+        const missing = await failure(policies.getPolicy({ appId, policyId: "pol_nope" }, withKey(appKey)));
+        expect(missing.code).toBe(Code.NotFound);
+        expect(missing.rawMessage).toBe(`policy "pol_nope" does not exist in application "${appId}"`);
       });
     });
   });

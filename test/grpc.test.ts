@@ -427,16 +427,25 @@ describe.each(engines)("gRPC (grpc-js over h2c) on %s", (engine) => {
       expect(messageOf(error)).toBe('application "twice" already exists');
     });
 
-    it("an RPC not built yet → UNIMPLEMENTED", async () => {
+    it("the check is built: a resource outside the key's catalog → INVALID_ARGUMENT naming it (not UNIMPLEMENTED)", async () => {
+      // "other" has no catalog at this point, so no resource is known.
       const error = await api.fail(
         "CheckService",
         "Check",
         { userId: "u1", resource: "document", resourceId: "d1", action: "read" },
         otherKey,
       );
-      expect(error.code).toBe(grpc.status.UNIMPLEMENTED);
-      expect(error.code).toBe(12);
-      expect(messageOf(error)).toBe("authz.v1.CheckService.Check is not implemented yet");
+      expect(error.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(messageOf(error)).toBe('resource: "document" is not a resource of the catalog');
+    });
+
+    it("policies and roles are built: an unknown policy or role → NOT_FOUND naming it", async () => {
+      const policy = await api.fail("PolicyService", "GetPolicy", { appId: "other", policyId: "pol_nope" });
+      expect(policy.code).toBe(grpc.status.NOT_FOUND);
+      expect(messageOf(policy)).toBe('policy "pol_nope" does not exist in application "other"');
+      const role = await api.fail("RoleService", "GetRole", { appId: "other", roleId: "rol_nope" }, otherKey);
+      expect(role.code).toBe(grpc.status.NOT_FOUND);
+      expect(messageOf(role)).toBe('role "rol_nope" does not exist in application "other"');
     });
 
     it("a method the server does not have → UNIMPLEMENTED", async () => {

@@ -283,18 +283,34 @@ describe("buf curl with server reflection (pglite)", () => {
       },
     ]);
 
-    const unimplemented = await buf([
+    // The check is built (it was UNIMPLEMENTED before): an action the catalog
+    // lacks is INVALID_ARGUMENT naming it.
+    const unknownAction = await buf([
       ...protocol,
       "-H",
       `x-api-key: ${appKey}`,
       "-d",
-      '{"userId":"u1","resource":"document","resourceId":"d1","action":"read"}',
+      '{"userId":"u1","resource":"document","resourceId":"d1","action":"delete"}',
       `${service.url}/authz.v1.CheckService/Check`,
     ]);
-    expect(unimplemented.exitCode).toBe(12 * 8);
-    expect(JSON.parse(unimplemented.stderr)).toEqual({
-      code: "unimplemented",
-      message: "authz.v1.CheckService.Check is not implemented yet",
-    });
+    expect(unknownAction.exitCode).toBe(3 * 8);
+    const checkError = JSON.parse(unknownAction.stderr);
+    expect(checkError.code).toBe("invalid_argument");
+    expect(checkError.message).toBe('action: "delete" is not an action of resource "document"');
+    expect(checkError.details).toEqual([
+      { type: "google.protobuf.Struct", value: expect.any(String), debug: { field: "action", reason: '"delete" is not an action of resource "document"' } },
+    ]);
+
+    // And an unknown policy is NOT_FOUND naming it.
+    const missingPolicy = await buf([
+      ...protocol,
+      "-H",
+      `x-api-key: ${appKey}`,
+      "-d",
+      '{"appId":"shop","policyId":"pol_nope"}',
+      `${service.url}/authz.v1.PolicyService/GetPolicy`,
+    ]);
+    expect(missingPolicy.exitCode).toBe(5 * 8);
+    expect(JSON.parse(missingPolicy.stderr)).toEqual({ code: "not_found", message: 'policy "pol_nope" does not exist in application "shop"' });
   }, 120_000);
 });

@@ -1,8 +1,8 @@
 /**
  * The REST gateway's own rules, on each engine: JSON bodies (malformed, not an
  * object, unknown fields, wrong types, path fields in the body), content
- * types, body size, query parameters, unknown routes and methods, routes not
- * built yet, the error body and JSON answers, and booleans always emitted.
+ * types, body size, query parameters, unknown routes and methods, every
+ * declared route answering, the error body and JSON answers, and booleans always emitted.
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -271,14 +271,21 @@ describe.each(engines)("REST gateway rules on %s", (engine) => {
     });
 
     it.each([
-      ["POST", "/api/v1/applications/shop/policies", ADMIN_KEY, { name: "readers", permissions: [] }, "PolicyService"],
-      ["GET", "/api/v1/applications/shop/policies", ADMIN_KEY, undefined, "PolicyService"],
-      ["POST", "/api/v1/applications/shop/roles", ADMIN_KEY, { name: "admins" }, "RoleService"],
-      ["POST", "/api/v1/authorization/check", "app", { userId: "u", resource: "document", resourceId: "1", action: "read" }, "CheckService"],
-      ["POST", "/api/v1/authorization/relationships/bulk", "app", { writes: [] }, "RelationshipService"],
-    ] as const)("declared but not built: %s %s → 501 unimplemented", async (method, path, key, body, fragment) => {
+      ["POST", "/api/v1/applications/shop/policies", ADMIN_KEY, { name: "readers", permissions: [] }, 201, { name: "readers", description: "", permissions: [], roleCount: 0 }],
+      ["GET", "/api/v1/applications/shop/policies", ADMIN_KEY, undefined, 200, { nextPageToken: "" }],
+      ["POST", "/api/v1/applications/shop/roles", ADMIN_KEY, { name: "admins" }, 201, { name: "admins", description: "", policyIds: [] }],
+      ["POST", "/api/v1/authorization/check", "app", { userId: "u", resource: "document", resourceId: "1", action: "read" }, 200, { allowed: false }],
+      ["POST", "/api/v1/authorization/relationships/bulk", "app", { writes: [] }, 200, { written: 0, unchanged: 0, deleted: 0 }],
+    ] as const)("every declared route is built: %s %s → %i", async (method, path, key, body, status, answer) => {
       const res = await service.call(method, path, { key: key === "app" ? appKey : key, ...(body !== undefined ? { body } : {}) });
-      expectError(res, 501, "unimplemented", fragment);
+      expect(res.status, JSON.stringify(res.body)).toBe(status);
+      expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+      expect(res.body).toMatchObject(answer);
+    });
+
+    it("a route's validation still answers 400 in the contract's shape (a policy without a name)", async () => {
+      const res = await service.call("POST", "/api/v1/applications/shop/policies", { body: { permissions: [] } });
+      expectError(res, 400, "invalid_argument", "name");
     });
   });
 
