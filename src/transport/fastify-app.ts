@@ -56,7 +56,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     return503OnClosing: true,
     // Path segments carry user and resource ids of up to 256 characters,
     // which percent-encoding can triple.
-    maxParamLength: 2048,
+    routerOptions: { maxParamLength: 2048 },
     // Fastify types this option per route generics; ours is generic enough.
     frameworkErrors: frameworkErrors as never,
   };
