@@ -1,6 +1,7 @@
 import type { Db } from "../store/db.js";
 import { auditStore } from "../store/audit-store.js";
 import { policiesStore, type PolicyRow } from "../store/policies-store.js";
+import { rolePermissionsStore } from "../store/role-permissions-store.js";
 import { rolesStore, type RoleRow } from "../store/roles-store.js";
 import { isUniqueViolation } from "../store/sqlstate.js";
 import { lockApplication, requireApplication, type Page } from "./applications.js";
@@ -88,6 +89,7 @@ export class Policies {
     v.throwIfAny();
     return this.db.transaction(async (tx) => {
       await lockApplication(tx, appId, "share");
+      await rolePermissionsStore.lockModel(tx, appId);
       if (!(await policiesStore.lock(tx, appId, policyId))) throw policyNotFound(appId, policyId);
       const before = (await policiesStore.get(tx, appId, policyId))!;
       const permissions = change.permissions === undefined ? undefined : await resolvePermissions(tx, appId, change.permissions);
@@ -103,7 +105,10 @@ export class Policies {
         if (isUniqueViolation(error, "policies_name_key")) throw nameTaken(appId, change.name!);
         throw error;
       }
-      if (reordered) await policiesStore.setPermissions(tx, appId, policyId, permissions!);
+      if (reordered) {
+        await policiesStore.setPermissions(tx, appId, policyId, permissions!);
+        await rolePermissionsStore.refresh(tx, appId, await policiesStore.attachedRoleIds(tx, appId, policyId));
+      }
       await auditStore.append(tx, {
         appId,
         type: "policy.updated",
@@ -128,6 +133,7 @@ export class Policies {
   async delete(actor: Principal, appId: string, policyId: string, force: boolean): Promise<{ detachedRoleIds: string[] }> {
     return this.db.transaction(async (tx) => {
       await requireApplication(tx, appId);
+      await rolePermissionsStore.lockModel(tx, appId);
       if (!(await policiesStore.lock(tx, appId, policyId))) throw policyNotFound(appId, policyId);
       const policy = (await policiesStore.get(tx, appId, policyId))!;
       const roleIds = await policiesStore.attachedRoleIds(tx, appId, policyId);
@@ -138,6 +144,7 @@ export class Policies {
         );
       }
       await policiesStore.delete(tx, appId, policyId);
+      await rolePermissionsStore.refresh(tx, appId, roleIds);
       await auditStore.append(tx, {
         appId,
         type: "policy.deleted",

@@ -1,6 +1,7 @@
 import type { Db, Queryable } from "../store/db.js";
 import { auditStore } from "../store/audit-store.js";
 import { policiesStore } from "../store/policies-store.js";
+import { rolePermissionsStore } from "../store/role-permissions-store.js";
 import { rolesStore, type AssignmentRow, type RoleRow } from "../store/roles-store.js";
 import { isUniqueViolation } from "../store/sqlstate.js";
 import { requireApplication, type Page } from "./applications.js";
@@ -37,6 +38,7 @@ export class Roles {
     const roleId = newId("rol");
     return this.db.transaction(async (tx) => {
       await requireApplication(tx, appId);
+      await rolePermissionsStore.lockModel(tx, appId);
       const policyIds = await resolvePolicies(tx, appId, input.policyIds, input.tenantId ?? null);
       try {
         await rolesStore.insert(tx, appId, { roleId, name: input.name, description: input.description, tenantId: input.tenantId });
@@ -45,6 +47,7 @@ export class Roles {
         throw error;
       }
       await rolesStore.setPolicies(tx, appId, roleId, policyIds);
+      await rolePermissionsStore.refresh(tx, appId, [roleId]);
       await auditStore.append(tx, {
         appId,
         type: "role.created",
@@ -80,6 +83,7 @@ export class Roles {
     v.throwIfAny();
     return this.db.transaction(async (tx) => {
       await requireApplication(tx, appId);
+      await rolePermissionsStore.lockModel(tx, appId);
       const locked = await rolesStore.lock(tx, appId, roleId);
       if (locked === undefined) throw roleNotFound(appId, roleId);
       const before = (await rolesStore.get(tx, appId, roleId))!;
@@ -96,7 +100,10 @@ export class Roles {
         throw error;
       }
       const attachments = reattached ? listChange(before.policyIds, policyIds!) : { added: [], removed: [] };
-      if (reattached) await rolesStore.setPolicies(tx, appId, roleId, policyIds!);
+      if (reattached) {
+        await rolesStore.setPolicies(tx, appId, roleId, policyIds!);
+        await rolePermissionsStore.refresh(tx, appId, [roleId]);
+      }
       await auditStore.append(tx, {
         appId,
         type: "role.updated",
@@ -118,6 +125,7 @@ export class Roles {
   async delete(actor: Principal, appId: string, roleId: string): Promise<void> {
     await this.db.transaction(async (tx) => {
       await requireApplication(tx, appId);
+      await rolePermissionsStore.lockModel(tx, appId);
       if ((await rolesStore.lock(tx, appId, roleId)) === undefined) throw roleNotFound(appId, roleId);
       const role = (await rolesStore.get(tx, appId, roleId))!;
       const assignmentsRemoved = await rolesStore.delete(tx, appId, roleId);

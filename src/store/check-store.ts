@@ -43,12 +43,10 @@ const CHECK_SQL = `
          AND g.resource_id = q.resource_id AND q.action = ANY(cr.actions))
      OR EXISTS (
        SELECT 1 FROM role_assignments a
-       JOIN roles r ON r.app_id = a.app_id AND r.role_id = a.role_id
-       JOIN role_policies rp ON rp.app_id = a.app_id AND rp.role_id = a.role_id
-       JOIN policy_permissions pp ON pp.app_id = rp.app_id AND pp.policy_id = rp.policy_id
+       JOIN role_permissions p
+         ON p.app_id = a.app_id AND p.role_id = a.role_id AND p.resource = q.resource AND p.action = q.action
        WHERE a.app_id = q.app_id AND a.user_id = q.user_id
-         AND (r.tenant_id IS NULL OR r.tenant_id = q.tenant_id)
-         AND pp.resource = q.resource AND pp.action = q.action)
+         AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id))
     ) AS allowed
   FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
        WITH ORDINALITY AS q(app_id, key_hash, user_id, resource, resource_id, action, tenant_id, n)

@@ -98,6 +98,21 @@ CREATE TABLE role_policies (
 );
 CREATE INDEX role_policies_policy_idx ON role_policies (app_id, policy_id);
 
+-- Every permission each role holds through its policies, with the role's
+-- tenant: derived from role_policies and policy_permissions, kept in step by
+-- the same transactions that change those (see role-permissions-store.ts),
+-- so the check probes one primary key per assigned role instead of joining
+-- roles, role_policies and policy_permissions on every call.
+CREATE TABLE role_permissions (
+  app_id      text NOT NULL,
+  role_id     text NOT NULL,
+  resource    text NOT NULL,
+  action      text NOT NULL,
+  tenant_id   text,
+  PRIMARY KEY (app_id, role_id, resource, action),
+  FOREIGN KEY (app_id, role_id) REFERENCES roles (app_id, role_id) ON DELETE CASCADE
+);
+
 CREATE TABLE role_assignments (
   app_id      text NOT NULL,
   role_id     text NOT NULL,
