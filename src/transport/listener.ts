@@ -45,6 +45,9 @@ export async function listen(host: string, port: number, h1: http.Server, h2: ht
   });
 
   const server = net.createServer((socket) => {
+    // Small request/answer exchanges: without this, Nagle's algorithm meets
+    // the peer's delayed ACK and HTTP/2 answers wait ~40 ms.
+    socket.setNoDelay(true);
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
     let head = Buffer.alloc(0);
