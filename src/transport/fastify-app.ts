@@ -22,6 +22,7 @@ import type { Db } from "../store/db.js";
 import { DeferredDb } from "../store/deferred-db.js";
 import { restErrorBody } from "./errors.js";
 import { fixGrpcMessageEncoding } from "./grpc-message.js";
+import { registerGrpcUnary } from "./grpc-unary.js";
 import type { ServiceBinding } from "./guard.js";
 import { registerRestGateway } from "./rest-gateway.js";
 
@@ -73,6 +74,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
         fixGrpcMessageEncoding(reply.raw as unknown as Http2ServerResponse);
       }
     });
+    registerGrpcUnary(app, bindings, log);
   }
 
   app.addHook("onResponse", async (req, reply) => {
