@@ -4,6 +4,7 @@
  * on an HTTP/2 server, and the listener hands each connection to the right one.
  */
 import type { DescService } from "@bufbuild/protobuf";
+import { Code } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, {
   LogController,
@@ -21,7 +22,7 @@ import type { KeyAuthenticator } from "../domain/keys.js";
 import type { Db } from "../store/db.js";
 import { DeferredDb } from "../store/deferred-db.js";
 import { restErrorBody } from "./errors.js";
-import { fixGrpcMessageEncoding } from "./grpc-message.js";
+import { fixGrpcMessageEncoding, specEncodeGrpcMessage } from "./grpc-message.js";
 import { registerGrpcUnary } from "./grpc-unary.js";
 import type { ServiceBinding } from "./guard.js";
 import { registerRestGateway } from "./rest-gateway.js";
@@ -83,6 +84,15 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
 
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split("?")[0];
+    const type = req.headers["content-type"] ?? "";
+    if (type.startsWith("application/grpc") && !type.startsWith("application/grpc-web")) {
+      // gRPC clients read an unknown method from the status, not the HTTP code.
+      reply.hijack();
+      reply.raw.writeHead(200, { "content-type": type });
+      reply.raw.addTrailers({ "grpc-status": String(Code.Unimplemented), "grpc-message": specEncodeGrpcMessage(`unknown method ${path}`) });
+      reply.raw.end();
+      return;
+    }
     return reply.code(404).send(restErrorBody("not_found", `no route for ${req.method} ${path}`));
   });
 

@@ -1,0 +1,114 @@
+/**
+ * The unary gRPC path at the protocol's edges, with real clients: gzip
+ * request compression, the JSON codec, metadata, errors with details, and
+ * malformed envelopes sent by hand over node:http2.
+ */
+import { StructSchema } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { compressionGzip, createGrpcTransport } from "@connectrpc/connect-node";
+import http2 from "node:http2";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CatalogService } from "../gen/authz/v1/catalog_pb.js";
+import { CheckService } from "../gen/authz/v1/check_pb.js";
+import { createTestDatabase, type TestDatabase } from "./support/engines.js";
+import { ADMIN_KEY, createAppWithKey, startTestService, type TestService } from "./support/service.js";
+
+const catalog = { resources: [{ resource: "doc", description: "", actions: ["read", "update"] }] };
+
+/** One raw HTTP/2 gRPC exchange: the answer's status, headers and trailers. */
+function rawCall(url: string, path: string, body: Buffer, headers: Record<string, string>) {
+  return new Promise<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders; data: Buffer }>((resolve, reject) => {
+    const session = http2.connect(url);
+    session.on("error", reject);
+    const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers", ...headers });
+    const chunks: Buffer[] = [];
+    let responseHeaders: http2.IncomingHttpHeaders = {};
+    let trailers: http2.IncomingHttpHeaders = {};
+    stream.on("response", (h) => (responseHeaders = h));
+    stream.on("trailers", (t) => (trailers = t));
+    stream.on("data", (c: Buffer) => chunks.push(c));
+    stream.on("end", () => {
+      session.close();
+      resolve({ headers: responseHeaders, trailers: { ...responseHeaders, ...trailers }, data: Buffer.concat(chunks) });
+    });
+    stream.on("error", reject);
+    stream.end(body);
+  });
+}
+
+const frame = (payload: Buffer, flags = 0) => {
+  const head = Buffer.alloc(5);
+  head[0] = flags;
+  head.writeUInt32BE(payload.length, 1);
+  return Buffer.concat([head, payload]);
+};
+
+describe("unary gRPC on pglite", () => {
+  let database: TestDatabase;
+  let service: TestService;
+  let key: string;
+
+  beforeAll(async () => {
+    database = await createTestDatabase("pglite");
+    service = await startTestService(database.db);
+    key = await createAppWithKey(service, "wire");
+    await service.call("PUT", "/api/v1/applications/wire/resources", { body: catalog });
+  });
+  afterAll(async () => {
+    await service?.close();
+    await database?.dispose();
+  });
+
+  it.each([
+    { name: "binary, gzip-compressed request", options: { sendCompression: compressionGzip, compressMinBytes: 0 } },
+    { name: "JSON codec", options: { useBinaryFormat: false } },
+    { name: "JSON codec, gzip-compressed request", options: { useBinaryFormat: false, sendCompression: compressionGzip, compressMinBytes: 0 } },
+  ])("answers over $name", async ({ options }) => {
+    const transport = createGrpcTransport({ baseUrl: service.url, ...options });
+    const check = createClient(CheckService, transport);
+    const answer = await check.check({ userId: "u", resource: "doc", resourceId: "d", action: "read" }, { headers: { "x-api-key": key } });
+    expect(answer.allowed).toBe(false);
+    const catalogClient = createClient(CatalogService, transport);
+    const got = await catalogClient.getCatalog({ appId: "wire" }, { headers: { "x-api-key": ADMIN_KEY } });
+    expect(got.resources.map((r) => r.resource)).toEqual(["doc"]);
+  });
+
+  it("errors carry code, readable message and details", async () => {
+    const client = createClient(CatalogService, createGrpcTransport({ baseUrl: service.url }));
+    const error = await client
+      .putCatalog({ appId: "wire", resources: [{ resource: "Bad Name", description: "", actions: [] }] }, { headers: { "x-api-key": ADMIN_KEY } })
+      .then(() => undefined, (e: unknown) => ConnectError.from(e));
+    expect(error?.code).toBe(Code.InvalidArgument);
+    expect(error?.rawMessage).toContain('resources[0].resource: "Bad Name"');
+    expect(error?.findDetails(StructSchema)[0]).toMatchObject({ fields: { field: { kind: { case: "stringValue", value: "resources[0].resource" } } } });
+  });
+
+  it("spec-encodes grpc-message: only bytes outside printable ASCII, and %, are escaped", async () => {
+    const answer = await rawCall(service.url, "/authz.v1.CatalogService/GetCatalog", frame(Buffer.from([0x0a, 0x03, 0x6e, 0x6f, 0x70])), { "x-api-key": ADMIN_KEY });
+    expect(answer.trailers["grpc-status"]).toBe("5");
+    expect(answer.trailers["grpc-message"]).toBe('application "nop" does not exist');
+  });
+
+  it.each([
+    { name: "a body shorter than the envelope", body: Buffer.from([0, 0, 0]), status: "3" },
+    { name: "a length that does not match the body", body: Buffer.concat([frame(Buffer.from([0x0a, 0x01, 0x78])), Buffer.from([1, 2])]), status: "3" },
+    { name: "bytes that are not the request message", body: frame(Buffer.from([0xff, 0xff, 0xff])), status: "3" },
+    { name: "a compressed message without grpc-encoding", body: frame(Buffer.from([1, 2, 3]), 1), status: "12" },
+  ])("refuses $name", async ({ body, status }) => {
+    const answer = await rawCall(service.url, "/authz.v1.CatalogService/GetCatalog", body, { "x-api-key": ADMIN_KEY });
+    expect(answer.headers[":status"]).toBe(200);
+    expect(answer.trailers["grpc-status"]).toBe(status);
+    expect(answer.data.length).toBe(0);
+  });
+
+  it("refuses a message over 8 MiB with RESOURCE_EXHAUSTED", async () => {
+    const big = frame(Buffer.alloc(8 * 1024 * 1024 + 10, 0x20));
+    const answer = await rawCall(service.url, "/authz.v1.CatalogService/GetCatalog", big, { "x-api-key": ADMIN_KEY });
+    expect(answer.trailers["grpc-status"]).toBe("8");
+  });
+
+  it("leaves unknown methods and streaming reflection to the router", async () => {
+    const answer = await rawCall(service.url, "/authz.v1.CheckService/Nope", frame(Buffer.alloc(0)), { "x-api-key": key });
+    expect(answer.trailers["grpc-status"]).toBe("12");
+  });
+});
