@@ -1,4 +1,4 @@
-/** mulberry32: a small seeded generator, so every run loads the same data. */
+/** mulberry32: a small seeded generator, so every run (of the bench, of a test) sees the same data. */
 export function random(seed: number) {
   let a = seed >>> 0;
   const next = () => {
@@ -18,5 +18,7 @@ export function random(seed: number) {
     }
     return copy.slice(0, k);
   };
-  return { next, int, pick, sample };
+  /** Each item with probability p, in order. */
+  const subset = <T>(xs: readonly T[], p: number): T[] => xs.filter(() => next() < p);
+  return { next, int, pick, sample, subset };
 }

@@ -9,22 +9,7 @@ import { createTestDatabase, engines, type TestDatabase } from "./support/engine
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { applyScenario, type Scenario, type ScenarioCheck } from "./support/scenario.js";
 import { startTestService, type TestService } from "./support/service.js";
-
-/** mulberry32: small, seeded, good enough to pick test data reproducibly. */
-function rng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const int = (n: number) => Math.floor(next() * n);
-  const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
-  const subset = <T>(xs: readonly T[], p: number): T[] => xs.filter(() => next() < p);
-  return { next, int, pick, subset };
-}
+import { random as rng } from "../bench/random.js";
 
 const ACTION_POOL = ["create", "read", "update", "delete", "list", "comment", "share", "approve"] as const;
 const BUILT_IN = ["owner", "editor", "viewer", "commenter"] as const;

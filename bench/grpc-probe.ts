@@ -1,0 +1,10 @@
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { CheckService } from "../gen/authz/v1/check_pb.js";
+const key = process.argv[2]!;
+const client = createClient(CheckService, createGrpcTransport({ baseUrl: "http://127.0.0.1:18111" }));
+const body = { userId: "user-1562", resource: "report", resourceId: "ungranted-300664", action: "list" };
+let n = 0; const end = Date.now() + 8000; const lat: number[] = [];
+await Promise.all(Array.from({ length: 50 }, async () => { while (Date.now() < end) { const t = performance.now(); await client.check(body, { headers: { "x-api-key": key } }); lat.push(performance.now() - t); n++; } }));
+lat.sort((a, b) => a - b);
+console.log("connect-node grpc client: rps", (n / 8).toFixed(0), "p50", lat[lat.length >> 1]!.toFixed(1));
