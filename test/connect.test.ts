@@ -21,6 +21,7 @@ import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { PolicyService } from "../gen/authz/v1/policies_pb.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
+import { sampleEffectiveResources, sampleResources } from "./support/fixtures.js";
 
 // ---------------------------------------------------------------------------
 // The transports, table-driven.
@@ -99,42 +100,8 @@ async function connectJsonPost(baseUrl: string, procedure: string, body: string,
   return { status: res.status, contentType: res.headers.get("content-type"), body: json, text };
 }
 
-const catalog = [
-  {
-    resource: "document",
-    description: "A text document",
-    actions: ["read", "update", "comment"],
-    relations: [{ name: "reviewer", actions: ["read", "comment"], builtIn: false }],
-  },
-  { resource: "invoice", description: "", actions: ["read", "approve"], relations: [] },
-];
-
-/** The stored form of `catalog`, as JSON with every implicit value written. */
-const effectiveCatalog = [
-  {
-    resource: "document",
-    description: "A text document",
-    actions: ["read", "update", "comment"],
-    relations: [
-      { name: "owner", actions: ["read", "update", "comment"], builtIn: true },
-      { name: "editor", actions: ["read", "update"], builtIn: true },
-      { name: "viewer", actions: ["read"], builtIn: true },
-      { name: "commenter", actions: ["read", "comment"], builtIn: true },
-      { name: "reviewer", actions: ["read", "comment"], builtIn: false },
-    ],
-  },
-  {
-    resource: "invoice",
-    description: "",
-    actions: ["read", "approve"],
-    relations: [
-      { name: "owner", actions: ["read", "approve"], builtIn: true },
-      { name: "editor", actions: ["read"], builtIn: true },
-      { name: "viewer", actions: ["read"], builtIn: true },
-      { name: "commenter", actions: ["read"], builtIn: true },
-    ],
-  },
-];
+const catalog = sampleResources;
+const effectiveCatalog = sampleEffectiveResources;
 
 const implicit = { alwaysEmitImplicit: true } as const;
 

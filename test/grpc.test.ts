@@ -17,6 +17,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type TestService } from "./support/service.js";
+import { sampleEffectiveResources, sampleResources } from "./support/fixtures.js";
 
 // ---------------------------------------------------------------------------
 // The client, from the .proto files (no generated code).
@@ -235,42 +236,8 @@ async function countingRelay(port: number): Promise<{ target: string; connection
 
 // ---------------------------------------------------------------------------
 
-const catalog = [
-  {
-    resource: "document",
-    description: "A text document",
-    actions: ["read", "update", "comment"],
-    relations: [{ name: "reviewer", actions: ["read", "comment"] }],
-  },
-  { resource: "invoice", description: "", actions: ["read", "approve"] },
-];
-
-/** The stored form of `catalog`, as every protocol must answer it. */
-const effectiveCatalog = [
-  {
-    resource: "document",
-    description: "A text document",
-    actions: ["read", "update", "comment"],
-    relations: [
-      { name: "owner", actions: ["read", "update", "comment"], builtIn: true },
-      { name: "editor", actions: ["read", "update"], builtIn: true },
-      { name: "viewer", actions: ["read"], builtIn: true },
-      { name: "commenter", actions: ["read", "comment"], builtIn: true },
-      { name: "reviewer", actions: ["read", "comment"], builtIn: false },
-    ],
-  },
-  {
-    resource: "invoice",
-    description: "",
-    actions: ["read", "approve"],
-    relations: [
-      { name: "owner", actions: ["read", "approve"], builtIn: true },
-      { name: "editor", actions: ["read"], builtIn: true },
-      { name: "viewer", actions: ["read"], builtIn: true },
-      { name: "commenter", actions: ["read"], builtIn: true },
-    ],
-  },
-];
+const catalog = sampleResources;
+const effectiveCatalog = sampleEffectiveResources;
 
 describe.each(engines)("gRPC (grpc-js over h2c) on %s", (engine) => {
   let database: TestDatabase;

@@ -11,6 +11,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type TestService } from "./support/service.js";
+import { sampleEffectiveResources, sampleResources } from "./support/fixtures.js";
 
 const REPO = process.cwd();
 const BUF = path.join(REPO, "node_modules", ".bin", "buf");
@@ -65,45 +66,8 @@ const lines = (text: string) =>
 /** The HTTP response status lines buf curl -v printed, e.g. "HTTP/2.0 200 OK". */
 const responseLines = (stderr: string) => [...stderr.matchAll(/< \(#\d+\) (HTTP\/[\d.]+ \d+[^\n]*)/g)].map((m) => m[1]!.trim());
 
-const catalog = {
-  resources: [
-    {
-      resource: "document",
-      description: "A text document",
-      actions: ["read", "update", "comment"],
-      relations: [{ name: "reviewer", actions: ["read", "comment"] }],
-    },
-    { resource: "invoice", description: "", actions: ["read", "approve"] },
-  ],
-};
-
-const effectiveCatalog = {
-  resources: [
-    {
-      resource: "document",
-      description: "A text document",
-      actions: ["read", "update", "comment"],
-      relations: [
-        { name: "owner", actions: ["read", "update", "comment"], builtIn: true },
-        { name: "editor", actions: ["read", "update"], builtIn: true },
-        { name: "viewer", actions: ["read"], builtIn: true },
-        { name: "commenter", actions: ["read", "comment"], builtIn: true },
-        { name: "reviewer", actions: ["read", "comment"], builtIn: false },
-      ],
-    },
-    {
-      resource: "invoice",
-      description: "",
-      actions: ["read", "approve"],
-      relations: [
-        { name: "owner", actions: ["read", "approve"], builtIn: true },
-        { name: "editor", actions: ["read"], builtIn: true },
-        { name: "viewer", actions: ["read"], builtIn: true },
-        { name: "commenter", actions: ["read"], builtIn: true },
-      ],
-    },
-  ],
-};
+const catalog = { resources: sampleResources };
+const effectiveCatalog = { resources: sampleEffectiveResources };
 
 describe("buf curl with server reflection (pglite)", () => {
   let database: TestDatabase;

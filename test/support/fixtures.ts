@@ -1,0 +1,40 @@
+/**
+ * A small catalog shared by the protocol tests, in the form it is written
+ * and in the stored form every protocol must answer (built-ins included).
+ */
+export const sampleResources = [
+  {
+    resource: "document",
+    description: "A text document",
+    actions: ["read", "update", "comment"],
+    relations: [{ name: "reviewer", actions: ["read", "comment"] }],
+  },
+  { resource: "invoice", description: "", actions: ["read", "approve"] },
+];
+
+/** The stored form of `catalog`, as every protocol must answer it. */
+export const sampleEffectiveResources = [
+  {
+    resource: "document",
+    description: "A text document",
+    actions: ["read", "update", "comment"],
+    relations: [
+      { name: "owner", actions: ["read", "update", "comment"], builtIn: true },
+      { name: "editor", actions: ["read", "update"], builtIn: true },
+      { name: "viewer", actions: ["read"], builtIn: true },
+      { name: "commenter", actions: ["read", "comment"], builtIn: true },
+      { name: "reviewer", actions: ["read", "comment"], builtIn: false },
+    ],
+  },
+  {
+    resource: "invoice",
+    description: "",
+    actions: ["read", "approve"],
+    relations: [
+      { name: "owner", actions: ["read", "approve"], builtIn: true },
+      { name: "editor", actions: ["read"], builtIn: true },
+      { name: "viewer", actions: ["read"], builtIn: true },
+      { name: "commenter", actions: ["read"], builtIn: true },
+    ],
+  },
+];
