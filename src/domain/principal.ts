@@ -15,10 +15,10 @@ export type Principal =
  * - application: a route under /applications/{appId}/: the operator key, or a
  *   key of that very application;
  * - own-application: /authorization/*, acting on the key's own application,
- *   so an application key only;
- * - public: no key (reflection, health).
+ *   so an application key only.
+ * Reflection and health need no key; they are not guarded at all.
  */
-export type Access = "operator" | "application" | "own-application" | "public";
+export type Access = "operator" | "application" | "own-application";
 
 /** The key id the AUTHZ_ADMIN_KEY operator key is recorded under in the audit log. */
 export const ENV_OPERATOR_KEY_ID = "operator";

@@ -46,7 +46,6 @@ export async function authorizeCall(
   appId: string | undefined,
 ): Promise<void> {
   const access = accessOf(method);
-  if (access === "public") return;
   const key = ctx.requestHeader.get("x-api-key") ?? undefined;
   const principal =
     ctx.values.get(principalKey) ??

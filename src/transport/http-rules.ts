@@ -18,6 +18,9 @@ export interface HttpBinding {
   routePath: string;
   /** Request fields bound by path variables, in template order. */
   pathFields: DescField[];
+  /** The same fields as a set, and their names as JSON may spell them (jsonName and proto name). */
+  boundFields: ReadonlySet<DescField>;
+  pathNames: ReadonlySet<string>;
   /** "*" (the whole body), a field (the body is that field), or undefined (no body). */
   body: "*" | DescField | undefined;
   /** The response field sent as the whole body, or undefined for the whole response. */
@@ -63,6 +66,8 @@ export function httpBindings(services: DescService[]): HttpBinding[] {
         template,
         routePath,
         pathFields,
+        boundFields: new Set(pathFields),
+        pathNames: new Set(pathFields.flatMap((f) => [f.name, f.jsonName])),
         body: rule.body === "" ? undefined : rule.body === "*" ? "*" : fieldNamed(rule.body, "body", method.input.fields),
         responseBody: rule.responseBody === "" ? undefined : fieldNamed(rule.responseBody, "response_body", method.output.fields),
         requiredFields: method.input.fields.filter(

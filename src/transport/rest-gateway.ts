@@ -92,7 +92,7 @@ function headersOf(req: FastifyRequest): Headers {
 function readRequest(route: HttpBinding, req: FastifyRequest): Message {
   const input = route.method.input;
   const json: Record<string, unknown> = {};
-  const pathNames = new Set(route.pathFields.flatMap((f) => [f.name, f.jsonName]));
+  const { pathNames } = route;
   const v = new Violations();
 
   if (route.body !== undefined) {
@@ -136,7 +136,7 @@ function readRequest(route: HttpBinding, req: FastifyRequest): Message {
   const params = req.params as Record<string, string>;
   for (const field of route.pathFields) json[field.jsonName] = params[field.name];
 
-  const message = messageFromJson(input, json, new Set(route.pathFields));
+  const message = messageFromJson(input, json, route.boundFields);
   deriveUpdateMask(input, message, route, json, pathNames);
   return message;
 }
@@ -153,9 +153,8 @@ function parseBody(body: unknown): unknown {
 /** The names a route accepts in its query string. */
 function queryFields(route: HttpBinding): string[] {
   if (route.body === "*") return [];
-  const path = new Set(route.pathFields);
   return route.method.input.fields
-    .filter((f) => !path.has(f) && f.fieldKind !== "message" && f.fieldKind !== "map" && f !== route.body)
+    .filter((f) => !route.boundFields.has(f) && f.fieldKind !== "message" && f.fieldKind !== "map" && f !== route.body)
     .map((f) => f.jsonName);
 }
 
@@ -190,7 +189,7 @@ function deriveUpdateMask(
   message: Message,
   route: HttpBinding,
   json: Record<string, unknown>,
-  pathNames: Set<string>,
+  pathNames: ReadonlySet<string>,
 ): void {
   const maskField = input.fields.find((f) => f.name === "update_mask");
   if (maskField === undefined || route.body !== "*" || "updateMask" in json || "update_mask" in json) return;
