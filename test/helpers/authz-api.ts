@@ -29,7 +29,7 @@ export function expectError(res: RestAnswer, status: number, code: string, ...fr
   expect(res.body.code).toBe(code);
   expect(typeof res.body.message).toBe("string");
   expect(Array.isArray(res.body.details)).toBe(true);
-  for (const fragment of fragments) expect(res.body.message).toContain(fragment);
+  for (const fragment of fragments) expect(res.body.message, JSON.stringify(res.body)).toContain(fragment);
 }
 
 /** Asserts the status and returns the body. */

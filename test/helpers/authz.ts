@@ -40,13 +40,7 @@ export const question = (
 ): CheckQuestion => ({ userId, resource, resourceId, action, ...(tenantId === undefined ? {} : { tenantId }) });
 
 /** Every non-2xx REST answer: exactly {code, message, details}, the message holding each fragment. */
-export function expectError(res: RestAnswer, status: number, code: string, ...fragments: string[]): void {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(Object.keys(res.body as object).sort()).toEqual(["code", "details", "message"]);
-  expect(res.body.code).toBe(code);
-  expect(Array.isArray(res.body.details)).toBe(true);
-  for (const fragment of fragments) expect(res.body.message, JSON.stringify(res.body)).toContain(fragment);
-}
+export { expectError } from "./authz-api.js";
 
 export function expectStatus(res: RestAnswer, status: number): void {
   expect(res.status, JSON.stringify(res.body)).toBe(status);
