@@ -6,7 +6,8 @@
  * route (the ceiling). Prints a table and writes the figures as JSON.
  *
  *   npm run bench -- [--grants 100000 | --grants 10000,1000000] [--seconds 10]
- *                    [--connections 50] [--profile] [--out FILE]
+ *                    [--connections 50] [--profile] [--out FILE] [--keep]
+ *                    [--only ceiling,rest,grpc,batch,list,bulk]
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -29,6 +30,10 @@ const SECONDS = Number(arg("seconds", "10"));
 const WARMUP = Math.min(3, Math.max(1, Math.round(SECONDS / 4)));
 const CONNECTIONS = Number(arg("connections", "50"));
 const PROFILE = process.argv.includes("--profile");
+/** Figure groups to measure (default all): ceiling, rest, grpc, batch, list, bulk. */
+/** Keep the bench database afterwards (Postgres only), to look into it. */
+const KEEP = process.argv.includes("--keep");
+const ONLY = new Set(arg("only", "ceiling,rest,grpc,batch,list,bulk").split(","));
 const OUT = arg("out", join(ROOT, "bench", "results", `bench-${new Date().toISOString().replace(/[:.]/g, "-")}.json`));
 const ADMIN_KEY = `bench-${randomBytes(16).toString("hex")}`;
 
@@ -218,19 +223,21 @@ async function main(): Promise<void> {
     const grpcCheck = (bodies: unknown[], label: string) =>
       drive({ kind: "grpc", url, method: "CheckService/Check", path: "", key, bodies }, label);
 
-    const ceilingResult = await drive(
-      { kind: "rest", url: ceilingUrl, method: "POST", path: "/api/v1/authorization/check", key, bodies: data.deniedChecks(1000) },
-      "ceiling (bare Fastify)",
-    );
+    const ceilingResult = ONLY.has("ceiling")
+      ? await drive(
+          { kind: "rest", url: ceilingUrl, method: "POST", path: "/api/v1/authorization/check", key, bodies: data.deniedChecks(1000) },
+          "ceiling (bare Fastify)",
+        )
+      : undefined;
     const row = (figure: string, r: LoadResult, unit = "req/s", perRequest = 1, versusCeiling = false): Row => ({
       figure,
       rps: r.rps * perRequest,
       unit,
       p50: r.p50,
       p99: r.p99,
-      ...(versusCeiling ? { ofCeiling: r.rps / ceilingResult.rps } : {}),
+      ...(versusCeiling && ceilingResult ? { ofCeiling: r.rps / ceilingResult.rps } : {}),
     });
-    rows.push(row("ceiling: bare Fastify, same body", ceilingResult, "req/s", 1, true));
+    if (ceilingResult) rows.push(row("ceiling: bare Fastify, same body", ceilingResult, "req/s", 1, true));
 
     let loaded = 0;
     for (const [step, grants] of GRANT_STEPS.entries()) {
@@ -238,48 +245,59 @@ async function main(): Promise<void> {
       await loadGrants(url, key, loaded, grants);
       loaded = grants;
       say(`loaded ${grants} grants in ${((Date.now() - t1) / 1000).toFixed(1)} s`);
-      const byGrant = await rest(data.grantChecks(grants, 1000), `REST check, allowed by a grant (${grants} grants)`);
-      const byRole = await rest(data.roleChecks(1000), `REST check, allowed by a role (${grants} grants)`);
-      const denied = await rest(data.deniedChecks(1000), `REST check, denied (${grants} grants)`);
-      scale.push({ grants, grantP50: byGrant.p50, roleP50: byRole.p50, deniedP50: denied.p50 });
+      if (ONLY.has("rest")) {
+        const byGrant = await rest(data.grantChecks(grants, 1000), `REST check, allowed by a grant (${grants} grants)`);
+        const byRole = await rest(data.roleChecks(1000), `REST check, allowed by a role (${grants} grants)`);
+        const denied = await rest(data.deniedChecks(1000), `REST check, denied (${grants} grants)`);
+        scale.push({ grants, grantP50: byGrant.p50, roleP50: byRole.p50, deniedP50: denied.p50 });
+        if (step === GRANT_STEPS.length - 1) {
+          rows.push(row(`REST check, allowed by a grant`, byGrant, "req/s", 1, true));
+          rows.push(row(`REST check, allowed by a role`, byRole, "req/s", 1, true));
+          rows.push(row(`REST check, denied`, denied, "req/s", 1, true));
+        }
+      }
       if (step < GRANT_STEPS.length - 1) continue;
 
-      rows.push(row(`REST check, allowed by a grant`, byGrant, "req/s", 1, true));
-      rows.push(row(`REST check, allowed by a role`, byRole, "req/s", 1, true));
-      rows.push(row(`REST check, denied`, denied, "req/s", 1, true));
-      rows.push(row("gRPC check, allowed by a grant", await grpcCheck(data.grantChecks(grants, 1000), "gRPC check, grant")));
-      rows.push(row("gRPC check, allowed by a role", await grpcCheck(data.roleChecks(1000), "gRPC check, role")));
-      rows.push(row("gRPC check, denied", await grpcCheck(data.deniedChecks(1000), "gRPC check, denied")));
-
-      const mixed = [...data.grantChecks(grants, 400), ...data.roleChecks(300), ...data.deniedChecks(300)];
-      const batches = Array.from({ length: 10 }, (_, b) => ({ checks: mixed.slice(b * 100, b * 100 + 100) }));
-      const batch = await rest(batches, "batch check of 100", "/api/v1/authorization/check/batch");
-      rows.push(row("REST batch check of 100 (checks/s)", batch, "checks/s", 100));
-
-      const listPaths = data.grantChecks(grants, 500).map(
-        (c) => `/api/v1/authorization/relationships?resource=${c.resource}&resourceId=${encodeURIComponent(c.resourceId)}`,
-      );
-      rows.push(row("REST list an instance's grants", await rest(listPaths, "list grants", "", "GET"), "req/s", 1, true));
-
-      // Bulk write of 5,000 new grants, one call at a time: the median of several.
-      const times: number[] = [];
-      for (let k = 0; k < 7; k++) {
-        const start = grants + k * 5000;
-        const writes = Array.from({ length: 5000 }, (_, j) => data.grant(start + j));
-        const t = performance.now();
-        await api(url, "POST", "/api/v1/authorization/relationships/bulk", { writes }, key);
-        times.push(performance.now() - t);
-        progress(`running: bulk write of 5,000 (${k + 1}/7)`);
+      if (ONLY.has("grpc")) {
+        rows.push(row("gRPC check, allowed by a grant", await grpcCheck(data.grantChecks(grants, 1000), "gRPC check, grant")));
+        rows.push(row("gRPC check, allowed by a role", await grpcCheck(data.roleChecks(1000), "gRPC check, role")));
+        rows.push(row("gRPC check, denied", await grpcCheck(data.deniedChecks(1000), "gRPC check, denied")));
       }
-      times.sort((a, b) => a - b);
-      rows.push({ figure: "bulk write of 5,000 (median of 7 calls)", rps: 5000 / (times[3]! / 1000), unit: "grants/s", p50: times[3]!, p99: times[6]! });
+
+      if (ONLY.has("batch")) {
+        const mixed = [...data.grantChecks(grants, 400), ...data.roleChecks(300), ...data.deniedChecks(300)];
+        const batches = Array.from({ length: 10 }, (_, b) => ({ checks: mixed.slice(b * 100, b * 100 + 100) }));
+        const batch = await rest(batches, "batch check of 100", "/api/v1/authorization/check/batch");
+        rows.push(row("REST batch check of 100 (checks/s)", batch, "checks/s", 100));
+      }
+      if (ONLY.has("list")) {
+        const listPaths = data.grantChecks(grants, 500).map(
+          (c) => `/api/v1/authorization/relationships?resource=${c.resource}&resourceId=${encodeURIComponent(c.resourceId)}`,
+        );
+        rows.push(row("REST list an instance's grants", await rest(listPaths, "list grants", "", "GET"), "req/s", 1, true));
+      }
+      if (ONLY.has("bulk")) {
+        // Bulk write of 5,000 new grants, one call at a time: the median of several.
+        const times: number[] = [];
+        for (let k = 0; k < 7; k++) {
+          const start = grants + k * 5000;
+          const writes = Array.from({ length: 5000 }, (_, j) => data.grant(start + j));
+          const t = performance.now();
+          await api(url, "POST", "/api/v1/authorization/relationships/bulk", { writes }, key);
+          times.push(performance.now() - t);
+          progress(`running: bulk write of 5,000 (${k + 1}/7)`);
+        }
+        times.sort((a, b) => a - b);
+        rows.push({ figure: "bulk write of 5,000 (median of 7 calls)", rps: 5000 / (times[3]! / 1000), unit: "grants/s", p50: times[3]!, p99: times[6]! });
+      }
     }
   } finally {
     const peak = peakRssMb(service.pid!);
     service.kill("SIGTERM");
     await new Promise((r) => service.once("exit", r));
     ceiling.kill("SIGKILL");
-    if (benchDb) {
+    if (benchDb && KEEP) say(`kept database ${benchDb.name}`);
+    else if (benchDb) {
       const admin = new pg.Client({ connectionString: benchDb.admin });
       await admin.connect();
       await admin.query(`DROP DATABASE IF EXISTS ${benchDb.name} WITH (FORCE)`);

@@ -33,6 +33,8 @@ async function findKeyByHash(db: Queryable, secretHash: string) {
   return key;
 }
 
+/** The migrations this build has. */
+const VERSIONS = [1, 2];
 const POSTGRES_ONLY = "Postgres only (PGlite is a single in-process connection: no second pool, no concurrent transactions)";
 
 /** The error `promise` rejects with; fails the test when it resolves. */
@@ -98,10 +100,10 @@ describe.each(engines)("store on %s", (engine) => {
   });
 
   describe("migrate", () => {
-    it("applies version 1 on a fresh database and nothing on a second run", async () => {
+    it("applies every version on a fresh database and nothing on a second run", async () => {
       const all = await loadMigrations();
-      expect(all.map((m) => m.version)).toEqual([1]);
-      expect(firstMigration).toEqual([1]);
+      expect(all.map((m) => m.version)).toEqual(VERSIONS);
+      expect(firstMigration).toEqual(VERSIONS);
       expect(await migrate(db)).toEqual([]);
       expect(await migrate(db)).toEqual([]);
     });
@@ -110,18 +112,35 @@ describe.each(engines)("store on %s", (engine) => {
       const { rows } = await db.query<{ version: number; name: string; applied_at: Date }>(
         "SELECT version, name, applied_at FROM schema_migrations ORDER BY version",
       );
-      expect(rows.map(({ version, name }) => ({ version, name }))).toEqual([{ version: 1, name: "initial" }]);
+      expect(rows.map(({ version, name }) => ({ version, name }))).toEqual([
+        { version: 1, name: "initial" },
+        { version: 2, name: "model_versions" },
+      ]);
       expect(rows[0]!.applied_at).toBeInstanceOf(Date);
       expect(Math.abs(Date.now() - rows[0]!.applied_at.getTime())).toBeLessThan(10 * 60_000);
     });
 
+    it("upgrading a version-1 database gives every existing application a model version", async () => {
+      const fresh = await createTestDatabase(engine);
+      try {
+        const all = await loadMigrations();
+        expect(await migrate(fresh.db, all.slice(0, 1))).toEqual([1]);
+        await applicationsStore.insert(fresh.db, "before-upgrade", "Before upgrade");
+        expect(await migrate(fresh.db, all)).toEqual(VERSIONS.slice(1));
+        expect(await count(fresh.db, "SELECT 1 FROM model_versions WHERE app_id = 'before-upgrade'")).toBe(1);
+      } finally {
+        await fresh.dispose();
+      }
+    });
+
     it("refuses a database migrated by a newer build", async () => {
-      await db.query("INSERT INTO schema_migrations (version, name) VALUES (2, 'from_the_future')");
+      const future = VERSIONS.length + 1;
+      await db.query("INSERT INTO schema_migrations (version, name) VALUES ($1, 'from_the_future')", [future]);
       try {
         const error = await rejectionOf(migrate(db));
         expect(String((error as Error).message)).toMatch(/newer/);
       } finally {
-        await db.query("DELETE FROM schema_migrations WHERE version = 2");
+        await db.query("DELETE FROM schema_migrations WHERE version = $1", [future]);
       }
       expect(await migrate(db)).toEqual([]);
     });
@@ -705,15 +724,15 @@ describe.each(engines)("store on %s", (engine) => {
   });
 
   describe.skipIf(engine !== "postgres")(POSTGRES_ONLY, () => {
-    it("two migrate() calls on two pools at the same time both succeed and apply version 1 once", async () => {
+    it("two migrate() calls on two pools at the same time both succeed and apply each version once", async () => {
       const fresh = await createTestDatabase("postgres");
       try {
         const pools = [fresh.db, await fresh.openAnother(), await fresh.openAnother(), await fresh.openAnother()];
         const results = await Promise.all(pools.map((pool) => migrate(pool)));
-        expect(results.filter((r) => r.length > 0)).toEqual([[1]]);
+        expect(results.filter((r) => r.length > 0)).toEqual([VERSIONS]);
         expect(results.filter((r) => r.length === 0)).toHaveLength(pools.length - 1);
         expect(await count(fresh.db, "SELECT 1 FROM schema_migrations WHERE version = 1")).toBe(1);
-        expect(await count(fresh.db, "SELECT 1 FROM schema_migrations")).toBe(1);
+        expect(await count(fresh.db, "SELECT 1 FROM schema_migrations")).toBe(VERSIONS.length);
       } finally {
         await fresh.dispose();
       }

@@ -1,4 +1,5 @@
 import type { Db, Queryable } from "../store/db.js";
+import { modelStore } from "../store/model-store.js";
 import { applicationsStore, type ApiKeyRow, type ApplicationRow } from "../store/applications-store.js";
 import { auditStore } from "../store/audit-store.js";
 import { alreadyExists, notFound } from "./errors.js";
@@ -41,6 +42,7 @@ export class Applications {
     return this.db.transaction(async (tx) => {
       const app = await applicationsStore.insert(tx, appId, name ?? appId);
       if (app === undefined) throw alreadyExists(`application "${appId}" already exists`);
+      await modelStore.create(tx, appId);
       await auditStore.append(tx, {
         appId,
         type: "application.created",

@@ -1,5 +1,6 @@
 import type { Db } from "../store/db.js";
 import { auditStore } from "../store/audit-store.js";
+import { modelStore } from "../store/model-store.js";
 import { catalogStore } from "../store/catalog-store.js";
 import { lockApplication, requireApplication } from "./applications.js";
 import {
@@ -60,6 +61,7 @@ export class Catalog {
       }
 
       await catalogStore.replace(tx, appId, next);
+      await modelStore.bump(tx, appId);
       await auditStore.append(tx, {
         appId,
         type: "catalog.replaced",

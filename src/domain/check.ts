@@ -1,6 +1,7 @@
 import { Coalescer } from "../lib/coalescer.js";
 import type { Db } from "../store/db.js";
-import { checkStore, type CheckInput, type CheckRow } from "../store/check-store.js";
+import { checkStore, type CheckInput } from "../store/check-store.js";
+import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, Violations } from "./errors.js";
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
 
@@ -12,15 +13,35 @@ export interface Caller {
   keyHash: string;
 }
 
+interface Answer {
+  /** The calling key is live and belongs to the application. */
+  keyValid: boolean;
+  resourceKnown: boolean;
+  actionKnown: boolean;
+  allowed: boolean;
+}
+
+const REVOKED: Answer = { keyValid: false, resourceKnown: false, actionKnown: false, allowed: false };
+
+/** Statements a batch may take when models change under it, before it settles for the newest model. */
+const MAX_READS = 3;
+
 /**
- * The permission check. Reads committed state only, so every answer is
- * fresh; single checks arriving together share one query (see Coalescer).
+ * The permission check. One statement reads, for every question of a batch,
+ * the key's validity, the user's relations on the instance and roles, and
+ * the application's model version; the catalog and what roles hold come
+ * from the in-memory model of that very version (read again whenever the
+ * version moved). So every answer reflects every change committed before
+ * the check began, on any replica, at one round trip per batch; single
+ * checks arriving together share one batch (see Coalescer).
  */
 export class Checker {
-  private readonly single: Coalescer<CheckInput, CheckRow>;
+  private readonly single: Coalescer<CheckInput, Answer>;
+  private readonly models: AccessModels;
 
   constructor(private readonly db: Db) {
-    this.single = new Coalescer((inputs) => checkStore.check(db, inputs), {
+    this.models = new AccessModels(db);
+    this.single = new Coalescer((inputs) => this.answer(inputs), {
       maxBatch: LIMITS.batchChecks,
       concurrency: db.concurrency,
     });
@@ -50,12 +71,42 @@ export class Checker {
     questions.forEach((q, i) => validate(v, q, (field) => at(field, i)));
     v.throwIfAny();
     const asked = questions.length === 0 ? [KEY_ONLY] : questions;
-    const rows = await checkStore.check(this.db, asked.map((q) => ({ appId: caller.appId, keyHash: caller.keyHash, ...q })));
+    const rows = await this.answer(asked.map((q) => ({ appId: caller.appId, keyHash: caller.keyHash, ...q })));
     if (!rows[0]!.keyValid) throw revoked();
     if (questions.length === 0) return [];
     rows.forEach((row, i) => known(v, questions[i]!, row, (field) => at(field, i)));
     v.throwIfAny();
     return rows.map((r) => r.allowed);
+  }
+
+  /** Answers questions of any applications and keys: one statement, plus a model read when a version moved. */
+  private async answer(inputs: readonly CheckInput[]): Promise<Answer[]> {
+    for (let reads = 1; ; reads++) {
+      const rows = await checkStore.check(this.db, inputs);
+      const models = new Map<string, AccessModel | undefined>();
+      let moved = false;
+      for (const [i, row] of rows.entries()) {
+        const appId = inputs[i]!.appId;
+        if (!row.keyValid || row.version === null || models.has(appId)) continue;
+        const model = this.models.cached(appId, row.version) ?? (await this.models.load(appId));
+        // A model newer than the statement is fresher still, but the answer
+        // would mix two snapshots: read again, unless versions keep moving.
+        if (model !== undefined && model.version !== row.version) moved = true;
+        models.set(appId, model);
+      }
+      if (moved && reads < MAX_READS) continue;
+      return rows.map((row, i): Answer => {
+        const model = row.keyValid ? models.get(inputs[i]!.appId) : undefined;
+        if (model === undefined) return REVOKED; // the application is gone: so are its keys
+        const q = inputs[i]!;
+        return {
+          keyValid: true,
+          resourceKnown: model.hasResource(q.resource),
+          actionKnown: model.hasAction(q.resource, q.action),
+          allowed: model.allows(q, row.relations, row.roles),
+        };
+      });
+    }
   }
 }
 
@@ -73,7 +124,7 @@ function validate(v: Violations, q: CheckQuestion, at: (field: string) => string
 }
 
 /** The catalog half of the answer: an unknown resource or action is a 400. */
-function known(v: Violations, q: CheckQuestion, row: CheckRow, at: (field: string) => string): void {
+function known(v: Violations, q: CheckQuestion, row: Answer, at: (field: string) => string): void {
   if (!row.resourceKnown) v.add(at("resource"), `"${q.resource}" is not a resource of the catalog`);
   else if (!row.actionKnown) v.add(at("action"), `"${q.action}" is not an action of resource "${q.resource}"`);
 }

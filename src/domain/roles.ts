@@ -1,6 +1,7 @@
 import type { Db, Queryable } from "../store/db.js";
 import { auditStore } from "../store/audit-store.js";
 import { policiesStore } from "../store/policies-store.js";
+import { modelStore } from "../store/model-store.js";
 import { rolePermissionsStore } from "../store/role-permissions-store.js";
 import { rolesStore, type AssignmentRow, type RoleRow } from "../store/roles-store.js";
 import { isUniqueViolation } from "../store/sqlstate.js";
@@ -129,6 +130,7 @@ export class Roles {
       if ((await rolesStore.lock(tx, appId, roleId)) === undefined) throw roleNotFound(appId, roleId);
       const role = (await rolesStore.get(tx, appId, roleId))!;
       const assignmentsRemoved = await rolesStore.delete(tx, appId, roleId);
+      await modelStore.bump(tx, appId); // its permissions went with it (ON DELETE CASCADE)
       await auditStore.append(tx, {
         appId,
         type: "role.deleted",

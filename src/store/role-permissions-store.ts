@@ -1,11 +1,13 @@
 import type { Queryable } from "./db.js";
+import { modelStore } from "./model-store.js";
 
 /**
  * role_permissions: what each role holds through its policies, derived from
  * role_policies and policy_permissions for the check's sake. Every
  * transaction that changes a role's policies or a policy's permissions calls
  * refresh() for the roles concerned, after lockModel(), so two transactions
- * never derive the same role's rows from different snapshots.
+ * never derive the same role's rows from different snapshots. Each refresh
+ * gives the application's model a new version (see model-store).
  */
 export const rolePermissionsStore = {
   /**
@@ -30,5 +32,6 @@ export const rolePermissionsStore = {
        WHERE rp.app_id = $1 AND rp.role_id = ANY($2::text[])`,
       [appId, roleIds],
     );
+    await modelStore.bump(q, appId);
   },
 };

@@ -7,6 +7,7 @@ import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { permissionDenied } from "../domain/errors.js";
 import type { KeyAuthenticator } from "../domain/keys.js";
 import type { Access, Principal } from "../domain/principal.js";
+import { headerOf } from "./call-context.js";
 
 /** Routes that differ from their service's default access. */
 const methodAccess: Record<string, Access> = {
@@ -46,7 +47,7 @@ export async function authorizeCall(
   appId: string | undefined,
 ): Promise<void> {
   const access = accessOf(method);
-  const key = ctx.requestHeader.get("x-api-key") ?? undefined;
+  const key = headerOf(ctx, "x-api-key");
   const principal =
     ctx.values.get(principalKey) ??
     (keyVerifiedInQuery.has(method.parent.typeName) ? await keys.identify(key) : await keys.authenticate(key));

@@ -14,13 +14,14 @@
  * statement or transaction.
  */
 import { create, fromBinary, fromJsonString, isMessage, toBinary, toJsonString, type DescMethodUnary } from "@bufbuild/protobuf";
-import { Code, ConnectError, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
+import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { gunzipSync } from "node:zlib";
 import type { Logger } from "pino";
 import { LIMITS } from "../domain/formats.js";
+import { CallContext } from "./call-context.js";
 import { toConnectError } from "./errors.js";
 import type { ServiceBinding } from "./guard.js";
 import { specEncodeGrpcMessage } from "./grpc-message.js";
@@ -56,14 +57,7 @@ async function serve(route: Route, codec: "proto" | "json", req: FastifyRequest,
   const raw = req.raw as unknown as Http2ServerRequest;
   const res = reply.raw as unknown as Http2ServerResponse;
   const contentType = `application/grpc+${codec}`;
-  const ctx = createHandlerContext({
-    service: route.method.parent,
-    method: route.method,
-    protocolName: "grpc",
-    requestMethod: "POST",
-    url: req.url,
-    requestHeader: requestHeaders(raw),
-  });
+  const ctx = new CallContext(route.method, "grpc", "POST", req.url, raw.headers);
   let body: Uint8Array | undefined;
   let failure: ConnectError | undefined;
   try {
@@ -78,27 +72,20 @@ async function serve(route: Route, codec: "proto" | "json", req: FastifyRequest,
     failure = error instanceof ConnectError ? error : toConnectError(error, log);
   }
   const headers: Record<string, string> = { "content-type": contentType, "grpc-accept-encoding": "gzip" };
-  ctx.responseHeader.forEach((value, key) => (headers[key] = value));
+  ctx.setResponseHeaders()?.forEach((value, key) => (headers[key] = value));
   const trailers: Record<string, string> = {};
-  ctx.responseTrailer.forEach((value, key) => (trailers[key] = value));
-  setTrailerStatus(new Headers(), failure).forEach((value, key) => {
-    trailers[key] = key === "grpc-message" ? specEncodeGrpcMessage(value) : value;
-  });
+  ctx.setResponseTrailers()?.forEach((value, key) => (trailers[key] = value));
+  if (failure === undefined) trailers["grpc-status"] = "0";
+  else {
+    setTrailerStatus(new Headers(), failure).forEach((value, key) => {
+      trailers[key] = key === "grpc-message" ? specEncodeGrpcMessage(value) : value;
+    });
+  }
   if (res.destroyed) return;
   res.writeHead(200, headers);
   res.addTrailers(trailers);
   if (body === undefined) res.end();
   else res.end(envelope(body));
-}
-
-function requestHeaders(raw: Http2ServerRequest): Headers {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(raw.headers)) {
-    if (name.startsWith(":") || value === undefined) continue;
-    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
-    else headers.set(name, value);
-  }
-  return headers;
 }
 
 /** Reads the one length-prefixed message of a unary call. */

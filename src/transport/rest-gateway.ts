@@ -5,12 +5,13 @@
  */
 import { create, isMessage, ScalarType, toJson, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
-import { ConnectError, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
+import { ConnectError, type HandlerContext } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import { invalidArgument, Violations } from "../domain/errors.js";
 import type { KeyAuthenticator } from "../domain/keys.js";
 import { authorizeCall, wasCreated } from "./auth.js";
+import { CallContext } from "./call-context.js";
 import { restError, toConnectError } from "./errors.js";
 import type { ServiceBinding } from "./guard.js";
 import { httpBindings, type HttpBinding } from "./http-rules.js";
@@ -41,14 +42,7 @@ export function registerRestGateway(
       url: route.routePath,
       handler: async (req, reply) => {
         try {
-          const ctx = createHandlerContext({
-            service: route.method.parent,
-            method: route.method,
-            protocolName: "rest",
-            requestMethod: req.method,
-            url: req.url,
-            requestHeader: headersOf(req),
-          });
+          const ctx = new CallContext(route.method, "rest", req.method, req.url, req.headers);
           // Credentials before content: a caller without a valid key learns
           // nothing about the request format (401/403 before any 400).
           const appId = (req.params as Record<string, string | undefined>).app_id;
@@ -76,16 +70,6 @@ function fieldJson(field: DescField, response: Message): unknown {
   if (field.fieldKind !== "message") throw new Error(`response_body ${field.name} must be a message field`);
   const value = (response as unknown as Record<string, Message | undefined>)[field.localName];
   return toJson(field.message, value ?? create(field.message), jsonWrite);
-}
-
-function headersOf(req: FastifyRequest): Headers {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (name.startsWith(":")) continue; // HTTP/2 pseudo-headers
-    if (typeof value === "string") headers.set(name, value);
-    else if (Array.isArray(value)) for (const v of value) headers.append(name, v);
-  }
-  return headers;
 }
 
 /** Builds the request message from the path, the query string and the body. */

@@ -1,0 +1,120 @@
+import type { Db } from "../store/db.js";
+import { modelStore, type ModelRows } from "../store/model-store.js";
+
+interface ResourceModel {
+  actions: Set<string>;
+  /** relation → the actions it implies */
+  relations: Map<string, Set<string>>;
+}
+
+interface RoleModel {
+  /** null: the role holds application-wide */
+  tenantId: string | null;
+  /** "resource:action" */
+  permissions: Set<string>;
+}
+
+/**
+ * One application's access model at one version: the catalog and what each
+ * role holds. Immutable: a change anywhere makes a new version, read whole.
+ */
+export class AccessModel {
+  private constructor(
+    readonly version: string,
+    private readonly resources: Map<string, ResourceModel>,
+    private readonly roles: Map<string, RoleModel>,
+  ) {}
+
+  static from(rows: ModelRows): AccessModel {
+    const resources = new Map<string, ResourceModel>();
+    for (const [resource, actions] of rows.resources) resources.set(resource, { actions: new Set(actions), relations: new Map() });
+    for (const [resource, relation, actions] of rows.relations) resources.get(resource)?.relations.set(relation, new Set(actions));
+    const roles = new Map<string, RoleModel>();
+    for (const [roleId, tenantId, resource, action] of rows.permissions) {
+      let role = roles.get(roleId);
+      if (role === undefined) roles.set(roleId, (role = { tenantId, permissions: new Set() }));
+      role.permissions.add(`${resource}:${action}`);
+    }
+    return new AccessModel(rows.version, resources, roles);
+  }
+
+  hasResource(resource: string): boolean {
+    return this.resources.has(resource);
+  }
+
+  hasAction(resource: string, action: string): boolean {
+    return this.resources.get(resource)?.actions.has(action) ?? false;
+  }
+
+  /**
+   * Allowed when one of the user's relations on the instance implies the
+   * action, or one of the user's roles (application-wide, or of the asked
+   * tenant) holds resource:action through a policy.
+   */
+  allows(
+    q: { resource: string; action: string; tenantId: string | undefined },
+    relations: readonly string[],
+    roleIds: readonly string[],
+  ): boolean {
+    const implied = this.resources.get(q.resource)?.relations;
+    if (implied !== undefined) {
+      for (const relation of relations) if (implied.get(relation)?.has(q.action)) return true;
+    }
+    if (roleIds.length === 0) return false;
+    const permission = `${q.resource}:${q.action}`;
+    for (const roleId of roleIds) {
+      const role = this.roles.get(roleId);
+      if (role === undefined || (role.tenantId !== null && role.tenantId !== q.tenantId)) continue;
+      if (role.permissions.has(permission)) return true;
+    }
+    return false;
+  }
+}
+
+const MODELS_MAX = 1_000;
+
+/**
+ * The models of the applications this replica checks for, kept by version.
+ * A copy is used only when the version a check statement read equals the
+ * copy's version (see Checker), so a change committed on any replica is seen
+ * by the next check on every replica; a stale copy is read again, whole.
+ */
+export class AccessModels {
+  private readonly models = new Map<string, AccessModel>();
+  private readonly loading = new Map<string, Promise<AccessModel | undefined>>();
+
+  constructor(private readonly db: Db) {}
+
+  /** The cached model of the application when it is at `version`. */
+  cached(appId: string, version: string): AccessModel | undefined {
+    const model = this.models.get(appId);
+    return model?.version === version ? model : undefined;
+  }
+
+  /** Reads the application's current model (one load at a time per application). */
+  load(appId: string): Promise<AccessModel | undefined> {
+    let pending = this.loading.get(appId);
+    if (pending === undefined) {
+      pending = modelStore.load(this.db, appId).then(
+        (rows) => {
+          this.loading.delete(appId);
+          if (rows === undefined) {
+            this.models.delete(appId);
+            return undefined;
+          }
+          const model = AccessModel.from(rows);
+          this.models.delete(appId); // re-inserted last: the map's order is the eviction order
+          if (this.models.size >= MODELS_MAX) this.models.delete(this.models.keys().next().value!);
+          this.models.set(appId, model);
+          return model;
+        },
+        (error: unknown) => {
+          this.loading.delete(appId);
+          throw error;
+        },
+      );
+      this.loading.set(appId, pending);
+    }
+    return pending;
+  }
+}

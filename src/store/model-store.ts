@@ -1,0 +1,43 @@
+import type { Queryable } from "./db.js";
+
+/** One application's access model as stored: what the check needs besides grants and assignments. */
+export interface ModelRows {
+  version: string;
+  /** [resource, actions] */
+  resources: [string, string[]][];
+  /** [resource, relation, implied actions] (built-in relations with their effective actions) */
+  relations: [string, string, string[]][];
+  /** [roleId, tenantId, resource, action]: what each role holds through its policies */
+  permissions: [string, string | null, string, string][];
+}
+
+/**
+ * The model version (see migration 002). Every transaction that changes an
+ * application's catalog or what its roles hold calls bump(), after the
+ * locks that serialize those changes, so the new version commits with them.
+ */
+export const modelStore = {
+  async create(q: Queryable, appId: string): Promise<void> {
+    await q.query("INSERT INTO model_versions (app_id) VALUES ($1)", [appId]);
+  },
+
+  async bump(q: Queryable, appId: string): Promise<void> {
+    await q.query("UPDATE model_versions SET version = nextval('model_version_seq') WHERE app_id = $1", [appId]);
+  },
+
+  /** The whole model and its version, read in one statement, so from one snapshot. Undefined for an unknown application. */
+  async load(q: Queryable, appId: string): Promise<ModelRows | undefined> {
+    const { rows } = await q.query<ModelRows>(
+      `SELECT v.version::text AS version,
+         (SELECT coalesce(json_agg(json_build_array(c.resource, c.actions)), '[]')
+          FROM catalog_resources c WHERE c.app_id = v.app_id) AS resources,
+         (SELECT coalesce(json_agg(json_build_array(r.resource, r.relation, r.actions)), '[]')
+          FROM catalog_relations r WHERE r.app_id = v.app_id) AS relations,
+         (SELECT coalesce(json_agg(json_build_array(p.role_id, p.tenant_id, p.resource, p.action)), '[]')
+          FROM role_permissions p WHERE p.app_id = v.app_id) AS permissions
+       FROM model_versions v WHERE v.app_id = $1`,
+      [appId],
+    );
+    return rows[0];
+  },
+};
