@@ -40,9 +40,12 @@ export function tokenProblem(value: string): string | undefined {
 /** userId, resourceId, tenantId: 1 to 256 characters, no control characters. */
 export function identifierProblem(value: string): string | undefined {
   if (value === "") return "is required";
-  // Length in characters (code points), not UTF-16 units.
-  const length = [...value].length;
-  if (length > LIMITS.identifierMax) return `must be at most ${LIMITS.identifierMax} characters, got ${length}`;
+  // Length in characters (code points), not UTF-16 units; never more
+  // code points than units, so short values need no count.
+  if (value.length > LIMITS.identifierMax) {
+    const length = [...value].length;
+    if (length > LIMITS.identifierMax) return `must be at most ${LIMITS.identifierMax} characters, got ${length}`;
+  }
   if (CONTROL.test(value)) return `${show(value)} must not contain control characters`;
   return undefined;
 }

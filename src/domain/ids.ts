@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 
 // Lower-case base32 without padding: URL-safe, case-insensitive, no
 // look-alike punctuation, so ids survive paths, logs and copy-paste.
@@ -35,5 +35,5 @@ export function newKeySecret(): string {
  * hash suffices (no password stretching needed) and lookups stay cheap.
  */
 export function hashKey(key: string): string {
-  return createHash("sha256").update(key, "utf8").digest("hex");
+  return hash("sha256", key, "hex"); // one-shot: half the cost of createHash, once per call
 }

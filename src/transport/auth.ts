@@ -25,11 +25,17 @@ const ownApplicationServices = new Set(["authz.v1.RelationshipService", "authz.v
  */
 const keyVerifiedInQuery = new Set(["authz.v1.CheckService"]);
 
+const accessByMethod = new Map<DescMethod, Access>();
+
 export function accessOf(method: DescMethod): Access {
-  return (
-    methodAccess[`${method.parent.typeName}.${method.name}`] ??
-    (ownApplicationServices.has(method.parent.typeName) ? "own-application" : "application")
-  );
+  let access = accessByMethod.get(method);
+  if (access === undefined) {
+    access =
+      methodAccess[`${method.parent.typeName}.${method.name}`] ??
+      (ownApplicationServices.has(method.parent.typeName) ? "own-application" : "application");
+    accessByMethod.set(method, access);
+  }
+  return access;
 }
 
 const principalKey = createContextKey<Principal | undefined>(undefined, { description: "the authenticated caller" });

@@ -78,9 +78,12 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     registerGrpcUnary(app, bindings, log);
   }
 
-  app.addHook("onResponse", async (req, reply) => {
-    req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime }, "request");
-  });
+  // A hook on every request costs even when its line is not logged: only at debug.
+  if (log.isLevelEnabled("debug")) {
+    app.addHook("onResponse", async (req, reply) => {
+      req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime }, "request");
+    });
+  }
 
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split("?")[0];

@@ -15,6 +15,7 @@ import { CallContext } from "./call-context.js";
 import { restError, toConnectError } from "./errors.js";
 import type { ServiceBinding } from "./guard.js";
 import { httpBindings, type HttpBinding } from "./http-rules.js";
+import { flatReader, flatWriter } from "./flat-json.js";
 import { fieldByJsonKey, messageFromJson } from "./json-input.js";
 
 type UnaryFn = (request: Message, ctx: HandlerContext) => Promise<unknown>;
@@ -37,6 +38,8 @@ export function registerRestGateway(
   for (const route of routes) {
     const binding = bindings.find((b) => b.service === route.method.parent)!;
     const call = (binding.impl as unknown as Record<string, UnaryFn>)[route.method.localName]!;
+    const read = readerOf(route);
+    const write = writerOf(route);
     app.route({
       method: route.verb,
       url: route.routePath,
@@ -47,11 +50,9 @@ export function registerRestGateway(
           // nothing about the request format (401/403 before any 400).
           const appId = (req.params as Record<string, string | undefined>).app_id;
           await authorizeCall(keys, route.method, ctx, appId);
-          const request = readRequest(route, req);
+          const request = readRequest(route, req, read);
           const result = await call(request, ctx);
-          const response = isMessage(result, route.method.output) ? result : create(route.method.output, result as never);
-          const body = route.responseBody === undefined ? toJson(route.method.output, response, jsonWrite) : fieldJson(route.responseBody, response);
-          return reply.code(wasCreated(ctx) ? 201 : 200).send(body);
+          return reply.code(wasCreated(ctx) ? 201 : 200).send(write(result as object));
         } catch (error) {
           return sendError(reply, error instanceof ConnectError ? error : toConnectError(error, log));
         }
@@ -66,6 +67,24 @@ export function sendError(reply: FastifyReply, error: ConnectError): FastifyRepl
   return reply.code(status).send(body);
 }
 
+/** The route's JSON reader: direct for flat requests, else the strict walk of json-input. */
+function readerOf(route: HttpBinding): (json: Record<string, unknown>) => Message {
+  const fast = flatReader(route.method.input);
+  const strict = (json: Record<string, unknown>) => messageFromJson(route.method.input, json, route.boundFields);
+  return fast === undefined ? strict : (json) => fast(json) ?? strict(json);
+}
+
+/** The route's JSON writer for what the implementation returned: the response, or its response_body field. */
+function writerOf(route: HttpBinding): (result: object) => unknown {
+  const output = route.method.output;
+  const fast = route.responseBody === undefined ? flatWriter(output) : undefined;
+  if (fast !== undefined) return fast;
+  return (result) => {
+    const response = isMessage(result, output) ? result : create(output, result as never);
+    return route.responseBody === undefined ? toJson(output, response, jsonWrite) : fieldJson(route.responseBody, response);
+  };
+}
+
 function fieldJson(field: DescField, response: Message): unknown {
   if (field.fieldKind !== "message") throw new Error(`response_body ${field.name} must be a message field`);
   const value = (response as unknown as Record<string, Message | undefined>)[field.localName];
@@ -73,7 +92,7 @@ function fieldJson(field: DescField, response: Message): unknown {
 }
 
 /** Builds the request message from the path, the query string and the body. */
-function readRequest(route: HttpBinding, req: FastifyRequest): Message {
+function readRequest(route: HttpBinding, req: FastifyRequest, read: (json: Record<string, unknown>) => Message): Message {
   const input = route.method.input;
   const json: Record<string, unknown> = {};
   const { pathNames } = route;
@@ -120,7 +139,7 @@ function readRequest(route: HttpBinding, req: FastifyRequest): Message {
   const params = req.params as Record<string, string>;
   for (const field of route.pathFields) json[field.jsonName] = params[field.name];
 
-  const message = messageFromJson(input, json, route.boundFields);
+  const message = read(json);
   deriveUpdateMask(input, message, route, json, pathNames);
   return message;
 }
