@@ -14,7 +14,7 @@ import Fastify, {
   type FastifyRequest,
 } from "fastify";
 import http from "node:http";
-import http2, { type Http2ServerResponse } from "node:http2";
+import http2, { type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import type { Logger } from "pino";
 import { LIMITS } from "../domain/formats.js";
 import { registerReflection } from "../services/reflection-service.js";
@@ -23,7 +23,7 @@ import type { Db } from "../store/db.js";
 import { DeferredDb } from "../store/deferred-db.js";
 import { restErrorBody } from "./errors.js";
 import { fixGrpcMessageEncoding, specEncodeGrpcMessage } from "./grpc-message.js";
-import { registerGrpcUnary } from "./grpc-unary.js";
+import { grpcUnaryHandler } from "./grpc-unary.js";
 import type { ServiceBinding } from "./guard.js";
 import { registerRestGateway } from "./rest-gateway.js";
 
@@ -48,6 +48,40 @@ function frameworkErrors(error: FastifyError, _req: FastifyRequest, reply: Fasti
   void reply.code(400).send(restErrorBody("invalid_argument", `malformed request: ${error.message}`));
 }
 
+/**
+ * The HTTP/2 server: unary gRPC calls are answered on the core API (see
+ * grpc-unary); every other stream gets the request and response objects of
+ * Node's compatibility layer, made here as the layer itself would, and goes
+ * to Fastify. The server has no "request" listener: adding one would switch
+ * on the compatibility layer for every stream, gRPC calls included.
+ */
+function h2Server(
+  fastify: (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
+  grpcUnary: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean,
+): http2.Http2Server {
+  const server = http2.createServer();
+  server.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
+    if (grpcUnary(stream, headers)) return;
+    const req = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
+    const res = new http2.Http2ServerResponse(stream);
+    if (headers[":method"] === "CONNECT") {
+      res.statusCode = 405;
+      res.end();
+      return;
+    }
+    if (headers.expect !== undefined) {
+      if (headers.expect !== "100-continue") {
+        res.statusCode = 417;
+        res.end();
+        return;
+      }
+      res.writeContinue();
+    }
+    fastify(req, res);
+  });
+  return server;
+}
+
 export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Promise<FastifyInstance> {
   const { bindings, db, keys, log } = deps;
   const options = {
@@ -64,7 +98,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
   };
   const app = (
     version === "http2"
-      ? Fastify({ ...options, http2: true, serverFactory: (handler) => http2.createServer(handler) })
+      ? Fastify({ ...options, http2: true, serverFactory: (handler) => h2Server(handler, grpcUnaryHandler(bindings, log)) })
       : Fastify({ ...options, serverFactory: (handler) => http.createServer(handler) })
   ) as unknown as FastifyInstance;
 
@@ -75,7 +109,6 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
         fixGrpcMessageEncoding(reply.raw as unknown as Http2ServerResponse);
       }
     });
-    registerGrpcUnary(app, bindings, log);
   }
 
   // A hook on every request costs even when its line is not logged: only at debug.

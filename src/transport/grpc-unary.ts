@@ -1,12 +1,14 @@
 /**
- * Unary gRPC, served directly. connect-node's handler runs every call through
- * async-iterable pipelines built for streaming; for unary calls (all of
- * Portcullis's RPCs but reflection) that cost several times the CPU of the
- * check itself. This hook answers unary gRPC calls on the HTTP/2 app with the
- * same guarded implementations: the envelope is read whole, decoded, the
- * implementation called, and the answer written as HEADERS, DATA, trailers.
- * Everything else (reflection's stream, Connect, gRPC-Web) goes on to the
- * connect-fastify routes untouched.
+ * Unary gRPC, served directly on the HTTP/2 core API. connect-node's handler
+ * runs every call through async-iterable pipelines built for streaming, and
+ * Node's HTTP/2 compatibility layer (which Fastify needs) builds a request
+ * and a response object per stream; for unary calls (all of Portcullis's
+ * RPCs but reflection) together they cost several times the check itself.
+ * Here a unary call's stream is answered with the same guarded
+ * implementations: the envelope read whole, decoded, the implementation
+ * called, and the answer written as HEADERS, DATA, trailers. Every other
+ * stream (reflection's, Connect, gRPC-Web, REST over h2c) goes on to Fastify
+ * and the connect-fastify routes.
  *
  * Supported: proto and JSON codecs, identity and gzip request compression
  * (answers are not compressed), grpc-status-details-bin on errors. A
@@ -16,8 +18,7 @@
 import { create, fromBinary, fromJsonString, isMessage, toBinary, toJsonString, type DescMethodUnary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import { gunzipSync } from "node:zlib";
 import type { Logger } from "pino";
 import { LIMITS } from "../domain/formats.js";
@@ -35,7 +36,12 @@ interface Route {
 
 const GRPC = /^application\/grpc(\+(proto|json))?(;.*)?$/i;
 
-export function registerGrpcUnary(app: FastifyInstance, bindings: ServiceBinding[], log: Logger): void {
+/**
+ * A stream handler for unary gRPC calls: answers true when it took the
+ * stream (a POST of application/grpc[+proto|+json] to a unary method), false
+ * to leave it to the next handler.
+ */
+export function grpcUnaryHandler(bindings: ServiceBinding[], log: Logger): (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean {
   const routes = new Map<string, Route>();
   for (const { service, impl } of bindings) {
     for (const method of service.methods) {
@@ -44,24 +50,23 @@ export function registerGrpcUnary(app: FastifyInstance, bindings: ServiceBinding
       routes.set(`/${service.typeName}/${method.name}`, { method: method as DescMethodUnary, call });
     }
   }
-  app.addHook("onRequest", async (req, reply) => {
-    const type = GRPC.exec(req.headers["content-type"] ?? "");
-    const route = type === null || req.method !== "POST" ? undefined : routes.get(req.url);
-    if (route === undefined || type === null) return;
-    reply.hijack();
-    await serve(route, type[2] === "json" ? "json" : "proto", req, reply, log);
-  });
+  return (stream, headers) => {
+    const type = GRPC.exec(headers["content-type"] ?? "");
+    const route = type === null || headers[":method"] !== "POST" ? undefined : routes.get(headers[":path"] ?? "");
+    if (route === undefined || type === null) return false;
+    void serve(route, type[2] === "json" ? "json" : "proto", stream, headers, log);
+    return true;
+  };
 }
 
-async function serve(route: Route, codec: "proto" | "json", req: FastifyRequest, reply: FastifyReply, log: Logger): Promise<void> {
-  const raw = req.raw as unknown as Http2ServerRequest;
-  const res = reply.raw as unknown as Http2ServerResponse;
-  const contentType = `application/grpc+${codec}`;
-  const ctx = new CallContext(route.method, "grpc", "POST", req.url, raw.headers);
+async function serve(route: Route, codec: "proto" | "json", stream: ServerHttp2Stream, headers: IncomingHttpHeaders, log: Logger): Promise<void> {
+  // A client that resets the stream must not crash the process; there is nobody left to answer.
+  stream.on("error", () => undefined);
+  const ctx = new CallContext(route.method, "grpc", "POST", headers[":path"] ?? "", headers);
   let body: Uint8Array | undefined;
   let failure: ConnectError | undefined;
   try {
-    const input = decode(route.method, codec, await readEnvelope(raw), raw.headers["grpc-encoding"]);
+    const input = decode(route.method, codec, await readEnvelope(stream), headers["grpc-encoding"]);
     const result = await route.call(input, ctx);
     const output = isMessage(result, route.method.output) ? result : create(route.method.output, result as never);
     body =
@@ -71,8 +76,13 @@ async function serve(route: Route, codec: "proto" | "json", req: FastifyRequest,
   } catch (error) {
     failure = error instanceof ConnectError ? error : toConnectError(error, log);
   }
-  const headers: Record<string, string> = { "content-type": contentType, "grpc-accept-encoding": "gzip" };
-  ctx.setResponseHeaders()?.forEach((value, key) => (headers[key] = value));
+  if (stream.destroyed || stream.closed) return;
+  const responseHeaders: Record<string, string | number> = {
+    ":status": 200,
+    "content-type": `application/grpc+${codec}`,
+    "grpc-accept-encoding": "gzip",
+  };
+  ctx.setResponseHeaders()?.forEach((value, key) => (responseHeaders[key] = value));
   const trailers: Record<string, string> = {};
   ctx.setResponseTrailers()?.forEach((value, key) => (trailers[key] = value));
   if (failure === undefined) trailers["grpc-status"] = "0";
@@ -81,31 +91,45 @@ async function serve(route: Route, codec: "proto" | "json", req: FastifyRequest,
       trailers[key] = key === "grpc-message" ? specEncodeGrpcMessage(value) : value;
     });
   }
-  if (res.destroyed) return;
-  res.writeHead(200, headers);
-  res.addTrailers(trailers);
-  if (body === undefined) res.end();
-  else res.end(envelope(body));
+  stream.respond(responseHeaders, { waitForTrailers: true });
+  stream.once("wantTrailers", () => stream.sendTrailers(trailers));
+  if (body === undefined) stream.end();
+  else stream.end(envelope(body));
 }
 
 /** Reads the one length-prefixed message of a unary call. */
-async function readEnvelope(raw: Http2ServerRequest): Promise<{ compressed: boolean; data: Uint8Array }> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of raw as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > LIMITS.bodyBytes + 5) {
-      throw new ConnectError(`message is larger than the limit of ${LIMITS.bodyBytes} bytes`, Code.ResourceExhausted);
-    }
-    chunks.push(chunk);
-  }
-  const all = Buffer.concat(chunks, size);
-  if (all.length < 5) throw new ConnectError("protocol error: missing the message envelope", Code.InvalidArgument);
-  const length = all.readUInt32BE(1);
-  if (all.length !== 5 + length) {
-    throw new ConnectError("protocol error: a unary call takes exactly one message", Code.InvalidArgument);
-  }
-  return { compressed: (all[0]! & 1) === 1, data: all.subarray(5) };
+function readEnvelope(stream: ServerHttp2Stream): Promise<{ compressed: boolean; data: Uint8Array }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const fail = (error: ConnectError) => {
+      settled = true;
+      reject(error);
+    };
+    stream.on("data", (chunk: Buffer) => {
+      if (settled) return; // past the limit: what else comes is dropped
+      size += chunk.length;
+      if (size > LIMITS.bodyBytes + 5) {
+        fail(new ConnectError(`message is larger than the limit of ${LIMITS.bodyBytes} bytes`, Code.ResourceExhausted));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    stream.once("end", () => {
+      if (settled) return;
+      settled = true;
+      const all = Buffer.concat(chunks, size);
+      if (all.length < 5) return reject(new ConnectError("protocol error: missing the message envelope", Code.InvalidArgument));
+      if (all.length !== 5 + all.readUInt32BE(1)) {
+        return reject(new ConnectError("protocol error: a unary call takes exactly one message", Code.InvalidArgument));
+      }
+      resolve({ compressed: (all[0]! & 1) === 1, data: all.subarray(5) });
+    });
+    stream.once("close", () => {
+      if (!settled) fail(new ConnectError("the client closed the stream before its message ended", Code.Canceled));
+    });
+  });
 }
 
 function decode(method: DescMethodUnary, codec: "proto" | "json", message: { compressed: boolean; data: Uint8Array }, encoding: unknown): unknown {

@@ -24,20 +24,24 @@ export async function listen(host: string, port: number, h1: http.Server, h2: ht
   let draining = false;
   let drained: (() => void) | undefined;
 
-  const track = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
-    inFlight++;
-    if (draining && "shouldKeepAlive" in res) res.setHeader("connection", "close");
-    res.once("close", () => {
-      inFlight--;
-      if (draining) {
-        h1.closeIdleConnections();
-        if (inFlight === 0) drained?.();
-      }
-    });
-    void req;
+  const finished = () => {
+    inFlight--;
+    if (draining) {
+      h1.closeIdleConnections();
+      if (inFlight === 0) drained?.();
+    }
   };
-  h1.on("request", track);
-  h2.on("request", track);
+  h1.on("request", (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    inFlight++;
+    if (draining) res.setHeader("connection", "close");
+    res.once("close", finished);
+  });
+  // Streams, not requests: a "request" listener would switch on the HTTP/2
+  // compatibility layer for every stream (see fastify-app).
+  h2.on("stream", (stream: http2.ServerHttp2Stream) => {
+    inFlight++;
+    stream.once("close", finished);
+  });
   h2.on("session", (session) => {
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
