@@ -32,28 +32,30 @@ export interface CheckRow {
  * knows of the tables, so the plan stays good on tables never analyzed.
  */
 const CHECK_SQL = `
-  SELECT
+  SELECT json_agg(json_build_array(
     EXISTS (SELECT 1 FROM api_keys k
-            WHERE k.secret_hash = q.key_hash AND k.app_id = q.app_id AND k.revoked_at IS NULL) AS "keyValid",
-    (SELECT v.version::text FROM model_versions v WHERE v.app_id = q.app_id) AS version,
+            WHERE k.secret_hash = q.key_hash AND k.app_id = q.app_id AND k.revoked_at IS NULL),
+    (SELECT v.version::text FROM model_versions v WHERE v.app_id = q.app_id),
     ARRAY(SELECT g.relation FROM relationships g
           WHERE g.app_id = q.app_id AND g.user_id = q.user_id AND g.resource = q.resource
-            AND g.resource_id = q.resource_id) AS relations,
+            AND g.resource_id = q.resource_id),
     ARRAY(SELECT a.role_id FROM role_assignments a
-          WHERE a.app_id = q.app_id AND a.user_id = q.user_id) AS roles
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-       WITH ORDINALITY AS q(app_id, key_hash, user_id, resource, resource_id, n)
-  ORDER BY q.n`;
+          WHERE a.app_id = q.app_id AND a.user_id = q.user_id)
+  ) ORDER BY q.n) AS rows
+  FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (a text, k text, u text, r text, i text))
+       WITH ORDINALITY AS q(app_id, key_hash, user_id, resource, resource_id, n)`;
 
+type RawRow = [keyValid: boolean, version: string | null, relations: string[], roles: string[]];
+
+/**
+ * The questions go as one JSON parameter and the answers come back as one
+ * JSON value: for a batch of dozens, encoding and decoding that is a fraction
+ * of what five text arrays in and a row per question out cost the driver.
+ */
 export const checkStore = {
   async check(q: Queryable, checks: readonly CheckInput[]): Promise<CheckRow[]> {
-    const { rows } = await q.query<CheckRow>(CHECK_SQL, [
-      checks.map((c) => c.appId),
-      checks.map((c) => c.keyHash),
-      checks.map((c) => c.userId),
-      checks.map((c) => c.resource),
-      checks.map((c) => c.resourceId),
-    ]);
-    return rows;
+    const questions = checks.map((c) => ({ a: c.appId, k: c.keyHash, u: c.userId, r: c.resource, i: c.resourceId }));
+    const { rows } = await q.query<{ rows: RawRow[] | null }>(CHECK_SQL, [JSON.stringify(questions)]);
+    return (rows[0]?.rows ?? []).map(([keyValid, version, relations, roles]) => ({ keyValid, version, relations, roles }));
   },
 };
