@@ -5,7 +5,8 @@
  */
 import { equals, fromJson, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { BatchCheckRequestSchema, CheckRequestSchema, CheckResponseSchema } from "../gen/authz/v1/check_pb.js";
+import { BatchCheckRequestSchema, BatchCheckResponseSchema, CheckRequestSchema, CheckResponseSchema } from "../gen/authz/v1/check_pb.js";
+import { PutCatalogRequestSchema } from "../gen/authz/v1/catalog_pb.js";
 import { flatReader, flatWriter } from "../src/transport/flat-json.js";
 
 const read = flatReader(CheckRequestSchema)!;
@@ -15,7 +16,9 @@ describe("flat JSON", () => {
   it("applies to flat messages only", () => {
     expect(read).toBeTypeOf("function");
     expect(write).toBeTypeOf("function");
-    expect(flatReader(BatchCheckRequestSchema)).toBeUndefined(); // a repeated message field
+    expect(flatReader(BatchCheckRequestSchema)).toBeTypeOf("function"); // a list of flat messages
+    expect(flatWriter(BatchCheckResponseSchema)).toBeTypeOf("function");
+    expect(flatReader(PutCatalogRequestSchema)).toBeUndefined(); // lists of strings inside lists
     expect(flatWriter(CheckRequestSchema)).toBeUndefined(); // tenant_id has explicit presence
   });
 
@@ -48,6 +51,34 @@ describe("flat JSON", () => {
 
   it.each([true, false])("writes allowed=%s exactly as toJson with alwaysEmitImplicit does", (allowed) => {
     expect(write({ allowed })).toStrictEqual(toJson(CheckResponseSchema, { $typeName: "authz.v1.CheckResponse", allowed }, { alwaysEmitImplicit: true }));
+  });
+
+  const readBatch = flatReader(BatchCheckRequestSchema)!;
+  const writeBatch = flatWriter(BatchCheckResponseSchema)!;
+
+  it.each<[string, JsonObject]>([
+    ["two checks", { checks: [{ userId: "u", resource: "r", resourceId: "i", action: "a" }, { user_id: "v", tenantId: "t" }] }],
+    ["no checks", { checks: [] }],
+    ["nothing", {}],
+  ])("reads a batch with %s exactly as fromJson does", (_name, json) => {
+    expect(readBatch(json)).toStrictEqual(fromJson(BatchCheckRequestSchema, json));
+  });
+
+  it.each<[string, unknown]>([
+    ["a check with an unknown field", { checks: [{ userId: "u" }, { colour: "red" }] }],
+    ["a null check", { checks: [null] }],
+    ["checks not a list", { checks: { userId: "u" } }],
+    ["a check that is a string", { checks: ["u"] }],
+    ["a body that is a list", [{ userId: "u" }]],
+  ])("leaves a batch with %s to the strict reader", (_name, json) => {
+    expect(readBatch(json)).toBeUndefined();
+  });
+
+  it("writes a batch answer exactly as toJson does", () => {
+    const results = [true, false, true].map((allowed) => ({ $typeName: "authz.v1.BatchCheckResult" as const, allowed }));
+    const expected = toJson(BatchCheckResponseSchema, { $typeName: "authz.v1.BatchCheckResponse", results }, { alwaysEmitImplicit: true });
+    expect(writeBatch({ results: results.map(({ allowed }) => ({ allowed })) })).toStrictEqual(expected);
+    expect(writeBatch({})).toStrictEqual({ results: [] });
   });
 
   it("writes defaults for fields a service left out, as create() then toJson would", () => {

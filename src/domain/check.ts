@@ -32,16 +32,17 @@ const MAX_READS = 3;
  * the application's model version; the catalog and what roles hold come
  * from the in-memory model of that very version (read again whenever the
  * version moved). So every answer reflects every change committed before
- * the check began, on any replica, at one round trip per batch; single
- * checks arriving together share one batch (see Coalescer).
+ * the check began, on any replica, at one round trip per batch; checks and
+ * batch checks arriving together share one statement (see Coalescer), a
+ * batch check's questions always the same one.
  */
 export class Checker {
-  private readonly single: Coalescer<CheckInput, Answer>;
+  private readonly coalesced: Coalescer<CheckInput, Answer>;
   private readonly models: AccessModels;
 
   constructor(private readonly db: Db) {
     this.models = new AccessModels(db);
-    this.single = new Coalescer((inputs) => this.answer(inputs), {
+    this.coalesced = new Coalescer((inputs) => this.answer(inputs), {
       maxBatch: LIMITS.batchChecks,
       concurrency: db.concurrency,
     });
@@ -51,14 +52,14 @@ export class Checker {
     const v = new Violations();
     validate(v, question, (field) => field);
     v.throwIfAny();
-    const row = await this.single.call({ appId: caller.appId, keyHash: caller.keyHash, ...question });
+    const row = await this.coalesced.call({ appId: caller.appId, keyHash: caller.keyHash, ...question });
     if (!row.keyValid) throw revoked();
     known(v, question, row, (field) => field);
     v.throwIfAny();
     return row.allowed;
   }
 
-  /** Up to 1,000 checks in one round trip; answers in request order. */
+  /** Up to 1,000 checks, answered from one statement; answers in request order. */
   async batch(caller: Caller, questions: CheckQuestion[]): Promise<boolean[]> {
     if (questions.length > LIMITS.batchChecks) {
       throw invalidArgument(`at most ${LIMITS.batchChecks} checks per call, got ${questions.length}`, [
@@ -71,7 +72,7 @@ export class Checker {
     questions.forEach((q, i) => validate(v, q, (field) => at(field, i)));
     v.throwIfAny();
     const asked = questions.length === 0 ? [KEY_ONLY] : questions;
-    const rows = await this.answer(asked.map((q) => ({ appId: caller.appId, keyHash: caller.keyHash, ...q })));
+    const rows = await this.coalesced.callAll(asked.map((q) => ({ appId: caller.appId, keyHash: caller.keyHash, ...q })));
     if (!rows[0]!.keyValid) throw revoked();
     if (questions.length === 0) return [];
     rows.forEach((row, i) => known(v, questions[i]!, row, (field) => at(field, i)));

@@ -1,15 +1,19 @@
 /**
  * Coalesces calls that arrive together into one batched call. The first call
  * runs at once; calls arriving while `concurrency` batches are in flight
- * queue up and go together in the next batch (up to `maxBatch`). Under load
- * one database round trip answers many requests; an idle service adds no
- * delay, because nothing waits on a timer.
+ * queue up and go together in the next batch (up to `maxBatch` inputs). Under
+ * load one database round trip answers many requests; an idle service adds
+ * no delay, because nothing waits on a timer.
+ *
+ * A call may bring several inputs (callAll): they always travel in the same
+ * batch, so their answers come from one statement, one snapshot. A group
+ * larger than maxBatch goes alone.
  *
  * Freshness is kept: a call's batch starts after the call arrived, so it
  * reads everything committed before the call.
  */
 export class Coalescer<I, O> {
-  private queue: { input: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
+  private queue: { inputs: readonly I[]; resolve: (o: O[]) => void; reject: (e: unknown) => void }[] = [];
   private inFlight = 0;
 
   constructor(
@@ -19,17 +23,37 @@ export class Coalescer<I, O> {
 
   call(input: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.queue.push({ input, resolve, reject });
+      this.queue.push({ inputs: [input], resolve: (outputs) => resolve(outputs[0]!), reject });
+      this.drain();
+    });
+  }
+
+  /** Answers `inputs` in order, all from the same batch. */
+  callAll(inputs: readonly I[]): Promise<O[]> {
+    return new Promise<O[]>((resolve, reject) => {
+      this.queue.push({ inputs, resolve, reject });
       this.drain();
     });
   }
 
   private drain(): void {
     while (this.inFlight < this.options.concurrency && this.queue.length > 0) {
-      const batch = this.queue.splice(0, this.options.maxBatch);
+      let take = 0;
+      let size = 0;
+      while (take < this.queue.length && (take === 0 || size + this.queue[take]!.inputs.length <= this.options.maxBatch)) {
+        size += this.queue[take]!.inputs.length;
+        take++;
+      }
+      const batch = this.queue.splice(0, take);
       this.inFlight++;
-      this.run(batch.map((b) => b.input)).then(
-        (outputs) => batch.forEach((b, i) => b.resolve(outputs[i]!)),
+      this.run(batch.flatMap((b) => b.inputs)).then(
+        (outputs) => {
+          let at = 0;
+          for (const b of batch) {
+            b.resolve(outputs.slice(at, at + b.inputs.length));
+            at += b.inputs.length;
+          }
+        },
         (error: unknown) => batch.forEach((b) => b.reject(error)),
       ).finally(() => {
         this.inFlight--;

@@ -1,21 +1,27 @@
 /**
- * JSON for flat messages: every field a singular string or bool, as the
- * check's request and answer are. protobuf-es reads and writes JSON by
- * walking the descriptor for each message, which is most of what a REST
- * check costs besides HTTP itself; for these shapes a table made once per
- * message type does the same work directly.
+ * JSON for flat messages: every field a singular string or bool, or a list
+ * of such messages, as the check's and the batch check's requests and
+ * answers are. protobuf-es reads and writes JSON by walking the descriptor
+ * for each message, which was most of what a REST check cost besides HTTP
+ * itself; for these shapes a table made once per message type does the same
+ * work directly.
  */
 import { create, ScalarType, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 
-type FlatKind = "string" | "boolean";
+type Reader = (json: unknown) => Message | undefined;
+type Writer = (message: object) => Record<string, unknown>;
 
-function flatKind(field: DescField): FlatKind | undefined {
+function scalarKind(field: DescField): "string" | "boolean" | undefined {
   if (field.fieldKind !== "scalar" || field.oneof !== undefined) return undefined;
   if (field.scalar === ScalarType.STRING) return "string";
   if (field.scalar === ScalarType.BOOL) return "boolean";
   return undefined;
 }
+
+/** A list of messages that are themselves flat. */
+const flatList = (field: DescField): DescMessage | undefined =>
+  field.fieldKind === "list" && field.listKind === "message" ? field.message : undefined;
 
 /**
  * Reads a JSON object into a message of `desc`, or answers undefined for
@@ -23,20 +29,40 @@ function flatKind(field: DescField): FlatKind | undefined {
  * unknown or repeated fields, wrong types): the caller then takes the full,
  * strict reading, which names what is wrong. Undefined when `desc` is not flat.
  */
-export function flatReader(desc: DescMessage): ((json: Record<string, unknown>) => Message | undefined) | undefined {
-  if (!desc.fields.every((f) => flatKind(f) !== undefined)) return undefined;
-  const byKey = new Map<string, { localName: string; kind: FlatKind }>();
+export function flatReader(desc: DescMessage): Reader | undefined {
+  const byKey = new Map<string, { localName: string; read: (value: unknown) => unknown }>();
   for (const f of desc.fields) {
-    const entry = { localName: f.localName, kind: flatKind(f)! };
-    byKey.set(f.jsonName, entry);
-    byKey.set(f.name, entry);
+    let read: ((value: unknown) => unknown) | undefined;
+    const kind = scalarKind(f);
+    const list = flatList(f);
+    if (kind !== undefined) read = (value) => (typeof value === kind ? value : undefined);
+    else if (list !== undefined && list !== desc) {
+      const item = flatReader(list);
+      if (item !== undefined) {
+        read = (value) => {
+          if (!Array.isArray(value)) return undefined;
+          const out: Message[] = new Array(value.length);
+          for (let i = 0; i < value.length; i++) {
+            const message = item(value[i]);
+            if (message === undefined) return undefined;
+            out[i] = message;
+          }
+          return out;
+        };
+      }
+    }
+    if (read === undefined) return undefined;
+    byKey.set(f.jsonName, { localName: f.localName, read });
+    byKey.set(f.name, { localName: f.localName, read });
   }
   return (json) => {
+    if (typeof json !== "object" || json === null || Array.isArray(json)) return undefined;
     const init: Record<string, unknown> = {};
     for (const key of Object.keys(json)) {
       const entry = byKey.get(key);
-      const value = json[key];
-      if (entry === undefined || typeof value !== entry.kind || entry.localName in init) return undefined;
+      if (entry === undefined || entry.localName in init) return undefined;
+      const value = entry.read((json as Record<string, unknown>)[key]);
+      if (value === undefined) return undefined;
       init[entry.localName] = value;
     }
     return create(desc, init as never);
@@ -46,15 +72,28 @@ export function flatReader(desc: DescMessage): ((json: Record<string, unknown>) 
 /**
  * Writes a message (or the init object a service returned) of `desc` as
  * toJson would with alwaysEmitImplicit: every field, defaults included.
- * Undefined when `desc` is not flat or has a field with explicit presence.
+ * Undefined when `desc` is not flat or has a scalar with explicit presence.
  */
-export function flatWriter(desc: DescMessage): ((message: object) => Record<string, unknown>) | undefined {
-  if (!desc.fields.every((f) => flatKind(f) !== undefined && f.presence === FeatureSet_FieldPresence.IMPLICIT)) return undefined;
-  const fields = desc.fields.map((f) => ({ jsonName: f.jsonName, localName: f.localName, empty: flatKind(f) === "string" ? "" : false }));
+export function flatWriter(desc: DescMessage): Writer | undefined {
+  const fields: { jsonName: string; localName: string; write: (value: unknown) => unknown }[] = [];
+  for (const f of desc.fields) {
+    const kind = scalarKind(f);
+    const list = flatList(f);
+    let write: ((value: unknown) => unknown) | undefined;
+    if (kind !== undefined && f.presence === FeatureSet_FieldPresence.IMPLICIT) {
+      const empty = kind === "string" ? "" : false;
+      write = (value) => value ?? empty;
+    } else if (list !== undefined && list !== desc) {
+      const item = flatWriter(list);
+      if (item !== undefined) write = (value) => ((value ?? []) as object[]).map(item);
+    }
+    if (write === undefined) return undefined;
+    fields.push({ jsonName: f.jsonName, localName: f.localName, write });
+  }
   return (message) => {
     const out: Record<string, unknown> = {};
     const values = message as Record<string, unknown>;
-    for (const f of fields) out[f.jsonName] = values[f.localName] ?? f.empty;
+    for (const f of fields) out[f.jsonName] = f.write(values[f.localName]);
     return out;
   };
 }

@@ -1,0 +1,62 @@
+/**
+ * The Coalescer: calls arriving while a batch is in flight go together in the
+ * next one, never more than maxBatch inputs (a larger group alone), a group's
+ * inputs always in one batch, answers back to their callers in order, and a
+ * failed batch failing exactly its own callers.
+ */
+import { describe, expect, it } from "vitest";
+import { Coalescer } from "../src/lib/coalescer.js";
+
+/** A run that records each batch and answers when released. */
+function gatedRun() {
+  const batches: number[][] = [];
+  const gates: { release: () => void; fail: (e: Error) => void }[] = [];
+  const run = (inputs: number[]) =>
+    new Promise<string[]>((resolve, reject) => {
+      batches.push([...inputs]);
+      gates.push({ release: () => resolve(inputs.map((i) => `answer ${i}`)), fail: reject });
+    });
+  return { batches, gates, run };
+}
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe("Coalescer", () => {
+  it.each([
+    { name: "one call alone runs at once", concurrency: 1, maxBatch: 10, groups: [[1]], expected: [[1]] },
+    { name: "calls during a batch share the next", concurrency: 1, maxBatch: 10, groups: [[1], [2], [3], [4]], expected: [[1], [2, 3, 4]] },
+    { name: "two in flight: the first two run at once", concurrency: 2, maxBatch: 10, groups: [[1], [2], [3], [4]], expected: [[1], [2], [3, 4]] },
+    { name: "maxBatch splits the queue", concurrency: 1, maxBatch: 2, groups: [[1], [2], [3], [4], [5]], expected: [[1], [2, 3], [4, 5]] },
+    { name: "a group is never split", concurrency: 1, maxBatch: 3, groups: [[1], [2, 3], [4, 5], [6]], expected: [[1], [2, 3], [4, 5, 6]] },
+    { name: "a group larger than maxBatch goes alone", concurrency: 1, maxBatch: 2, groups: [[1], [2], [3, 4, 5], [6]], expected: [[1], [2], [3, 4, 5], [6]] },
+  ])("$name", async ({ concurrency, maxBatch, groups, expected }) => {
+    const { batches, gates, run } = gatedRun();
+    const coalescer = new Coalescer(run, { maxBatch, concurrency });
+    const answers = groups.map((g) => (g.length === 1 ? coalescer.call(g[0]!).then((a) => [a]) : coalescer.callAll(g)));
+    for (let released = 0; released < expected.length; released++) {
+      await tick();
+      gates[released]!.release();
+    }
+    expect(await Promise.all(answers)).toEqual(groups.map((g) => g.map((i) => `answer ${i}`)));
+    expect(batches).toEqual(expected);
+  });
+
+  it("a failed batch rejects its own callers only, and the next batch still runs", async () => {
+    const { gates, run } = gatedRun();
+    const coalescer = new Coalescer(run, { maxBatch: 10, concurrency: 1 });
+    const first = coalescer.call(1);
+    const second = coalescer.callAll([2, 3]);
+    const third = coalescer.call(4);
+    await tick();
+    gates[0]!.fail(new Error("statement failed"));
+    await expect(first).rejects.toThrow("statement failed");
+    await tick();
+    gates[1]!.fail(new Error("also failed"));
+    await expect(second).rejects.toThrow("also failed");
+    await expect(third).rejects.toThrow("also failed");
+    const fourth = coalescer.call(5);
+    await tick();
+    gates[2]!.release();
+    expect(await fourth).toBe("answer 5");
+  });
+});
