@@ -11,27 +11,39 @@ import { Coalescer } from "../src/lib/coalescer.js";
 function gatedRun() {
   const batches: number[][] = [];
   const gates: { release: () => void; fail: (e: Error) => void }[] = [];
+  const flight = { now: 0, most: 0 };
   const run = (inputs: number[]) =>
     new Promise<string[]>((resolve, reject) => {
       batches.push([...inputs]);
-      gates.push({ release: () => resolve(inputs.map((i) => `answer ${i}`)), fail: reject });
+      flight.most = Math.max(flight.most, ++flight.now);
+      const done = () => flight.now--;
+      gates.push({ release: () => (done(), resolve(inputs.map((i) => `answer ${i}`))), fail: (e) => (done(), reject(e)) });
     });
-  return { batches, gates, run };
+  return { batches, gates, flight, run };
 }
 
 const tick = () => new Promise((r) => setImmediate(r));
 
 describe("Coalescer", () => {
   it.each([
-    { name: "one call alone runs at once", concurrency: 1, maxBatch: 10, groups: [[1]], expected: [[1]] },
-    { name: "calls during a batch share the next", concurrency: 1, maxBatch: 10, groups: [[1], [2], [3], [4]], expected: [[1], [2, 3, 4]] },
-    { name: "two in flight: the first two run at once", concurrency: 2, maxBatch: 10, groups: [[1], [2], [3], [4]], expected: [[1], [2], [3, 4]] },
-    { name: "maxBatch splits the queue", concurrency: 1, maxBatch: 2, groups: [[1], [2], [3], [4], [5]], expected: [[1], [2, 3], [4, 5]] },
-    { name: "a group is never split", concurrency: 1, maxBatch: 3, groups: [[1], [2, 3], [4, 5], [6]], expected: [[1], [2, 3], [4, 5, 6]] },
-    { name: "a group larger than maxBatch goes alone", concurrency: 1, maxBatch: 2, groups: [[1], [2], [3, 4, 5], [6]], expected: [[1], [2], [3, 4, 5], [6]] },
-  ])("$name", async ({ concurrency, maxBatch, groups, expected }) => {
-    const { batches, gates, run } = gatedRun();
-    const coalescer = new Coalescer(run, { maxBatch, concurrency });
+    { name: "one call alone runs at once", concurrency: 1, fullConcurrency: undefined, maxBatch: 10, groups: [[1]], expected: [[1]], mostInFlight: 1 },
+    { name: "calls during a batch share the next", concurrency: 1, maxBatch: 10, groups: [[1], [2], [3], [4]], expected: [[1], [2, 3, 4]], mostInFlight: 1 },
+    { name: "two in flight: the first two run at once", concurrency: 2, maxBatch: 10, groups: [[1], [2], [3], [4]], expected: [[1], [2], [3, 4]], mostInFlight: 2 },
+    { name: "maxBatch splits the queue", concurrency: 1, maxBatch: 2, groups: [[1], [2], [3], [4], [5]], expected: [[1], [2, 3], [4, 5]], mostInFlight: 1 },
+    { name: "a group is never split", concurrency: 1, maxBatch: 3, groups: [[1], [2, 3], [4, 5], [6]], expected: [[1], [2, 3], [4, 5, 6]], mostInFlight: 1 },
+    { name: "a group larger than maxBatch goes alone", concurrency: 1, maxBatch: 2, groups: [[1], [2], [3, 4, 5], [6]], expected: [[1], [2], [3, 4, 5], [6]], mostInFlight: 1 },
+    {
+      name: "a full batch waiting may run beside others, up to fullConcurrency",
+      concurrency: 1,
+      fullConcurrency: 3,
+      maxBatch: 2,
+      groups: [[1], [2], [3], [4], [5], [6]],
+      expected: [[1], [2, 3], [4, 5], [6]],
+      mostInFlight: 3,
+    },
+  ])("$name", async ({ concurrency, fullConcurrency, maxBatch, groups, expected, mostInFlight }) => {
+    const { batches, gates, flight, run } = gatedRun();
+    const coalescer = new Coalescer(run, { maxBatch, concurrency, fullConcurrency });
     const answers = groups.map((g) => (g.length === 1 ? coalescer.call(g[0]!).then((a) => [a]) : coalescer.callAll(g)));
     for (let released = 0; released < expected.length; released++) {
       await tick();
@@ -39,6 +51,7 @@ describe("Coalescer", () => {
     }
     expect(await Promise.all(answers)).toEqual(groups.map((g) => g.map((i) => `answer ${i}`)));
     expect(batches).toEqual(expected);
+    expect(flight.most).toBe(mostInFlight);
   });
 
   it("a failed batch rejects its own callers only, and the next batch still runs", async () => {

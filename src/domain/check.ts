@@ -45,6 +45,7 @@ export class Checker {
     this.coalesced = new Coalescer((inputs) => this.answer(inputs), {
       maxBatch: LIMITS.batchChecks,
       concurrency: db.concurrency,
+      fullConcurrency: db.fullConcurrency,
     });
   }
 

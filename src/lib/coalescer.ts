@@ -9,21 +9,28 @@
  * batch, so their answers come from one statement, one snapshot. A group
  * larger than maxBatch goes alone.
  *
+ * While a full batch (maxBatch inputs) waits, up to `fullConcurrency`
+ * batches may be in flight: a queue that long is work enough to keep
+ * several database connections busy, where single calls gain more from
+ * fewer, larger statements.
+ *
  * Freshness is kept: a call's batch starts after the call arrived, so it
  * reads everything committed before the call.
  */
 export class Coalescer<I, O> {
   private queue: { inputs: readonly I[]; resolve: (o: O[]) => void; reject: (e: unknown) => void }[] = [];
   private inFlight = 0;
+  private queued = 0;
 
   constructor(
     private readonly run: (inputs: I[]) => Promise<O[]>,
-    private readonly options: { maxBatch: number; concurrency: number },
+    private readonly options: { maxBatch: number; concurrency: number; fullConcurrency?: number },
   ) {}
 
   call(input: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
       this.queue.push({ inputs: [input], resolve: (outputs) => resolve(outputs[0]!), reject });
+      this.queued++;
       this.drain();
     });
   }
@@ -32,19 +39,22 @@ export class Coalescer<I, O> {
   callAll(inputs: readonly I[]): Promise<O[]> {
     return new Promise<O[]>((resolve, reject) => {
       this.queue.push({ inputs, resolve, reject });
+      this.queued += inputs.length;
       this.drain();
     });
   }
 
   private drain(): void {
-    while (this.inFlight < this.options.concurrency && this.queue.length > 0) {
+    const { maxBatch, concurrency, fullConcurrency = concurrency } = this.options;
+    while (this.queue.length > 0 && this.inFlight < (this.queued >= maxBatch ? Math.max(concurrency, fullConcurrency) : concurrency)) {
       let take = 0;
       let size = 0;
-      while (take < this.queue.length && (take === 0 || size + this.queue[take]!.inputs.length <= this.options.maxBatch)) {
+      while (take < this.queue.length && (take === 0 || size + this.queue[take]!.inputs.length <= maxBatch)) {
         size += this.queue[take]!.inputs.length;
         take++;
       }
       const batch = this.queue.splice(0, take);
+      this.queued -= size;
       this.inFlight++;
       this.run(batch.flatMap((b) => b.inputs)).then(
         (outputs) => {

@@ -23,6 +23,8 @@ export interface Db extends Queryable {
    * rest of the pool to writes.
    */
   readonly concurrency: number;
+  /** The same while a full batch waits: work enough to keep several connections busy. */
+  readonly fullConcurrency: number;
   /**
    * Runs `fn` in one transaction: it commits when `fn` resolves and rolls back
    * when it throws. Inside, use only `tx` (PGlite is one connection: a query on

@@ -14,6 +14,7 @@ export class DeferredDb implements Db {
   constructor(
     readonly engine: Db["engine"],
     readonly concurrency: number,
+    readonly fullConcurrency: number,
     open: () => Promise<Db>,
   ) {
     this.opened = open().then((db) => (this.db = db));

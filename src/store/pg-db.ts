@@ -42,17 +42,24 @@ const types = {
  * rest of the pool.
  */
 export const PG_READ_BATCHES = 1;
+/**
+ * ...unless a full batch is waiting (batch checks of hundreds of questions
+ * arriving together): then Postgres's parallelism is worth more, and up to
+ * four run at once (batch checks of 100 at 50 in flight: 115k checks/s
+ * against 75k with one).
+ */
+export const PG_FULL_READ_BATCHES = 4;
 
 /** The `pg` engine: a connection pool on a real Postgres (or a compatible distributed database). */
 export class PgDb implements Db {
   readonly engine = "postgres" as const;
-  readonly concurrency: number;
+  readonly concurrency = PG_READ_BATCHES;
+  readonly fullConcurrency = PG_FULL_READ_BATCHES;
   private readonly pool: pg.Pool;
   /** Clients whose connection failed while checked out, with the error. */
   private readonly lost = new WeakMap<pg.PoolClient, Error>();
 
   constructor(connectionString: string, options: { max: number; onError: (error: Error) => void }) {
-    this.concurrency = PG_READ_BATCHES;
     this.pool = new pg.Pool({
       connectionString,
       max: options.max,

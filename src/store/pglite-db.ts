@@ -13,6 +13,7 @@ export class PgliteDb implements Db {
   readonly engine = "pglite" as const;
   /** One connection: one batch at a time, everything else queues into the next. */
   readonly concurrency = 1;
+  readonly fullConcurrency = 1;
 
   private constructor(private readonly pg: PGlite) {}
 
