@@ -80,7 +80,8 @@ export async function startPortcullis(
   // database takes seconds, and health checks should not wait for it.
   const concurrency = options.db?.concurrency ?? (engine === "pglite" ? 1 : PG_READ_BATCHES);
   const fullConcurrency = options.db?.fullConcurrency ?? (engine === "pglite" ? 1 : PG_FULL_READ_BATCHES);
-  const db = new DeferredDb(engine, concurrency, fullConcurrency, async () => {
+  const gatherReads = options.db?.gatherReads ?? engine === "pglite";
+  const db = new DeferredDb(engine, concurrency, fullConcurrency, gatherReads, async () => {
     const opened = options.db ?? (await openDb(config, log));
     try {
       const applied = await migrate(opened);

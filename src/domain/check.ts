@@ -46,6 +46,7 @@ export class Checker {
       maxBatch: LIMITS.batchChecks,
       concurrency: db.concurrency,
       fullConcurrency: db.fullConcurrency,
+      gather: db.gatherReads,
     });
   }
 

@@ -14,6 +14,11 @@
  * several database connections busy, where single calls gain more from
  * fewer, larger statements.
  *
+ * With `gather`, a batch starts only once the current I/O phase is over
+ * (setImmediate): for an engine that runs statements on this very thread
+ * (PGlite), where no request is read while a statement runs, so without it
+ * every batch would hold one call.
+ *
  * Freshness is kept: a call's batch starts after the call arrived, so it
  * reads everything committed before the call.
  */
@@ -21,17 +26,18 @@ export class Coalescer<I, O> {
   private queue: { inputs: readonly I[]; resolve: (o: O[]) => void; reject: (e: unknown) => void }[] = [];
   private inFlight = 0;
   private queued = 0;
+  private scheduled = false;
 
   constructor(
     private readonly run: (inputs: I[]) => Promise<O[]>,
-    private readonly options: { maxBatch: number; concurrency: number; fullConcurrency?: number },
+    private readonly options: { maxBatch: number; concurrency: number; fullConcurrency?: number; gather?: boolean },
   ) {}
 
   call(input: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
       this.queue.push({ inputs: [input], resolve: (outputs) => resolve(outputs[0]!), reject });
       this.queued++;
-      this.drain();
+      this.schedule();
     });
   }
 
@@ -40,6 +46,16 @@ export class Coalescer<I, O> {
     return new Promise<O[]>((resolve, reject) => {
       this.queue.push({ inputs, resolve, reject });
       this.queued += inputs.length;
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (!this.options.gather) return this.drain();
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
       this.drain();
     });
   }
@@ -67,7 +83,7 @@ export class Coalescer<I, O> {
         (error: unknown) => batch.forEach((b) => b.reject(error)),
       ).finally(() => {
         this.inFlight--;
-        this.drain();
+        this.schedule();
       });
     }
   }

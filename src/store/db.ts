@@ -26,6 +26,12 @@ export interface Db extends Queryable {
   /** The same while a full batch waits: work enough to keep several connections busy. */
   readonly fullConcurrency: number;
   /**
+   * Statements run on this very thread (PGlite): no request is read while
+   * one runs, so coalesced reads wait for the current I/O phase to end
+   * before starting a batch (see Coalescer).
+   */
+  readonly gatherReads: boolean;
+  /**
    * Runs `fn` in one transaction: it commits when `fn` resolves and rolls back
    * when it throws. Inside, use only `tx` (PGlite is one connection: a query on
    * the outer handle would wait for this very transaction). A transaction that

@@ -15,6 +15,7 @@ export class DeferredDb implements Db {
     readonly engine: Db["engine"],
     readonly concurrency: number,
     readonly fullConcurrency: number,
+    readonly gatherReads: boolean,
     open: () => Promise<Db>,
   ) {
     this.opened = open().then((db) => (this.db = db));

@@ -55,6 +55,7 @@ export class PgDb implements Db {
   readonly engine = "postgres" as const;
   readonly concurrency = PG_READ_BATCHES;
   readonly fullConcurrency = PG_FULL_READ_BATCHES;
+  readonly gatherReads = false;
   private readonly pool: pg.Pool;
   /** Clients whose connection failed while checked out, with the error. */
   private readonly lost = new WeakMap<pg.PoolClient, Error>();

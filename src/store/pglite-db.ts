@@ -14,6 +14,7 @@ export class PgliteDb implements Db {
   /** One connection: one batch at a time, everything else queues into the next. */
   readonly concurrency = 1;
   readonly fullConcurrency = 1;
+  readonly gatherReads = true;
 
   private constructor(private readonly pg: PGlite) {}
 
