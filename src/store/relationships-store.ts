@@ -73,40 +73,42 @@ export const relationshipsStore = {
     return rowCount;
   },
 
-  /** Everyone with a relation on one instance, in (relation, userId) order. */
+  /** Everyone with a relation on one instance, in (relation, userId) order; with the resource's relations in the catalog. */
   async listByInstance(
     q: Queryable,
     appId: string,
     filter: { resource: string; resourceId: string; relation: string | undefined },
     after: { relation: string; userId: string } | undefined,
     limit: number,
-  ): Promise<RelationshipRow[]> {
-    const { rows } = await q.query<RelationshipRow>(
+  ): Promise<ListedPage> {
+    return listWithCatalog(
+      q,
       `SELECT ${COLUMNS} FROM relationships
        WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND ($4::text IS NULL OR relation = $4)
          AND ($5::text IS NULL OR (relation, user_id) > ($5, $6))
        ORDER BY relation, user_id LIMIT $7`,
+      `page.relation, page."userId"`,
       [appId, filter.resource, filter.resourceId, filter.relation ?? null, after?.relation ?? null, after?.userId ?? "", limit],
     );
-    return rows;
   },
 
-  /** Every instance of a type the user has a relation on, in (resourceId, relation) order. */
+  /** Every instance of a type the user has a relation on, in (resourceId, relation) order; with the resource's relations. */
   async listByUser(
     q: Queryable,
     appId: string,
     filter: { userId: string; resource: string; relation: string | undefined },
     after: { resourceId: string; relation: string } | undefined,
     limit: number,
-  ): Promise<RelationshipRow[]> {
-    const { rows } = await q.query<RelationshipRow>(
+  ): Promise<ListedPage> {
+    return listWithCatalog(
+      q,
       `SELECT ${COLUMNS} FROM relationships
-       WHERE app_id = $1 AND user_id = $2 AND resource = $3 AND ($4::text IS NULL OR relation = $4)
+       WHERE app_id = $1 AND resource = $2 AND user_id = $3 AND ($4::text IS NULL OR relation = $4)
          AND ($5::text IS NULL OR (resource_id, relation) > ($5, $6))
        ORDER BY resource_id, relation LIMIT $7`,
-      [appId, filter.userId, filter.resource, filter.relation ?? null, after?.resourceId ?? null, after?.relation ?? "", limit],
+      `page."resourceId", page.relation`,
+      [appId, filter.resource, filter.userId, filter.relation ?? null, after?.resourceId ?? null, after?.relation ?? "", limit],
     );
-    return rows;
   },
 
   /** The application's effective relations: resource → relation → implied actions. */
@@ -124,3 +126,28 @@ export const relationshipsStore = {
     return map;
   },
 };
+
+/** A page of grants, and the resource's relations in the catalog (null: the resource is not in the catalog). */
+export interface ListedPage {
+  catalogRelations: string[] | null;
+  rows: RelationshipRow[];
+}
+
+/**
+ * Runs a page query ($1 the application, $2 the resource) together with the
+ * catalog's relations of that resource, in one statement: a list is then
+ * one round trip, and both come from one snapshot.
+ */
+async function listWithCatalog(q: Queryable, pageSql: string, orderBy: string, params: unknown[]): Promise<ListedPage> {
+  const { rows } = await q.query<RelationshipRow & { catalogRelations: string[] | null }>(
+    `WITH catalog AS (SELECT array_agg(relation) AS names FROM catalog_relations WHERE app_id = $1 AND resource = $2)
+     SELECT catalog.names AS "catalogRelations", page.*
+     FROM catalog LEFT JOIN LATERAL (${pageSql}) page ON true
+     ORDER BY ${orderBy}`,
+    params,
+  );
+  return {
+    catalogRelations: rows[0]?.catalogRelations ?? null,
+    rows: rows.filter((r) => r.userId !== null).map(({ catalogRelations: _, ...row }) => row),
+  };
+}
