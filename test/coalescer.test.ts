@@ -26,20 +26,29 @@ const tick = () => new Promise((r) => setImmediate(r));
 
 describe("Coalescer", () => {
   it.each([
-    { name: "one call alone runs at once", concurrency: 1, fullConcurrency: undefined, gather: undefined, maxBatch: 10, groups: [[1]], expected: [[1]], mostInFlight: 1 },
+    { name: "one call alone runs at once", concurrency: 1, burst: undefined, gather: undefined, maxBatch: 10, groups: [[1]], expected: [[1]], mostInFlight: 1 },
     { name: "calls during a batch share the next", concurrency: 1, maxBatch: 10, groups: [[1], [2], [3], [4]], expected: [[1], [2, 3, 4]], mostInFlight: 1 },
     { name: "two in flight: the first two run at once", concurrency: 2, maxBatch: 10, groups: [[1], [2], [3], [4]], expected: [[1], [2], [3, 4]], mostInFlight: 2 },
     { name: "maxBatch splits the queue", concurrency: 1, maxBatch: 2, groups: [[1], [2], [3], [4], [5]], expected: [[1], [2, 3], [4, 5]], mostInFlight: 1 },
     { name: "a group is never split", concurrency: 1, maxBatch: 3, groups: [[1], [2, 3], [4, 5], [6]], expected: [[1], [2, 3], [4, 5, 6]], mostInFlight: 1 },
     { name: "a group larger than maxBatch goes alone", concurrency: 1, maxBatch: 2, groups: [[1], [2], [3, 4, 5], [6]], expected: [[1], [2], [3, 4, 5], [6]], mostInFlight: 1 },
     {
-      name: "a full batch waiting may run beside others, up to fullConcurrency",
+      name: "once burst.at inputs wait, batches may run side by side, up to burst.concurrency",
       concurrency: 1,
-      fullConcurrency: 3,
+      burst: { at: 2, concurrency: 3 },
       maxBatch: 2,
       groups: [[1], [2], [3], [4], [5], [6]],
       expected: [[1], [2, 3], [4, 5], [6]],
       mostInFlight: 3,
+    },
+    {
+      name: "below burst.at, one batch at a time; at it, a second one starts, smaller than maxBatch",
+      concurrency: 1,
+      burst: { at: 2, concurrency: 2 },
+      maxBatch: 10,
+      groups: [[1], [2], [3], [4]],
+      expected: [[1], [2, 3], [4]],
+      mostInFlight: 2,
     },
     {
       name: "gather: calls of the same turn of the event loop go together, the first one too",
@@ -50,9 +59,9 @@ describe("Coalescer", () => {
       expected: [[1, 2, 3, 4]],
       mostInFlight: 1,
     },
-  ])("$name", async ({ concurrency, fullConcurrency, gather, maxBatch, groups, expected, mostInFlight }) => {
+  ])("$name", async ({ concurrency, burst, gather, maxBatch, groups, expected, mostInFlight }) => {
     const { batches, gates, flight, run } = gatedRun();
-    const coalescer = new Coalescer(run, { maxBatch, concurrency, fullConcurrency, gather });
+    const coalescer = new Coalescer(run, { maxBatch, concurrency, burst, gather });
     const answers = groups.map((g) => (g.length === 1 ? coalescer.call(g[0]!).then((a) => [a]) : coalescer.callAll(g)));
     for (let released = 0; released < expected.length; released++) {
       await tick();

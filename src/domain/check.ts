@@ -45,7 +45,7 @@ export class Checker {
     this.coalesced = new Coalescer((inputs) => this.answer(inputs), {
       maxBatch: LIMITS.batchChecks,
       concurrency: db.concurrency,
-      fullConcurrency: db.fullConcurrency,
+      burst: { at: db.burstAt, concurrency: db.burstConcurrency },
       gather: db.gatherReads,
     });
   }

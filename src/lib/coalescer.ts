@@ -9,10 +9,10 @@
  * batch, so their answers come from one statement, one snapshot. A group
  * larger than maxBatch goes alone.
  *
- * While a full batch (maxBatch inputs) waits, up to `fullConcurrency`
- * batches may be in flight: a queue that long is work enough to keep
- * several database connections busy, where single calls gain more from
- * fewer, larger statements.
+ * While `burst.at` inputs or more wait, up to `burst.concurrency` batches
+ * may be in flight: a queue that long fills statements worth a round trip
+ * of their own and keeps several database connections busy, where a trickle
+ * of calls gains more from fewer, larger statements.
  *
  * With `gather`, a batch starts only once the current I/O phase is over
  * (setImmediate): for an engine that runs statements on this very thread
@@ -30,7 +30,12 @@ export class Coalescer<I, O> {
 
   constructor(
     private readonly run: (inputs: I[]) => Promise<O[]>,
-    private readonly options: { maxBatch: number; concurrency: number; fullConcurrency?: number; gather?: boolean },
+    private readonly options: {
+      maxBatch: number;
+      concurrency: number;
+      burst?: { at: number; concurrency: number };
+      gather?: boolean;
+    },
   ) {}
 
   call(input: I): Promise<O> {
@@ -61,8 +66,9 @@ export class Coalescer<I, O> {
   }
 
   private drain(): void {
-    const { maxBatch, concurrency, fullConcurrency = concurrency } = this.options;
-    while (this.queue.length > 0 && this.inFlight < (this.queued >= maxBatch ? Math.max(concurrency, fullConcurrency) : concurrency)) {
+    const { maxBatch, concurrency, burst } = this.options;
+    const limit = () => (burst !== undefined && this.queued >= burst.at ? Math.max(concurrency, burst.concurrency) : concurrency);
+    while (this.queue.length > 0 && this.inFlight < limit()) {
       let take = 0;
       let size = 0;
       while (take < this.queue.length && (take === 0 || size + this.queue[take]!.inputs.length <= maxBatch)) {

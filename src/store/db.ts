@@ -23,8 +23,9 @@ export interface Db extends Queryable {
    * rest of the pool to writes.
    */
   readonly concurrency: number;
-  /** The same while a full batch waits: work enough to keep several connections busy. */
-  readonly fullConcurrency: number;
+  /** The same once `burstAt` reads wait: statements that full are worth running side by side. */
+  readonly burstConcurrency: number;
+  readonly burstAt: number;
   /**
    * Statements run on this very thread (PGlite): no request is read while
    * one runs, so coalesced reads wait for the current I/O phase to end

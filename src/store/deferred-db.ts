@@ -14,7 +14,8 @@ export class DeferredDb implements Db {
   constructor(
     readonly engine: Db["engine"],
     readonly concurrency: number,
-    readonly fullConcurrency: number,
+    readonly burstConcurrency: number,
+    readonly burstAt: number,
     readonly gatherReads: boolean,
     open: () => Promise<Db>,
   ) {

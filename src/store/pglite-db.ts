@@ -13,7 +13,8 @@ export class PgliteDb implements Db {
   readonly engine = "pglite" as const;
   /** One connection: one batch at a time, everything else queues into the next. */
   readonly concurrency = 1;
-  readonly fullConcurrency = 1;
+  readonly burstConcurrency = 1;
+  readonly burstAt = Infinity;
   readonly gatherReads = true;
 
   private constructor(private readonly pg: PGlite) {}
