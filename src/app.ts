@@ -31,8 +31,8 @@ import { roleService } from "./services/role-service.js";
 import type { Db } from "./store/db.js";
 import { DeferredDb } from "./store/deferred-db.js";
 import { migrate } from "./store/migrate.js";
-import { PgDb, PG_BURST_AT, PG_BURST_READ_BATCHES, PG_READ_BATCHES } from "./store/pg-db.js";
-import { PgliteDb } from "./store/pglite-db.js";
+import { PgDb, PG_READS } from "./store/pg-db.js";
+import { PGLITE_READS, PgliteDb } from "./store/pglite-db.js";
 import { buildFastifyApp } from "./transport/fastify-app.js";
 import { guard, type ServiceBinding } from "./transport/guard.js";
 import { listen } from "./transport/listener.js";
@@ -78,11 +78,8 @@ export async function startPortcullis(
   const engine = options.db?.engine ?? (config.databaseUrl === undefined ? "pglite" : "postgres");
   // Listen first, open the database behind: creating a fresh embedded
   // database takes seconds, and health checks should not wait for it.
-  const concurrency = options.db?.concurrency ?? (engine === "pglite" ? 1 : PG_READ_BATCHES);
-  const burstConcurrency = options.db?.burstConcurrency ?? (engine === "pglite" ? 1 : PG_BURST_READ_BATCHES);
-  const burstAt = options.db?.burstAt ?? (engine === "pglite" ? Infinity : PG_BURST_AT);
-  const gatherReads = options.db?.gatherReads ?? engine === "pglite";
-  const db = new DeferredDb(engine, concurrency, burstConcurrency, burstAt, gatherReads, async () => {
+  const reads = options.db?.reads ?? (engine === "pglite" ? PGLITE_READS : PG_READS);
+  const db = new DeferredDb(engine, reads, async () => {
     const opened = options.db ?? (await openDb(config, log));
     try {
       const applied = await migrate(opened);

@@ -44,9 +44,7 @@ export class Checker {
     this.models = new AccessModels(db);
     this.coalesced = new Coalescer((inputs) => this.answer(inputs), {
       maxBatch: LIMITS.batchChecks,
-      concurrency: db.concurrency,
-      burst: { at: db.burstAt, concurrency: db.burstConcurrency },
-      gather: db.gatherReads,
+      ...db.reads,
     });
   }
 

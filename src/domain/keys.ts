@@ -33,7 +33,7 @@ export class KeyAuthenticator {
         const byHash = new Map(rows.map((r) => [r.secretHash, r]));
         return hashes.map((h): ApiKeyRow | undefined => byHash.get(h));
       },
-      { maxBatch: 1000, concurrency: db.concurrency, gather: db.gatherReads },
+      { maxBatch: 1000, ...db.reads },
     );
   }
 

@@ -14,24 +14,29 @@ export interface Queryable {
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
 }
 
+/** How coalesced reads are batched on an engine (the Coalescer's options, but for the batch size). */
+export interface ReadBatching {
+  /**
+   * How many statements it is worth running at once: coalesced reads keep
+   * at most this many batches in flight and leave the rest of the pool to
+   * writes.
+   */
+  readonly concurrency: number;
+  /** The same once `at` reads wait: statements that full are worth running side by side. */
+  readonly burst?: { readonly at: number; readonly concurrency: number };
+  /**
+   * Statements run on this very thread (PGlite): no request is read while
+   * one runs, so a batch waits for the current I/O phase to end before it
+   * starts (see Coalescer).
+   */
+  readonly gather?: boolean;
+}
+
 export interface Db extends Queryable {
   /** "postgres" or "pglite", for logs and readiness answers. */
   readonly engine: "postgres" | "pglite";
-  /**
-   * How many statements it is worth running at once: coalesced reads (key
-   * lookups, checks) keep at most this many batches in flight and leave the
-   * rest of the pool to writes.
-   */
-  readonly concurrency: number;
-  /** The same once `burstAt` reads wait: statements that full are worth running side by side. */
-  readonly burstConcurrency: number;
-  readonly burstAt: number;
-  /**
-   * Statements run on this very thread (PGlite): no request is read while
-   * one runs, so coalesced reads wait for the current I/O phase to end
-   * before starting a batch (see Coalescer).
-   */
-  readonly gatherReads: boolean;
+  /** How coalesced reads (key lookups, checks) are best batched on this engine. */
+  readonly reads: ReadBatching;
   /**
    * Runs `fn` in one transaction: it commits when `fn` resolves and rolls back
    * when it throws. Inside, use only `tx` (PGlite is one connection: a query on

@@ -1,4 +1,4 @@
-import type { Db, Queryable, QueryResult } from "./db.js";
+import type { Db, Queryable, QueryResult, ReadBatching } from "./db.js";
 import { DatabaseUnavailableError } from "./sqlstate.js";
 
 /**
@@ -13,10 +13,7 @@ export class DeferredDb implements Db {
 
   constructor(
     readonly engine: Db["engine"],
-    readonly concurrency: number,
-    readonly burstConcurrency: number,
-    readonly burstAt: number,
-    readonly gatherReads: boolean,
+    readonly reads: ReadBatching,
     open: () => Promise<Db>,
   ) {
     this.opened = open().then((db) => (this.db = db));

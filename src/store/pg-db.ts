@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
-import { parseInt8, type Db, type Queryable, type QueryResult } from "./db.js";
+import { parseInt8, type Db, type Queryable, type QueryResult, type ReadBatching } from "./db.js";
 import { DatabaseUnavailableError, isRetryable, isUnavailable } from "./sqlstate.js";
 
 const INT8_OID = 20;
@@ -40,9 +40,7 @@ const types = {
  * two served 10k at 45 µs, four 7k at 95 µs: more, smaller statements cost
  * Postgres more per check and leave the service less CPU. Writes use the
  * rest of the pool.
- */
-export const PG_READ_BATCHES = 1;
-/**
+ *
  * ...unless 20 or more wait: then up to four run at once. A statement of 20
  * questions is worth a round trip of its own, and with batch checks of
  * hundreds Postgres's parallelism counts most. Measured (checks at 50 in
@@ -50,16 +48,12 @@ export const PG_READ_BATCHES = 1;
  * with one statement at a time; batch checks of 100: 115-128k checks/s
  * against 73-76k.
  */
-export const PG_BURST_READ_BATCHES = 4;
-export const PG_BURST_AT = 20;
+export const PG_READS: ReadBatching = { concurrency: 1, burst: { at: 20, concurrency: 4 } };
 
 /** The `pg` engine: a connection pool on a real Postgres (or a compatible distributed database). */
 export class PgDb implements Db {
   readonly engine = "postgres" as const;
-  readonly concurrency = PG_READ_BATCHES;
-  readonly burstConcurrency = PG_BURST_READ_BATCHES;
-  readonly burstAt = PG_BURST_AT;
-  readonly gatherReads = false;
+  readonly reads = PG_READS;
   private readonly pool: pg.Pool;
   /** Clients whose connection failed while checked out, with the error. */
   private readonly lost = new WeakMap<pg.PoolClient, Error>();

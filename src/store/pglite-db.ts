@@ -1,5 +1,5 @@
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
-import { parseInt8, type Db, type Queryable, type QueryResult } from "./db.js";
+import { parseInt8, type Db, type Queryable, type QueryResult, type ReadBatching } from "./db.js";
 import { isRetryable } from "./sqlstate.js";
 
 const MAX_ATTEMPTS = 5;
@@ -9,13 +9,16 @@ const MAX_ATTEMPTS = 5;
  * keeping its files in a data folder (or in memory when no folder is given,
  * as the tests do). It is a single connection, so statements are serialized.
  */
+/**
+ * One connection: one batch at a time, everything else queues into the
+ * next; and a batch gathers the requests of one I/O phase, since none is
+ * read while a statement runs.
+ */
+export const PGLITE_READS: ReadBatching = { concurrency: 1, gather: true };
+
 export class PgliteDb implements Db {
   readonly engine = "pglite" as const;
-  /** One connection: one batch at a time, everything else queues into the next. */
-  readonly concurrency = 1;
-  readonly burstConcurrency = 1;
-  readonly burstAt = Infinity;
-  readonly gatherReads = true;
+  readonly reads = PGLITE_READS;
 
   private constructor(private readonly pg: PGlite) {}
 
