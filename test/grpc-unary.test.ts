@@ -9,7 +9,8 @@ import { compressionGzip, createGrpcTransport } from "@connectrpc/connect-node";
 import http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CatalogService } from "../gen/authz/v1/catalog_pb.js";
-import { CheckService } from "../gen/authz/v1/check_pb.js";
+import { BatchCheckRequestSchema, BatchCheckResponseSchema, CheckService } from "../gen/authz/v1/check_pb.js";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type TestService } from "./support/service.js";
 
@@ -105,6 +106,36 @@ describe("unary gRPC on pglite", () => {
     const big = frame(Buffer.alloc(8 * 1024 * 1024 + 10, 0x20));
     const answer = await rawCall(service.url, "/authz.v1.CatalogService/GetCatalog", big, { "x-api-key": ADMIN_KEY });
     expect(answer.trailers["grpc-status"]).toBe("8");
+  });
+
+  it("reads a message that arrives in many DATA frames", async () => {
+    const checks = Array.from({ length: 1000 }, (_, i) => ({ userId: `user-${i}`, resource: "doc", resourceId: `d-${i}-${"x".repeat(40)}`, action: "read" }));
+    const message = Buffer.from(toBinary(BatchCheckRequestSchema, create(BatchCheckRequestSchema, { checks })));
+    expect(message.length).toBeGreaterThan(3 * 16_384); // HTTP/2's default frame size
+    const answer = await rawCall(service.url, "/authz.v1.CheckService/BatchCheck", frame(message), { "x-api-key": key });
+    expect(answer.trailers["grpc-status"]).toBe("0");
+    expect(answer.headers["content-type"]).toBe("application/grpc+proto");
+    const results = fromBinary(BatchCheckResponseSchema, answer.data.subarray(5)).results;
+    expect(results).toHaveLength(1000);
+    expect(results.every((r) => !r.allowed)).toBe(true);
+  });
+
+  it("survives clients that reset a call before its message ends, and answers the next", async () => {
+    const session = http2.connect(service.url);
+    const closed = Array.from({ length: 20 }, () => {
+      const stream = session.request({ ":method": "POST", ":path": "/authz.v1.CheckService/Check", "content-type": "application/grpc", te: "trailers", "x-api-key": key });
+      stream.on("error", () => undefined);
+      stream.write(Buffer.from([0, 0, 0, 0, 40, 0x0a])); // an envelope promising 40 bytes, and one
+      return new Promise<void>((resolve) => {
+        stream.once("close", resolve);
+        setTimeout(() => stream.close(http2.constants.NGHTTP2_CANCEL), 5);
+      });
+    });
+    await Promise.all(closed);
+    session.close();
+    const client = createClient(CheckService, createGrpcTransport({ baseUrl: service.url }));
+    const answer = await client.check({ userId: "u", resource: "doc", resourceId: "d", action: "read" }, { headers: { "x-api-key": key } });
+    expect(answer.allowed).toBe(false);
   });
 
   it("leaves unknown methods and streaming reflection to the router", async () => {

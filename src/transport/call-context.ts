@@ -46,7 +46,9 @@ export class CallContext implements HandlerContext {
     return (this.controller ??= new AbortController()).signal;
   }
 
-  readonly timeoutMs = (): number | undefined => undefined;
+  timeoutMs(): number | undefined {
+    return undefined;
+  }
 
   /** The response headers and trailers the implementation set, if it set any. */
   setResponseHeaders(): Headers | undefined {

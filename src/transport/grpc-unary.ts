@@ -54,22 +54,62 @@ export function grpcUnaryHandler(bindings: ServiceBinding[], log: Logger): (stre
     const type = GRPC.exec(headers["content-type"] ?? "");
     const route = type === null || headers[":method"] !== "POST" ? undefined : routes.get(headers[":path"] ?? "");
     if (route === undefined || type === null) return false;
-    void serve(route, type[2] === "json" ? "json" : "proto", stream, headers, log);
+    serve(route, type[2] === "json" ? "json" : "proto", stream, headers, log);
     return true;
   };
 }
 
-async function serve(route: Route, codec: "proto" | "json", stream: ServerHttp2Stream, headers: IncomingHttpHeaders, log: Logger): Promise<void> {
+/** Success: the trailers of every answered call, and the headers of calls that set none. */
+const OK_TRAILERS = { "grpc-status": "0" };
+const HEADERS = {
+  proto: { ":status": 200, "content-type": "application/grpc+proto", "grpc-accept-encoding": "gzip" },
+  json: { ":status": 200, "content-type": "application/grpc+json", "grpc-accept-encoding": "gzip" },
+} as const;
+/** gRPC clients read no Date header; Node would format and HPACK-encode one per call. */
+const RESPOND = { waitForTrailers: true, sendDate: false };
+
+/**
+ * The message is collected from "data" events and the call starts on "end".
+ * A stream the client resets before its end never starts: nothing waits on
+ * it, so nothing needs its "close". Listeners are shared functions bound by
+ * `this`, not closures, since a stream is made per call.
+ */
+function serve(route: Route, codec: "proto" | "json", stream: ServerHttp2Stream, headers: IncomingHttpHeaders, log: Logger): void {
   // A client that resets the stream must not crash the process; there is nobody left to answer.
-  stream.on("error", () => undefined);
+  stream.on("error", ignore);
+  const body: Body = { chunks: [], size: 0, tooLarge: false };
+  stream.on("data", (chunk: Buffer) => collect(body, chunk));
+  stream.once("end", () => void answer(route, codec, stream, headers, log, body));
+}
+
+interface Body {
+  chunks: Buffer[];
+  size: number;
+  tooLarge: boolean;
+}
+
+function ignore(): void {}
+
+function collect(body: Body, chunk: Buffer): void {
+  if (body.tooLarge) return; // past the limit: what else comes is dropped
+  body.size += chunk.length;
+  if (body.size > LIMITS.bodyBytes + 5) {
+    body.tooLarge = true;
+    body.chunks = [];
+    return;
+  }
+  body.chunks.push(chunk);
+}
+
+async function answer(route: Route, codec: "proto" | "json", stream: ServerHttp2Stream, headers: IncomingHttpHeaders, log: Logger, body: Body): Promise<void> {
   const ctx = new CallContext(route.method, "grpc", "POST", headers[":path"] ?? "", headers);
-  let body: Uint8Array | undefined;
+  let out: Uint8Array | undefined;
   let failure: ConnectError | undefined;
   try {
-    const input = decode(route.method, codec, await readEnvelope(stream), headers["grpc-encoding"]);
+    const input = decode(route.method, codec, unwrap(body), headers["grpc-encoding"]);
     const result = await route.call(input, ctx);
     const output = isMessage(result, route.method.output) ? result : create(route.method.output, result as never);
-    body =
+    out =
       codec === "json"
         ? new TextEncoder().encode(toJsonString(route.method.output, output, { alwaysEmitImplicit: true }))
         : toBinary(route.method.output, output);
@@ -77,59 +117,44 @@ async function serve(route: Route, codec: "proto" | "json", stream: ServerHttp2S
     failure = error instanceof ConnectError ? error : toConnectError(error, log);
   }
   if (stream.destroyed || stream.closed) return;
-  const responseHeaders: Record<string, string | number> = {
-    ":status": 200,
-    "content-type": `application/grpc+${codec}`,
-    "grpc-accept-encoding": "gzip",
-  };
-  ctx.setResponseHeaders()?.forEach((value, key) => (responseHeaders[key] = value));
-  const trailers: Record<string, string> = {};
-  ctx.setResponseTrailers()?.forEach((value, key) => (trailers[key] = value));
-  if (failure === undefined) trailers["grpc-status"] = "0";
-  else {
-    setTrailerStatus(new Headers(), failure).forEach((value, key) => {
-      trailers[key] = key === "grpc-message" ? specEncodeGrpcMessage(value) : value;
-    });
+  const setHeaders = ctx.setResponseHeaders();
+  const setTrailers = ctx.setResponseTrailers();
+  let responseHeaders: Record<string, string | number> = HEADERS[codec];
+  if (setHeaders !== undefined) {
+    responseHeaders = { ...responseHeaders };
+    setHeaders.forEach((value, key) => (responseHeaders[key] = value));
   }
-  stream.respond(responseHeaders, { waitForTrailers: true });
-  stream.once("wantTrailers", () => stream.sendTrailers(trailers));
-  if (body === undefined) stream.end();
-  else stream.end(envelope(body));
+  let trailers: Record<string, string> = OK_TRAILERS;
+  if (failure !== undefined || setTrailers !== undefined) {
+    trailers = {};
+    setTrailers?.forEach((value, key) => (trailers[key] = value));
+    if (failure === undefined) trailers["grpc-status"] = "0";
+    else {
+      setTrailerStatus(new Headers(), failure).forEach((value, key) => {
+        trailers[key] = key === "grpc-message" ? specEncodeGrpcMessage(value) : value;
+      });
+    }
+  }
+  stream.respond(responseHeaders, RESPOND);
+  if (trailers === OK_TRAILERS) stream.once("wantTrailers", sendOkTrailers);
+  else stream.once("wantTrailers", () => stream.sendTrailers(trailers));
+  if (out === undefined) stream.end();
+  else stream.end(envelope(out));
 }
 
-/** Reads the one length-prefixed message of a unary call. */
-function readEnvelope(stream: ServerHttp2Stream): Promise<{ compressed: boolean; data: Uint8Array }> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let settled = false;
-    const fail = (error: ConnectError) => {
-      settled = true;
-      reject(error);
-    };
-    stream.on("data", (chunk: Buffer) => {
-      if (settled) return; // past the limit: what else comes is dropped
-      size += chunk.length;
-      if (size > LIMITS.bodyBytes + 5) {
-        fail(new ConnectError(`message is larger than the limit of ${LIMITS.bodyBytes} bytes`, Code.ResourceExhausted));
-        return;
-      }
-      chunks.push(chunk);
-    });
-    stream.once("end", () => {
-      if (settled) return;
-      settled = true;
-      const all = Buffer.concat(chunks, size);
-      if (all.length < 5) return reject(new ConnectError("protocol error: missing the message envelope", Code.InvalidArgument));
-      if (all.length !== 5 + all.readUInt32BE(1)) {
-        return reject(new ConnectError("protocol error: a unary call takes exactly one message", Code.InvalidArgument));
-      }
-      resolve({ compressed: (all[0]! & 1) === 1, data: all.subarray(5) });
-    });
-    stream.once("close", () => {
-      if (!settled) fail(new ConnectError("the client closed the stream before its message ended", Code.Canceled));
-    });
-  });
+function sendOkTrailers(this: ServerHttp2Stream): void {
+  this.sendTrailers(OK_TRAILERS);
+}
+
+/** The one length-prefixed message of a unary call. */
+function unwrap(body: Body): { compressed: boolean; data: Uint8Array } {
+  if (body.tooLarge) throw new ConnectError(`message is larger than the limit of ${LIMITS.bodyBytes} bytes`, Code.ResourceExhausted);
+  const all = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.size);
+  if (all.length < 5) throw new ConnectError("protocol error: missing the message envelope", Code.InvalidArgument);
+  if (all.length !== 5 + all.readUInt32BE(1)) {
+    throw new ConnectError("protocol error: a unary call takes exactly one message", Code.InvalidArgument);
+  }
+  return { compressed: (all[0]! & 1) === 1, data: all.subarray(5) };
 }
 
 function decode(method: DescMethodUnary, codec: "proto" | "json", message: { compressed: boolean; data: Uint8Array }, encoding: unknown): unknown {
