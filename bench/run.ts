@@ -19,7 +19,17 @@ import pg from "pg";
 import * as data from "./dataset.js";
 import type { LoadResult, LoadSpec } from "./load.js";
 
-const ROOT = fileURLToPath(new URL("../", import.meta.url));
+/**
+ * `npm run bench` runs the compiled harness from dist/bench, and it starts the
+ * compiled service and ceiling from dist/ too, as `npm start` runs the
+ * service; run from source (node --import tsx bench/run.ts), it starts them
+ * from source, under tsx.
+ */
+const COMPILED = import.meta.url.endsWith(".js");
+const EXT = COMPILED ? ".js" : ".ts";
+/** The tree the harness runs from: dist/ when compiled, else the repository. */
+const TREE = fileURLToPath(new URL("../", import.meta.url));
+const ROOT = COMPILED ? join(TREE, "..") : TREE;
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -46,7 +56,8 @@ const children: ChildProcess[] = [];
 process.on("exit", () => children.forEach((c) => c.kill("SIGKILL")));
 
 function node(args: string[], env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", ...args], {
+  const loader = COMPILED ? ["--enable-source-maps"] : ["--import", "tsx"];
+  const child = spawn(process.execPath, [...loader, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -162,7 +173,7 @@ const warmed = new Set<string>();
 
 async function drive(spec: Omit<LoadSpec, "connections" | "seconds">, label: string): Promise<LoadResult> {
   const run = async (seconds: number) => {
-    const child = node(["bench/load.ts", JSON.stringify({ ...spec, connections: CONNECTIONS, seconds })], {});
+    const child = node([join(TREE, `bench/load${EXT}`), JSON.stringify({ ...spec, connections: CONNECTIONS, seconds })], {});
     return JSON.parse(await firstLine(child)) as LoadResult;
   };
   // A server's first load runs longer: its JIT is still settling, which
@@ -209,10 +220,10 @@ async function main(): Promise<void> {
   const engine = benchDb ? "postgres" : "pglite";
   say(`portcullis bench: ${engine}, grants ${GRANT_STEPS.join(" → ")}, ${SECONDS} s per figure, ${CONNECTIONS} in flight`);
 
-  const ceiling = node(["bench/ceiling-server.ts"], { PORT: String(await freePort()) });
+  const ceiling = node([join(TREE, `bench/ceiling-server${EXT}`)], { PORT: String(await freePort()) });
   const ceilingUrl = (JSON.parse(await firstLine(ceiling)) as { url: string }).url;
 
-  const serviceArgs = [...(PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${join(ROOT, "bench", "results")}`] : []), "src/main.ts"];
+  const serviceArgs = [...(PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${join(ROOT, "bench", "results")}`] : []), join(TREE, `src/main${EXT}`)];
   const service = node(serviceArgs, env);
   let serviceLog = "";
   service.stderr!.on("data", (c: Buffer) => (serviceLog += c.toString()));
