@@ -26,13 +26,17 @@ export interface LoadSpec {
 
 export interface LoadResult {
   requests: number;
+  /** This process's CPU time per request while it ran the load, in microseconds. */
+  generatorCpuUs: number;
   errors: number;
   rps: number;
   p50: number;
   p99: number;
 }
 
-async function rest(spec: LoadSpec): Promise<LoadResult> {
+type Load = Omit<LoadResult, "generatorCpuUs">;
+
+async function rest(spec: LoadSpec): Promise<Load> {
   // Latencies from each response, in fractional milliseconds: autocannon's
   // own percentiles are whole milliseconds, too coarse for a 1.3x ratio of
   // one-to-three-millisecond figures.
@@ -73,7 +77,7 @@ function percentiles(latencies: number[]): { p50: number; p99: number } {
  * encoding; the calls are spread over several channels (each its own HTTP/2
  * connection), as a real client pool would, with channelz and retries off.
  */
-async function grpcLoad(spec: LoadSpec): Promise<LoadResult> {
+async function grpcLoad(spec: LoadSpec): Promise<Load> {
   const [service, method] = spec.method.split("/") as [string, string];
   const desc = [CheckService].find((s) => s.name === service)?.methods.find((m) => m.name === method);
   if (desc === undefined || desc.methodKind !== "unary") throw new Error(`unknown unary method ${spec.method}`);
@@ -117,5 +121,8 @@ async function grpcLoad(spec: LoadSpec): Promise<LoadResult> {
 }
 
 const spec = JSON.parse(process.argv[2]!) as LoadSpec;
-const result = spec.kind === "rest" ? await rest(spec) : await grpcLoad(spec);
+const cpu = process.cpuUsage();
+const load = spec.kind === "rest" ? await rest(spec) : await grpcLoad(spec);
+const used = process.cpuUsage(cpu);
+const result: LoadResult = { ...load, generatorCpuUs: (used.user + used.system) / Math.max(1, load.requests) };
 process.stdout.write(`${JSON.stringify(result)}\n`);

@@ -113,6 +113,18 @@ function peakRssMb(pid: number): number | undefined {
   }
 }
 
+/** CPU time a process has used so far, in microseconds, from /proc (Linux); undefined elsewhere. */
+function cpuMicros(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    // utime and stime, in clock ticks of 10 ms (USER_HZ is 100 on Linux).
+    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  } catch {
+    return undefined;
+  }
+}
+
 // ---------------------------------------------------------------- loading
 
 async function api(url: string, method: string, path: string, body: unknown, key: string): Promise<any> {
@@ -171,10 +183,25 @@ async function loadGrants(url: string, key: string, from: number, to: number): P
 
 const warmed = new Set<string>();
 
-async function drive(spec: Omit<LoadSpec, "connections" | "seconds">, label: string): Promise<LoadResult> {
-  const run = async (seconds: number) => {
+/** A load phase's result, with the CPU the server spent on it per request. */
+interface Measured extends LoadResult {
+  serverCpuUs: number | undefined;
+}
+
+/**
+ * Drives `spec` at the server of process `serverPid`. Besides throughput and
+ * latency, the server's CPU time per request is taken from /proc over the
+ * measured run, and the generator reports its own: on a shared 2-core
+ * machine these say where a figure's CPU went, whatever else ran.
+ */
+async function drive(spec: Omit<LoadSpec, "connections" | "seconds">, label: string, serverPid: number | undefined): Promise<Measured> {
+  const run = async (seconds: number): Promise<Measured> => {
     const child = node([join(TREE, `bench/load${EXT}`), JSON.stringify({ ...spec, connections: CONNECTIONS, seconds })], {});
-    return JSON.parse(await firstLine(child)) as LoadResult;
+    const before = cpuMicros(serverPid);
+    const result = JSON.parse(await firstLine(child)) as LoadResult;
+    const after = cpuMicros(serverPid);
+    const serverCpuUs = before === undefined || after === undefined ? undefined : (after - before) / Math.max(1, result.requests);
+    return { ...result, serverCpuUs };
   };
   // A server's first load runs longer: its JIT is still settling, which
   // otherwise lands on whichever figure comes first.
@@ -194,6 +221,9 @@ interface Row {
   unit: string;
   p50: number;
   p99: number;
+  /** CPU microseconds per request (per check for checks/s): the server's, and the load generator's. */
+  serverUs?: number | undefined;
+  generatorUs?: number | undefined;
   /** A REST figure, reported also as a share of the ceiling. */
   versusCeiling?: boolean;
   ofCeiling?: number;
@@ -220,8 +250,8 @@ async function main(): Promise<void> {
   const engine = benchDb ? "postgres" : "pglite";
   say(`portcullis bench: ${engine}, grants ${GRANT_STEPS.join(" → ")}, ${SECONDS} s per figure, ${CONNECTIONS} in flight`);
 
-  const ceiling = node([join(TREE, `bench/ceiling-server${EXT}`)], { PORT: String(await freePort()) });
-  const ceilingUrl = (JSON.parse(await firstLine(ceiling)) as { url: string }).url;
+  const ceilingServer = node([join(TREE, `bench/ceiling-server${EXT}`)], { PORT: String(await freePort()) });
+  const ceilingUrl = (JSON.parse(await firstLine(ceilingServer)) as { url: string }).url;
 
   const serviceArgs = [...(PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${join(ROOT, "bench", "results")}`] : []), join(TREE, `src/main${EXT}`)];
   const service = node(serviceArgs, env);
@@ -231,7 +261,7 @@ async function main(): Promise<void> {
   await waitReady(url, service);
 
   const rows: Row[] = [];
-  const ceilings: LoadResult[] = [];
+  const ceilings: Measured[] = [];
   const scale: { grants: number; grantP50: number; roleP50: number; deniedP50: number }[] = [];
   try {
     const t0 = Date.now();
@@ -239,9 +269,9 @@ async function main(): Promise<void> {
     say(`loaded catalog, 200 policies, 50 roles, ${data.USERS} users in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
     const rest = (bodies: unknown[], label: string, path = "/api/v1/authorization/check", method = "POST") =>
-      drive({ kind: "rest", url, method, path, key, bodies }, label);
+      drive({ kind: "rest", url, method, path, key, bodies }, label, service.pid);
     const grpcCheck = (bodies: unknown[], label: string) =>
-      drive({ kind: "grpc", url, method: "CheckService/Check", path: "", key, bodies }, label);
+      drive({ kind: "grpc", url, method: "CheckService/Check", path: "", key, bodies }, label, service.pid);
 
     // The ceiling is measured right before and right after the last step's
     // REST checks, and their shares are of the mean of the two: on a shared
@@ -252,13 +282,16 @@ async function main(): Promise<void> {
       const result = await drive(
         { kind: "rest", url: ceilingUrl, method: "POST", path: "/api/v1/authorization/check", key, bodies: data.deniedChecks(1000) },
         label,
+        ceilingServer.pid,
       );
       ceilings.push(result);
       rows.push(row(label, result, "req/s", 1, true));
     };
-    const row = (figure: string, r: LoadResult, unit = "req/s", perRequest = 1, versusCeiling = false): Row => ({
+    const row = (figure: string, r: Measured, unit = "req/s", perRequest = 1, versusCeiling = false): Row => ({
       figure,
       rps: r.rps * perRequest,
+      serverUs: r.serverCpuUs === undefined ? undefined : r.serverCpuUs / perRequest,
+      generatorUs: r.generatorCpuUs / perRequest,
       unit,
       p50: r.p50,
       p99: r.p99,
@@ -324,7 +357,7 @@ async function main(): Promise<void> {
     const peak = peakRssMb(service.pid!);
     service.kill("SIGTERM");
     await new Promise((r) => service.once("exit", r));
-    ceiling.kill("SIGKILL");
+    ceilingServer.kill("SIGKILL");
     if (benchDb && KEEP) say(`kept database ${benchDb.name}`);
     else if (benchDb) {
       const admin = new pg.Client({ connectionString: benchDb.admin });
@@ -342,14 +375,16 @@ async function main(): Promise<void> {
   }
 }
 
+const micros = (us: number | undefined) => (us === undefined ? "" : us.toFixed(1));
+
 function report(rows: Row[], scale: { grants: number; grantP50: number; roleP50: number; deniedP50: number }[], peakRss: number | undefined, engine: string) {
   progress("");
   const lines = [
-    `| figure | throughput | p50 ms | p99 ms | share of ceiling |`,
-    `|---|---:|---:|---:|---:|`,
+    `| figure | throughput | p50 ms | p99 ms | share of ceiling | server CPU µs | generator CPU µs |`,
+    `|---|---:|---:|---:|---:|---:|---:|`,
     ...rows.map(
       (r) =>
-        `| ${r.figure} | ${Math.round(r.rps).toLocaleString("en-US")} ${r.unit} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.ofCeiling === undefined ? "" : `${Math.round(r.ofCeiling * 100)}%`} |`,
+        `| ${r.figure} | ${Math.round(r.rps).toLocaleString("en-US")} ${r.unit} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.ofCeiling === undefined ? "" : `${Math.round(r.ofCeiling * 100)}%`} | ${micros(r.serverUs)} | ${micros(r.generatorUs)} |`,
     ),
   ];
   if (scale.length > 1) {
