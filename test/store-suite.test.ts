@@ -12,6 +12,9 @@ import { effectiveCatalog, type CatalogEntryInput } from "../src/domain/catalog-
 import { applicationsStore } from "../src/store/applications-store.js";
 import { auditStore } from "../src/store/audit-store.js";
 import { catalogStore } from "../src/store/catalog-store.js";
+import { checkStore, type CheckInput } from "../src/store/check-store.js";
+import { modelStore } from "../src/store/model-store.js";
+import { rolesStore } from "../src/store/roles-store.js";
 import type { Db, Queryable, TimeCursor } from "../src/store/db.js";
 import { loadMigrations, migrate } from "../src/store/migrate.js";
 import { PgDb } from "../src/store/pg-db.js";
@@ -628,6 +631,54 @@ describe.each(engines)("store on %s", (engine) => {
         expect(await catalogStore.relationsWithGrants(db, appId, [{ resource: "invoice", relation: "owner" }])).toEqual([]);
         expect(await catalogStore.policiesHolding(db, appId, ["invoice:send"])).toEqual([]);
       });
+    });
+  });
+
+  describe("checkStore", () => {
+    it("answers questions of several keys and applications in request order, each key once", async () => {
+      const [a, b] = [await newApp(db, "chk-a"), await newApp(db, "chk-b")];
+      for (const app of [a, b]) await modelStore.create(db, app);
+      const key = (app: string, name: string) =>
+        applicationsStore.insertKey(db, { keyId: `key_${name}_${app}`, appId: app, kind: "application", name, secretHash: `hash-${name}-${app}` });
+      await key(a, "live");
+      await key(b, "live");
+      const revoked = await key(a, "revoked");
+      await applicationsStore.revokeKey(db, a, revoked!.keyId);
+      await insertGrant(db, a, { resource: "doc", resourceId: "d1", relation: "viewer", userId: "ann" });
+      await insertGrant(db, a, { resource: "doc", resourceId: "d1", relation: "editor", userId: "ann" });
+      await insertGrant(db, b, { resource: "doc", resourceId: "d1", relation: "owner", userId: "ann" });
+      await rolesStore.insert(db, b, { roleId: "r1", name: "r1", description: "", tenantId: undefined });
+      await rolesStore.assign(db, b, "r1", "bob");
+      await modelStore.bump(db, b);
+      const { rows } = await db.query<{ app_id: string; version: string }>(
+        "SELECT app_id, version::text FROM model_versions WHERE app_id = ANY($1::text[])",
+        [[a, b]],
+      );
+      const version = new Map(rows.map((r) => [r.app_id, r.version]));
+
+      const ask = (appId: string, keyHash: string, userId: string): CheckInput => ({
+        appId, keyHash, userId, resource: "doc", resourceId: "d1", action: "read", tenantId: undefined,
+      });
+      const answers = await checkStore.check(db, [
+        ask(a, `hash-live-${a}`, "ann"),
+        ask(b, `hash-live-${b}`, "bob"),
+        ask(a, `hash-revoked-${a}`, "ann"),
+        ask(a, `hash-live-${b}`, "ann"), // b's key, asking about a
+        ask(b, `hash-live-${b}`, "ann"),
+        ask(a, "hash-unknown", "ann"),
+        ask(a, `hash-live-${a}`, "bob"),
+      ]);
+      expect(answers.map((r) => ({ ...r, relations: [...r.relations].sort() }))).toEqual([
+        { keyValid: true, version: version.get(a), relations: ["editor", "viewer"], roles: [] },
+        { keyValid: true, version: version.get(b), relations: [], roles: ["r1"] },
+        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], roles: [] },
+        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], roles: [] },
+        { keyValid: true, version: version.get(b), relations: ["owner"], roles: [] },
+        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], roles: [] },
+        { keyValid: true, version: version.get(a), relations: [], roles: [] },
+      ]);
+      expect(version.get(a)).not.toBe(version.get(b));
+      expect(await checkStore.check(db, [])).toEqual([]);
     });
   });
 
