@@ -17,7 +17,7 @@ import { ADMIN_KEY, createAppWithKey, startTestService, type TestService } from 
 const catalog = { resources: [{ resource: "doc", description: "", actions: ["read", "update"] }] };
 
 /** One raw HTTP/2 gRPC exchange: the answer's status, headers and trailers. */
-function rawCall(url: string, path: string, body: Buffer, headers: Record<string, string>) {
+function rawCall(url: string, path: string, body: Buffer, headers: Record<string, string>, endRequest = true) {
   return new Promise<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders; data: Buffer }>((resolve, reject) => {
     const session = http2.connect(url);
     session.on("error", reject);
@@ -29,11 +29,12 @@ function rawCall(url: string, path: string, body: Buffer, headers: Record<string
     stream.on("trailers", (t) => (trailers = t));
     stream.on("data", (c: Buffer) => chunks.push(c));
     stream.on("end", () => {
-      session.close();
+      session.destroy();
       resolve({ headers: responseHeaders, trailers: { ...responseHeaders, ...trailers }, data: Buffer.concat(chunks) });
     });
     stream.on("error", reject);
-    stream.end(body);
+    if (endRequest) stream.end(body);
+    else stream.write(body);
   });
 }
 
@@ -102,9 +103,12 @@ describe("unary gRPC on pglite", () => {
     expect(answer.data.length).toBe(0);
   });
 
-  it("refuses a message over 8 MiB with RESOURCE_EXHAUSTED", async () => {
+  it.each([
+    { name: "", endRequest: true },
+    { name: ", without waiting for the rest of it", endRequest: false },
+  ])("refuses a message over 8 MiB with RESOURCE_EXHAUSTED$name", async ({ endRequest }) => {
     const big = frame(Buffer.alloc(8 * 1024 * 1024 + 10, 0x20));
-    const answer = await rawCall(service.url, "/authz.v1.CatalogService/GetCatalog", big, { "x-api-key": ADMIN_KEY });
+    const answer = await rawCall(service.url, "/authz.v1.CatalogService/GetCatalog", big, { "x-api-key": ADMIN_KEY }, endRequest);
     expect(answer.trailers["grpc-status"]).toBe("8");
   });
 

@@ -69,36 +69,43 @@ const HEADERS = {
 const RESPOND = { waitForTrailers: true, sendDate: false };
 
 /**
- * The message is collected from "data" events and the call starts on "end".
- * A stream the client resets before its end never starts: nothing waits on
- * it, so nothing needs its "close". Listeners are shared functions bound by
- * `this`, not closures, since a stream is made per call.
+ * The message is collected from "data" events and the call starts on "end",
+ * or as soon as the message passes the size limit (to refuse it without
+ * waiting for the rest). A stream the client resets before its end never
+ * starts: nothing waits on it, so nothing needs its "close".
  */
 function serve(route: Route, codec: "proto" | "json", stream: ServerHttp2Stream, headers: IncomingHttpHeaders, log: Logger): void {
   // A client that resets the stream must not crash the process; there is nobody left to answer.
   stream.on("error", ignore);
   const body: Body = { chunks: [], size: 0, tooLarge: false };
-  stream.on("data", (chunk: Buffer) => collect(body, chunk));
-  stream.once("end", () => void answer(route, codec, stream, headers, log, body));
+  stream.on("data", (chunk: Buffer) => {
+    if (collect(body, chunk)) void answer(route, codec, stream, headers, log, body);
+  });
+  stream.once("end", () => {
+    if (!body.tooLarge) void answer(route, codec, stream, headers, log, body);
+  });
 }
 
 interface Body {
   chunks: Buffer[];
   size: number;
+  /** Past the limit: refused as soon as that was seen, and what else comes is dropped. */
   tooLarge: boolean;
 }
 
 function ignore(): void {}
 
-function collect(body: Body, chunk: Buffer): void {
-  if (body.tooLarge) return; // past the limit: what else comes is dropped
+/** Adds a chunk; true when this chunk took the message past the limit. */
+function collect(body: Body, chunk: Buffer): boolean {
+  if (body.tooLarge) return false;
   body.size += chunk.length;
   if (body.size > LIMITS.bodyBytes + 5) {
     body.tooLarge = true;
     body.chunks = [];
-    return;
+    return true;
   }
   body.chunks.push(chunk);
+  return false;
 }
 
 async function answer(route: Route, codec: "proto" | "json", stream: ServerHttp2Stream, headers: IncomingHttpHeaders, log: Logger, body: Body): Promise<void> {
@@ -142,6 +149,7 @@ async function answer(route: Route, codec: "proto" | "json", stream: ServerHttp2
   else stream.end(envelope(out));
 }
 
+/** Shared by every successful call: a listener bound by `this`, not a closure made per call. */
 function sendOkTrailers(this: ServerHttp2Stream): void {
   this.sendTrailers(OK_TRAILERS);
 }
