@@ -40,9 +40,9 @@ const SECONDS = Number(arg("seconds", "10"));
 const WARMUP = Math.min(3, Math.max(1, Math.round(SECONDS / 4)));
 const CONNECTIONS = Number(arg("connections", "50"));
 const PROFILE = process.argv.includes("--profile");
-/** Figure groups to measure (default all): ceiling, rest, grpc, batch, list, bulk. */
 /** Keep the bench database afterwards (Postgres only), to look into it. */
 const KEEP = process.argv.includes("--keep");
+/** Figure groups to measure (default all): ceiling, rest, grpc, batch, list, bulk. */
 const ONLY = new Set(arg("only", "ceiling,rest,grpc,batch,list,bulk").split(","));
 const OUT = arg("out", join(ROOT, "bench", "results", `bench-${new Date().toISOString().replace(/[:.]/g, "-")}.json`));
 const ADMIN_KEY = `bench-${randomBytes(16).toString("hex")}`;
@@ -311,14 +311,14 @@ async function main(): Promise<void> {
         const byRole = await rest(data.roleChecks(1000), `REST check, allowed by a role (${grants} grants)`);
         const denied = await rest(data.deniedChecks(1000), `REST check, denied (${grants} grants)`);
         scale.push({ grants, grantP50: byGrant.p50, roleP50: byRole.p50, deniedP50: denied.p50 });
-        if (step === GRANT_STEPS.length - 1) {
+        if (last) {
           rows.push(row(`REST check, allowed by a grant`, byGrant, "req/s", 1, true));
           rows.push(row(`REST check, allowed by a role`, byRole, "req/s", 1, true));
           rows.push(row(`REST check, denied`, denied, "req/s", 1, true));
         }
       }
       if (last && ONLY.has("rest")) await ceiling("after");
-      if (step < GRANT_STEPS.length - 1) continue;
+      if (!last) continue;
 
       if (ONLY.has("grpc")) {
         rows.push(row("gRPC check, allowed by a grant", await grpcCheck(data.grantChecks(grants, 1000), "gRPC check, grant")));
