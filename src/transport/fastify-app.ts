@@ -25,7 +25,8 @@ import { restErrorBody } from "./errors.js";
 import { fixGrpcMessageEncoding, specEncodeGrpcMessage } from "./grpc-message.js";
 import { grpcUnaryHandler } from "./grpc-unary.js";
 import type { ServiceBinding } from "./guard.js";
-import { registerRestGateway } from "./rest-gateway.js";
+import { restFastPath } from "./rest-fast-path.js";
+import { registerRestGateway, restRoutes } from "./rest-gateway.js";
 
 export interface AppDeps {
   bindings: ServiceBinding[];
@@ -84,6 +85,7 @@ function h2Server(
 
 export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Promise<FastifyInstance> {
   const { bindings, db, keys, log } = deps;
+  const routes = restRoutes(bindings);
   const options = {
     loggerInstance: log,
     bodyLimit: LIMITS.bodyBytes,
@@ -99,7 +101,15 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
   const app = (
     version === "http2"
       ? Fastify({ ...options, http2: true, serverFactory: (handler) => h2Server(handler, grpcUnaryHandler(bindings, log)) })
-      : Fastify({ ...options, serverFactory: (handler) => http.createServer(handler) })
+      : Fastify({
+          ...options,
+          serverFactory: (handler) => {
+            const fast = restFastPath(routes, { keys, log });
+            return http.createServer((req, res) => {
+              if (!fast(req, res)) handler(req, res);
+            });
+          },
+        })
   ) as unknown as FastifyInstance;
 
   if (version === "http2") {
@@ -160,7 +170,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
   });
 
   await app.register(async (scope) => {
-    registerRestGateway(scope, bindings, { keys, log });
+    registerRestGateway(scope, routes, { keys, log });
   });
 
   const services: DescService[] = bindings.map((b) => b.service);

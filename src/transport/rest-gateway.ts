@@ -6,7 +6,8 @@
 import { create, isMessage, ScalarType, toJson, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { ConnectError, type HandlerContext } from "@connectrpc/connect";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance } from "fastify";
+import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
 import { invalidArgument, Violations } from "../domain/errors.js";
 import type { KeyAuthenticator } from "../domain/keys.js";
@@ -22,49 +23,72 @@ type UnaryFn = (request: Message, ctx: HandlerContext) => Promise<unknown>;
 
 const jsonWrite = { alwaysEmitImplicit: true } as const;
 
-/** Registers one Fastify route per annotated RPC of the bindings. Returns the bindings, for logs and docs. */
-export function registerRestGateway(
-  app: FastifyInstance,
-  bindings: ServiceBinding[],
-  deps: { keys: KeyAuthenticator; log: Logger },
-): HttpBinding[] {
-  const { keys, log } = deps;
+/** One annotated RPC as the gateway serves it. */
+export interface RestRoute {
+  route: HttpBinding;
+  call: UnaryFn;
+  read: (json: Record<string, unknown>) => Message;
+  write: (result: object) => unknown;
+}
+
+/** What the gateway reads of a request, whether Fastify or the fast path (rest-fast-path) took it. */
+export interface RestRequest {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  params: Record<string, string | undefined>;
+  query: Record<string, string | string[]>;
+  /** The body as text, or undefined when there was none. */
+  body: unknown;
+}
+
+export interface RestDeps {
+  keys: KeyAuthenticator;
+  log: Logger;
+}
+
+/** Every annotated RPC of the bindings, with its reader and writer made once. */
+export function restRoutes(bindings: ServiceBinding[]): RestRoute[] {
+  return httpBindings(bindings.map((b) => b.service)).map((route) => {
+    const binding = bindings.find((b) => b.service === route.method.parent)!;
+    const call = (binding.impl as unknown as Record<string, UnaryFn>)[route.method.localName]!;
+    return { route, call, read: readerOf(route), write: writerOf(route) };
+  });
+}
+
+/** Registers one Fastify route per annotated RPC. */
+export function registerRestGateway(app: FastifyInstance, routes: RestRoute[], deps: RestDeps): void {
   // Bodies arrive as text whatever their Content-Type (curl -d sends a form
   // type by default); they are JSON by contract, parsed here for clear errors.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => done(null, body));
 
-  const routes = httpBindings(bindings.map((b) => b.service));
-  for (const route of routes) {
-    const binding = bindings.find((b) => b.service === route.method.parent)!;
-    const call = (binding.impl as unknown as Record<string, UnaryFn>)[route.method.localName]!;
-    const read = readerOf(route);
-    const write = writerOf(route);
+  for (const r of routes) {
     app.route({
-      method: route.verb,
-      url: route.routePath,
+      method: r.route.verb,
+      url: r.route.routePath,
       handler: async (req, reply) => {
-        try {
-          const ctx = new CallContext(route.method, "rest", req.method, req.url, req.headers);
-          // Credentials before content: a caller without a valid key learns
-          // nothing about the request format (401/403 before any 400).
-          const appId = (req.params as Record<string, string | undefined>).app_id;
-          await authorizeCall(keys, route.method, ctx, appId);
-          const request = readRequest(route, req, read);
-          const result = await call(request, ctx);
-          return reply.code(wasCreated(ctx) ? 201 : 200).send(write(result as object));
-        } catch (error) {
-          return sendError(reply, error instanceof ConnectError ? error : toConnectError(error, log));
-        }
+        const { status, payload } = await serveRest(r, req as unknown as RestRequest, deps);
+        return reply.code(status).send(payload);
       },
     });
   }
-  return routes;
 }
 
-export function sendError(reply: FastifyReply, error: ConnectError): FastifyReply {
-  const { status, body } = restError(error);
-  return reply.code(status).send(body);
+/** Answers one request of a route: the status and the JSON value to send, an error body on failure. */
+export async function serveRest(r: RestRoute, req: RestRequest, deps: RestDeps): Promise<{ status: number; payload: unknown }> {
+  try {
+    const ctx = new CallContext(r.route.method, "rest", req.method, req.url, req.headers);
+    // Credentials before content: a caller without a valid key learns
+    // nothing about the request format (401/403 before any 400).
+    await authorizeCall(deps.keys, r.route.method, ctx, req.params.app_id);
+    const request = readRequest(r.route, req, r.read);
+    const result = await r.call(request, ctx);
+    return { status: wasCreated(ctx) ? 201 : 200, payload: r.write(result as object) };
+  } catch (error) {
+    const { status, body } = restError(error instanceof ConnectError ? error : toConnectError(error, deps.log));
+    return { status, payload: body };
+  }
 }
 
 /** The route's JSON reader: direct for flat requests, else the strict walk of json-input. */
@@ -92,7 +116,7 @@ function fieldJson(field: DescField, response: Message): unknown {
 }
 
 /** Builds the request message from the path, the query string and the body. */
-function readRequest(route: HttpBinding, req: FastifyRequest, read: (json: Record<string, unknown>) => Message): Message {
+function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<string, unknown>) => Message): Message {
   const input = route.method.input;
   const json: Record<string, unknown> = {};
   const { pathNames } = route;
@@ -114,7 +138,7 @@ function readRequest(route: HttpBinding, req: FastifyRequest, read: (json: Recor
     }
   }
 
-  const query = (req.query ?? {}) as Record<string, string | string[]>;
+  const query = req.query ?? {};
   for (const [key, raw] of Object.entries(query)) {
     const field = route.body === "*" || pathNames.has(key) ? undefined : fieldByJsonKey(input, key);
     if (field === undefined || field.fieldKind === "message" || field.fieldKind === "map") {
@@ -136,8 +160,7 @@ function readRequest(route: HttpBinding, req: FastifyRequest, read: (json: Recor
   }
   v.throwIfAny();
 
-  const params = req.params as Record<string, string>;
-  for (const field of route.pathFields) json[field.jsonName] = params[field.name];
+  for (const field of route.pathFields) json[field.jsonName] = req.params[field.name];
 
   const message = read(json);
   deriveUpdateMask(input, message, route, json, pathNames);
