@@ -34,6 +34,7 @@ import { migrate } from "./store/migrate.js";
 import { PgDb, PG_READS } from "./store/pg-db.js";
 import { PGLITE_READS, PgliteDb } from "./store/pglite-db.js";
 import { buildFastifyApp } from "./transport/fastify-app.js";
+import { UnaryGrpc } from "./transport/grpc-unary.js";
 import { guard, type ServiceBinding } from "./transport/guard.js";
 import { listen } from "./transport/listener.js";
 
@@ -117,6 +118,7 @@ export async function startPortcullis(
       config.port,
       app1.server as unknown as Http1Server,
       app2.server as unknown as Http2Server,
+      new UnaryGrpc(bindings, log),
     );
     const host = config.host.includes(":") ? `[${config.host}]` : config.host;
     const url = `http://${host}:${listener.port}`;

@@ -441,6 +441,24 @@ describe.each(engines)("one port on %s", (engine) => {
       }
     });
 
+    // REST over h2c is relayed to Node's HTTP/2 server (src/transport/h2/proxy.ts):
+    // bodies larger than every flow-control window must pass through whole.
+    it("relays REST bodies larger than the HTTP/2 windows, and refuses one over the limit with 413", async () => {
+      const session = await h2Connect(service.url);
+      try {
+        const headers = { ":method": "POST", ":path": "/api/v1/applications", "x-api-key": ADMIN_KEY, "content-type": "application/json" };
+        const big = await h2Request(session, headers, JSON.stringify({ appId: "big-h2", name: "n".repeat(3 << 20) }));
+        expect(big.status).toBe(400);
+        expect(JSON.parse(big.body).message).toMatch(/name/);
+        const over = await h2Request(session, headers, JSON.stringify({ appId: "x", name: "n".repeat(9 << 20) }));
+        expect(over.status).toBe(413);
+        const after = await h2Request(session, { ":path": "/healthz" });
+        expect(after.status).toBe(200);
+      } finally {
+        await closeSession(session);
+      }
+    });
+
     it.each([
       ["one byte at a time", 1],
       ["8 bytes at a time (\"PRI * HT\", ...)", 8],

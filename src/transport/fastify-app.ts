@@ -23,7 +23,6 @@ import type { Db } from "../store/db.js";
 import { DeferredDb } from "../store/deferred-db.js";
 import { restErrorBody } from "./errors.js";
 import { fixGrpcMessageEncoding, specEncodeGrpcMessage } from "./grpc-message.js";
-import { grpcUnaryHandler } from "./grpc-unary.js";
 import type { ServiceBinding } from "./guard.js";
 import { restFastPath } from "./rest-fast-path.js";
 import { registerRestGateway, restRoutes } from "./rest-gateway.js";
@@ -50,19 +49,15 @@ function frameworkErrors(error: FastifyError, _req: FastifyRequest, reply: Fasti
 }
 
 /**
- * The HTTP/2 server: unary gRPC calls are answered on the core API (see
- * grpc-unary); every other stream gets the request and response objects of
- * Node's compatibility layer, made here as the layer itself would, and goes
- * to Fastify. The server has no "request" listener: adding one would switch
- * on the compatibility layer for every stream, gRPC calls included.
+ * The HTTP/2 server behind the service's own HTTP/2 connections (see
+ * transport/h2): the streams those do not answer themselves (everything but
+ * unary gRPC) are relayed here. Each gets the request and response objects
+ * of Node's compatibility layer, made here as the layer itself would, and
+ * goes to Fastify.
  */
-function h2Server(
-  fastify: (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
-  grpcUnary: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean,
-): http2.Http2Server {
+function h2Server(fastify: (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void): http2.Http2Server {
   const server = http2.createServer();
   server.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
-    if (grpcUnary(stream, headers)) return;
     const req = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
     const res = new http2.Http2ServerResponse(stream);
     if (headers[":method"] === "CONNECT") {
@@ -100,7 +95,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
   };
   const app = (
     version === "http2"
-      ? Fastify({ ...options, http2: true, serverFactory: (handler) => h2Server(handler, grpcUnaryHandler(bindings, log)) })
+      ? Fastify({ ...options, http2: true, serverFactory: (handler) => h2Server(handler) })
       : Fastify({
           ...options,
           serverFactory: (handler) => {

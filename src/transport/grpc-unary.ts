@@ -1,14 +1,13 @@
 /**
- * Unary gRPC, served directly on the HTTP/2 core API. connect-node's handler
- * runs every call through async-iterable pipelines built for streaming, and
- * Node's HTTP/2 compatibility layer (which Fastify needs) builds a request
- * and a response object per stream; for unary calls (all of Portcullis's
- * RPCs but reflection) together they cost several times the check itself.
- * Here a unary call's stream is answered with the same guarded
- * implementations: the envelope read whole, decoded, the implementation
- * called, and the answer written as HEADERS, DATA, trailers. Every other
- * stream (reflection's, Connect, gRPC-Web, REST over h2c) goes on to Fastify
- * and the connect-fastify routes.
+ * Unary gRPC, answered on the service's own HTTP/2 connection (h2/). connect-
+ * node's handler runs every call through async-iterable pipelines built for
+ * streaming, and Node's HTTP/2 builds a duplex stream, header objects and a
+ * deferred trailers step per call; for unary calls (all of Portcullis's RPCs
+ * but reflection) together they cost several times the check itself. Here a
+ * unary call's message is read whole, decoded, given to the same guarded
+ * implementations, and the answer written as HEADERS, DATA and trailers
+ * (constant header blocks on success). Every other stream (reflection's,
+ * Connect, gRPC-Web, REST over h2c) is left to the next owner.
  *
  * Supported: proto and JSON codecs, identity and gzip request compression
  * (answers are not compressed), grpc-status-details-bin on errors. A
@@ -18,7 +17,7 @@
 import { create, fromBinary, fromJsonString, isMessage, toBinary, toJsonString, type DescMethodUnary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
+import type { IncomingHttpHeaders } from "node:http2";
 import { gunzipSync } from "node:zlib";
 import type { Logger } from "pino";
 import { LIMITS } from "../domain/formats.js";
@@ -26,8 +25,11 @@ import { CallContext } from "./call-context.js";
 import { toConnectError } from "./errors.js";
 import type { ServiceBinding } from "./guard.js";
 import { specEncodeGrpcMessage } from "./grpc-message.js";
+import type { H2Stream, StreamSink } from "./h2/connection.js";
+import { encodeHeaders } from "./h2/hpack.js";
 
 type UnaryFn = (request: unknown, ctx: HandlerContext) => Promise<unknown>;
+type Codec = "proto" | "json";
 
 interface Route {
   method: DescMethodUnary;
@@ -36,133 +38,147 @@ interface Route {
 
 const GRPC = /^application\/grpc(\+(proto|json))?(;.*)?$/i;
 
-/**
- * A stream handler for unary gRPC calls: answers true when it took the
- * stream (a POST of application/grpc[+proto|+json] to a unary method), false
- * to leave it to the next handler.
- */
-export function grpcUnaryHandler(bindings: ServiceBinding[], log: Logger): (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean {
-  const routes = new Map<string, Route>();
-  for (const { service, impl } of bindings) {
-    for (const method of service.methods) {
-      if (method.methodKind !== "unary") continue;
-      const call = (impl as unknown as Record<string, UnaryFn>)[method.localName]!;
-      routes.set(`/${service.typeName}/${method.name}`, { method: method as DescMethodUnary, call });
+/** Success: the header blocks of every answered call that set no headers or trailers of its own. */
+const RESPONSE_FIELDS: Record<Codec, [string, string][]> = {
+  proto: [
+    [":status", "200"],
+    ["content-type", "application/grpc+proto"],
+    ["grpc-accept-encoding", "gzip"],
+  ],
+  json: [
+    [":status", "200"],
+    ["content-type", "application/grpc+json"],
+    ["grpc-accept-encoding", "gzip"],
+  ],
+};
+const OK_HEADERS: Record<Codec, Buffer> = { proto: encodeHeaders(RESPONSE_FIELDS.proto), json: encodeHeaders(RESPONSE_FIELDS.json) };
+const OK_TRAILERS = encodeHeaders([["grpc-status", "0"]]);
+
+export class UnaryGrpc {
+  private readonly routes = new Map<string, Route>();
+
+  constructor(
+    bindings: ServiceBinding[],
+    private readonly log: Logger,
+  ) {
+    for (const { service, impl } of bindings) {
+      for (const method of service.methods) {
+        if (method.methodKind !== "unary") continue;
+        const call = (impl as unknown as Record<string, UnaryFn>)[method.localName]!;
+        this.routes.set(`/${service.typeName}/${method.name}`, { method: method as DescMethodUnary, call });
+      }
     }
   }
-  return (stream, headers) => {
+
+  /**
+   * Takes the stream when it is a unary gRPC call (a POST of
+   * application/grpc[+proto|+json] to a unary method); undefined leaves it to
+   * the next owner.
+   */
+  open(stream: H2Stream, headers: IncomingHttpHeaders): StreamSink | undefined {
+    if (headers[":method"] !== "POST") return undefined;
     const type = GRPC.exec(headers["content-type"] ?? "");
-    const route = type === null || headers[":method"] !== "POST" ? undefined : routes.get(headers[":path"] ?? "");
-    if (route === undefined || type === null) return false;
-    serve(route, type[2] === "json" ? "json" : "proto", stream, headers, log);
-    return true;
-  };
+    const route = type === null ? undefined : this.routes.get(headers[":path"] ?? "");
+    if (route === undefined || type === null) return undefined;
+    return new UnaryCall(route, type[2] === "json" ? "json" : "proto", stream, headers, this.log);
+  }
 }
-
-/** Success: the trailers of every answered call, and the headers of calls that set none. */
-const OK_TRAILERS = { "grpc-status": "0" };
-const HEADERS = {
-  proto: { ":status": 200, "content-type": "application/grpc+proto", "grpc-accept-encoding": "gzip" },
-  json: { ":status": 200, "content-type": "application/grpc+json", "grpc-accept-encoding": "gzip" },
-} as const;
-/** gRPC clients read no Date header; Node would format and HPACK-encode one per call. */
-const RESPOND = { waitForTrailers: true, sendDate: false };
 
 /**
- * The message is collected from "data" events and the call starts on "end",
- * or as soon as the message passes the size limit (to refuse it without
- * waiting for the rest). A stream the client resets before its end never
- * starts: nothing waits on it, so nothing needs its "close".
+ * One call: the message is collected from the DATA frames and the call starts
+ * when the client ends its side, or as soon as the message passes the size
+ * limit (to refuse it without waiting for the rest). A call the client
+ * resets is still run if it had started, and its answer dropped.
  */
-function serve(route: Route, codec: "proto" | "json", stream: ServerHttp2Stream, headers: IncomingHttpHeaders, log: Logger): void {
-  // A client that resets the stream must not crash the process; there is nobody left to answer.
-  stream.on("error", ignore);
-  const body: Body = { chunks: [], size: 0, tooLarge: false };
-  stream.on("data", (chunk: Buffer) => {
-    if (collect(body, chunk)) void answer(route, codec, stream, headers, log, body);
-  });
-  stream.once("end", () => {
-    if (!body.tooLarge) void answer(route, codec, stream, headers, log, body);
-  });
-}
+class UnaryCall implements StreamSink {
+  private chunks: Buffer[] = [];
+  private size = 0;
+  private tooLarge = false;
 
-interface Body {
-  chunks: Buffer[];
-  size: number;
-  /** Past the limit: refused as soon as that was seen, and what else comes is dropped. */
-  tooLarge: boolean;
-}
+  constructor(
+    private readonly route: Route,
+    private readonly codec: Codec,
+    private readonly stream: H2Stream,
+    private readonly headers: IncomingHttpHeaders,
+    private readonly log: Logger,
+  ) {}
 
-function ignore(): void {}
-
-/** Adds a chunk; true when this chunk took the message past the limit. */
-function collect(body: Body, chunk: Buffer): boolean {
-  if (body.tooLarge) return false;
-  body.size += chunk.length;
-  if (body.size > LIMITS.bodyBytes + 5) {
-    body.tooLarge = true;
-    body.chunks = [];
-    return true;
-  }
-  body.chunks.push(chunk);
-  return false;
-}
-
-async function answer(route: Route, codec: "proto" | "json", stream: ServerHttp2Stream, headers: IncomingHttpHeaders, log: Logger, body: Body): Promise<void> {
-  const ctx = new CallContext(route.method, "grpc", "POST", headers[":path"] ?? "", headers);
-  let out: Uint8Array | undefined;
-  let failure: ConnectError | undefined;
-  try {
-    const input = decode(route.method, codec, unwrap(body), headers["grpc-encoding"]);
-    const result = await route.call(input, ctx);
-    const output = isMessage(result, route.method.output) ? result : create(route.method.output, result as never);
-    out =
-      codec === "json"
-        ? new TextEncoder().encode(toJsonString(route.method.output, output, { alwaysEmitImplicit: true }))
-        : toBinary(route.method.output, output);
-  } catch (error) {
-    failure = error instanceof ConnectError ? error : toConnectError(error, log);
-  }
-  if (stream.destroyed || stream.closed) return;
-  const setHeaders = ctx.setResponseHeaders();
-  const setTrailers = ctx.setResponseTrailers();
-  let responseHeaders: Record<string, string | number> = HEADERS[codec];
-  if (setHeaders !== undefined) {
-    responseHeaders = { ...responseHeaders };
-    setHeaders.forEach((value, key) => (responseHeaders[key] = value));
-  }
-  let trailers: Record<string, string> = OK_TRAILERS;
-  if (failure !== undefined || setTrailers !== undefined) {
-    trailers = {};
-    setTrailers?.forEach((value, key) => (trailers[key] = value));
-    if (failure === undefined) trailers["grpc-status"] = "0";
-    else {
-      setTrailerStatus(new Headers(), failure).forEach((value, key) => {
-        trailers[key] = key === "grpc-message" ? specEncodeGrpcMessage(value) : value;
-      });
+  data(chunk: Buffer): void {
+    this.stream.consumed(chunk.length);
+    if (this.tooLarge) return;
+    this.size += chunk.length;
+    if (this.size > LIMITS.bodyBytes + 5) {
+      this.tooLarge = true;
+      this.chunks = [];
+      this.stream.release();
+      void this.answer();
+      return;
     }
+    this.stream.retain(chunk.length);
+    this.chunks.push(chunk);
   }
-  stream.respond(responseHeaders, RESPOND);
-  if (trailers === OK_TRAILERS) stream.once("wantTrailers", sendOkTrailers);
-  else stream.once("wantTrailers", () => stream.sendTrailers(trailers));
-  if (out === undefined) stream.end();
-  else stream.end(envelope(out));
-}
 
-/** Shared by every successful call: a listener bound by `this`, not a closure made per call. */
-function sendOkTrailers(this: ServerHttp2Stream): void {
-  this.sendTrailers(OK_TRAILERS);
-}
-
-/** The one length-prefixed message of a unary call. */
-function unwrap(body: Body): { compressed: boolean; data: Uint8Array } {
-  if (body.tooLarge) throw new ConnectError(`message is larger than the limit of ${LIMITS.bodyBytes} bytes`, Code.ResourceExhausted);
-  const all = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.size);
-  if (all.length < 5) throw new ConnectError("protocol error: missing the message envelope", Code.InvalidArgument);
-  if (all.length !== 5 + all.readUInt32BE(1)) {
-    throw new ConnectError("protocol error: a unary call takes exactly one message", Code.InvalidArgument);
+  end(): void {
+    if (!this.tooLarge) void this.answer();
   }
-  return { compressed: (all[0]! & 1) === 1, data: all.subarray(5) };
+
+  reset(): void {}
+
+  private async answer(): Promise<void> {
+    const { route, codec, stream, headers } = this;
+    const ctx = new CallContext(route.method, "grpc", "POST", headers[":path"] ?? "", headers);
+    let out: Uint8Array | undefined;
+    let failure: ConnectError | undefined;
+    try {
+      const input = decode(route.method, codec, this.unwrap(), headers["grpc-encoding"]);
+      const result = await route.call(input, ctx);
+      const output = isMessage(result, route.method.output) ? result : create(route.method.output, result as never);
+      out =
+        codec === "json"
+          ? new TextEncoder().encode(toJsonString(route.method.output, output, { alwaysEmitImplicit: true }))
+          : toBinary(route.method.output, output);
+    } catch (error) {
+      failure = error instanceof ConnectError ? error : toConnectError(error, this.log);
+    }
+    if (stream.closed) return;
+    const setHeaders = ctx.setResponseHeaders();
+    const setTrailers = ctx.setResponseTrailers();
+    if (failure === undefined && setHeaders === undefined && setTrailers === undefined) {
+      stream.respond(OK_HEADERS[codec]);
+      stream.write(envelope(out!));
+      stream.end(OK_TRAILERS);
+      return;
+    }
+    const responseFields: [string, string][] = [...RESPONSE_FIELDS[codec]];
+    setHeaders?.forEach((value, key) => responseFields.push([key, value]));
+    const trailers: [string, string][] = [];
+    setTrailers?.forEach((value, key) => trailers.push([key, value]));
+    if (failure === undefined) {
+      trailers.push(["grpc-status", "0"]);
+      stream.respond(responseFields);
+      stream.write(envelope(out!));
+      stream.end(trailers);
+      return;
+    }
+    setTrailerStatus(new Headers(), failure).forEach((value, key) => {
+      trailers.push([key, key === "grpc-message" ? specEncodeGrpcMessage(value) : value]);
+    });
+    // Trailers-only: an error has no message, so headers and trailers go in one block.
+    stream.respond([...responseFields, ...trailers], true);
+  }
+
+  /** The one length-prefixed message of a unary call. */
+  private unwrap(): { compressed: boolean; data: Uint8Array } {
+    if (this.tooLarge) throw new ConnectError(`message is larger than the limit of ${LIMITS.bodyBytes} bytes`, Code.ResourceExhausted);
+    const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
+    this.chunks = [];
+    this.stream.release();
+    if (all.length < 5) throw new ConnectError("protocol error: missing the message envelope", Code.InvalidArgument);
+    if (all.length !== 5 + all.readUInt32BE(1)) {
+      throw new ConnectError("protocol error: a unary call takes exactly one message", Code.InvalidArgument);
+    }
+    return { compressed: (all[0]! & 1) === 1, data: all.subarray(5) };
+  }
 }
 
 function decode(method: DescMethodUnary, codec: "proto" | "json", message: { compressed: boolean; data: Uint8Array }, encoding: unknown): unknown {

@@ -1,13 +1,18 @@
 /**
  * One port for every protocol: each new connection's first bytes say whether
  * it is HTTP/2 with prior knowledge (gRPC, which needs HTTP/2 without TLS) or
- * HTTP/1.1 (REST, Connect, gRPC-Web), and it is handed to that server.
+ * HTTP/1.1 (REST, Connect, gRPC-Web). HTTP/1.1 goes to its server; HTTP/2 to
+ * the service's own connection (h2/), which answers unary gRPC itself and
+ * relays every other stream to the HTTP/2 server.
  * Also owns graceful shutdown: stop accepting, let in-flight requests finish,
  * then close what is left.
  */
 import type http from "node:http";
 import type http2 from "node:http2";
 import net from "node:net";
+import type { UnaryGrpc } from "./grpc-unary.js";
+import { H2Connection } from "./h2/connection.js";
+import { H2Relay } from "./h2/proxy.js";
 
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -17,27 +22,30 @@ export interface Listener {
   close(graceMs: number): Promise<void>;
 }
 
-export async function listen(host: string, port: number, h1: http.Server, h2: http2.Http2Server): Promise<Listener> {
+export async function listen(host: string, port: number, h1: http.Server, h2: http2.Http2Server, unary: UnaryGrpc): Promise<Listener> {
   const sockets = new Set<net.Socket>();
   const sessions = new Set<http2.Http2Session>();
+  const connections = new Set<H2Connection>();
   let inFlight = 0;
   let draining = false;
   let drained: (() => void) | undefined;
 
+  const settled = () => {
+    if (draining && inFlight === 0 && connections.size === 0) drained?.();
+  };
   const finished = () => {
     inFlight--;
-    if (draining) {
-      h1.closeIdleConnections();
-      if (inFlight === 0) drained?.();
-    }
+    if (draining) h1.closeIdleConnections();
+    settled();
   };
   h1.on("request", (_req: http.IncomingMessage, res: http.ServerResponse) => {
     inFlight++;
     if (draining) res.setHeader("connection", "close");
     res.once("close", finished);
   });
-  // Streams, not requests: a "request" listener would switch on the HTTP/2
-  // compatibility layer for every stream (see fastify-app).
+  // Streams relayed from our own connections. Streams, not requests: a
+  // "request" listener would switch on the HTTP/2 compatibility layer for
+  // every stream (see fastify-app).
   h2.on("stream", (stream: http2.ServerHttp2Stream) => {
     inFlight++;
     stream.once("close", finished);
@@ -64,9 +72,16 @@ export async function listen(host: string, port: number, h1: http.Server, h2: ht
       socket.pause();
       socket.unshift(head);
       if (isH2) {
-        // The HTTP/2 session reads what is buffered, then takes the socket's
-        // handle over; resuming the JS stream here would race it for bytes.
-        h2.emit("connection", socket);
+        const relay = new H2Relay(h2);
+        const connection = new H2Connection(socket, (stream, headers) => unary.open(stream, headers) ?? relay.open(stream, headers));
+        connections.add(connection);
+        socket.once("close", () => {
+          connections.delete(connection);
+          relay.close();
+          settled();
+        });
+        if (draining) connection.close();
+        socket.resume();
       } else {
         h1.emit("connection", socket);
         socket.resume();
@@ -91,8 +106,9 @@ export async function listen(host: string, port: number, h1: http.Server, h2: ht
       draining = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const session of sessions) session.close(); // GOAWAY: running streams finish
+      for (const connection of connections) connection.close();
       h1.closeIdleConnections();
-      if (inFlight > 0) {
+      if (inFlight > 0 || connections.size > 0) {
         await new Promise<void>((resolve) => {
           drained = resolve;
           setTimeout(resolve, graceMs).unref();
