@@ -7,7 +7,7 @@
  *
  *   npm run bench -- [--grants 100000 | --grants 10000,1000000] [--seconds 10]
  *                    [--connections 50] [--profile] [--out FILE] [--keep]
- *                    [--only ceiling,rest,grpc,batch,list,bulk]
+ *                    [--only ceiling,rest,grpc,external,batch,list,bulk]
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -15,8 +15,11 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { fromJson, toBinary, type JsonValue } from "@bufbuild/protobuf";
 import pg from "pg";
+import { CheckRequestSchema } from "../gen/authz/v1/check_pb.js";
 import * as data from "./dataset.js";
+import { h2loadCheck, installed, wrkCheck, type ExternalResult } from "./external.js";
 import type { LoadResult, LoadSpec } from "./load.js";
 
 /**
@@ -42,8 +45,11 @@ const CONNECTIONS = Number(arg("connections", "50"));
 const PROFILE = process.argv.includes("--profile");
 /** Keep the bench database afterwards (Postgres only), to look into it. */
 const KEEP = process.argv.includes("--keep");
-/** Figure groups to measure (default all): ceiling, rest, grpc, batch, list, bulk. */
-const ONLY = new Set(arg("only", "ceiling,rest,grpc,batch,list,bulk").split(","));
+/**
+ * Figure groups to measure (default all): ceiling, rest, grpc, external (wrk
+ * and h2load, when installed), batch, list, bulk.
+ */
+const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,bulk").split(","));
 const OUT = arg("out", join(ROOT, "bench", "results", `bench-${new Date().toISOString().replace(/[:.]/g, "-")}.json`));
 const ADMIN_KEY = `bench-${randomBytes(16).toString("hex")}`;
 
@@ -263,6 +269,7 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   const ceilings: Measured[] = [];
   const scale: { grants: number; grantP50: number; roleP50: number; deniedP50: number }[] = [];
+  let externalRatio: number | undefined;
   try {
     const t0 = Date.now();
     const key = await loadBase(url);
@@ -326,6 +333,45 @@ async function main(): Promise<void> {
         rows.push(row("gRPC check, denied", await grpcCheck(data.deniedChecks(1000), "gRPC check, denied")));
       }
 
+      if (ONLY.has("external")) {
+        if (installed("wrk") && installed("h2load")) {
+          const check = data.grantChecks(grants, 1)[0]!;
+          const message = toBinary(CheckRequestSchema, fromJson(CheckRequestSchema, check as unknown as JsonValue));
+          // Alternated, twice each: the machine's speed drifts within minutes.
+          const external = async (tool: "wrk" | "h2load", round: number): Promise<Measured> => {
+            progress(`running: ${tool} check, round ${round} (${SECONDS} s, ${CONNECTIONS} in flight)`);
+            const before = cpuMicros(service.pid);
+            const r: ExternalResult =
+              tool === "wrk" ? await wrkCheck(tmp, url, key, check, SECONDS, CONNECTIONS) : await h2loadCheck(tmp, url, key, message, SECONDS, CONNECTIONS);
+            const after = cpuMicros(service.pid);
+            if (r.errors > 0) say(`warning: ${tool}: ${r.errors} failed requests`);
+            const serverCpuUs = before === undefined || after === undefined ? undefined : (after - before) / Math.max(1, r.requests);
+            return { ...r, generatorCpuUs: Number.NaN, serverCpuUs };
+          };
+          await external("wrk", 0); // warm-up for both paths
+          await external("h2load", 0);
+          const runs = { wrk: [] as Measured[], h2load: [] as Measured[] };
+          for (const round of [1, 2]) {
+            runs.wrk.push(await external("wrk", round));
+            runs.h2load.push(await external("h2load", round));
+          }
+          const mean = (rs: Measured[]): Measured => ({
+            ...rs[0]!,
+            rps: rs.reduce((n, r) => n + r.rps, 0) / rs.length,
+            p50: rs.reduce((n, r) => n + r.p50, 0) / rs.length,
+            p99: rs.reduce((n, r) => n + r.p99, 0) / rs.length,
+            serverCpuUs: rs.every((r) => r.serverCpuUs !== undefined) ? rs.reduce((n, r) => n + r.serverCpuUs!, 0) / rs.length : undefined,
+          });
+          const wrk = mean(runs.wrk);
+          const h2load = mean(runs.h2load);
+          rows.push(row("REST check, wrk (one body, mean of 2)", wrk, "req/s", 1, true));
+          rows.push(row("gRPC check, h2load (one body, mean of 2)", h2load));
+          externalRatio = h2load.rps / wrk.rps;
+        } else {
+          say("wrk or h2load is not installed: no figures from independent generators (apt-get install wrk nghttp2-client)");
+        }
+      }
+
       if (ONLY.has("batch")) {
         const mixed = [...data.grantChecks(grants, 400), ...data.roleChecks(300), ...data.deniedChecks(300)];
         const batches = Array.from({ length: 10 }, (_, b) => ({ checks: mixed.slice(b * 100, b * 100 + 100) }));
@@ -370,21 +416,28 @@ async function main(): Promise<void> {
     for (const r of rows) {
       if (r.versusCeiling && ceilings.length > 0) r.ofCeiling = r.rps / ceilingRps;
     }
-    report(rows, scale, peak, engine);
+    report(rows, scale, peak, engine, externalRatio);
     if (serviceLog.includes('"level":50')) say(`the service logged errors:\n${serviceLog.slice(-2000)}`);
   }
 }
 
-const micros = (us: number | undefined) => (us === undefined ? "" : us.toFixed(1));
+const micros = (us: number | undefined) => (us === undefined || Number.isNaN(us) ? "" : us.toFixed(1));
+const ms = (value: number) => (Number.isNaN(value) ? "" : value.toFixed(2));
 
-function report(rows: Row[], scale: { grants: number; grantP50: number; roleP50: number; deniedP50: number }[], peakRss: number | undefined, engine: string) {
+function report(
+  rows: Row[],
+  scale: { grants: number; grantP50: number; roleP50: number; deniedP50: number }[],
+  peakRss: number | undefined,
+  engine: string,
+  externalRatio: number | undefined,
+) {
   progress("");
   const lines = [
     `| figure | throughput | p50 ms | p99 ms | share of ceiling | server CPU µs | generator CPU µs |`,
     `|---|---:|---:|---:|---:|---:|---:|`,
     ...rows.map(
       (r) =>
-        `| ${r.figure} | ${Math.round(r.rps).toLocaleString("en-US")} ${r.unit} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.ofCeiling === undefined ? "" : `${Math.round(r.ofCeiling * 100)}%`} | ${micros(r.serverUs)} | ${micros(r.generatorUs)} |`,
+        `| ${r.figure} | ${Math.round(r.rps).toLocaleString("en-US")} ${r.unit} | ${ms(r.p50)} | ${ms(r.p99)} | ${r.ofCeiling === undefined ? "" : `${Math.round(r.ofCeiling * 100)}%`} | ${micros(r.serverUs)} | ${micros(r.generatorUs)} |`,
     ),
   ];
   if (scale.length > 1) {
@@ -396,12 +449,17 @@ function report(rows: Row[], scale: { grants: number; grantP50: number; roleP50:
       lines.push(`| ${name} | ${scale.map((s) => s[k].toFixed(2)).join(" | ")} | ${(last[k] / first[k]).toFixed(2)} |`);
     }
   }
+  if (externalRatio !== undefined) lines.push("", `gRPC ÷ REST, independent generators (h2load ÷ wrk): ${externalRatio.toFixed(2)}`);
   lines.push("", `service peak RSS: ${peakRss === undefined ? "n/a" : `${Math.round(peakRss)} MB`} (${engine})`);
   process.stdout.write(`\n${lines.join("\n")}\n`);
   mkdirSync(join(ROOT, "bench", "results"), { recursive: true });
   writeFileSync(
     OUT,
-    JSON.stringify({ engine, grants: GRANT_STEPS, seconds: SECONDS, connections: CONNECTIONS, rows, scale, peakRssMb: peakRss, at: new Date().toISOString() }, null, 2),
+    JSON.stringify(
+      { engine, grants: GRANT_STEPS, seconds: SECONDS, connections: CONNECTIONS, rows, scale, externalRatio, peakRssMb: peakRss, at: new Date().toISOString() },
+      null,
+      2,
+    ),
   );
   say(`figures written to ${OUT}`);
 }
