@@ -454,6 +454,15 @@ describe.each(engines)("one port on %s", (engine) => {
         expect(over.status).toBe(413);
         const after = await h2Request(session, { ":path": "/healthz" });
         expect(after.status).toBe(200);
+        // Expect: 100-continue: the 100 comes back through the relay before the body is sent.
+        const continued = await new Promise<number>((resolve, reject) => {
+          const req = session.request({ ...headers, expect: "100-continue" });
+          req.on("continue", () => req.end(JSON.stringify({ appId: "continued-h2" })));
+          req.on("response", (h) => resolve(Number(h[":status"])));
+          req.on("error", reject);
+          req.resume();
+        });
+        expect(continued).toBe(201);
       } finally {
         await closeSession(session);
       }

@@ -207,8 +207,6 @@ export class H2Connection {
   private readingPaused = false;
   private resetWindowStart = 0;
   private resetsInWindow = 0;
-  /** Called once the connection has no streams left after a graceful close. */
-  onIdle: (() => void) | undefined;
 
   constructor(
     private readonly socket: Socket,
@@ -241,11 +239,6 @@ export class H2Connection {
         socket.resume();
       }
     });
-  }
-
-  /** Streams in progress. */
-  get activeStreams(): number {
-    return this.streams.size;
   }
 
   /** Graceful close: GOAWAY, let running streams finish, then end the connection. */
@@ -668,7 +661,6 @@ export class H2Connection {
     this.dead = true;
     this.socket.end();
     this.teardown();
-    this.onIdle?.();
   }
 
   private teardown(): void {
