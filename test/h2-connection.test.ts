@@ -415,11 +415,11 @@ describe("graceful close", () => {
 });
 
 describe("with Node's HTTP/2 client", () => {
-  it("300 concurrent requests on one connection, over the stream limit, each with its own body", async () => {
+  it("1,200 concurrent requests on one connection, over the stream limit, each with its own body", async () => {
     const session = http2.connect(`http://127.0.0.1:${server.port}`);
     try {
       const bodies = await Promise.all(
-        Array.from({ length: 300 }, (_, i) =>
+        Array.from({ length: 1200 }, (_, i) =>
           new Promise<string>((resolve, reject) => {
             const req = session.request({ ":method": "POST", ":path": "/echo" });
             let out = "";
@@ -431,7 +431,7 @@ describe("with Node's HTTP/2 client", () => {
           }),
         ),
       );
-      expect(bodies).toEqual(Array.from({ length: 300 }, (_, i) => `body-${i}`));
+      expect(bodies).toEqual(Array.from({ length: 1200 }, (_, i) => `body-${i}`));
     } finally {
       session.destroy();
     }

@@ -34,7 +34,7 @@ export interface H2Limits {
 }
 
 export const DEFAULT_LIMITS: H2Limits = {
-  maxConcurrentStreams: 100,
+  maxConcurrentStreams: 1000,
   streamWindow: 1 << 20,
   connectionWindow: 16 << 20,
   maxHeaderListSize: 64 << 10,
