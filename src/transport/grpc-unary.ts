@@ -181,7 +181,7 @@ class UnaryCall implements StreamSink {
   }
 }
 
-function decode(method: DescMethodUnary, codec: "proto" | "json", message: { compressed: boolean; data: Uint8Array }, encoding: unknown): unknown {
+function decode(method: DescMethodUnary, codec: Codec, message: { compressed: boolean; data: Uint8Array }, encoding: unknown): unknown {
   let data = message.data;
   if (message.compressed) {
     if (encoding !== "gzip") {

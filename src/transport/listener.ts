@@ -81,11 +81,10 @@ export async function listen(host: string, port: number, h1: http.Server, h2: ht
           settled();
         });
         if (draining) connection.close();
-        socket.resume();
       } else {
         h1.emit("connection", socket);
-        socket.resume();
       }
+      socket.resume();
     };
     socket.on("data", onData);
     socket.on("error", () => socket.destroy()); // a reset client must not crash the process
