@@ -81,6 +81,11 @@ export async function authorizeCall(
   ctx.values.set(principalKey, principal);
 }
 
+/** The caller of a call, once authorized; undefined before (or when authorization failed). */
+export function callerOf(ctx: HandlerContext): Principal | undefined {
+  return ctx.values.get(principalKey);
+}
+
 /** The caller of an authorized call. */
 export function principalOf(ctx: HandlerContext): Principal {
   const principal = ctx.values.get(principalKey);

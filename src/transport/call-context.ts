@@ -1,5 +1,5 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import { createContextValues, type ContextValues, type HandlerContext } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, type ContextValues, type HandlerContext } from "@connectrpc/connect";
 import type { IncomingHttpHeaders } from "node:http";
 
 /**
@@ -8,7 +8,15 @@ import type { IncomingHttpHeaders } from "node:http";
  * deadline timer and a linked AbortController for every call; most calls
  * (the check above all) touch none of them, and at thousands of calls a
  * second that was a tenth of the service's CPU. Here each part is made on
- * first use. These calls carry no deadline of their own.
+ * first use.
+ *
+ * Deadlines and cancellation: the transport passes the call's deadline (from
+ * grpc-timeout, when the client sent one) and calls `abort` when the client
+ * goes away (a reset stream, a closed connection). `signal` aborts then, or
+ * when the deadline passes, with a ConnectError (CANCELED or
+ * DEADLINE_EXCEEDED) as its reason; the store stops the statement in flight
+ * and rolls back an open transaction on it. The timer exists only once
+ * something read `signal`.
  */
 export class CallContext implements HandlerContext {
   readonly values: ContextValues = createContextValues();
@@ -16,6 +24,9 @@ export class CallContext implements HandlerContext {
   private outHeaders: Headers | undefined;
   private outTrailers: Headers | undefined;
   private controller: AbortController | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** Set by abort() before anything read the signal. */
+  private abortedWith: ConnectError | undefined;
 
   constructor(
     readonly method: DescMethod,
@@ -24,6 +35,8 @@ export class CallContext implements HandlerContext {
     readonly url: string,
     /** The request's headers as Node parsed them. */
     readonly rawHeaders: IncomingHttpHeaders,
+    /** When the call's caller stops waiting (Date.now() milliseconds), if it said. */
+    readonly deadline?: number,
   ) {}
 
   get service(): DescService {
@@ -43,11 +56,36 @@ export class CallContext implements HandlerContext {
   }
 
   get signal(): AbortSignal {
-    return (this.controller ??= new AbortController()).signal;
+    if (this.controller === undefined) {
+      const controller = (this.controller = new AbortController());
+      if (this.abortedWith !== undefined) controller.abort(this.abortedWith);
+      else if (this.deadline !== undefined) {
+        const left = this.deadline - Date.now();
+        if (left <= 0) controller.abort(deadlineExceeded());
+        else {
+          this.timer = setTimeout(() => controller.abort(deadlineExceeded()), left);
+          this.timer.unref();
+        }
+      }
+    }
+    return this.controller.signal;
   }
 
   timeoutMs(): number | undefined {
-    return undefined;
+    return this.deadline === undefined ? undefined : this.deadline - Date.now();
+  }
+
+  /** The client went away: abort whatever still runs for it. */
+  abort(reason: ConnectError = new ConnectError("the client cancelled the call", Code.Canceled)): void {
+    if (this.controller === undefined) this.abortedWith ??= reason;
+    else if (!this.controller.signal.aborted) this.controller.abort(reason);
+    this.done();
+  }
+
+  /** The call is answered: its deadline timer, if any, is no longer needed. */
+  done(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
   }
 
   /** The response headers and trailers the implementation set, if it set any. */
@@ -58,6 +96,10 @@ export class CallContext implements HandlerContext {
   setResponseTrailers(): Headers | undefined {
     return this.outTrailers;
   }
+}
+
+function deadlineExceeded(): ConnectError {
+  return new ConnectError("the call's deadline passed", Code.DeadlineExceeded);
 }
 
 /** One request header: the first value when the header came more than once. */
