@@ -37,6 +37,7 @@ import { buildFastifyApp } from "./transport/fastify-app.js";
 import { UnaryGrpc } from "./transport/grpc-unary.js";
 import { guard, type ServiceBinding } from "./transport/guard.js";
 import { listen } from "./transport/listener.js";
+import { RequestLog } from "./transport/request-log.js";
 
 export interface Portcullis {
   readonly url: string;
@@ -111,14 +112,15 @@ export async function startPortcullis(
       guard(AuditService, auditService(new AuditLog(db)), deps),
     ] as ServiceBinding[];
 
-    const app1 = await buildFastifyApp("http1", { bindings, db, keys, log });
-    const app2 = await buildFastifyApp("http2", { bindings, db, keys, log });
+    const requestLog = new RequestLog(log);
+    const app1 = await buildFastifyApp("http1", { bindings, db, keys, log, requestLog });
+    const app2 = await buildFastifyApp("http2", { bindings, db, keys, log, requestLog });
     const listener = await listen(
       config.host,
       config.port,
       app1.server as unknown as Http1Server,
       app2.server as unknown as Http2Server,
-      new UnaryGrpc(bindings, log),
+      new UnaryGrpc(bindings, log, requestLog),
     );
     const host = config.host.includes(":") ? `[${config.host}]` : config.host;
     const url = `http://${host}:${listener.port}`;

@@ -25,6 +25,7 @@ import { restErrorBody } from "./errors.js";
 import { fixGrpcMessageEncoding, specEncodeGrpcMessage } from "./grpc-message.js";
 import type { ServiceBinding } from "./guard.js";
 import { restFastPath } from "./rest-fast-path.js";
+import type { RequestLog } from "./request-log.js";
 import { registerRestGateway, restRoutes } from "./rest-gateway.js";
 
 export interface AppDeps {
@@ -32,6 +33,8 @@ export interface AppDeps {
   keys: KeyAuthenticator;
   db: Db;
   log: Logger;
+  /** One line per request, whichever path answers it. */
+  requestLog: RequestLog;
 }
 
 export type HttpVersion = "http1" | "http2";

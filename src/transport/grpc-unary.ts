@@ -21,6 +21,7 @@ import type { IncomingHttpHeaders } from "node:http2";
 import { gunzipSync } from "node:zlib";
 import type { Logger } from "pino";
 import { LIMITS } from "../domain/formats.js";
+import type { RequestLog } from "./request-log.js";
 import { CallContext } from "./call-context.js";
 import { toConnectError } from "./errors.js";
 import type { ServiceBinding } from "./guard.js";
@@ -60,6 +61,8 @@ export class UnaryGrpc {
   constructor(
     bindings: ServiceBinding[],
     private readonly log: Logger,
+    /** Not written to yet: the HTTP/2 rework writes one line per call. */
+    readonly requestLog: RequestLog,
   ) {
     for (const { service, impl } of bindings) {
       for (const method of service.methods) {
