@@ -26,6 +26,26 @@ function platformOf(name) {
   return os && cpu ? { os: [os], cpu: [cpu], ...(libc ? { libc: [libc] } : {}) } : undefined;
 }
 
+// npm writes every object of the lock with its keys in one order: a few
+// top-level keys first (name, version, lockfileVersion, ...), then the other
+// keys with scalar or array values, then those with object values, each
+// group in English locale order (so "cpu", "dev", "optional", "os" and only
+// then "engines"). Writing the same order means the next `npm install`
+// leaves the file byte for byte as this script wrote it.
+const PREFERRED = ["name", "version", "lockfileVersion", "resolved", "integrity", "requires", "packages", "dependencies"];
+const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+function compareKeys([a, va], [b, vb]) {
+  if (isObject(va) !== isObject(vb)) return isObject(va) ? 1 : -1;
+  const ia = PREFERRED.indexOf(a);
+  const ib = PREFERRED.indexOf(b);
+  if (ia !== -1 || ib !== -1) return ia === -1 ? 1 : ib === -1 ? -1 : ia - ib;
+  return a.localeCompare(b, "en");
+}
+function npmLockText(value) {
+  const ordered = (_key, v) => (isObject(v) ? Object.fromEntries(Object.entries(v).sort(compareKeys)) : v);
+  return `${JSON.stringify(value, ordered, 2)}\n`;
+}
+
 let added = 0;
 for (const [path, entry] of Object.entries(packages)) {
   for (const [name, version] of Object.entries(entry.optionalDependencies ?? {})) {
@@ -41,6 +61,5 @@ for (const [path, entry] of Object.entries(packages)) {
     added++;
   }
 }
-lock.packages = Object.fromEntries(Object.entries(packages).sort(([a], [b]) => (a === "" ? -1 : b === "" ? 1 : a < b ? -1 : 1)));
-writeFileSync(file, `${JSON.stringify(lock, null, 2)}\n`);
+writeFileSync(file, npmLockText(lock));
 console.log(`package-lock.json: ${added} platform package entr${added === 1 ? "y" : "ies"} added`);
