@@ -32,6 +32,51 @@ export interface ReadBatching {
   readonly gather?: boolean;
 }
 
+/**
+ * What lets a caller stop the work it no longer waits for: the client went
+ * away, or its deadline passed. Plain values, so the domain passes them on
+ * without knowing the transport.
+ */
+export interface AbortOptions {
+  /** Aborts when the caller gives up; its reason is what the call then throws. */
+  readonly signal?: AbortSignal;
+  /**
+   * When the caller stops waiting (Date.now() milliseconds). Postgres is told
+   * too (statement_timeout), so it stops a statement on its own even if the
+   * cancel from here never arrives.
+   */
+  readonly deadline?: number;
+}
+
+/**
+ * The caller's deadline passed with no signal to say so (or before its
+ * timer fired), or Postgres's statement_timeout set from it stopped a
+ * statement: nothing was committed.
+ */
+export class DeadlinePassedError extends Error {
+  constructor(options?: { cause: unknown }) {
+    super("the call's deadline passed before the database finished; nothing was changed", options);
+    this.name = "DeadlinePassedError";
+  }
+}
+
+/** Whether the caller stopped waiting. */
+export function isStopped(options: AbortOptions | undefined): boolean {
+  if (options === undefined) return false;
+  return options.signal?.aborted === true || (options.deadline !== undefined && Date.now() >= options.deadline);
+}
+
+/** Why the caller stopped waiting: the signal's reason, else the passed deadline. */
+export function stopReason(options: AbortOptions, cause?: unknown): unknown {
+  if (options.signal?.aborted === true) return options.signal.reason;
+  return new DeadlinePassedError(cause === undefined ? undefined : { cause });
+}
+
+/** Throws why the caller stopped waiting, if it did: checked before every statement and before COMMIT. */
+export function throwIfStopped(options: AbortOptions | undefined): void {
+  if (options !== undefined && isStopped(options)) throw stopReason(options);
+}
+
 export interface Db extends Queryable {
   /** "postgres" or "pglite", for logs and readiness answers. */
   readonly engine: "postgres" | "pglite";
@@ -43,8 +88,19 @@ export interface Db extends Queryable {
    * the outer handle would wait for this very transaction). A transaction that
    * fails with a serialization failure or deadlock is retried from the start,
    * so `fn` must have no effects outside the database.
+   *
+   * With `options`: nothing starts once the caller stopped waiting; when it
+   * stops during the transaction, the statement in flight is cancelled (on
+   * Postgres; PGlite runs each to its end), the transaction rolls back and
+   * the call throws the signal's reason (DeadlinePassedError for a deadline
+   * without one). It never commits after that, and is not retried.
    */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: AbortOptions): Promise<T>;
+  /**
+   * One statement on its own, stopped like a transaction's when the caller
+   * gives up. Not for coalesced reads: they answer many callers at once.
+   */
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[], options?: AbortOptions): Promise<QueryResult<R>>;
   /** Runs a script of several statements without parameters (migrations). */
   exec(sql: string): Promise<void>;
   close(): Promise<void>;

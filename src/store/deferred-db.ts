@@ -1,4 +1,4 @@
-import type { Db, Queryable, QueryResult, ReadBatching } from "./db.js";
+import type { AbortOptions, Db, Queryable, QueryResult, ReadBatching } from "./db.js";
 import { DatabaseUnavailableError } from "./sqlstate.js";
 
 /**
@@ -34,16 +34,16 @@ export class DeferredDb implements Db {
     }
   }
 
-  async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-    return (this.db ?? (await this.target())).query<R>(sql, params);
+  async query<R>(sql: string, params?: readonly unknown[], options?: AbortOptions): Promise<QueryResult<R>> {
+    return (this.db ?? (await this.target())).query<R>(sql, params, options);
   }
 
   async exec(sql: string): Promise<void> {
     return (await this.target()).exec(sql);
   }
 
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
-    return (this.db ?? (await this.target())).transaction(fn);
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: AbortOptions): Promise<T> {
+    return (this.db ?? (await this.target())).transaction(fn, options);
   }
 
   async close(): Promise<void> {

@@ -1,7 +1,19 @@
 import { createHash } from "node:crypto";
+import type { Socket } from "node:net";
 import pg from "pg";
-import { parseInt8, type Db, type Queryable, type QueryResult, type ReadBatching } from "./db.js";
-import { DatabaseUnavailableError, isRetryable, isUnavailable } from "./sqlstate.js";
+import {
+  DeadlinePassedError,
+  isStopped,
+  parseInt8,
+  stopReason,
+  throwIfStopped,
+  type AbortOptions,
+  type Db,
+  type Queryable,
+  type QueryResult,
+  type ReadBatching,
+} from "./db.js";
+import { DatabaseUnavailableError, isRetryable, isUnavailable, sqlState, SqlState } from "./sqlstate.js";
 
 const INT8_OID = 20;
 
@@ -76,7 +88,8 @@ export class PgDb implements Db {
     });
   }
 
-  async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+  async query<R>(sql: string, params?: readonly unknown[], options?: AbortOptions): Promise<QueryResult<R>> {
+    if (options !== undefined) return this.stoppableQuery<R>(sql, params, options);
     const client = await this.connect();
     try {
       return toResult<R>(await client.query(statement(sql, params)));
@@ -87,11 +100,27 @@ export class PgDb implements Db {
     }
   }
 
+  /** query() for a caller that may stop waiting: the statement is cancelled when it does. */
+  private async stoppableQuery<R>(sql: string, params: readonly unknown[] | undefined, options: AbortOptions): Promise<QueryResult<R>> {
+    throwIfStopped(options);
+    const client = await this.connect();
+    const running = new Running(client, options);
+    try {
+      return await running.statement<R>(sql, params);
+    } catch (error) {
+      throw running.stopped(error) ?? this.failure(client, error);
+    } finally {
+      running.close();
+      client.release(running.cancelled || this.lost.get(client));
+    }
+  }
+
   async exec(sql: string): Promise<void> {
     await this.query(sql);
   }
 
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: AbortOptions): Promise<T> {
+    if (options !== undefined) return this.stoppableTransaction(fn, options);
     for (let attempt = 1; ; attempt++) {
       const client = await this.connect();
       let broken: Error | undefined;
@@ -115,6 +144,47 @@ export class PgDb implements Db {
     }
   }
 
+  /**
+   * transaction() for a caller that may stop waiting. A deadline goes to
+   * Postgres as the transaction's statement_timeout, in the round trip of
+   * BEGIN; the signal cancels the statement in flight. Either way the
+   * transaction rolls back, and nothing is retried or committed once the
+   * caller stopped.
+   */
+  private async stoppableTransaction<T>(fn: (tx: Queryable) => Promise<T>, options: AbortOptions): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      throwIfStopped(options);
+      const client = await this.connect();
+      const running = new Running(client, options);
+      let broken: Error | boolean | undefined;
+      try {
+        throwIfStopped(options); // it may have waited for a connection
+        await running.statement(begin(options.deadline));
+        const tx: Queryable = { query: (sql, params) => running.statement(sql, params) };
+        const result = await fn(tx);
+        throwIfStopped(options); // never COMMIT for a caller who gave up
+        // Not cancelled past this point: a COMMIT cut short leaves the
+        // caller not knowing whether its change is in.
+        running.close();
+        await client.query("COMMIT");
+        return result;
+      } catch (error) {
+        running.close();
+        await client.query("ROLLBACK").catch((rollbackError: Error) => {
+          broken = rollbackError; // the connection is gone: do not reuse it
+        });
+        const stopped = running.stopped(error);
+        if (stopped !== undefined) throw stopped;
+        if (attempt < MAX_ATTEMPTS && isRetryable(error)) continue;
+        throw this.failure(client, error);
+      } finally {
+        // A cancel request may still be on its way to this backend: it must
+        // not land on another caller's statement, so the connection goes.
+        client.release(broken ?? (running.cancelled || this.lost.get(client)));
+      }
+    }
+  }
+
   async close(): Promise<void> {
     await this.pool.end();
   }
@@ -134,6 +204,104 @@ export class PgDb implements Db {
       throw new DatabaseUnavailableError({ cause });
     }
   }
+}
+
+/** BEGIN, with the deadline as statement_timeout in the same round trip (a simple query of two statements). */
+function begin(deadline: number | undefined): string {
+  if (deadline === undefined) return "BEGIN";
+  const ms = Math.max(1, Math.ceil(deadline - Date.now()));
+  return `BEGIN; SET LOCAL statement_timeout = ${ms}`;
+}
+
+/** What pg keeps of the backend behind a connection: what a cancel request names. */
+interface BackendKey {
+  processID: number;
+  secretKey: number;
+}
+
+/**
+ * The statements of one caller on one checked-out connection, watched by the
+ * caller's signal: when it aborts while a statement runs, Postgres is asked
+ * to cancel it (the statement then fails with 57014, query_canceled). Only
+ * one statement runs at a time, as the connection allows.
+ */
+class Running {
+  private inFlight = false;
+  /** A cancel request was sent for this connection's backend. */
+  cancelled = false;
+  private readonly onAbort = () => {
+    if (this.inFlight && !this.cancelled) {
+      this.cancelled = true;
+      sendCancel(this.client);
+    }
+  };
+
+  constructor(
+    private readonly client: pg.PoolClient,
+    private readonly options: AbortOptions,
+  ) {
+    options.signal?.addEventListener("abort", this.onAbort, { once: true });
+  }
+
+  async statement<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+    throwIfStopped(this.options);
+    this.inFlight = true;
+    try {
+      return toResult<R>(await this.client.query(statement(sql, params)));
+    } finally {
+      this.inFlight = false;
+    }
+  }
+
+  /** Stops watching the signal (before COMMIT, and when done). */
+  close(): void {
+    this.options.signal?.removeEventListener("abort", this.onAbort);
+  }
+
+  /**
+   * What to throw for a failure when the caller stopped waiting: the
+   * signal's reason, or DeadlinePassedError when the statement_timeout the
+   * deadline set (or a deadline with no signal) stopped it. Undefined when
+   * the failure is the call's own.
+   */
+  stopped(error: unknown): unknown {
+    if (isStopped(this.options)) return stopReason(this.options, error);
+    if (sqlState(error) === SqlState.queryCanceled && this.options.deadline !== undefined && !this.cancelled) {
+      return new DeadlinePassedError({ cause: error });
+    }
+    return undefined;
+  }
+}
+
+/**
+ * Asks Postgres to cancel what the connection's backend is running: the
+ * protocol's CancelRequest, sent on a connection of its own (the one pg's
+ * Client#cancel opens), so it needs no free pool slot and no login. Best
+ * effort: when it fails, the statement_timeout of a deadline, or the
+ * statement's own end, still stops the transaction.
+ */
+function sendCancel(client: pg.PoolClient): void {
+  const { processID, secretKey } = client as unknown as BackendKey;
+  const con = new pg.Connection() as unknown as CancelConnection;
+  const socket = con.stream;
+  con.on("error", () => socket.destroy());
+  socket.setTimeout(5_000, () => socket.destroy());
+  con.once("connect", () => {
+    con.cancel(processID, secretKey);
+    socket.end(); // Postgres reads the request and closes its side
+  });
+  // pg's own address rule (Client#cancel): a host starting with "/" is a Unix socket directory.
+  if (client.host?.startsWith("/")) con.connect(`${client.host}/.s.PGSQL.${client.port}`);
+  else con.connect(client.port, client.host);
+}
+
+/** The part of pg's Connection a cancel request uses (public in pg, missing from @types/pg). */
+interface CancelConnection {
+  readonly stream: Socket;
+  on(event: "error", listener: (error: Error) => void): void;
+  once(event: "connect", listener: () => void): void;
+  connect(portOrPath: number | string, host?: string): void;
+  cancel(processID: number, secretKey: number): void;
 }
 
 function toResult<R>(result: pg.QueryResult): QueryResult<R> {

@@ -1,5 +1,15 @@
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
-import { parseInt8, type Db, type Queryable, type QueryResult, type ReadBatching } from "./db.js";
+import {
+  isStopped,
+  parseInt8,
+  stopReason,
+  throwIfStopped,
+  type AbortOptions,
+  type Db,
+  type Queryable,
+  type QueryResult,
+  type ReadBatching,
+} from "./db.js";
 import { isRetryable } from "./sqlstate.js";
 
 const MAX_ATTEMPTS = 5;
@@ -31,7 +41,8 @@ export class PgliteDb implements Db {
     return new PgliteDb(pg);
   }
 
-  async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+  async query<R>(sql: string, params?: readonly unknown[], options?: AbortOptions): Promise<QueryResult<R>> {
+    throwIfStopped(options);
     return toResult<R>(await this.pg.query<R>(sql, params as unknown[]));
   }
 
@@ -39,13 +50,30 @@ export class PgliteDb implements Db {
     await this.pg.exec(sql);
   }
 
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  /**
+   * With `options`: PGlite runs on this very thread, so a statement cannot
+   * be cancelled while it runs (nothing here runs until it ends); the
+   * caller's signal and deadline are checked when the transaction gets the
+   * connection, before every statement and before COMMIT, and a throw there
+   * rolls back.
+   */
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: AbortOptions): Promise<T> {
     for (let attempt = 1; ; attempt++) {
+      throwIfStopped(options);
       try {
-        return await this.pg.transaction(async (handle) =>
-          fn({ query: async <R>(sql: string, params?: readonly unknown[]) => toResult<R>(await handle.query<R>(sql, params as unknown[])) }),
-        );
+        return await this.pg.transaction(async (handle) => {
+          throwIfStopped(options); // it may have waited for the connection
+          const result = await fn({
+            query: async <R>(sql: string, params?: readonly unknown[]) => {
+              throwIfStopped(options);
+              return toResult<R>(await handle.query<R>(sql, params as unknown[]));
+            },
+          });
+          throwIfStopped(options); // never COMMIT for a caller who gave up
+          return result;
+        });
       } catch (error) {
+        if (options !== undefined && isStopped(options)) throw stopReason(options, error);
         if (attempt < MAX_ATTEMPTS && isRetryable(error)) continue;
         throw error;
       }

@@ -9,6 +9,8 @@ export const SqlState = {
   serializationFailure: "40001",
   deadlockDetected: "40P01",
   tooManyConnections: "53300",
+  /** A statement stopped by a cancel request or statement_timeout. */
+  queryCanceled: "57014",
   adminShutdown: "57P01",
   crashShutdown: "57P02",
   cannotConnectNow: "57P03",

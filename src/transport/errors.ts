@@ -9,7 +9,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { DomainError, type ErrorCode, type JsonObject } from "../domain/errors.js";
-import { isUnavailable } from "../store/sqlstate.js";
+import { isUnavailable, sqlState, SqlState } from "../store/sqlstate.js";
+import { DeadlinePassedError } from "../store/db.js";
 
 const domainToConnect: Record<ErrorCode, Code> = {
   invalid_argument: Code.InvalidArgument,
@@ -59,6 +60,14 @@ export function toConnectError(error: unknown, log: Logger): ConnectError {
       undefined,
       error.details.map((d) => ({ desc: StructSchema, value: fromJson(StructSchema, d as PbJsonObject) })),
     );
+  }
+  // The call stopped before the database finished, nothing committed: its
+  // deadline passed (Postgres's statement_timeout, or the store saw it), or
+  // a cancel stopped the statement; connect-node aborts a call whose client
+  // went away with no reason of its own (an AbortError).
+  if (error instanceof DeadlinePassedError) return new ConnectError(error.message, Code.DeadlineExceeded);
+  if (sqlState(error) === SqlState.queryCanceled || (error instanceof DOMException && error.name === "AbortError")) {
+    return new ConnectError("the call was cancelled before the database finished; nothing was changed", Code.Canceled);
   }
   if (isUnavailable(error)) {
     log.error({ err: error }, "database unavailable");
