@@ -1,4 +1,4 @@
-import type { Db, Queryable } from "../store/db.js";
+import type { AbortOptions, Db, Queryable } from "../store/db.js";
 import { modelStore } from "../store/model-store.js";
 import { applicationsStore, type ApiKeyRow, type ApplicationRow } from "../store/applications-store.js";
 import { auditStore } from "../store/audit-store.js";
@@ -36,7 +36,7 @@ export async function lockApplication(q: Queryable, appId: string, mode: "update
 export class Applications {
   constructor(private readonly db: Db) {}
 
-  async create(actor: Principal, appId: string, name: string | undefined): Promise<ApplicationRow> {
+  async create(actor: Principal, appId: string, name: string | undefined, options?: AbortOptions): Promise<ApplicationRow> {
     ensure("appId", appIdProblem(appId));
     if (name !== undefined) ensure("name", nameProblem(name));
     return this.db.transaction(async (tx) => {
@@ -52,7 +52,7 @@ export class Applications {
         data: { name: app.name },
       });
       return app;
-    });
+    }, options);
   }
 
   async get(appId: string): Promise<ApplicationRow> {
@@ -67,7 +67,7 @@ export class Applications {
   }
 
   /** Creates a key; the secret is in the answer and nowhere else. */
-  async createKey(actor: Principal, appId: string, name: string): Promise<{ row: ApiKeyRow; key: string }> {
+  async createKey(actor: Principal, appId: string, name: string, options?: AbortOptions): Promise<{ row: ApiKeyRow; key: string }> {
     ensure("name", nameProblem(name));
     return this.db.transaction(async (tx) => {
       await requireApplication(tx, appId);
@@ -89,7 +89,7 @@ export class Applications {
         data: { name },
       });
       return { row, key };
-    });
+    }, options);
   }
 
   async listKeys(appId: string, size: number | undefined, pageToken: string): Promise<Page<ApiKeyRow>> {
@@ -100,7 +100,7 @@ export class Applications {
     return page(rows, limit, (last) => timeCursor(last.createdAt, last.keyId));
   }
 
-  async revokeKey(actor: Principal, appId: string, keyId: string): Promise<ApiKeyRow> {
+  async revokeKey(actor: Principal, appId: string, keyId: string, options?: AbortOptions): Promise<ApiKeyRow> {
     return this.db.transaction(async (tx) => {
       await requireApplication(tx, appId);
       const row = await applicationsStore.revokeKey(tx, appId, keyId);
@@ -114,6 +114,6 @@ export class Applications {
         data: { name: row.name },
       });
       return row;
-    });
+    }, options);
   }
 }

@@ -1,4 +1,4 @@
-import type { Db } from "../store/db.js";
+import type { AbortOptions, Db } from "../store/db.js";
 import { auditStore } from "../store/audit-store.js";
 import { modelStore } from "../store/model-store.js";
 import { catalogStore } from "../store/catalog-store.js";
@@ -27,7 +27,7 @@ export class Catalog {
    * when the new catalog drops a permission a policy holds, or a resource or
    * relation a grant uses.
    */
-  async replace(actor: Principal, appId: string, input: CatalogEntryInput[]): Promise<CatalogEntry[]> {
+  async replace(actor: Principal, appId: string, input: CatalogEntryInput[], options?: AbortOptions): Promise<CatalogEntry[]> {
     await requireApplication(this.db, appId);
     validateCatalog(input);
     const next = effectiveCatalog(input);
@@ -79,6 +79,6 @@ export class Catalog {
         },
       });
       return next;
-    });
+    }, options);
   }
 }

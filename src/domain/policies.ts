@@ -1,4 +1,4 @@
-import type { Db } from "../store/db.js";
+import type { AbortOptions, Db } from "../store/db.js";
 import { auditStore } from "../store/audit-store.js";
 import { policiesStore, type PolicyRow } from "../store/policies-store.js";
 import { rolePermissionsStore } from "../store/role-permissions-store.js";
@@ -30,7 +30,7 @@ export interface PolicyChange {
 export class Policies {
   constructor(private readonly db: Db) {}
 
-  async create(actor: Principal, appId: string, input: PolicyInput): Promise<PolicyRow> {
+  async create(actor: Principal, appId: string, input: PolicyInput, options?: AbortOptions): Promise<PolicyRow> {
     const v = new Violations();
     check(v, "name", nameProblem(input.name));
     check(v, "description", descriptionProblem(input.description));
@@ -56,7 +56,7 @@ export class Policies {
         data: { name: input.name, permissions, ...(input.tenantId === undefined ? {} : { tenantId: input.tenantId }) },
       });
       return (await policiesStore.get(tx, appId, policyId))!;
-    });
+    }, options);
   }
 
   async get(appId: string, policyId: string): Promise<PolicyRow> {
@@ -82,7 +82,7 @@ export class Policies {
     return page(rows, limit, (last) => timeCursor(last.createdAt, last.roleId));
   }
 
-  async update(actor: Principal, appId: string, policyId: string, change: PolicyChange): Promise<PolicyRow> {
+  async update(actor: Principal, appId: string, policyId: string, change: PolicyChange, options?: AbortOptions): Promise<PolicyRow> {
     const v = new Violations();
     if (change.name !== undefined) check(v, "name", nameProblem(change.name));
     if (change.description !== undefined) check(v, "description", descriptionProblem(change.description));
@@ -123,14 +123,14 @@ export class Policies {
         },
       });
       return (await policiesStore.get(tx, appId, policyId))!;
-    });
+    }, options);
   }
 
   /**
    * Deletes the policy. While roles use it, only with `force`: then every
    * attachment goes too, in the same transaction, recorded as one event.
    */
-  async delete(actor: Principal, appId: string, policyId: string, force: boolean): Promise<{ detachedRoleIds: string[] }> {
+  async delete(actor: Principal, appId: string, policyId: string, force: boolean, options?: AbortOptions): Promise<{ detachedRoleIds: string[] }> {
     return this.db.transaction(async (tx) => {
       await requireApplication(tx, appId);
       await rolePermissionsStore.lockModel(tx, appId);
@@ -154,7 +154,7 @@ export class Policies {
         data: { name: policy.name, permissions: policy.permissions, force, detachedRoleIds: roleIds },
       });
       return { detachedRoleIds: roleIds };
-    });
+    }, options);
   }
 }
 

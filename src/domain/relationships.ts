@@ -1,4 +1,4 @@
-import type { Db, Queryable } from "../store/db.js";
+import { stoppable, type AbortOptions, type Db, type Queryable } from "../store/db.js";
 import { relationshipsStore, type RelationshipRow, type Tuple } from "../store/relationships-store.js";
 import { lockApplication, type Page } from "./applications.js";
 import { invalidArgument, Violations } from "./errors.js";
@@ -34,7 +34,7 @@ export type ListQuery =
 export class Relationships {
   constructor(private readonly db: Db) {}
 
-  async write(appId: string, t: Tuple): Promise<{ row: RelationshipRow; created: boolean }> {
+  async write(appId: string, t: Tuple, options?: AbortOptions): Promise<{ row: RelationshipRow; created: boolean }> {
     const v = new Violations();
     checkTuple(v, "", t, undefined);
     v.throwIfAny();
@@ -45,18 +45,20 @@ export class Relationships {
       checkTuple(v, "", t, await relationshipsStore.relationsOf(tx, appId));
       v.throwIfAny();
       return relationshipsStore.write(tx, appId, t);
-    });
+    }, options);
   }
 
-  async delete(appId: string, t: Tuple): Promise<boolean> {
+  async delete(appId: string, t: Tuple, options?: AbortOptions): Promise<boolean> {
     const v = new Violations();
     checkTuple(v, "", t, undefined);
     v.throwIfAny();
+    // One statement, no transaction: it stops on its own when the caller does.
+    const q = stoppable(this.db, options);
     // A resource or relation outside the catalog is a 400, as on write (no
     // stored grant can have one: the catalog refuses to orphan grants).
-    checkTuple(v, "", t, await relationshipsStore.relationsOf(this.db, appId));
+    checkTuple(v, "", t, await relationshipsStore.relationsOf(q, appId));
     v.throwIfAny();
-    return relationshipsStore.delete(this.db, appId, t);
+    return relationshipsStore.delete(q, appId, t);
   }
 
   /**
@@ -64,7 +66,7 @@ export class Relationships {
    * Every entry is checked first; any bad one fails the call, naming each
    * (the first 100) by index, and nothing is written.
    */
-  async bulk(appId: string, writes: Tuple[], deletes: Tuple[]): Promise<{ written: number; unchanged: number; deleted: number }> {
+  async bulk(appId: string, writes: Tuple[], deletes: Tuple[], options?: AbortOptions): Promise<{ written: number; unchanged: number; deleted: number }> {
     const total = writes.length + deletes.length;
     if (total > LIMITS.bulkEntries) {
       throw invalidArgument(`at most ${LIMITS.bulkEntries} entries (writes and deletes together) per call, got ${total}`, [
@@ -90,7 +92,7 @@ export class Relationships {
       const deleted = await relationshipsStore.deleteMany(tx, appId, deletes);
       const inserted = await relationshipsStore.writeMany(tx, appId, writes);
       return { written: inserted, unchanged: writes.length - inserted, deleted };
-    });
+    }, options);
   }
 
   /**

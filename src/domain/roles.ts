@@ -1,4 +1,4 @@
-import type { Db, Queryable } from "../store/db.js";
+import type { AbortOptions, Db, Queryable } from "../store/db.js";
 import { auditStore } from "../store/audit-store.js";
 import { policiesStore } from "../store/policies-store.js";
 import { modelStore } from "../store/model-store.js";
@@ -30,7 +30,7 @@ export interface RoleChange {
 export class Roles {
   constructor(private readonly db: Db) {}
 
-  async create(actor: Principal, appId: string, input: RoleInput): Promise<RoleRow> {
+  async create(actor: Principal, appId: string, input: RoleInput, options?: AbortOptions): Promise<RoleRow> {
     const v = new Violations();
     check(v, "name", nameProblem(input.name));
     check(v, "description", descriptionProblem(input.description));
@@ -58,7 +58,7 @@ export class Roles {
         data: { name: input.name, policyIds, ...(input.tenantId === undefined ? {} : { tenantId: input.tenantId }) },
       });
       return (await rolesStore.get(tx, appId, roleId))!;
-    });
+    }, options);
   }
 
   async get(appId: string, roleId: string): Promise<RoleRow> {
@@ -77,7 +77,7 @@ export class Roles {
     return page(rows, limit, (last) => timeCursor(last.createdAt, last.roleId));
   }
 
-  async update(actor: Principal, appId: string, roleId: string, change: RoleChange): Promise<RoleRow> {
+  async update(actor: Principal, appId: string, roleId: string, change: RoleChange, options?: AbortOptions): Promise<RoleRow> {
     const v = new Violations();
     if (change.name !== undefined) check(v, "name", nameProblem(change.name));
     if (change.description !== undefined) check(v, "description", descriptionProblem(change.description));
@@ -119,11 +119,11 @@ export class Roles {
         },
       });
       return (await rolesStore.get(tx, appId, roleId))!;
-    });
+    }, options);
   }
 
   /** Deletes the role with its policy attachments and assignments. */
-  async delete(actor: Principal, appId: string, roleId: string): Promise<void> {
+  async delete(actor: Principal, appId: string, roleId: string, options?: AbortOptions): Promise<void> {
     await this.db.transaction(async (tx) => {
       await requireApplication(tx, appId);
       await rolePermissionsStore.lockModel(tx, appId);
@@ -139,11 +139,11 @@ export class Roles {
         targetId: roleId,
         data: { name: role.name, policyIds: role.policyIds, assignmentsRemoved },
       });
-    });
+    }, options);
   }
 
   /** Assigns the role to a user; `created` is false when it already was (and nothing changes). */
-  async assign(actor: Principal, appId: string, roleId: string, userId: string): Promise<{ row: AssignmentRow; created: boolean }> {
+  async assign(actor: Principal, appId: string, roleId: string, userId: string, options?: AbortOptions): Promise<{ row: AssignmentRow; created: boolean }> {
     ensure("userId", identifierProblem(userId));
     return this.db.transaction(async (tx) => {
       await this.requireRole(tx, appId, roleId);
@@ -159,10 +159,10 @@ export class Roles {
         });
       }
       return result;
-    });
+    }, options);
   }
 
-  async unassign(actor: Principal, appId: string, roleId: string, userId: string): Promise<boolean> {
+  async unassign(actor: Principal, appId: string, roleId: string, userId: string, options?: AbortOptions): Promise<boolean> {
     ensure("userId", identifierProblem(userId));
     return this.db.transaction(async (tx) => {
       await this.requireRole(tx, appId, roleId);
@@ -178,7 +178,7 @@ export class Roles {
         });
       }
       return deleted;
-    });
+    }, options);
   }
 
   async assignments(appId: string, roleId: string, size: number | undefined, token: string): Promise<Page<AssignmentRow>> {

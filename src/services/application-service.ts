@@ -6,6 +6,7 @@ import type { ApplicationSchema } from "../../gen/authz/v1/applications_pb.js";
 import type { Applications } from "../domain/applications.js";
 import type { ApplicationRow } from "../store/applications-store.js";
 import { markCreated, principalOf } from "../transport/auth.js";
+import { callLimits } from "./call-limits.js";
 
 const application = (row: ApplicationRow): MessageInitShape<typeof ApplicationSchema> => ({
   appId: row.appId,
@@ -16,7 +17,7 @@ const application = (row: ApplicationRow): MessageInitShape<typeof ApplicationSc
 export function applicationService(apps: Applications): ServiceImpl<typeof ApplicationService> {
   return {
     async createApplication(req, ctx) {
-      const row = await apps.create(principalOf(ctx), req.appId, req.name);
+      const row = await apps.create(principalOf(ctx), req.appId, req.name, callLimits(ctx));
       markCreated(ctx);
       return { application: application(row) };
     },
@@ -28,7 +29,7 @@ export function applicationService(apps: Applications): ServiceImpl<typeof Appli
       return { application: application(await apps.get(req.appId)) };
     },
     async createApiKey(req, ctx) {
-      const { row, key } = await apps.createKey(principalOf(ctx), req.appId, req.name);
+      const { row, key } = await apps.createKey(principalOf(ctx), req.appId, req.name, callLimits(ctx));
       markCreated(ctx);
       return { keyId: row.keyId, name: row.name, key, createdAt: timestampFromDate(row.createdAt) };
     },
@@ -40,7 +41,7 @@ export function applicationService(apps: Applications): ServiceImpl<typeof Appli
       };
     },
     async deleteApiKey(req, ctx) {
-      const row = await apps.revokeKey(principalOf(ctx), req.appId, req.keyId);
+      const row = await apps.revokeKey(principalOf(ctx), req.appId, req.keyId, callLimits(ctx));
       return { keyId: row.keyId, deleted: true };
     },
   };

@@ -3,6 +3,7 @@ import { CatalogService, type CatalogResource } from "../../gen/authz/v1/catalog
 import type { Catalog } from "../domain/catalog.js";
 import type { CatalogEntry } from "../domain/catalog-rules.js";
 import { principalOf } from "../transport/auth.js";
+import { callLimits } from "./call-limits.js";
 
 const toProto = (entries: CatalogEntry[]) =>
   entries.map((e) => ({
@@ -23,7 +24,7 @@ const fromProto = (resources: CatalogResource[]) =>
 export function catalogService(catalog: Catalog): ServiceImpl<typeof CatalogService> {
   return {
     async putCatalog(req, ctx) {
-      return { resources: toProto(await catalog.replace(principalOf(ctx), req.appId, fromProto(req.resources))) };
+      return { resources: toProto(await catalog.replace(principalOf(ctx), req.appId, fromProto(req.resources), callLimits(ctx))) };
     },
     async getCatalog(req) {
       return { resources: toProto(await catalog.get(req.appId)) };

@@ -7,6 +7,7 @@ import type { PolicyRow } from "../store/policies-store.js";
 import { markCreated, principalOf } from "../transport/auth.js";
 import { roleMessage } from "./role-service.js";
 import { maskedFields } from "./update-mask.js";
+import { callLimits } from "./call-limits.js";
 
 export const policyMessage = (row: PolicyRow): MessageInitShape<typeof PolicySchema> => ({
   policyId: row.policyId,
@@ -27,7 +28,7 @@ export function policyService(policies: Policies): ServiceImpl<typeof PolicyServ
         description: req.description,
         permissions: req.permissions,
         tenantId: req.tenantId,
-      });
+      }, callLimits(ctx));
       markCreated(ctx);
       return { policy: policyMessage(row) };
     },
@@ -48,11 +49,11 @@ export function policyService(policies: Policies): ServiceImpl<typeof PolicyServ
         ...(fields.has("name") ? { name: req.name ?? "" } : {}),
         ...(fields.has("description") ? { description: req.description ?? "" } : {}),
         ...(fields.has("permissions") ? { permissions: req.permissions } : {}),
-      });
+      }, callLimits(ctx));
       return { policy: policyMessage(row) };
     },
     async deletePolicy(req, ctx) {
-      const { detachedRoleIds } = await policies.delete(principalOf(ctx), req.appId, req.policyId, req.force);
+      const { detachedRoleIds } = await policies.delete(principalOf(ctx), req.appId, req.policyId, req.force, callLimits(ctx));
       return { policyId: req.policyId, deleted: true, detachedRoleIds };
     },
   };

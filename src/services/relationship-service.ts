@@ -5,6 +5,7 @@ import { invalidArgument } from "../domain/errors.js";
 import type { ListQuery, Relationships } from "../domain/relationships.js";
 import type { RelationshipRow, Tuple } from "../store/relationships-store.js";
 import { markCreated, ownAppOf } from "../transport/auth.js";
+import { callLimits } from "./call-limits.js";
 
 const relationshipMessage = (row: RelationshipRow) => ({
   userId: row.userId,
@@ -39,7 +40,7 @@ function listQuery(req: ListRelationshipsRequest): ListQuery {
 export function relationshipService(relationships: Relationships): ServiceImpl<typeof RelationshipService> {
   return {
     async writeRelationship(req, ctx) {
-      const { row, created } = await relationships.write(ownAppOf(ctx), tuple(req));
+      const { row, created } = await relationships.write(ownAppOf(ctx), tuple(req), callLimits(ctx));
       if (created) markCreated(ctx);
       return { relationship: relationshipMessage(row), created };
     },
@@ -48,10 +49,10 @@ export function relationshipService(relationships: Relationships): ServiceImpl<t
       return { relationships: items.map(relationshipMessage), nextPageToken };
     },
     async deleteRelationship(req, ctx) {
-      return { deleted: await relationships.delete(ownAppOf(ctx), tuple(req)) };
+      return { deleted: await relationships.delete(ownAppOf(ctx), tuple(req), callLimits(ctx)) };
     },
     async bulkWriteRelationships(req, ctx) {
-      return relationships.bulk(ownAppOf(ctx), req.writes.map(tuple), req.deletes.map(tuple));
+      return relationships.bulk(ownAppOf(ctx), req.writes.map(tuple), req.deletes.map(tuple), callLimits(ctx));
     },
   };
 }

@@ -6,6 +6,7 @@ import type { Roles } from "../domain/roles.js";
 import type { AssignmentRow, RoleRow } from "../store/roles-store.js";
 import { markCreated, principalOf } from "../transport/auth.js";
 import { maskedFields } from "./update-mask.js";
+import { callLimits } from "./call-limits.js";
 
 export const roleMessage = (row: RoleRow): MessageInitShape<typeof RoleSchema> => ({
   roleId: row.roleId,
@@ -31,7 +32,7 @@ export function roleService(roles: Roles): ServiceImpl<typeof RoleService> {
         description: req.description,
         policyIds: req.policyIds,
         tenantId: req.tenantId,
-      });
+      }, callLimits(ctx));
       markCreated(ctx);
       return { role: roleMessage(row) };
     },
@@ -48,20 +49,20 @@ export function roleService(roles: Roles): ServiceImpl<typeof RoleService> {
         ...(fields.has("name") ? { name: req.name ?? "" } : {}),
         ...(fields.has("description") ? { description: req.description ?? "" } : {}),
         ...(fields.has("policy_ids") ? { policyIds: req.policyIds } : {}),
-      });
+      }, callLimits(ctx));
       return { role: roleMessage(row) };
     },
     async deleteRole(req, ctx) {
-      await roles.delete(principalOf(ctx), req.appId, req.roleId);
+      await roles.delete(principalOf(ctx), req.appId, req.roleId, callLimits(ctx));
       return { roleId: req.roleId, deleted: true };
     },
     async assignRole(req, ctx) {
-      const { row, created } = await roles.assign(principalOf(ctx), req.appId, req.roleId, req.userId);
+      const { row, created } = await roles.assign(principalOf(ctx), req.appId, req.roleId, req.userId, callLimits(ctx));
       if (created) markCreated(ctx);
       return { assignment: assignmentMessage(row) };
     },
     async unassignRole(req, ctx) {
-      return { deleted: await roles.unassign(principalOf(ctx), req.appId, req.roleId, req.userId) };
+      return { deleted: await roles.unassign(principalOf(ctx), req.appId, req.roleId, req.userId, callLimits(ctx)) };
     },
     async listRoleAssignments(req) {
       const { items, nextPageToken } = await roles.assignments(req.appId, req.roleId, req.pageSize, req.pageToken);

@@ -111,3 +111,8 @@ export type TimeCursor = { createdAt: string; id: string };
 
 /** int8 comes back as a JS number from both engines (counts and ids stay far below 2^53). */
 export const parseInt8 = (value: string): number => Number(value);
+
+/** The database as a Queryable whose every statement stops when the caller does (see Db.query). */
+export function stoppable(db: Db, options: AbortOptions | undefined): Queryable {
+  return options === undefined ? db : { query: (sql, params) => db.query(sql, params, options) };
+}
