@@ -13,6 +13,7 @@
  */
 import type http from "node:http";
 import { LIMITS } from "../domain/formats.js";
+import { onClientGone } from "./client-gone.js";
 import { serveRest, type RestDeps, type RestRoute } from "./rest-gateway.js";
 
 const NO_PARAMS: Record<string, string | undefined> = Object.freeze({});
@@ -52,7 +53,7 @@ function serve(r: RestRoute, req: http.IncomingMessage, res: http.ServerResponse
   req.once("end", () => {
     const text = chunks.length === 0 ? "" : (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).toString("utf8");
     const request = { method: "POST", url: r.route.template, headers: req.headers, params: NO_PARAMS, query: NO_QUERY, body: text };
-    serveRest(r, request, deps).then(
+    serveRest(r, request, deps, (abort) => onClientGone(res, abort)).then(
       ({ status, payload }) => {
         if (res.destroyed) return; // the client went away while the call ran
         const json = JSON.stringify(payload);

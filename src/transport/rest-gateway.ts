@@ -13,6 +13,7 @@ import { invalidArgument, Violations } from "../domain/errors.js";
 import type { KeyAuthenticator } from "../domain/keys.js";
 import { authorizeCall, wasCreated } from "./auth.js";
 import { CallContext } from "./call-context.js";
+import { onClientGone } from "./client-gone.js";
 import { restError, toConnectError } from "./errors.js";
 import type { ServiceBinding } from "./guard.js";
 import { httpBindings, type HttpBinding } from "./http-rules.js";
@@ -68,17 +69,27 @@ export function registerRestGateway(app: FastifyInstance, routes: RestRoute[], d
       method: r.route.verb,
       url: r.route.routePath,
       handler: async (req, reply) => {
-        const { status, payload } = await serveRest(r, req as unknown as RestRequest, deps);
+        const { status, payload } = await serveRest(r, req as unknown as RestRequest, deps, (abort) => onClientGone(reply.raw, abort));
         return reply.code(status).send(payload);
       },
     });
   }
 }
 
-/** Answers one request of a route: the status and the JSON value to send, an error body on failure. */
-export async function serveRest(r: RestRoute, req: RestRequest, deps: RestDeps): Promise<{ status: number; payload: unknown }> {
+/**
+ * Answers one request of a route: the status and the JSON value to send, an
+ * error body on failure. `onAbort` registers what stops the call when the
+ * client goes away first (its writes then roll back).
+ */
+export async function serveRest(
+  r: RestRoute,
+  req: RestRequest,
+  deps: RestDeps,
+  onAbort?: (abort: () => void) => void,
+): Promise<{ status: number; payload: unknown }> {
   try {
     const ctx = new CallContext(r.route.method, "rest", req.method, req.url, req.headers);
+    onAbort?.(() => ctx.abort());
     // Credentials before content: a caller without a valid key learns
     // nothing about the request format (401/403 before any 400).
     await authorizeCall(deps.keys, r.route.method, ctx, req.params.app_id);
