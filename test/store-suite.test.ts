@@ -15,7 +15,7 @@ import { catalogStore } from "../src/store/catalog-store.js";
 import { checkStore, type CheckInput } from "../src/store/check-store.js";
 import { modelStore } from "../src/store/model-store.js";
 import { rolesStore } from "../src/store/roles-store.js";
-import type { Db, Queryable, TimeCursor } from "../src/store/db.js";
+import { DeadlinePassedError, type Db, type Queryable, type TimeCursor } from "../src/store/db.js";
 import { loadMigrations, migrate } from "../src/store/migrate.js";
 import { PgDb } from "../src/store/pg-db.js";
 import {
@@ -233,6 +233,124 @@ describe.each(engines)("store on %s", (engine) => {
       expect(sqlState(error)).toBe(SqlState.checkViolation);
       expect(isRetryable(error)).toBe(false);
       expect(runs).toBe(1);
+    });
+  });
+
+  // A caller that stops waiting (its client went away, its deadline passed):
+  // the transaction rolls back, throws why, and never commits or retries.
+  describe("transaction for a caller that stops waiting", () => {
+    const stopped = new Error("the caller stopped waiting");
+    const idsOf = async (from: number, to: number) =>
+      (await db.query<{ id: number }>("SELECT id FROM scratch WHERE id BETWEEN $1 AND $2 ORDER BY id", [from, to])).rows.map((r) => r.id);
+
+    it.each([
+      { name: "an aborted signal", options: () => ({ signal: AbortSignal.abort(stopped) }), expected: stopped },
+      { name: "a passed deadline", options: () => ({ deadline: Date.now() - 1 }), expected: expect.any(DeadlinePassedError) },
+    ])("does not start for $name: the closure never runs", async ({ options, expected }) => {
+      let runs = 0;
+      const error = await rejectionOf(
+        db.transaction(async (tx) => {
+          runs++;
+          await tx.query("INSERT INTO scratch (id, note) VALUES (100, 'never')");
+        }, options()),
+      );
+      expect(error).toEqual(expected);
+      expect(runs).toBe(0);
+      expect(await idsOf(100, 100)).toEqual([]);
+    });
+
+    it("an abort between two statements: the next one is not run, the first is rolled back, the reason is thrown", async () => {
+      const controller = new AbortController();
+      const statements: string[] = [];
+      let runs = 0;
+      const error = await rejectionOf(
+        db.transaction(
+          async (tx) => {
+            runs++;
+            await tx.query("INSERT INTO scratch (id, note) VALUES (101, 'first')");
+            statements.push("first");
+            controller.abort(stopped);
+            await tx.query("INSERT INTO scratch (id, note) VALUES (102, 'second')");
+            statements.push("second");
+          },
+          { signal: controller.signal },
+        ),
+      );
+      expect(error).toBe(stopped);
+      expect({ runs, statements }).toEqual({ runs: 1, statements: ["first"] });
+      expect(await idsOf(101, 102)).toEqual([]);
+    });
+
+    it("an abort after the last statement: no COMMIT, everything rolled back", async () => {
+      const controller = new AbortController();
+      const error = await rejectionOf(
+        db.transaction(
+          async (tx) => {
+            await tx.query("INSERT INTO scratch (id, note) VALUES (103, 'written, never committed')");
+            controller.abort(stopped);
+            return "finished";
+          },
+          { signal: controller.signal },
+        ),
+      );
+      expect(error).toBe(stopped);
+      expect(await idsOf(103, 103)).toEqual([]);
+    });
+
+    it("the closure's own error after an abort still throws the reason, and a lost race is not retried", async () => {
+      const controller = new AbortController();
+      let runs = 0;
+      const error = await rejectionOf(
+        db.transaction(
+          async (tx) => {
+            runs++;
+            await tx.query("INSERT INTO scratch (id, note) VALUES (104, 'rolled back')");
+            controller.abort(stopped);
+            // Raised by hand: the check before each statement is what this test does not want to hit.
+            throw Object.assign(new Error("lost a race"), { code: SqlState.serializationFailure });
+          },
+          { signal: controller.signal },
+        ),
+      );
+      expect(error).toBe(stopped);
+      expect(runs).toBe(1);
+      expect(await idsOf(104, 104)).toEqual([]);
+    });
+
+    it("a deadline that passes between statements stops the transaction with DeadlinePassedError", async () => {
+      const error = await rejectionOf(
+        db.transaction(
+          async (tx) => {
+            await tx.query("INSERT INTO scratch (id, note) VALUES (105, 'first')");
+            await new Promise((resolve) => setTimeout(resolve, 120));
+            await tx.query("INSERT INTO scratch (id, note) VALUES (106, 'second')");
+          },
+          { deadline: Date.now() + 60 },
+        ),
+      );
+      expect(error).toBeInstanceOf(DeadlinePassedError);
+      expect(await idsOf(105, 106)).toEqual([]);
+    });
+
+    it("a signal that never aborts and a deadline far off change nothing: it commits", async () => {
+      const controller = new AbortController();
+      const result = await db.transaction(
+        async (tx) => {
+          await tx.query("INSERT INTO scratch (id, note) VALUES (107, 'committed')");
+          return "done";
+        },
+        { signal: controller.signal, deadline: Date.now() + 60_000 },
+      );
+      expect(result).toBe("done");
+      expect(await idsOf(107, 107)).toEqual([107]);
+      controller.abort(stopped); // after the commit: nothing to undo, nothing thrown
+      expect(await idsOf(107, 107)).toEqual([107]);
+    });
+
+    it("a single statement is not run for a caller that stopped", async () => {
+      const error = await rejectionOf(db.query("INSERT INTO scratch (id, note) VALUES (108, 'never')", [], { signal: AbortSignal.abort(stopped) }));
+      expect(error).toBe(stopped);
+      expect(await idsOf(108, 108)).toEqual([]);
     });
   });
 
@@ -823,6 +941,81 @@ describe.each(engines)("store on %s", (engine) => {
       expect(failures.map(sqlState)).toContain(SqlState.serializationFailure);
       // No lost update: both increments are in.
       expect((await db.query("SELECT n FROM counters WHERE id = 1")).rows).toEqual([{ n: 2 }]);
+    });
+
+    describe("a caller that stops waiting while a statement runs", () => {
+      const stopped = new Error("the caller stopped waiting");
+      let single: PgDb; // one connection: which backend ran what is known
+      beforeAll(() => {
+        single = new PgDb(database.url!, { max: 1, onError: () => undefined });
+      });
+      afterAll(async () => {
+        await single?.close();
+      });
+      /** Backends of this database running a statement that contains `marker`. */
+      const running = (marker: string) =>
+        count(db, "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND query LIKE $1 AND pid <> pg_backend_pid()", [
+          `%${marker}%`,
+        ]);
+      async function untilRunning(marker: string): Promise<void> {
+        for (let i = 0; i < 100 && (await running(marker)) === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(await running(marker)).toBe(1);
+      }
+      const backendPid = async (d: Db) => (await d.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
+
+      it("an abort cancels the statement on the server at once, rolls back, and the connection is not reused", async () => {
+        const before = await backendPid(single);
+        const controller = new AbortController();
+        const started = Date.now();
+        const call = rejectionOf(
+          single.transaction(
+            async (tx) => {
+              await tx.query("INSERT INTO scratch (id, note) VALUES (120, 'rolled back')");
+              await tx.query("SELECT pg_sleep(30) /* cancel-in-transaction */");
+            },
+            { signal: controller.signal },
+          ),
+        );
+        await untilRunning("cancel-in-transaction");
+        controller.abort(stopped);
+        expect(await call).toBe(stopped);
+        expect(Date.now() - started).toBeLessThan(5_000);
+        expect(await running("cancel-in-transaction")).toBe(0);
+        expect((await db.query("SELECT 1 FROM scratch WHERE id = 120")).rows).toEqual([]);
+        // A cancel request still on its way must not reach the next caller's statement.
+        expect(await backendPid(single)).not.toBe(before);
+      });
+
+      it("an abort cancels a single statement too", async () => {
+        const controller = new AbortController();
+        const call = rejectionOf(single.query("SELECT pg_sleep(30) /* cancel-single */", [], { signal: controller.signal }));
+        await untilRunning("cancel-single");
+        controller.abort(stopped);
+        expect(await call).toBe(stopped);
+        expect(await running("cancel-single")).toBe(0);
+        expect((await single.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+      });
+
+      it("a deadline is the transaction's statement_timeout: Postgres stops the statement with no signal, DeadlinePassedError", async () => {
+        const deadline = Date.now() + 400;
+        const error = await rejectionOf(
+          single.transaction(
+            async (tx) => {
+              const { rows } = await tx.query<{ ms: number }>("SELECT current_setting('statement_timeout', true)::interval::text AS ms");
+              expect(rows[0]!.ms).toMatch(/^00:00:00\.[0-4]\d*$/); // at most the 400 ms left
+              await tx.query("INSERT INTO scratch (id, note) VALUES (121, 'rolled back')");
+              await tx.query("SELECT pg_sleep(30) /* statement-timeout */");
+            },
+            { deadline },
+          ),
+        );
+        expect(error).toBeInstanceOf(DeadlinePassedError);
+        expect(sqlState((error as Error).cause)).toBe(SqlState.queryCanceled);
+        expect(Date.now() - deadline).toBeLessThan(3_000);
+        expect((await db.query("SELECT 1 FROM scratch WHERE id = 121")).rows).toEqual([]);
+        // SET LOCAL: the setting ended with the transaction.
+        expect((await single.query<{ statement_timeout: string }>("SHOW statement_timeout")).rows).toEqual([{ statement_timeout: "0" }]);
+      });
     });
 
     it("a PgDb on a closed port fails with DatabaseUnavailableError, classified as unavailable", async () => {
