@@ -3,7 +3,6 @@
  * wired from one Config. `main` runs it; the tests start it on port 0.
  */
 import type { Server as Http1Server } from "node:http";
-import type { Http2Server } from "node:http2";
 import pino, { type Logger } from "pino";
 import { ApplicationService } from "../gen/authz/v1/applications_pb.js";
 import { AuditService } from "../gen/authz/v1/audit_pb.js";
@@ -35,6 +34,7 @@ import { PgDb, PG_READS } from "./store/pg-db.js";
 import { PGLITE_READS, PgliteDb } from "./store/pglite-db.js";
 import { buildFastifyApp } from "./transport/fastify-app.js";
 import { UnaryGrpc } from "./transport/grpc-unary.js";
+import { H2Server } from "./transport/h2-server.js";
 import { guard, type ServiceBinding } from "./transport/guard.js";
 import { listen } from "./transport/listener.js";
 import { RequestLog } from "./transport/request-log.js";
@@ -113,14 +113,22 @@ export async function startPortcullis(
     ] as ServiceBinding[];
 
     const requestLog = new RequestLog(log);
-    const app1 = await buildFastifyApp("http1", { bindings, db, keys, log, requestLog });
-    const app2 = await buildFastifyApp("http2", { bindings, db, keys, log, requestLog });
-    const listener = await listen(
-      config.host,
-      config.port,
-      app1.server as unknown as Http1Server,
-      app2.server as unknown as Http2Server,
+    const h2 = new H2Server(
+      {
+        maxConcurrentStreams: config.h2MaxConcurrentStreams,
+        maxSessionMemoryMb: config.h2MaxSessionMemoryMb,
+        requestTimeoutMs: config.requestTimeoutMs,
+        idleTimeoutMs: config.idleTimeoutMs,
+      },
       new UnaryGrpc(bindings, log, requestLog),
+      log,
+    );
+    const app1 = await buildFastifyApp("http1", { bindings, db, keys, log, requestLog, timeouts: config });
+    const app2 = await buildFastifyApp("http2", { bindings, db, keys, log, requestLog, timeouts: config, h2 });
+    const listener = await listen(
+      { host: config.host, port: config.port, headersTimeoutMs: config.headersTimeoutMs, maxConnections: config.maxConnections },
+      app1.server as unknown as Http1Server,
+      h2,
     );
     const host = config.host.includes(":") ? `[${config.host}]` : config.host;
     const url = `http://${host}:${listener.port}`;

@@ -16,6 +16,36 @@ export interface Config {
   readonly pgPoolMax: number;
   /** How long shutdown waits for in-flight requests before closing connections. */
   readonly shutdownGraceMs: number;
+  /**
+   * How long a connection may take to send its first request's head: the
+   * HTTP/1.1 request line and headers, or the HTTP/2 preface (before either
+   * is recognised, the connection is closed when this passes).
+   */
+  readonly headersTimeoutMs: number;
+  /**
+   * HTTP/1.1: how long a whole request (head and body) may take to arrive.
+   * HTTP/2: how long one stream may stay open, from its headers to the last
+   * byte of its answer (a body that stops arriving, or an answer the client
+   * never opens its window for, ends here).
+   */
+  readonly requestTimeoutMs: number;
+  /**
+   * A connection with no request in progress is closed after this long:
+   * HTTP/1.1 keep-alive, or an HTTP/2 connection with no stream in progress
+   * and none started (PINGs do not count). Also HTTP/1.1's socket
+   * inactivity limit while a request or its answer is in progress.
+   */
+  readonly idleTimeoutMs: number;
+  /** Open connections (both protocols) above which new ones are closed at once. */
+  readonly maxConnections: number;
+  /**
+   * HTTP/2 streams one connection may have open at once (SETTINGS). Calls
+   * still running on a connection, including those whose streams were
+   * reset, are capped at twice this: new streams above it are refused.
+   */
+  readonly h2MaxConcurrentStreams: number;
+  /** nghttp2's memory per HTTP/2 connection (header tables, queued frames), in MiB; above it new streams are refused. */
+  readonly h2MaxSessionMemoryMb: number;
 }
 
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
@@ -39,6 +69,24 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     logLevel: logLevel as LogLevel,
     pgPoolMax: intVar(env, "PG_POOL_MAX", 20, 1, 1000),
     shutdownGraceMs: intVar(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
+    ...connectionLimits(env),
+  };
+}
+
+function connectionLimits(env: Readonly<Record<string, string | undefined>>) {
+  const headersTimeoutMs = intVar(env, "HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, 600_000);
+  const requestTimeoutMs = intVar(env, "HTTP_REQUEST_TIMEOUT_MS", 30_000, 100, 3_600_000);
+  if (headersTimeoutMs > requestTimeoutMs) {
+    // Node refuses it too: a request's head is part of the request.
+    throw new ConfigError(`HTTP_HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not be above HTTP_REQUEST_TIMEOUT_MS (${requestTimeoutMs})`);
+  }
+  return {
+    headersTimeoutMs,
+    requestTimeoutMs,
+    idleTimeoutMs: intVar(env, "HTTP_IDLE_TIMEOUT_MS", 65_000, 100, 3_600_000),
+    maxConnections: intVar(env, "MAX_CONNECTIONS", 10_000, 1, 1_000_000),
+    h2MaxConcurrentStreams: intVar(env, "H2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000),
+    h2MaxSessionMemoryMb: intVar(env, "H2_MAX_SESSION_MEMORY_MB", 10, 1, 1024),
   };
 }
 

@@ -14,8 +14,10 @@ import Fastify, {
   type FastifyRequest,
 } from "fastify";
 import http from "node:http";
-import http2, { type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
+import type http2 from "node:http2";
+import type { Http2ServerResponse } from "node:http2";
 import type { Logger } from "pino";
+import type { Config } from "../config.js";
 import { LIMITS } from "../domain/formats.js";
 import { registerReflection } from "../services/reflection-service.js";
 import type { KeyAuthenticator } from "../domain/keys.js";
@@ -24,6 +26,7 @@ import { DeferredDb } from "../store/deferred-db.js";
 import { restErrorBody } from "./errors.js";
 import { fixGrpcMessageEncoding, specEncodeGrpcMessage } from "./grpc-message.js";
 import type { ServiceBinding } from "./guard.js";
+import type { H2Server } from "./h2-server.js";
 import { restFastPath } from "./rest-fast-path.js";
 import type { RequestLog } from "./request-log.js";
 import { registerRestGateway, restRoutes } from "./rest-gateway.js";
@@ -35,7 +38,13 @@ export interface AppDeps {
   log: Logger;
   /** One line per request, whichever path answers it. */
   requestLog: RequestLog;
+  /** HTTP/1.1's timeouts (the HTTP/2 server has its own, in h2). */
+  timeouts: HttpTimeouts;
+  /** The HTTP/2 server; required for the "http2" app. */
+  h2?: H2Server;
 }
+
+export type HttpTimeouts = Pick<Config, "headersTimeoutMs" | "requestTimeoutMs" | "idleTimeoutMs">;
 
 export type HttpVersion = "http1" | "http2";
 
@@ -52,32 +61,33 @@ function frameworkErrors(error: FastifyError, _req: FastifyRequest, reply: Fasti
 }
 
 /**
- * The HTTP/2 server behind the service's own HTTP/2 connections (see
- * transport/h2): the streams those do not answer themselves (everything but
- * unary gRPC) are relayed here. Each gets the request and response objects
- * of Node's compatibility layer, made here as the layer itself would, and
- * goes to Fastify.
+ * The HTTP/2 server (h2-server.ts): unary gRPC calls are answered on the
+ * core stream API there; every other stream comes to Fastify through the
+ * compatibility layer's request and response objects.
  */
-function h2Server(fastify: (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void): http2.Http2Server {
-  const server = http2.createServer();
-  server.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
-    const req = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
-    const res = new http2.Http2ServerResponse(stream);
-    if (headers[":method"] === "CONNECT") {
-      res.statusCode = 405;
-      res.end();
-      return;
-    }
-    if (headers.expect !== undefined) {
-      if (headers.expect !== "100-continue") {
-        res.statusCode = 417;
-        res.end();
-        return;
-      }
-      res.writeContinue();
-    }
-    fastify(req, res);
-  });
+function h2Server(h2: H2Server, fastify: (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void): http2.Http2Server {
+  h2.serveOthersWith(fastify);
+  return h2.server;
+}
+
+/**
+ * The HTTP/1.1 server's timeouts. Its connections come from the listener
+ * (`emit("connection")`), so Node's checker of headersTimeout and
+ * requestTimeout is started by the listener (see listener.ts).
+ */
+function h1Server(limits: HttpTimeouts, handler: http.RequestListener): http.Server {
+  const server = http.createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.idleTimeoutMs,
+      // How often Node looks for requests past those timeouts (its default is 30 s).
+      connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
+    },
+    handler,
+  );
+  // No byte in or out for this long while a request or its answer is in progress: the socket is closed.
+  server.timeout = limits.idleTimeoutMs;
   return server;
 }
 
@@ -98,12 +108,12 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
   };
   const app = (
     version === "http2"
-      ? Fastify({ ...options, http2: true, serverFactory: (handler) => h2Server(handler) })
+      ? Fastify({ ...options, http2: true, serverFactory: (handler) => h2Server(deps.h2!, handler) })
       : Fastify({
           ...options,
           serverFactory: (handler) => {
             const fast = restFastPath(routes, { keys, log });
-            return http.createServer((req, res) => {
+            return h1Server(deps.timeouts, (req, res) => {
               if (!fast(req, res)) handler(req, res);
             });
           },

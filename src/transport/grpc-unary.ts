@@ -1,173 +1,305 @@
 /**
- * Unary gRPC, answered on the service's own HTTP/2 connection (h2/). connect-
- * node's handler runs every call through async-iterable pipelines built for
- * streaming, and Node's HTTP/2 builds a duplex stream, header objects and a
- * deferred trailers step per call; for unary calls (all of Portcullis's RPCs
- * but reflection) together they cost several times the check itself. Here a
- * unary call's message is read whole, decoded, given to the same guarded
- * implementations, and the answer written as HEADERS, DATA and trailers
- * (constant header blocks on success). Every other stream (reflection's,
- * Connect, gRPC-Web, REST over h2c) is left to the next owner.
+ * Unary gRPC, answered on node:http2's core stream API. connect-node's
+ * handler runs every call through async-iterable pipelines built for
+ * streaming, and the HTTP/2 compatibility layer (which Fastify needs) makes
+ * a request and a response object per stream; for unary calls (every RPC of
+ * Portcullis but reflection) together they cost more than the check itself.
+ * Here a unary call's message is read whole, decoded, given to the same
+ * guarded implementations, and the answer written as HEADERS, DATA and
+ * trailers. Every other stream (reflection's, Connect, gRPC-Web, REST over
+ * h2c) is left to Fastify (see h2-server.ts).
  *
- * Supported: proto and JSON codecs, identity and gzip request compression
- * (answers are not compressed), grpc-status-details-bin on errors. A
- * grpc-timeout is accepted and not enforced: every RPC here is one short
- * statement or transaction.
+ * Per call: one small record, shared listener functions (the stream points
+ * to its call), constant header and trailer objects on success; no promise
+ * chain beyond the implementation's, no timer unless the client sent a
+ * deadline.
+ *
+ * Supported: proto and JSON codecs; identity and gzip request compression
+ * (answers are not compressed); grpc-status-details-bin on errors;
+ * grpc-timeout (the call's signal aborts and DEADLINE_EXCEEDED is answered
+ * when it passes); a stream that closes before its answer (the client
+ * cancelled, or went away) aborts the call's signal, so the database stops
+ * its work and rolls back.
  */
 import { create, fromBinary, fromJsonString, isMessage, toBinary, toJsonString, type DescMethodUnary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import type { IncomingHttpHeaders } from "node:http2";
-import { gunzipSync } from "node:zlib";
+import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
+import { performance } from "node:perf_hooks";
+import { gunzip } from "node:zlib";
 import type { Logger } from "pino";
 import { LIMITS } from "../domain/formats.js";
-import type { RequestLog } from "./request-log.js";
+import { callerOf } from "./auth.js";
 import { CallContext } from "./call-context.js";
 import { toConnectError } from "./errors.js";
 import type { ServiceBinding } from "./guard.js";
+import type { SessionWork, StreamServer } from "./h2-server.js";
 import { specEncodeGrpcMessage } from "./grpc-message.js";
-import type { H2Stream, StreamSink } from "./h2/connection.js";
-import { encodeHeaders } from "./h2/hpack.js";
+import type { RequestLog } from "./request-log.js";
 
 type UnaryFn = (request: unknown, ctx: HandlerContext) => Promise<unknown>;
 type Codec = "proto" | "json";
 
 interface Route {
+  path: string;
   method: DescMethodUnary;
   call: UnaryFn;
 }
 
 const GRPC = /^application\/grpc(\+(proto|json))?(;.*)?$/i;
 
-/** Success: the header blocks of every answered call that set no headers or trailers of its own. */
-const RESPONSE_FIELDS: Record<Codec, [string, string][]> = {
-  proto: [
-    [":status", "200"],
-    ["content-type", "application/grpc+proto"],
-    ["grpc-accept-encoding", "gzip"],
-  ],
-  json: [
-    [":status", "200"],
-    ["content-type", "application/grpc+json"],
-    ["grpc-accept-encoding", "gzip"],
-  ],
-};
-const OK_HEADERS: Record<Codec, Buffer> = { proto: encodeHeaders(RESPONSE_FIELDS.proto), json: encodeHeaders(RESPONSE_FIELDS.json) };
-const OK_TRAILERS = encodeHeaders([["grpc-status", "0"]]);
+/** Success: the trailers of every answered call, and the headers of calls that set none. */
+const OK_TRAILERS = { "grpc-status": "0" };
+const HEADERS = {
+  proto: { ":status": 200, "content-type": "application/grpc+proto", "grpc-accept-encoding": "gzip" },
+  json: { ":status": 200, "content-type": "application/grpc+json", "grpc-accept-encoding": "gzip" },
+} as const;
+/** gRPC clients read no Date header; Node would format and HPACK-encode one per call. */
+const RESPOND_WITH_TRAILERS = { waitForTrailers: true, sendDate: false };
+const RESPOND_TRAILERS_ONLY = { endStream: true, sendDate: false };
 
-export class UnaryGrpc {
+/** gRPC's grpc-timeout: up to 8 digits and a unit (RFC-free, from the gRPC HTTP/2 spec). */
+const TIMEOUT = /^(\d{1,8})([HMSmun])$/;
+const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 0.001, n: 0.000_001 };
+
+/**
+ * The call's deadline (Date.now() milliseconds) from its grpc-timeout.
+ * Malformed: INVALID_ARGUMENT, as connect-node answers (grpc-go answers
+ * INTERNAL, but no client input may read as a server fault here).
+ */
+export function deadlineOf(header: string | string[] | undefined, now: number): number | undefined {
+  if (header === undefined) return undefined;
+  const match = TIMEOUT.exec(Array.isArray(header) ? (header[0] ?? "") : header);
+  if (match === null) throw new ConnectError(`malformed grpc-timeout "${String(header)}"`, Code.InvalidArgument);
+  return now + Number(match[1]) * TIMEOUT_UNIT_MS[match[2]!]!;
+}
+
+export class UnaryGrpc implements StreamServer {
   private readonly routes = new Map<string, Route>();
 
   constructor(
     bindings: ServiceBinding[],
-    private readonly log: Logger,
-    /** Not written to yet: the HTTP/2 rework writes one line per call. */
+    readonly log: Logger,
     readonly requestLog: RequestLog,
   ) {
     for (const { service, impl } of bindings) {
       for (const method of service.methods) {
         if (method.methodKind !== "unary") continue;
         const call = (impl as unknown as Record<string, UnaryFn>)[method.localName]!;
-        this.routes.set(`/${service.typeName}/${method.name}`, { method: method as DescMethodUnary, call });
+        const path = `/${service.typeName}/${method.name}`;
+        this.routes.set(path, { path, method: method as DescMethodUnary, call });
       }
     }
   }
 
   /**
    * Takes the stream when it is a unary gRPC call (a POST of
-   * application/grpc[+proto|+json] to a unary method); undefined leaves it to
+   * application/grpc[+proto|+json] to a unary method); false leaves it to
    * the next owner.
    */
-  open(stream: H2Stream, headers: IncomingHttpHeaders): StreamSink | undefined {
-    if (headers[":method"] !== "POST") return undefined;
-    const type = GRPC.exec(headers["content-type"] ?? "");
-    const route = type === null ? undefined : this.routes.get(headers[":path"] ?? "");
-    if (route === undefined || type === null) return undefined;
-    return new UnaryCall(route, type[2] === "json" ? "json" : "proto", stream, headers, this.log);
+  serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, work: SessionWork): boolean {
+    if (headers[":method"] !== "POST") return false;
+    const route = this.routes.get(headers[":path"] ?? "");
+    if (route === undefined) return false;
+    const codec = codecOf(headers["content-type"]);
+    if (codec === undefined) return false;
+    const call = new UnaryCall(this, route, codec, stream, headers, work);
+    (stream as CallStream)[kCall] = call;
+    // Shared functions, not closures: the stream points to its call.
+    stream.on("data", onData);
+    stream.on("end", onEnd);
+    stream.on("close", onClose);
+    // A client that resets the stream must not crash the process; there is nobody left to answer.
+    stream.on("error", ignore);
+    return true;
   }
 }
 
+function codecOf(type: string | undefined): Codec | undefined {
+  if (type === "application/grpc" || type === "application/grpc+proto") return "proto";
+  if (type === "application/grpc+json") return "json";
+  const match = GRPC.exec(type ?? "");
+  if (match === null) return undefined;
+  return match[2]?.toLowerCase() === "json" ? "json" : "proto";
+}
+
+const kCall = Symbol("portcullis.grpc.call");
+type CallStream = ServerHttp2Stream & { [kCall]: UnaryCall };
+
+function onData(this: CallStream, chunk: Buffer): void {
+  this[kCall].data(chunk);
+}
+
+function onEnd(this: CallStream): void {
+  this[kCall].end();
+}
+
+function onClose(this: CallStream): void {
+  this[kCall].closed();
+}
+
+function ignore(): void {}
+
+/** Shared by every successful call: a listener bound by `this`, not a closure made per call. */
+function sendOkTrailers(this: ServerHttp2Stream): void {
+  if (!this.closed) this.sendTrailers(OK_TRAILERS);
+}
+
 /**
- * One call: the message is collected from the DATA frames and the call starts
- * when the client ends its side, or as soon as the message passes the size
- * limit (to refuse it without waiting for the rest). A call the client
- * resets is still run if it had started, and its answer dropped.
+ * One call: the message is collected from the DATA frames and the call
+ * starts when the client ends its side, or as soon as the message passes
+ * the size limit (to refuse it without waiting for the rest).
  */
-class UnaryCall implements StreamSink {
+class UnaryCall {
   private chunks: Buffer[] = [];
   private size = 0;
   private tooLarge = false;
+  private ctx: CallContext | undefined;
+  /** The handler is running (counted in the connection's calls in progress until it settles). */
+  private running = false;
+  /** The answer, or a reset, went out: nothing more is written. */
+  private answered = false;
+  /** performance.now() at arrival, when request lines are written. */
+  private readonly started: number;
 
   constructor(
+    private readonly owner: UnaryGrpc,
     private readonly route: Route,
     private readonly codec: Codec,
-    private readonly stream: H2Stream,
+    private readonly stream: ServerHttp2Stream,
     private readonly headers: IncomingHttpHeaders,
-    private readonly log: Logger,
-  ) {}
+    private readonly work: SessionWork,
+  ) {
+    this.started = owner.requestLog.enabled ? performance.now() : 0;
+  }
 
   data(chunk: Buffer): void {
-    this.stream.consumed(chunk.length);
-    if (this.tooLarge) return;
+    if (this.tooLarge || this.running) return;
     this.size += chunk.length;
     if (this.size > LIMITS.bodyBytes + 5) {
       this.tooLarge = true;
       this.chunks = [];
-      this.stream.release();
-      void this.answer();
+      this.start();
       return;
     }
-    this.stream.retain(chunk.length);
     this.chunks.push(chunk);
   }
 
   end(): void {
-    if (!this.tooLarge) void this.answer();
+    if (!this.tooLarge) this.start();
   }
 
-  reset(): void {}
+  /** The stream closed: a call still running is aborted; one never started frees its slot. */
+  closed(): void {
+    this.work.streamClosed(this.stream);
+    if (this.answered) return;
+    this.answered = true;
+    if (this.running) {
+      this.ctx?.abort();
+      this.logLine(Code.Canceled);
+    } else {
+      this.work.finished();
+    }
+  }
 
-  private async answer(): Promise<void> {
-    const { route, codec, stream, headers } = this;
-    const ctx = new CallContext(route.method, "grpc", "POST", headers[":path"] ?? "", headers);
+  private start(): void {
+    if (this.running || this.answered) return;
+    this.running = true;
+    void this.run();
+  }
+
+  private async run(): Promise<void> {
+    const { route, headers } = this;
     let out: Uint8Array | undefined;
     let failure: ConnectError | undefined;
     try {
-      const input = decode(route.method, codec, this.unwrap(), headers["grpc-encoding"]);
+      const deadline = deadlineOf(headers["grpc-timeout"], Date.now());
+      const ctx = (this.ctx = new CallContext(route.method, "grpc", "POST", route.path, headers, deadline));
+      if (deadline !== undefined) this.watchDeadline(ctx);
+      const decoded = decode(route.method, this.codec, this.unwrap(), headers["grpc-encoding"]);
+      // Only a compressed message waits for zlib; awaiting a plain value would still cost a turn.
+      const input = decoded instanceof Promise ? await decoded : decoded;
       const result = await route.call(input, ctx);
       const output = isMessage(result, route.method.output) ? result : create(route.method.output, result as never);
       out =
-        codec === "json"
+        this.codec === "json"
           ? new TextEncoder().encode(toJsonString(route.method.output, output, { alwaysEmitImplicit: true }))
           : toBinary(route.method.output, output);
     } catch (error) {
-      failure = error instanceof ConnectError ? error : toConnectError(error, this.log);
+      failure = error instanceof ConnectError ? error : toConnectError(error, this.owner.log);
     }
-    if (stream.closed) return;
-    const setHeaders = ctx.setResponseHeaders();
-    const setTrailers = ctx.setResponseTrailers();
-    if (failure === undefined && setHeaders === undefined && setTrailers === undefined) {
-      stream.respond(OK_HEADERS[codec]);
-      stream.write(envelope(out!));
-      stream.end(OK_TRAILERS);
+    this.work.finished();
+    this.ctx?.done();
+    if (this.answered) return;
+    try {
+      this.answer(out, failure);
+    } catch (error) {
+      // The stream went away between the check and the write: nobody is left to answer.
+      this.owner.log.debug({ err: error }, "gRPC answer not written");
+    }
+  }
+
+  /** Answers DEADLINE_EXCEEDED when the deadline passes, whatever the implementation is doing. */
+  private watchDeadline(ctx: CallContext): void {
+    const signal = ctx.signal;
+    const onAbort = () => {
+      if (this.answered || !(signal.reason instanceof ConnectError) || signal.reason.code !== Code.DeadlineExceeded) return;
+      this.answer(undefined, signal.reason);
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  }
+
+  private answer(out: Uint8Array | undefined, failure: ConnectError | undefined): void {
+    this.answered = true;
+    const stream = this.stream;
+    if (stream.destroyed || stream.closed) return;
+    const setHeaders = this.ctx?.setResponseHeaders();
+    const setTrailers = this.ctx?.setResponseTrailers();
+    let responseHeaders: Record<string, string | number> = HEADERS[this.codec];
+    if (setHeaders !== undefined) {
+      responseHeaders = { ...responseHeaders };
+      setHeaders.forEach((value, key) => (responseHeaders[key] = value));
+    }
+    if (failure === undefined && setTrailers === undefined) {
+      stream.respond(responseHeaders, RESPOND_WITH_TRAILERS);
+      stream.on("wantTrailers", sendOkTrailers);
+      stream.end(envelope(out!));
+      this.logLine(0);
       return;
     }
-    const responseFields: [string, string][] = [...RESPONSE_FIELDS[codec]];
-    setHeaders?.forEach((value, key) => responseFields.push([key, value]));
-    const trailers: [string, string][] = [];
-    setTrailers?.forEach((value, key) => trailers.push([key, value]));
+    const trailers: Record<string, string> = {};
+    setTrailers?.forEach((value, key) => (trailers[key] = value));
     if (failure === undefined) {
-      trailers.push(["grpc-status", "0"]);
-      stream.respond(responseFields);
-      stream.write(envelope(out!));
-      stream.end(trailers);
+      trailers["grpc-status"] = "0";
+      stream.respond(responseHeaders, RESPOND_WITH_TRAILERS);
+      stream.on("wantTrailers", () => {
+        if (!stream.closed) stream.sendTrailers(trailers);
+      });
+      stream.end(envelope(out!));
+      this.logLine(0);
       return;
     }
     setTrailerStatus(new Headers(), failure).forEach((value, key) => {
-      trailers.push([key, key === "grpc-message" ? specEncodeGrpcMessage(value) : value]);
+      trailers[key] = key === "grpc-message" ? specEncodeGrpcMessage(value) : value;
     });
     // Trailers-only: an error has no message, so headers and trailers go in one block.
-    stream.respond([...responseFields, ...trailers], true);
+    stream.respond({ ...responseHeaders, ...trailers }, RESPOND_TRAILERS_ONLY);
+    this.logLine(failure.code);
+  }
+
+  private logLine(status: number): void {
+    const log = this.owner.requestLog;
+    if (!log.enabled) return;
+    log.write({
+      protocol: "grpc",
+      method: "POST",
+      route: this.route.path,
+      status,
+      ms: performance.now() - this.started,
+      requestId: log.requestId(this.headers["x-request-id"]),
+      keyId: this.ctx === undefined ? undefined : callerOf(this.ctx)?.keyId,
+    });
   }
 
   /** The one length-prefixed message of a unary call. */
@@ -175,7 +307,6 @@ class UnaryCall implements StreamSink {
     if (this.tooLarge) throw new ConnectError(`message is larger than the limit of ${LIMITS.bodyBytes} bytes`, Code.ResourceExhausted);
     const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
     this.chunks = [];
-    this.stream.release();
     if (all.length < 5) throw new ConnectError("protocol error: missing the message envelope", Code.InvalidArgument);
     if (all.length !== 5 + all.readUInt32BE(1)) {
       throw new ConnectError("protocol error: a unary call takes exactly one message", Code.InvalidArgument);
@@ -184,14 +315,34 @@ class UnaryCall implements StreamSink {
   }
 }
 
+/** Decodes the message; a compressed one is inflated off the event loop, up to the size limit. */
 function decode(method: DescMethodUnary, codec: Codec, message: { compressed: boolean; data: Uint8Array }, encoding: unknown): unknown {
-  let data = message.data;
-  if (message.compressed) {
-    if (encoding !== "gzip") {
-      throw new ConnectError(`unsupported grpc-encoding "${String(encoding)}" (accepted: gzip)`, Code.Unimplemented);
-    }
-    data = gunzipSync(data, { maxOutputLength: LIMITS.bodyBytes });
+  if (!message.compressed) return parse(method, codec, message.data);
+  if (encoding !== "gzip") {
+    throw new ConnectError(`unsupported grpc-encoding "${String(encoding)}" (accepted: gzip)`, Code.Unimplemented);
   }
+  return new Promise((resolve, reject) => {
+    gunzip(message.data, { maxOutputLength: LIMITS.bodyBytes }, (error, data) => {
+      if (error === null) {
+        try {
+          resolve(parse(method, codec, data));
+        } catch (parseError) {
+          reject(parseError);
+        }
+        return;
+      }
+      // By zlib's error code, not its message: over the limit, or not gzip.
+      const code = (error as NodeJS.ErrnoException).code;
+      reject(
+        code === "ERR_BUFFER_TOO_LARGE"
+          ? new ConnectError(`decompressed message is larger than the limit of ${LIMITS.bodyBytes} bytes`, Code.ResourceExhausted)
+          : new ConnectError(`message is not valid gzip (${code ?? "unknown error"})`, Code.InvalidArgument),
+      );
+    });
+  });
+}
+
+function parse(method: DescMethodUnary, codec: Codec, data: Uint8Array): unknown {
   try {
     return codec === "json"
       ? fromJsonString(method.input, new TextDecoder().decode(data), { ignoreUnknownFields: false })

@@ -1,18 +1,22 @@
 /**
  * One port for every protocol: each new connection's first bytes say whether
  * it is HTTP/2 with prior knowledge (gRPC, which needs HTTP/2 without TLS) or
- * HTTP/1.1 (REST, Connect, gRPC-Web). HTTP/1.1 goes to its server; HTTP/2 to
- * the service's own connection (h2/), which answers unary gRPC itself and
- * relays every other stream to the HTTP/2 server.
- * Also owns graceful shutdown: stop accepting, let in-flight requests finish,
- * then close what is left.
+ * HTTP/1.1 (REST, Connect, gRPC-Web), and it is handed to that server with
+ * `emit("connection")`.
+ *
+ * No connection is held for free: one that has not shown its protocol within
+ * the headers timeout (nothing sent, half an HTTP/2 preface) is closed;
+ * after that the HTTP/1.1 server's header, request and keep-alive timeouts
+ * and the HTTP/2 server's stream and idle timeouts (h2-server.ts) apply; and
+ * connections above the cap are closed as they arrive, before they cost more
+ * than a descriptor for a moment.
+ *
+ * Also owns graceful shutdown: stop accepting, GOAWAY on HTTP/2 connections,
+ * let in-flight requests finish, then close what is left.
  */
 import type http from "node:http";
-import type http2 from "node:http2";
 import net from "node:net";
-import type { UnaryGrpc } from "./grpc-unary.js";
-import { H2Connection } from "./h2/connection.js";
-import { H2Relay } from "./h2/proxy.js";
+import type { H2Server } from "./h2-server.js";
 
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -22,39 +26,39 @@ export interface Listener {
   close(graceMs: number): Promise<void>;
 }
 
-export async function listen(host: string, port: number, h1: http.Server, h2: http2.Http2Server, unary: UnaryGrpc): Promise<Listener> {
+export interface ListenOptions {
+  host: string;
+  port: number;
+  /** A connection must show its protocol (its first request line, or the whole HTTP/2 preface) within this. */
+  headersTimeoutMs: number;
+  /** Open connections above which new ones are closed at once. */
+  maxConnections: number;
+}
+
+export async function listen(options: ListenOptions, h1: http.Server, h2: H2Server): Promise<Listener> {
   const sockets = new Set<net.Socket>();
-  const sessions = new Set<http2.Http2Session>();
-  const connections = new Set<H2Connection>();
   let inFlight = 0;
   let draining = false;
   let drained: (() => void) | undefined;
 
-  const settled = () => {
-    if (draining && inFlight === 0 && connections.size === 0) drained?.();
-  };
   const finished = () => {
     inFlight--;
-    if (draining) h1.closeIdleConnections();
-    settled();
+    if (draining) {
+      h1.closeIdleConnections();
+      if (inFlight === 0) drained?.();
+    }
   };
   h1.on("request", (_req: http.IncomingMessage, res: http.ServerResponse) => {
     inFlight++;
     if (draining) res.setHeader("connection", "close");
     res.once("close", finished);
   });
-  // Streams relayed from our own connections. Streams, not requests: a
-  // "request" listener would switch on the HTTP/2 compatibility layer for
-  // every stream (see fastify-app).
-  h2.on("stream", (stream: http2.ServerHttp2Stream) => {
-    inFlight++;
-    stream.once("close", finished);
-  });
-  h2.on("session", (session) => {
-    sessions.add(session);
-    session.once("close", () => sessions.delete(session));
-    if (draining) session.close();
-  });
+  // Node's HTTP/1.1 server starts the checker of headersTimeout and
+  // requestTimeout (and the list of its connections, which
+  // closeIdleConnections reads) on its own "listening" event, which a server
+  // that is handed its connections never emits. This server does listen, on
+  // its behalf: say so.
+  h1.emit("listening");
 
   const server = net.createServer((socket) => {
     // Small request/answer exchanges: without this, Nagle's algorithm meets
@@ -62,37 +66,36 @@ export async function listen(host: string, port: number, h1: http.Server, h2: ht
     socket.setNoDelay(true);
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
-    let head = Buffer.alloc(0);
+    socket.on("error", () => socket.destroy()); // a reset client must not crash the process
+    // A fixed deadline, not an idle timer: a preface sent a byte at a time must not buy time.
+    const sniffing = setTimeout(() => socket.destroy(), options.headersTimeoutMs);
+    let head: Buffer = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
-      head = Buffer.concat([head, chunk]);
+      head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
       const n = Math.min(head.length, H2_PREFACE.length);
       const isH2 = head.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
       if (isH2 && head.length < H2_PREFACE.length) return; // need more bytes to decide
+      clearTimeout(sniffing);
       socket.removeListener("data", onData);
       socket.pause();
       socket.unshift(head);
       if (isH2) {
-        const relay = new H2Relay(h2);
-        const connection = new H2Connection(socket, (stream, headers) => unary.open(stream, headers) ?? relay.open(stream, headers));
-        connections.add(connection);
-        socket.once("close", () => {
-          connections.delete(connection);
-          relay.close();
-          settled();
-        });
-        if (draining) connection.close();
+        // The HTTP/2 session reads what is buffered, then takes the socket's
+        // handle over; resuming the JS stream here would race it for bytes.
+        h2.accept(socket);
       } else {
         h1.emit("connection", socket);
+        socket.resume();
       }
-      socket.resume();
     };
     socket.on("data", onData);
-    socket.on("error", () => socket.destroy()); // a reset client must not crash the process
+    socket.once("close", () => clearTimeout(sniffing));
   });
+  server.maxConnections = options.maxConnections;
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(port, host, () => {
+    server.listen(options.port, options.host, () => {
       server.off("error", reject);
       resolve();
     });
@@ -104,17 +107,19 @@ export async function listen(host: string, port: number, h1: http.Server, h2: ht
     async close(graceMs) {
       draining = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const session of sessions) session.close(); // GOAWAY: running streams finish
-      for (const connection of connections) connection.close();
+      const h2Drained = h2.drain(); // GOAWAY: running streams finish
       h1.closeIdleConnections();
-      if (inFlight > 0 || connections.size > 0) {
-        await new Promise<void>((resolve) => {
-          drained = resolve;
-          setTimeout(resolve, graceMs).unref();
-        });
-      }
-      for (const session of sessions) session.destroy();
+      await Promise.race([
+        Promise.all([
+          h2Drained,
+          inFlight === 0 ? undefined : new Promise<void>((resolve) => (drained = resolve)),
+        ]),
+        new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref()),
+      ]);
+      h2.destroy();
       for (const socket of sockets) socket.destroy();
+      // Stops the HTTP/1.1 server's timeout checker; it never listened, so its callback reports that.
+      h1.close(() => undefined);
       await closed;
     },
   };

@@ -18,6 +18,12 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     logLevel: "silent",
     pgPoolMax: 10,
     shutdownGraceMs: 5_000,
+    headersTimeoutMs: 10_000,
+    requestTimeoutMs: 30_000,
+    idleTimeoutMs: 65_000,
+    maxConnections: 10_000,
+    h2MaxConcurrentStreams: 100,
+    h2MaxSessionMemoryMb: 10,
     ...overrides,
   };
 }
