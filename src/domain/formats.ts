@@ -22,9 +22,41 @@ export const LIMITS = {
   pageSizeDefault: 100,
   pageSizeMax: 1000,
   bodyBytes: 8 * 1024 * 1024,
+  /** JSON bodies nested deeper than this are refused before anything walks them. */
+  jsonDepth: 64,
 } as const;
 
-const show = (value: string) => JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value);
+/**
+ * A client's value as a message may quote it: JSON-quoted (so an unpaired
+ * surrogate or a control character shows as an escape, never raw) and cut
+ * to 80 characters, so an error never echoes a whole megabyte back.
+ */
+export const show = (value: string): string => JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value);
+
+/** Any JSON value for a message: strings as show() quotes them, anything else by its kind. */
+export function showJson(value: unknown): string {
+  if (typeof value === "string") return show(value);
+  if (typeof value === "number" || typeof value === "boolean" || value === null) return String(value);
+  return Array.isArray(value) ? "an array" : typeof value === "object" ? "an object" : typeof value;
+}
+
+// NUL or any surrogate (UTF-16 code units, no "u" flag): the one cheap test
+// every string of every request passes; only a hit looks closer.
+const SUSPECT_TEXT = /[\u0000\ud800-\udfff]/;
+const isWellFormed = (value: string): boolean => (value as unknown as { isWellFormed(): boolean }).isWellFormed();
+
+/**
+ * Text Postgres can store and that means what the client sent: no NUL
+ * (Postgres text cannot hold one) and well-formed Unicode (an unpaired
+ * surrogate from JSON's "\ud800", or bytes that were not UTF-8, which the
+ * decoders turn into one; see transport/text-input). Undefined when good.
+ */
+export function textProblem(value: string): string | undefined {
+  if (!SUSPECT_TEXT.test(value)) return undefined;
+  if (value.includes("\u0000")) return "must not contain the control character NUL (\\u0000)";
+  if (!isWellFormed(value)) return "is not well-formed Unicode text (invalid UTF-8, or an unpaired surrogate such as \\ud800)";
+  return undefined;
+}
 
 export function appIdProblem(value: string): string | undefined {
   if (value === "") return "is required";
