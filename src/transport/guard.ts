@@ -4,6 +4,12 @@ import type { Logger } from "pino";
 import type { KeyAuthenticator } from "../domain/keys.js";
 import { authorizeCall } from "./auth.js";
 import { toConnectError } from "./errors.js";
+import { checkTextFields } from "./text-fields.js";
+import { markInvalidUtf8InProtobuf } from "./utf8.js";
+
+// Once, before any request is decoded: binary protobuf strings that are not
+// UTF-8 reach the check below as ill-formed text instead of a decode error.
+markInvalidUtf8InProtobuf();
 
 /** A service and its implementation, as the routers and the REST gateway take them. */
 export interface ServiceBinding<S extends DescService = DescService> {
@@ -14,8 +20,10 @@ export interface ServiceBinding<S extends DescService = DescService> {
 type UnaryFn = (request: { appId?: unknown }, ctx: HandlerContext) => Promise<unknown>;
 
 /**
- * Wraps every RPC of a service with authorization and the one error mapping,
- * so Connect, gRPC, gRPC-Web and REST all run exactly the same checks.
+ * Wraps every RPC of a service with authorization, the check of every string
+ * in the request (no NUL, well-formed Unicode: the edge, before anything
+ * reaches SQL) and the one error mapping, so Connect, gRPC, gRPC-Web and REST
+ * all run exactly the same checks.
  */
 export function guard<S extends DescService>(
   service: S,
@@ -30,6 +38,7 @@ export function guard<S extends DescService>(
     guarded[method.localName] = async (request, ctx) => {
       try {
         await authorizeCall(deps.keys, method, ctx, typeof request.appId === "string" ? request.appId : undefined);
+        checkTextFields(method.input, request);
         return await fn(request, ctx);
       } catch (error) {
         throw toConnectError(error, deps.log);
