@@ -1,5 +1,6 @@
 import type { FieldMask } from "@bufbuild/protobuf/wkt";
 import { Violations } from "../domain/errors.js";
+import { show } from "../domain/formats.js";
 
 /**
  * Which fields a PATCH changes. With an update_mask, exactly the fields it
@@ -21,7 +22,7 @@ export function maskedFields(
   }
   const v = new Violations();
   paths.forEach((path, i) => {
-    if (!updatable.includes(path)) v.add(`updateMask[${i}]`, `"${path}" cannot be updated (updatable: ${updatable.join(", ")})`);
+    if (!updatable.includes(path)) v.add(`updateMask[${i}]`, `${show(path)} cannot be updated (updatable: ${updatable.join(", ")})`);
   });
   v.throwIfAny();
   return new Set(paths);

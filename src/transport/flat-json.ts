@@ -28,6 +28,8 @@ const flatList = (field: DescField): DescMessage | undefined =>
  * anything but plain values of the right types under known names (nulls,
  * unknown or repeated fields, wrong types): the caller then takes the full,
  * strict reading, which names what is wrong. Undefined when `desc` is not flat.
+ * Names are looked up in a Map and values gathered in an object without a
+ * prototype, so "__proto__", "constructor" and the like are unknown names.
  */
 export function flatReader(desc: DescMessage): Reader | undefined {
   const byKey = new Map<string, { localName: string; read: (value: unknown) => unknown }>();
@@ -57,7 +59,7 @@ export function flatReader(desc: DescMessage): Reader | undefined {
   }
   return (json) => {
     if (typeof json !== "object" || json === null || Array.isArray(json)) return undefined;
-    const init: Record<string, unknown> = {};
+    const init: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
     for (const key of Object.keys(json)) {
       const entry = byKey.get(key);
       if (entry === undefined || entry.localName in init) return undefined;

@@ -4,13 +4,38 @@
  * field. protobuf-es would reject the same inputs, but with messages naming
  * protobuf internals; this walks the descriptor first so a REST caller reads
  * their own field names.
+ *
+ * Hostile JSON: only own keys are read and a key that is no field (such as
+ * "__proto__" or "constructor") is an unknown field; values are quoted
+ * through show()/showJson(), never echoed whole; the caller bounds the
+ * nesting depth (jsonDepthExceeds) before anything here walks it.
  */
 import { fromJson, ScalarType, type DescField, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { Violations, invalidArgument } from "../domain/errors.js";
+import { show, showJson, textProblem } from "../domain/formats.js";
 
 /** The fields of `desc` by every name JSON may use: the lowerCamelCase name and the proto name. */
 export function fieldByJsonKey(desc: DescMessage, key: string): DescField | undefined {
   return desc.fields.find((f) => f.jsonName === key || f.name === key);
+}
+
+/**
+ * Whether a parsed JSON value nests arrays and objects deeper than `max`
+ * levels. Iterative, so a body nested 10,000 deep cannot overflow the stack
+ * here; the readers and JSON.stringify, which recurse, run only after it.
+ */
+export function jsonDepthExceeds(value: unknown, max: number): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  const stack: { value: object; depth: number }[] = [{ value, depth: 1 }];
+  while (stack.length > 0) {
+    const { value: node, depth } = stack.pop()!;
+    if (depth > max) return true;
+    const children: unknown[] = Array.isArray(node) ? node : Object.values(node);
+    for (const child of children) {
+      if (typeof child === "object" && child !== null) stack.push({ value: child, depth: depth + 1 });
+    }
+  }
+  return false;
 }
 
 /**
@@ -31,14 +56,23 @@ export function messageFromJson<D extends DescMessage>(
     return fromJson(desc, json as JsonValue, { ignoreUnknownFields: false });
   } catch (error) {
     // The walk above should have caught everything; keep protobuf's word as a fallback.
-    throw invalidArgument(`${where}: ${error instanceof Error ? error.message : String(error)}`);
+    const message = error instanceof Error ? error.message : String(error);
+    throw invalidArgument(`${where}: ${message.length > 200 ? `${message.slice(0, 197)}...` : message}`);
   }
+}
+
+/** Why `key` is refused: it is no field of `desc` (bound fields, given elsewhere, are not offered). */
+export function unknownFieldReason(desc: DescMessage, bound: ReadonlySet<DescField>, what = "this request"): string {
+  const accepted = desc.fields.filter((f) => !bound.has(f)).map((f) => f.jsonName).join(", ");
+  return `is not a field of ${what} (accepted: ${accepted})`;
 }
 
 const typeOf = (value: unknown): string =>
   value === null ? "null" : Array.isArray(value) ? "array" : typeof value === "object" ? "object" : typeof value;
 
 const join = (path: string, key: string) => (path === "" ? key : `${path}.${key}`);
+/** A client's key in a field path: cut short, as show() cuts values. */
+const keyName = (key: string) => (key.length > 80 ? `${key.slice(0, 77)}...` : key);
 
 function checkMessage(
   desc: DescMessage,
@@ -61,10 +95,9 @@ function checkMessage(
   const seen = new Set<DescField>();
   for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
     const field = fieldByJsonKey(desc, key);
-    const at = join(path, key);
+    const at = join(path, keyName(key));
     if (field === undefined) {
-      const accepted = desc.fields.filter((f) => !bound.has(f)).map((f) => f.jsonName).join(", ");
-      v.add(at, `is not a field of ${path === "" ? "this request" : "this object"} (accepted: ${accepted})`);
+      v.add(at, unknownFieldReason(desc, bound, path === "" ? "this request" : "this object"));
       continue;
     }
     if (seen.has(field)) {
@@ -98,7 +131,8 @@ function checkField(field: DescField, value: unknown, path: string, v: Violation
     case "map":
       if (typeOf(value) !== "object") return v.add(path, `must be a JSON object, got ${typeOf(value)}`);
       for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
-        const at = `${path}.${key}`;
+        const at = `${path}[${show(key)}]`;
+        addProblem(v, at, textProblem(key));
         if (field.mapKind === "scalar") addProblem(v, at, scalarProblem(field.scalar, item));
         else if (field.mapKind === "enum") addProblem(v, at, enumProblem(field.enum.values.map((x) => x.name), item));
         else checkMessage(field.message, item, at, v, where);
@@ -117,7 +151,8 @@ const UINT32 = { min: 0, max: 4294967295 };
 function scalarProblem(type: ScalarType, value: unknown): string | undefined {
   switch (type) {
     case ScalarType.STRING:
-      return typeof value === "string" ? undefined : `must be a string, got ${typeOf(value)}`;
+      // Named here: protobuf-es would refuse an unpaired surrogate too, but as "invalid UTF8" of a proto field.
+      return typeof value === "string" ? textProblem(value) : `must be a string, got ${typeOf(value)}`;
     case ScalarType.BOOL:
       return typeof value === "boolean" ? undefined : `must be true or false, got ${typeOf(value)}`;
     case ScalarType.BYTES:
@@ -149,19 +184,19 @@ function integerProblem(value: unknown, range: { min: number; max: number } | un
 function enumProblem(names: string[], value: unknown): string | undefined {
   if (typeof value === "number" && Number.isInteger(value)) return undefined;
   if (typeof value === "string" && names.includes(value)) return undefined;
-  return `must be one of ${names.join(", ")}, got ${JSON.stringify(value)}`;
+  return `must be one of ${names.join(", ")}, got ${showJson(value)}`;
 }
 
 /** Well-known types with their own JSON forms. */
 const wellKnown: Record<string, (value: unknown) => string | undefined> = {
   "google.protobuf.Timestamp": (x) =>
-    typeof x === "string" && !Number.isNaN(Date.parse(x)) ? undefined : `must be an RFC 3339 timestamp string, got ${JSON.stringify(x)}`,
+    typeof x === "string" && !Number.isNaN(Date.parse(x)) ? undefined : `must be an RFC 3339 timestamp string, got ${showJson(x)}`,
   "google.protobuf.Duration": (x) =>
-    typeof x === "string" && /^-?\d+(\.\d+)?s$/.test(x) ? undefined : `must be a duration such as "1.5s", got ${JSON.stringify(x)}`,
+    typeof x === "string" && /^-?\d+(\.\d+)?s$/.test(x) ? undefined : `must be a duration such as "1.5s", got ${showJson(x)}`,
   "google.protobuf.FieldMask": (x) =>
     typeof x === "string" && /^([a-zA-Z0-9_.]+(,[a-zA-Z0-9_.]+)*)?$/.test(x)
       ? undefined
-      : `must be a comma-separated list of field names, got ${JSON.stringify(x)}`,
+      : `must be a comma-separated list of field names, got ${showJson(x)}`,
   "google.protobuf.Struct": (x) => (typeOf(x) === "object" ? undefined : `must be a JSON object, got ${typeOf(x)}`),
   "google.protobuf.ListValue": (x) => (Array.isArray(x) ? undefined : `must be an array, got ${typeOf(x)}`),
   "google.protobuf.Value": () => undefined,

@@ -51,8 +51,8 @@ function serve(r: RestRoute, req: http.IncomingMessage, res: http.ServerResponse
   const chunks: Buffer[] = [];
   req.on("data", (chunk: Buffer) => chunks.push(chunk));
   req.once("end", () => {
-    const text = chunks.length === 0 ? "" : (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).toString("utf8");
-    const request = { method: "POST", url: r.route.template, headers: req.headers, params: NO_PARAMS, query: NO_QUERY, body: text };
+    const body = chunks.length === 0 ? undefined : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+    const request = { method: "POST", url: r.route.template, headers: req.headers, params: NO_PARAMS, query: NO_QUERY, body };
     serveRest(r, request, deps, (abort) => onClientGone(res, abort)).then(
       ({ status, payload }) => {
         if (res.destroyed) return; // the client went away while the call ran

@@ -10,6 +10,7 @@ import type { FastifyInstance } from "fastify";
 import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
 import { invalidArgument, Violations } from "../domain/errors.js";
+import { LIMITS, show } from "../domain/formats.js";
 import type { KeyAuthenticator } from "../domain/keys.js";
 import { authorizeCall, wasCreated } from "./auth.js";
 import { CallContext } from "./call-context.js";
@@ -18,7 +19,8 @@ import { restError, toConnectError } from "./errors.js";
 import type { ServiceBinding } from "./guard.js";
 import { httpBindings, type HttpBinding } from "./http-rules.js";
 import { flatReader, flatWriter } from "./flat-json.js";
-import { fieldByJsonKey, messageFromJson } from "./json-input.js";
+import { fieldByJsonKey, jsonDepthExceeds, messageFromJson, unknownFieldReason } from "./json-input.js";
+import { bodyText } from "./utf8.js";
 
 type UnaryFn = (request: Message, ctx: HandlerContext) => Promise<unknown>;
 
@@ -35,12 +37,12 @@ export interface RestRoute {
 /** What the gateway reads of a request, whether Fastify or the fast path (rest-fast-path) took it. */
 export interface RestRequest {
   method: string;
+  /** The raw request target: the gateway reads the query string from it itself (see queryOf). */
   url: string;
   headers: IncomingHttpHeaders;
   params: Record<string, string | undefined>;
-  query: Record<string, string | string[]>;
-  /** The body as text, or undefined when there was none. */
-  body: unknown;
+  /** The body's bytes (text is accepted too), or undefined when there was none. */
+  body: Buffer | string | undefined;
 }
 
 export interface RestDeps {
@@ -59,10 +61,12 @@ export function restRoutes(bindings: ServiceBinding[]): RestRoute[] {
 
 /** Registers one Fastify route per annotated RPC. */
 export function registerRestGateway(app: FastifyInstance, routes: RestRoute[], deps: RestDeps): void {
-  // Bodies arrive as text whatever their Content-Type (curl -d sends a form
-  // type by default); they are JSON by contract, parsed here for clear errors.
+  // Bodies arrive whatever their Content-Type (curl -d sends a form type by
+  // default); they are JSON by contract, parsed here for clear errors. As
+  // bytes, not text: a decoder would turn bytes that are not UTF-8 into
+  // U+FFFD, and serveRest refuses them instead.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
 
   for (const r of routes) {
     app.route({
@@ -126,10 +130,15 @@ function fieldJson(field: DescField, response: Message): unknown {
   return toJson(field.message, value ?? create(field.message), jsonWrite);
 }
 
-/** Builds the request message from the path, the query string and the body. */
+/**
+ * Builds the request message from the path, the query string and the body.
+ * `json` has no prototype: a client's "__proto__" key is then a key like any
+ * other (and no field), never the object's prototype, whose properties would
+ * pass for fields that were never sent.
+ */
 function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<string, unknown>) => Message): Message {
   const input = route.method.input;
-  const json: Record<string, unknown> = {};
+  const json: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   const { pathNames } = route;
   const v = new Violations();
 
@@ -142,22 +151,20 @@ function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<s
       }
       for (const [key, value] of Object.entries((body ?? {}) as Record<string, unknown>)) {
         if (pathNames.has(key)) v.add(key, `is given by the path (${route.template}), not the body`);
-        else json[key] = value;
+        else json[key] = value; // unknown keys, "__proto__" among them, are named by the reader
       }
     } else if (body !== undefined) {
       json[route.body.jsonName] = body;
     }
   }
 
-  const query = req.query ?? {};
-  for (const [key, raw] of Object.entries(query)) {
+  for (const [key, values] of queryOf(req.url, v)) {
     const field = route.body === "*" || pathNames.has(key) ? undefined : fieldByJsonKey(input, key);
     if (field === undefined || field.fieldKind === "message" || field.fieldKind === "map") {
       const accepted = queryFields(route).join(", ");
-      v.add(key, `is not a query parameter of ${route.verb} ${route.template}${accepted === "" ? " (it takes none)" : ` (accepted: ${accepted})`}`);
+      v.add(fieldName(key), `is not a query parameter of ${route.verb} ${route.template}${accepted === "" ? " (it takes none)" : ` (accepted: ${accepted})`}`);
       continue;
     }
-    const values = Array.isArray(raw) ? raw : [raw];
     if (field.fieldKind !== "list" && values.length > 1) {
       v.add(key, "is given more than once");
       continue;
@@ -165,9 +172,20 @@ function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<s
     const converted = values.map((x) => queryValue(field, key, x, v));
     json[field.jsonName] = field.fieldKind === "list" ? converted : converted[0];
   }
+  let missing = false;
   for (const field of route.requiredFields) {
     const value = json[field.jsonName] ?? json[field.name];
-    if (value === undefined || value === null) v.add(field.jsonName, "is required");
+    if (value === undefined || value === null) {
+      v.add(field.jsonName, "is required");
+      missing = true;
+    }
+  }
+  // The reader names unknown keys, but only once this 400 is past: with it,
+  // a key such as "__proto__" where a field was meant is named too.
+  if (missing && route.body === "*") {
+    for (const key of Object.keys(json)) {
+      if (fieldByJsonKey(input, key) === undefined) v.add(fieldName(key), unknownFieldReason(input, route.boundFields));
+    }
   }
   v.throwIfAny();
 
@@ -178,12 +196,98 @@ function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<s
   return message;
 }
 
-function parseBody(body: unknown): unknown {
-  if (typeof body !== "string" || body.trim() === "") return undefined;
+function parseBody(body: Buffer | string | undefined): unknown {
+  if (body === undefined || body.length === 0) return undefined;
+  const text = typeof body === "string" ? body : bodyText(body);
+  if (text.trim() === "") return undefined;
+  let value: unknown;
   try {
-    return JSON.parse(body);
+    value = JSON.parse(text);
   } catch (error) {
-    throw invalidArgument(`request body is not valid JSON: ${error instanceof SyntaxError ? error.message : "parse error"}`);
+    throw invalidArgument(`request body is not valid JSON: ${error instanceof SyntaxError ? cut(error.message) : "parse error"}`);
+  }
+  // Before anything walks it: readers, messages and JSON.stringify recurse.
+  if (jsonDepthExceeds(value, LIMITS.jsonDepth)) {
+    throw invalidArgument(`request body is nested deeper than ${LIMITS.jsonDepth} levels`);
+  }
+  return value;
+}
+
+/** V8's JSON.parse messages quote the text around the error; a body may be megabytes on one line. */
+const cut = (message: string) => (message.length > 200 ? `${message.slice(0, 197)}...` : message);
+
+/** A client's key as a field name in a message: cut short, as show() cuts values. */
+const fieldName = (key: string) => (key.length > 80 ? `${key.slice(0, 77)}...` : key);
+
+/**
+ * The query string of a request target, decoded strictly. Fastify's parser
+ * keeps a value it cannot decode as it came ("%ff" stays "%ff") and others
+ * substitute U+FFFD; either way the service would act on a value the client
+ * did not mean. decodeURIComponent throws on bad escapes, on bytes that are
+ * not UTF-8 and on encoded surrogates (%ed%a0%80): a 400 naming the parameter.
+ * A Map, so "__proto__" is a name like any other.
+ */
+function queryOf(url: string, v: Violations): Map<string, string[]> {
+  const query = new Map<string, string[]>();
+  const start = url.indexOf("?");
+  if (start < 0) return query;
+  for (const part of url.slice(start + 1).split("&")) {
+    if (part === "") continue;
+    const eq = part.indexOf("=");
+    const rawKey = eq < 0 ? part : part.slice(0, eq);
+    const key = decodeQueryPart(rawKey);
+    if (key === undefined) {
+      v.add(fieldName(rawKey), "is not a valid query parameter name: its percent-encoding is malformed or not UTF-8");
+      continue;
+    }
+    const value = decodeQueryPart(eq < 0 ? "" : part.slice(eq + 1));
+    if (value === undefined) {
+      v.add(fieldName(key), "is not valid percent-encoded UTF-8 (a malformed escape, bytes that are not UTF-8, or an encoded surrogate)");
+      continue;
+    }
+    const values = query.get(key);
+    if (values === undefined) query.set(key, [value]);
+    else values.push(value);
+  }
+  return query;
+}
+
+function decodeQueryPart(raw: string): string | undefined {
+  if (!raw.includes("%") && !raw.includes("+")) return raw;
+  try {
+    return decodeURIComponent(raw.replaceAll("+", " "));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Names what is wrong with a request path the router could not decode (a
+ * segment whose percent-encoding is malformed or not UTF-8): the path
+ * variable of the route it would have reached (of any method), when one does.
+ */
+export function badPathProblem(routes: RestRoute[], url: string): { field: string; reason: string } {
+  const segments = url.split("?")[0]!.split("/");
+  const bad = segments.findIndex((segment) => decodePathSegment(segment) === undefined);
+  const reason = "is not valid percent-encoded UTF-8 (a malformed escape, bytes that are not UTF-8, or an encoded surrogate)";
+  if (bad < 0) return { field: "path", reason };
+  for (const { route } of routes) {
+    const template = route.template.split("/");
+    const variable = template[bad]?.match(/^\{(.+)\}$/)?.[1];
+    if (variable === undefined || template.length !== segments.length) continue;
+    if (template.every((t, i) => i === bad || t.startsWith("{") || t === segments[i])) {
+      const field = route.pathFields.find((f) => f.name === variable);
+      return { field: field?.jsonName ?? variable, reason };
+    }
+  }
+  return { field: "path", reason: `segment ${bad} (${show(segments[bad]!)}) ${reason}` };
+}
+
+function decodePathSegment(raw: string): string | undefined {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return undefined;
   }
 }
 
@@ -204,14 +308,14 @@ function queryValue(field: DescField, key: string, raw: string, v: Violations): 
   switch (scalar) {
     case ScalarType.BOOL:
       if (raw === "true" || raw === "false") return raw === "true";
-      v.add(key, `must be true or false, got ${JSON.stringify(raw)}`);
+      v.add(key, `must be true or false, got ${show(raw)}`);
       return undefined;
     case ScalarType.STRING:
     case ScalarType.BYTES:
       return raw;
     default:
       if (/^-?\d+$/.test(raw)) return Number(raw);
-      v.add(key, `must be a whole number, got ${JSON.stringify(raw)}`);
+      v.add(key, `must be a whole number, got ${show(raw)}`);
       return undefined;
   }
 }
