@@ -14,6 +14,13 @@ export const SqlState = {
   adminShutdown: "57P01",
   crashShutdown: "57P02",
   cannotConnectNow: "57P03",
+  // Class 22, data exception: 22P02 invalid text representation (1.5 as a
+  // bigint), 22007/22008 bad or out-of-range datetime, 22021 a NUL or bytes
+  // not in the encoding, 22001 a string too long for its column.
+  dataExceptionClass: "22",
+  // Class 54, program limit exceeded: 54000 a value too large for an index
+  // row, 54001 statement too complex.
+  programLimitClass: "54",
 } as const;
 
 export function sqlState(error: unknown): string | undefined {
@@ -26,6 +33,16 @@ export function sqlState(error: unknown): string | undefined {
 export function isRetryable(error: unknown): boolean {
   const state = sqlState(error);
   return state === SqlState.serializationFailure || state === SqlState.deadlockDetected;
+}
+
+/**
+ * The database refused a value of the request itself (malformed, out of
+ * range, too large to index): the client's fault, a 400, never a 500. The
+ * edge checks (text-fields, paging) should leave this a safety net.
+ */
+export function isBadValue(error: unknown): boolean {
+  const state = sqlState(error);
+  return state !== undefined && (state.startsWith(SqlState.dataExceptionClass) || state.startsWith(SqlState.programLimitClass));
 }
 
 // Node socket errors seen when the server is down or the network drops.

@@ -9,7 +9,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { DomainError, type ErrorCode, type JsonObject } from "../domain/errors.js";
-import { isUnavailable, sqlState, SqlState } from "../store/sqlstate.js";
+import { isBadValue, isUnavailable, sqlState, SqlState } from "../store/sqlstate.js";
 import { DeadlinePassedError } from "../store/db.js";
 
 const domainToConnect: Record<ErrorCode, Code> = {
@@ -48,8 +48,10 @@ export const connectToRest: Record<Code, { code: string; status: number }> = {
 /**
  * Any error thrown below the transport, as the ConnectError a client sees.
  * Domain errors keep their message and details (as google.protobuf.Struct);
- * an unreachable database is UNAVAILABLE; anything else is INTERNAL with its
- * text kept in the log only.
+ * an unreachable database is UNAVAILABLE; a value the database refused (a
+ * data exception, a program limit) is INVALID_ARGUMENT, with the SQLSTATE but
+ * nothing of the SQL or the database's words; anything else is INTERNAL with
+ * its text kept in the log only.
  */
 export function toConnectError(error: unknown, log: Logger): ConnectError {
   if (error instanceof ConnectError) return error;
@@ -72,6 +74,14 @@ export function toConnectError(error: unknown, log: Logger): ConnectError {
   if (isUnavailable(error)) {
     log.error({ err: error }, "database unavailable");
     return new ConnectError("the database cannot be reached; try again shortly", Code.Unavailable);
+  }
+  if (isBadValue(error)) {
+    // Logged: it means an edge check let something through.
+    log.warn({ err: error }, "the database refused a value of a request");
+    return new ConnectError(
+      `a value in the request is malformed, out of range or too large (SQLSTATE ${sqlState(error)})`,
+      Code.InvalidArgument,
+    );
   }
   const errorId = randomBytes(6).toString("hex");
   log.error({ err: error, errorId }, "internal error");
