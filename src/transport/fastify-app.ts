@@ -6,13 +6,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
-import Fastify, {
-  LogController,
-  type FastifyError,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-} from "fastify";
+import Fastify, { LogController, type FastifyInstance } from "fastify";
 import http from "node:http";
 import type http2 from "node:http2";
 import type { Http2ServerResponse } from "node:http2";
@@ -24,10 +18,12 @@ import type { KeyAuthenticator } from "../domain/keys.js";
 import type { Db } from "../store/db.js";
 import { DeferredDb } from "../store/deferred-db.js";
 import { restErrorBody } from "./errors.js";
+import { clientErrorHandler, expectationFailed, fastifyErrorAnswer, frameworkErrorHandler, refuseMissingHost } from "./http-errors.js";
 import { fixGrpcMessageEncoding, specEncodeGrpcMessage } from "./grpc-message.js";
 import type { ServiceBinding } from "./guard.js";
 import type { H2Server } from "./h2-server.js";
 import { restFastPath } from "./rest-fast-path.js";
+import { strictJsonText } from "./utf8.js";
 import type { RequestLog } from "./request-log.js";
 import { registerRestGateway, restRoutes } from "./rest-gateway.js";
 
@@ -47,18 +43,6 @@ export interface AppDeps {
 export type HttpTimeouts = Pick<Config, "headersTimeoutMs" | "requestTimeoutMs" | "idleTimeoutMs">;
 
 export type HttpVersion = "http1" | "http2";
-
-/**
- * Errors Fastify raises before routing (a malformed URL, an over-long path
- * segment) get the same JSON error shape as everything else.
- */
-function frameworkErrors(error: FastifyError, _req: FastifyRequest, reply: FastifyReply): void {
-  if (error.code === "FST_ERR_MAX_PARAM_LENGTH") {
-    void reply.code(404).send(restErrorBody("not_found", "a path segment is longer than any id this service stores"));
-    return;
-  }
-  void reply.code(400).send(restErrorBody("invalid_argument", `malformed request: ${error.message}`));
-}
 
 /**
  * The HTTP/2 server (h2-server.ts): unary gRPC calls are answered on the
@@ -81,6 +65,8 @@ function h1Server(limits: HttpTimeouts, handler: http.RequestListener): http.Ser
       headersTimeout: limits.headersTimeoutMs,
       requestTimeout: limits.requestTimeoutMs,
       keepAliveTimeout: limits.idleTimeoutMs,
+      // Node would answer a missing Host with an empty 400; refuseMissingHost answers in the JSON shape.
+      requireHostHeader: false,
       // How often Node looks for requests past those timeouts (its default is 30 s).
       connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
     },
@@ -103,8 +89,10 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     // Path segments carry user and resource ids of up to 256 characters,
     // which percent-encoding can triple.
     routerOptions: { maxParamLength: 2048 },
+    // Errors before routing, and Node's parser errors, in the JSON error shape (http-errors.ts).
     // Fastify types this option per route generics; ours is generic enough.
-    frameworkErrors: frameworkErrors as never,
+    frameworkErrors: frameworkErrorHandler(routes) as never,
+    clientErrorHandler,
   };
   const app = (
     version === "http2"
@@ -114,7 +102,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
           serverFactory: (handler) => {
             const fast = restFastPath(routes, { keys, log });
             return h1Server(deps.timeouts, (req, res) => {
-              if (!fast(req, res)) handler(req, res);
+              if (!refuseMissingHost(req, res) && !fast(req, res)) handler(req, res);
             });
           },
         })
@@ -151,17 +139,12 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
   });
 
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, req, reply) => {
-    if (error.statusCode === 413) {
-      return reply
-        .code(413)
-        .send(restErrorBody("resource_exhausted", `request body is larger than the limit of ${LIMITS.bodyBytes} bytes (8 MiB)`));
-    }
-    if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
-      return reply.code(400).send(restErrorBody("invalid_argument", `bad request: ${error.message}`));
-    }
-    req.log.error({ err: error }, "unhandled error");
-    return reply.code(500).send(restErrorBody("internal", "internal error; the server log has the details"));
+    const { status, body } = fastifyErrorAnswer(error);
+    if (status >= 500) req.log.error({ err: error }, "unhandled error");
+    return reply.code(status).send(body);
   });
+  // An Expect other than 100-continue: Node would answer 417 with no body.
+  if (version === "http1") app.server.on("checkExpectation", expectationFailed);
 
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
@@ -189,7 +172,8 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     },
     // The contract's JSON rules hold on Connect too: unknown fields are
     // errors and booleans are always written.
-    jsonOptions: { ignoreUnknownFields: false, alwaysEmitImplicit: true },
+    // Bytes that are not UTF-8 are refused (Connect's own decoder substitutes U+FFFD).
+    jsonOptions: { ignoreUnknownFields: false, alwaysEmitImplicit: true, ...strictJsonText },
     readMaxBytes: LIMITS.bodyBytes,
   });
 

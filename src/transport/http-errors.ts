@@ -1,0 +1,143 @@
+/**
+ * Errors the HTTP layer raises itself, before any route runs, in the one
+ * documented error body {"code", "message", "details"}: requests Node's
+ * parser refuses (a method that is no HTTP method, a bad chunk, headers over
+ * the limit, a request that took too long), an Expect the server does not
+ * meet, a missing Host, and what Fastify refuses (a path it cannot decode,
+ * a media type no parser takes, a body over the limit). None is a 5xx: each
+ * is the client's request, not the service, failing.
+ */
+import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
+import http from "node:http";
+import type { Duplex } from "node:stream";
+import { LIMITS } from "../domain/formats.js";
+import { restErrorBody, type RestErrorBody } from "./errors.js";
+import { badPathProblem, type RestRoute } from "./rest-gateway.js";
+
+const JSON_TYPE = "application/json; charset=utf-8";
+
+/** What Node's HTTP parser found wrong, in words (llhttp's codes otherwise). */
+const parserErrors: Record<string, string> = {
+  HPE_INVALID_METHOD: "the request method is not an HTTP method",
+  HPE_INVALID_URL: "the request target is not a valid URL",
+  HPE_INVALID_VERSION: "the HTTP version is not one this server speaks (HTTP/1.0 or HTTP/1.1)",
+  HPE_INVALID_CONSTANT: "the request line is malformed",
+  HPE_INVALID_HEADER_TOKEN: "a header name or value has characters HTTP does not allow",
+  HPE_INVALID_CHUNK_SIZE: "a chunk of the body has a malformed size",
+  HPE_INVALID_CONTENT_LENGTH: "the Content-Length header is not a number",
+  HPE_UNEXPECTED_CONTENT_LENGTH: "a request may not carry both Content-Length and chunked Transfer-Encoding",
+  HPE_INVALID_TRANSFER_ENCODING: "the Transfer-Encoding header is malformed",
+  HPE_LF_EXPECTED: "a line of the request does not end in CRLF",
+  HPE_CR_EXPECTED: "a line of the request does not end in CRLF",
+};
+
+/** The status and body for an error Node's HTTP/1.1 server reports as `clientError`. */
+export function clientErrorAnswer(error: Error & { code?: string }): { status: number; body: RestErrorBody } {
+  const code = error.code ?? "";
+  if (code === "HPE_HEADER_OVERFLOW") {
+    return { status: 431, body: restErrorBody("invalid_argument", "the request's headers are larger than this server accepts", [{ parserError: code }]) };
+  }
+  if (code === "ERR_HTTP_REQUEST_TIMEOUT" || code === "HPE_REQUEST_TIMEOUT" || code === "ERR_HTTP_HEADERS_TIMEOUT") {
+    return { status: 408, body: restErrorBody("deadline_exceeded", "the request was not received in time", [{ parserError: code }]) };
+  }
+  const words = parserErrors[code] ?? "the request is not well-formed HTTP/1.1";
+  return { status: 400, body: restErrorBody("invalid_argument", `malformed request: ${words}`, code === "" ? [] : [{ parserError: code }]) };
+}
+
+/**
+ * Fastify's `clientErrorHandler`: the answer written on the raw socket, as a
+ * whole HTTP/1.1 response, and the connection closed (the parser cannot go
+ * on after an error). Nothing is written when an answer is already under
+ * way on the socket, or the client already went.
+ */
+export function clientErrorHandler(error: Error & { code?: string }, socket: Duplex): void {
+  if (error.code === "ECONNRESET" || socket.destroyed) return;
+  const pending = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (!socket.writable || pending?.headersSent === true) {
+    socket.destroy();
+    return;
+  }
+  const { status, body } = clientErrorAnswer(error);
+  const json = JSON.stringify(body);
+  socket.end(
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: ${JSON_TYPE}\r\n` +
+      `Content-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
+  );
+  // The client may still be sending; do not wait on it for long.
+  setTimeout(() => socket.destroy(), 1_000).unref();
+}
+
+/** Answers a request with an error body and closes the connection (its body, if any, is left unread). */
+function answerAndClose(res: http.ServerResponse, status: number, body: RestErrorBody): void {
+  const json = JSON.stringify(body);
+  res.writeHead(status, { "content-type": JSON_TYPE, "content-length": Buffer.byteLength(json), connection: "close" });
+  res.end(json);
+}
+
+/**
+ * Node's `checkExpectation`: an Expect other than 100-continue. Without a
+ * listener Node answers 417 itself, with no body.
+ */
+export function expectationFailed(req: http.IncomingMessage, res: http.ServerResponse): void {
+  const expect = String(req.headers.expect ?? "");
+  answerAndClose(
+    res,
+    417,
+    restErrorBody("invalid_argument", `Expect: ${JSON.stringify(expect.slice(0, 80))} is not supported (only 100-continue is)`, [{ field: "Expect" }]),
+  );
+}
+
+/**
+ * HTTP/1.1 requires Host (RFC 9112, 3.2); Node checks it itself when
+ * `requireHostHeader` is on, but answers with no body. So the server turns
+ * that off and this answers instead. True when it answered.
+ */
+export function refuseMissingHost(req: http.IncomingMessage, res: http.ServerResponse): boolean {
+  if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return false;
+  answerAndClose(res, 400, restErrorBody("invalid_argument", "an HTTP/1.1 request must carry a Host header", [{ field: "Host" }]));
+  return true;
+}
+
+const cut = (text: string) => (text.length > 200 ? `${text.slice(0, 197)}...` : text);
+
+/**
+ * Fastify's `frameworkErrors`, for errors before routing: a path segment it
+ * cannot decode (named by the route variable it would fill), an over-long
+ * segment, anything else as a malformed request.
+ */
+export function frameworkErrorHandler(routes: RestRoute[]) {
+  return (error: FastifyError, req: FastifyRequest, reply: FastifyReply): void => {
+    if (error.code === "FST_ERR_MAX_PARAM_LENGTH") {
+      void reply.code(404).send(restErrorBody("not_found", "a path segment is longer than any id this service stores"));
+      return;
+    }
+    if (error.code === "FST_ERR_BAD_URL") {
+      const { field, reason } = badPathProblem(routes, req.raw.url ?? req.url);
+      void reply.code(400).send(restErrorBody("invalid_argument", `${field}: ${reason}`, [{ field, reason }]));
+      return;
+    }
+    void reply.code(400).send(restErrorBody("invalid_argument", `malformed request: ${cut(error.message)}`));
+  };
+}
+
+/**
+ * What Fastify's error handler answers for an error of its own (not the
+ * gateway's, which answers every error itself): the request's fault as a
+ * 4xx, anything else as a 500 that the caller logs.
+ */
+export function fastifyErrorAnswer(error: Error & { statusCode?: number; code?: string }): { status: number; body: RestErrorBody } {
+  const status = error.statusCode;
+  if (error.code === "FST_ERR_CTP_BODY_TOO_LARGE" || status === 413) {
+    return { status: 413, body: restErrorBody("resource_exhausted", `request body is larger than the limit of ${LIMITS.bodyBytes} bytes (8 MiB)`) };
+  }
+  if (error.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") {
+    return { status: 415, body: restErrorBody("invalid_argument", `Content-Type: ${cut(error.message)}`, [{ field: "Content-Type" }]) };
+  }
+  if (error.code === "FST_ERR_CTP_INVALID_CONTENT_LENGTH") {
+    return { status: 400, body: restErrorBody("invalid_argument", "the request body's length differs from its Content-Length", [{ field: "Content-Length" }]) };
+  }
+  if (status !== undefined && status >= 400 && status < 500) {
+    return { status: 400, body: restErrorBody("invalid_argument", `bad request: ${cut(error.message)}`) };
+  }
+  return { status: 500, body: restErrorBody("internal", "internal error; the server log has the details") };
+}
