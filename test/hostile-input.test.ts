@@ -10,6 +10,7 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import http from "node:http";
+import http2 from "node:http2";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
@@ -695,6 +696,105 @@ describe.each(engines)("hostile input on %s", (engine) => {
       const text = res.headers.get("grpc-message") ?? /grpc-message:\s*([^\r\n]*)/.exec(all.toString("latin1"))?.[1] ?? "";
       expect(status).toBe("3");
       expect(decodeURIComponent(text)).toContain("appId");
+    });
+  });
+
+  describe("messages that are not protobuf, and HTTP/2", () => {
+    const garbage: [string, Buffer][] = [
+      ["cut short", Buffer.from([0x0a, 0x10, 0x41])],
+      ["a bad tag", Buffer.from([0xff, 0xff, 0xff])],
+      ["nested group starts", Buffer.alloc(5_000, 0x0b)],
+      ["a varint that never ends", Buffer.alloc(20, 0x80)],
+    ];
+
+    it.each(garbage)("Connect binary: %s → 400 invalid_argument, not 500", async (_name, bytes) => {
+      const res = await fetch(`${service.url}/authz.v1.ApplicationService/GetApplication`, {
+        method: "POST",
+        headers: { "content-type": "application/proto", "x-api-key": ADMIN_KEY },
+        body: new Uint8Array(bytes),
+      });
+      expect(res.status).toBe(400);
+      const answer = (await res.json()) as Json;
+      expect(answer.code).toBe("invalid_argument");
+      expect(answer.message).toContain("not valid protobuf");
+    });
+
+    it.each(garbage)("gRPC-Web binary: %s → grpc-status 3, not 13", async (_name, bytes) => {
+      const frame = Buffer.concat([Buffer.from([0]), Buffer.alloc(4), bytes]);
+      frame.writeUInt32BE(bytes.length, 1);
+      const res = await fetch(`${service.url}/authz.v1.ApplicationService/GetApplication`, {
+        method: "POST",
+        headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1", "x-api-key": ADMIN_KEY },
+        body: new Uint8Array(frame),
+      });
+      const all = Buffer.from(await res.arrayBuffer()).toString("latin1");
+      expect(res.headers.get("grpc-status") ?? /grpc-status:\s*(\d+)/.exec(all)?.[1]).toBe("3");
+    });
+
+    it.each(garbage)("gRPC binary: %s → INVALID_ARGUMENT", async (_name, bytes) => {
+      const res = await new Promise<{ code: number }>((resolve) => {
+        const metadata = new grpc.Metadata();
+        metadata.set("x-api-key", ADMIN_KEY);
+        rawGrpc.makeUnaryRequest("/authz.v1.ApplicationService/GetApplication", (x: Buffer) => x, (x: Buffer) => x, bytes, metadata, (error) =>
+          resolve({ code: error ? error.code : grpc.status.OK }),
+        );
+      });
+      expect(res.code).toBe(grpc.status.INVALID_ARGUMENT);
+    });
+
+    /** One HTTP/2 (h2c) request; the status, body and trailers. */
+    function h2(headers: http2.OutgoingHttpHeaders, body?: Buffer) {
+      return new Promise<{ status: number; body: string; trailers: http2.IncomingHttpHeaders }>((resolve, reject) => {
+        const session = http2.connect(service.url);
+        session.on("error", reject);
+        const req = session.request(headers, { endStream: body === undefined });
+        let status = 0;
+        let trailers: http2.IncomingHttpHeaders = {};
+        const chunks: Buffer[] = [];
+        req.on("response", (h) => {
+          status = Number(h[":status"]);
+          trailers = h; // a trailers-only answer carries its status here
+        });
+        req.on("trailers", (t) => (trailers = t));
+        req.on("data", (c: Buffer) => chunks.push(c));
+        req.on("end", () => {
+          session.close();
+          resolve({ status, body: Buffer.concat(chunks).toString("utf8"), trailers });
+        });
+        req.on("error", reject);
+        if (body !== undefined) req.end(body);
+      });
+    }
+    const documented = (body: string) => expect(Object.keys(JSON.parse(body) as object).sort()).toEqual(["code", "details", "message"]);
+
+    it("HTTP/2: an Expect that is not 100-continue → 417 with the documented body", async () => {
+      const res = await h2({ ":method": "POST", ":path": "/api/v1/applications", "x-api-key": ADMIN_KEY, expect: "200-ok" }, Buffer.from("{}"));
+      expect(res.status).toBe(417);
+      documented(res.body);
+    });
+
+    it("HTTP/2: a path that is not UTF-8 → 400 naming the path variable", async () => {
+      const res = await h2({ ":method": "GET", ":path": "/api/v1/applications/shop/roles/%c0", "x-api-key": ADMIN_KEY });
+      expect(res.status).toBe(400);
+      expect(JSON.parse(res.body).details).toContainEqual(expect.objectContaining({ field: "roleId" }));
+    });
+
+    it("HTTP/2: a NUL in a filter → 400 naming it", async () => {
+      const res = await h2({ ":method": "GET", ":path": "/api/v1/applications/shop/audit-log?type=%00", "x-api-key": ADMIN_KEY });
+      expect(res.status).toBe(400);
+      expect(JSON.parse(res.body).details).toContainEqual(expect.objectContaining({ field: "type" }));
+    });
+
+    it("gRPC with the JSON codec: bytes that are not UTF-8 → INVALID_ARGUMENT, not U+FFFD", async () => {
+      const json = Buffer.concat([Buffer.from('{"appId":"sh'), Buffer.from([0xff]), Buffer.from('op"}')]);
+      const frame = Buffer.concat([Buffer.from([0]), Buffer.alloc(4), json]);
+      frame.writeUInt32BE(json.length, 1);
+      const res = await h2(
+        { ":method": "POST", ":path": "/authz.v1.ApplicationService/GetApplication", "content-type": "application/grpc+json", te: "trailers", "x-api-key": ADMIN_KEY },
+        frame,
+      );
+      expect(res.trailers["grpc-status"]).toBe("3");
+      expect(decodeURIComponent(String(res.trailers["grpc-message"]))).toContain("UTF-8");
     });
   });
 

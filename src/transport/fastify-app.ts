@@ -18,6 +18,7 @@ import type { KeyAuthenticator } from "../domain/keys.js";
 import type { Db } from "../store/db.js";
 import { DeferredDb } from "../store/deferred-db.js";
 import { restErrorBody } from "./errors.js";
+import { answerMalformedMessagesAsInvalid } from "./connect-parse-errors.js";
 import { clientErrorHandler, expectationFailed, fastifyErrorAnswer, frameworkErrorHandler, refuseMissingHost } from "./http-errors.js";
 import { fixGrpcMessageEncoding, specEncodeGrpcMessage } from "./grpc-message.js";
 import type { ServiceBinding } from "./guard.js";
@@ -169,6 +170,8 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     routes(router) {
       for (const { service, impl } of bindings) router.service(service, impl);
       registerReflection(router, services);
+      // A request message that is not protobuf: INVALID_ARGUMENT, not connect-node's INTERNAL.
+      answerMalformedMessagesAsInvalid(router.handlers);
     },
     // The contract's JSON rules hold on Connect too: unknown fields are
     // errors and booleans are always written.

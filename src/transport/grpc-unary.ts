@@ -36,6 +36,7 @@ import type { ServiceBinding } from "./guard.js";
 import type { SessionWork, StreamServer } from "./h2-server.js";
 import { specEncodeGrpcMessage } from "./grpc-message.js";
 import type { RequestLog } from "./request-log.js";
+import { strictJsonDecoder } from "./utf8.js";
 
 type UnaryFn = (request: unknown, ctx: HandlerContext) => Promise<unknown>;
 type Codec = "proto" | "json";
@@ -345,7 +346,7 @@ function decode(method: DescMethodUnary, codec: Codec, message: { compressed: bo
 function parse(method: DescMethodUnary, codec: Codec, data: Uint8Array): unknown {
   try {
     return codec === "json"
-      ? fromJsonString(method.input, new TextDecoder().decode(data), { ignoreUnknownFields: false })
+      ? fromJsonString(method.input, strictJsonDecoder.decode(data), { ignoreUnknownFields: false }) // not UTF-8: refused, not U+FFFD
       : fromBinary(method.input, data);
   } catch (error) {
     throw new ConnectError(`cannot decode ${method.input.typeName}: ${error instanceof Error ? error.message : String(error)}`, Code.InvalidArgument);

@@ -38,6 +38,8 @@ import http2, {
   type ServerHttp2Stream,
 } from "node:http2";
 import type { Logger } from "pino";
+import { restErrorBody } from "./errors.js";
+import { expectationFailedBody, sendErrorBody } from "./http-errors.js";
 
 export interface H2Limits {
   /** SETTINGS_MAX_CONCURRENT_STREAMS; calls in progress per connection are capped at twice this. */
@@ -219,22 +221,20 @@ export class H2Server {
     });
     const req = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
     const res = new http2.Http2ServerResponse(stream);
+    // Refused before Fastify, in the documented error body all the same (http-errors.ts).
     if (headers[":method"] === "CONNECT") {
-      res.statusCode = 405;
-      res.end();
+      sendErrorBody(res, 405, restErrorBody("invalid_argument", "CONNECT is not supported"), false);
       return;
     }
     if (headers.expect !== undefined) {
       if (headers.expect !== "100-continue") {
-        res.statusCode = 417;
-        res.end();
+        sendErrorBody(res, 417, expectationFailedBody(headers.expect), false);
         return;
       }
       res.writeContinue();
     }
     if (this.compat === undefined) {
-      res.statusCode = 503;
-      res.end();
+      sendErrorBody(res, 503, restErrorBody("unavailable", "the service is not ready yet"), false);
       return;
     }
     this.compat(req, res);

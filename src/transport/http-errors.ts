@@ -67,11 +67,29 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Dup
   setTimeout(() => socket.destroy(), 1_000).unref();
 }
 
-/** Answers a request with an error body and closes the connection (its body, if any, is left unread). */
-function answerAndClose(res: http.ServerResponse, status: number, body: RestErrorBody): void {
+/** The part of Node's HTTP/1.1 and HTTP/2 compatibility responses an error answer needs. */
+interface ErrorResponse {
+  writeHead(status: number, headers: Record<string, string | number>): unknown;
+  end(body: string): unknown;
+}
+
+/**
+ * Answers with an error body. On HTTP/1.1 the connection is closed after it
+ * (a request body, if any, is left unread); HTTP/2 forbids the header, and
+ * ending the stream is enough there.
+ */
+export function sendErrorBody(res: ErrorResponse, status: number, body: RestErrorBody, http1 = true): void {
   const json = JSON.stringify(body);
-  res.writeHead(status, { "content-type": JSON_TYPE, "content-length": Buffer.byteLength(json), connection: "close" });
+  const headers: Record<string, string | number> = { "content-type": JSON_TYPE, "content-length": Buffer.byteLength(json) };
+  if (http1) headers.connection = "close";
+  res.writeHead(status, headers);
   res.end(json);
+}
+
+/** The 417 for an Expect other than 100-continue (HTTP/1.1 and HTTP/2 alike). */
+export function expectationFailedBody(expect: unknown): RestErrorBody {
+  const value = String(expect ?? "").slice(0, 80);
+  return restErrorBody("invalid_argument", `Expect: ${JSON.stringify(value)} is not supported (only 100-continue is)`, [{ field: "Expect" }]);
 }
 
 /**
@@ -79,12 +97,7 @@ function answerAndClose(res: http.ServerResponse, status: number, body: RestErro
  * listener Node answers 417 itself, with no body.
  */
 export function expectationFailed(req: http.IncomingMessage, res: http.ServerResponse): void {
-  const expect = String(req.headers.expect ?? "");
-  answerAndClose(
-    res,
-    417,
-    restErrorBody("invalid_argument", `Expect: ${JSON.stringify(expect.slice(0, 80))} is not supported (only 100-continue is)`, [{ field: "Expect" }]),
-  );
+  sendErrorBody(res, 417, expectationFailedBody(req.headers.expect));
 }
 
 /**
@@ -94,7 +107,7 @@ export function expectationFailed(req: http.IncomingMessage, res: http.ServerRes
  */
 export function refuseMissingHost(req: http.IncomingMessage, res: http.ServerResponse): boolean {
   if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return false;
-  answerAndClose(res, 400, restErrorBody("invalid_argument", "an HTTP/1.1 request must carry a Host header", [{ field: "Host" }]));
+  sendErrorBody(res, 400, restErrorBody("invalid_argument", "an HTTP/1.1 request must carry a Host header", [{ field: "Host" }]));
   return true;
 }
 
