@@ -12,7 +12,10 @@ import * as grpc from "@grpc/grpc-js";
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import { Code } from "@connectrpc/connect";
+import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { toConnectError } from "../src/transport/errors.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type RestAnswer, type TestService } from "./support/service.js";
@@ -623,6 +626,25 @@ describe.each(engines)("hostile input on %s", (engine) => {
       expect(listed.body.relationships).toEqual([]);
     });
 
+    it("gRPC: an application key naming an appId that is not UTF-8 → PERMISSION_DENIED, its message still encodable", async () => {
+      // The 403 quotes the appId before the guard has checked it.
+      const res = await rawUnary("/authz.v1.ApplicationService/GetApplication", pb([[1, Buffer.from([0x73, 0xff])]]), appKey);
+      expect(res.code, res.details).toBe(grpc.status.PERMISSION_DENIED);
+      expect(res.details).toContain("cannot act on application");
+    });
+
+    it("gRPC-Web: the same → grpc-status 7", async () => {
+      const message = pb([[1, Buffer.from([0x73, 0xff])]]);
+      const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, message.length]), message]);
+      const res = await fetch(`${service.url}/authz.v1.ApplicationService/GetApplication`, {
+        method: "POST",
+        headers: { "content-type": "application/grpc-web+proto", "x-api-key": appKey },
+        body: new Uint8Array(frame),
+      });
+      const all = Buffer.from(await res.arrayBuffer()).toString("latin1");
+      expect(res.headers.get("grpc-status") ?? /grpc-status:\s*(\d+)/.exec(all)?.[1]).toBe("7");
+    });
+
     it("gRPC: the same request with a well-formed id is written (the bytes above were the only fault)", async () => {
       const request = pb([[1, "u\u00ff"], [2, "document"], [3, "d-utf8-ok"], [4, "viewer"]]);
       const res = await rawUnary("/authz.v1.RelationshipService/WriteRelationship", request, appKey);
@@ -795,6 +817,42 @@ describe.each(engines)("hostile input on %s", (engine) => {
       );
       expect(res.trailers["grpc-status"]).toBe("3");
       expect(decodeURIComponent(String(res.trailers["grpc-message"]))).toContain("UTF-8");
+    });
+  });
+
+  describe("the safety net: a value the database refuses is a 400, not a 500", () => {
+    const silent = pino({ level: "silent" });
+    const refused: [string, string, unknown[]][] = [
+      ["1.5 as a bigint (22P02)", "SELECT $1::bigint", ["1.5"]],
+      ["a date that is no date (22008)", "SELECT $1::timestamptz", ["2024-13-45T00:00:00Z"]],
+      ["a number out of range (22003)", "SELECT $1::int", ["99999999999"]],
+      ["a NUL in text (22021)", "SELECT $1::text", ["a\u0000b"]],
+    ];
+    it.each(refused)("%s → INVALID_ARGUMENT without the SQL", async (_name, sql, params) => {
+      const error = await database.db.query(sql, params).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error, "the database took it").toBeDefined();
+      const mapped = toConnectError(error, silent);
+      expect(mapped.code).toBe(Code.InvalidArgument);
+      expect(mapped.rawMessage).toMatch(/^a value in the request is malformed, out of range or too large \(SQLSTATE 22\w{3}\)$/);
+    });
+
+    it("a value too large for an index (54000) → INVALID_ARGUMENT", async () => {
+      const error = await database.db
+        .transaction(async (tx) => {
+          await tx.query("CREATE TEMP TABLE too_large (x text PRIMARY KEY) ON COMMIT DROP");
+          await tx.query("INSERT INTO too_large SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 1000)");
+        })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(error, "the database took it").toBeDefined();
+      const mapped = toConnectError(error, silent);
+      expect(mapped.code).toBe(Code.InvalidArgument);
+      expect(mapped.rawMessage).toContain("SQLSTATE 54");
     });
   });
 

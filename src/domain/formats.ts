@@ -45,6 +45,9 @@ export function showJson(value: unknown): string {
 const SUSPECT_TEXT = /[\u0000\ud800-\udfff]/;
 const isWellFormed = (value: string): boolean => (value as unknown as { isWellFormed(): boolean }).isWellFormed();
 
+/** `value` with each unpaired surrogate replaced by U+FFFD (for text sent back, which must be encodable). */
+export const toWellFormed = (value: string): string => (value as unknown as { toWellFormed(): string }).toWellFormed();
+
 /**
  * Text Postgres can store and that means what the client sent: no NUL
  * (Postgres text cannot hold one) and well-formed Unicode (an unpaired

@@ -8,7 +8,8 @@ import { StructSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
-import { DomainError, type ErrorCode, type JsonObject } from "../domain/errors.js";
+import { DomainError, type ErrorCode, type JsonObject, type JsonValue } from "../domain/errors.js";
+import { toWellFormed } from "../domain/formats.js";
 import { isBadValue, isUnavailable, sqlState, SqlState } from "../store/sqlstate.js";
 import { DeadlinePassedError } from "../store/db.js";
 
@@ -56,11 +57,14 @@ export const connectToRest: Record<Code, { code: string; status: number }> = {
 export function toConnectError(error: unknown, log: Logger): ConnectError {
   if (error instanceof ConnectError) return error;
   if (error instanceof DomainError) {
+    // A message may quote a client's string before the guard has checked it
+    // (the appId of a 403); an unpaired surrogate in it cannot be encoded in
+    // grpc-message (encodeURIComponent throws) or in a binary Struct.
     return new ConnectError(
-      error.message,
+      toWellFormed(error.message),
       domainToConnect[error.code],
       undefined,
-      error.details.map((d) => ({ desc: StructSchema, value: fromJson(StructSchema, d as PbJsonObject) })),
+      error.details.map((d) => ({ desc: StructSchema, value: fromJson(StructSchema, wellFormedJson(d) as PbJsonObject) })),
     );
   }
   // The call stopped before the database finished, nothing committed: its
@@ -86,6 +90,17 @@ export function toConnectError(error: unknown, log: Logger): ConnectError {
   const errorId = randomBytes(6).toString("hex");
   log.error({ err: error, errorId }, "internal error");
   return new ConnectError(`internal error (error id ${errorId}; the server log has the details)`, Code.Internal);
+}
+
+function wellFormedJson(value: JsonValue): JsonValue {
+  if (typeof value === "string") return toWellFormed(value);
+  if (Array.isArray(value)) return value.map(wellFormedJson);
+  if (typeof value === "object" && value !== null) {
+    const out: JsonObject = {};
+    for (const [key, item] of Object.entries(value)) out[toWellFormed(key)] = wellFormedJson(item);
+    return out;
+  }
+  return value;
 }
 
 export interface RestErrorBody {

@@ -21,19 +21,26 @@ export function fieldByJsonKey(desc: DescMessage, key: string): DescField | unde
 
 /**
  * Whether a parsed JSON value nests arrays and objects deeper than `max`
- * levels. Iterative, so a body nested 10,000 deep cannot overflow the stack
- * here; the readers and JSON.stringify, which recurse, run only after it.
+ * levels. The recursion stops at `max`, so a body nested 10,000 deep cannot
+ * overflow the stack here; the readers and JSON.stringify, which recurse
+ * without a bound, run only after it.
  */
 export function jsonDepthExceeds(value: unknown, max: number): boolean {
-  if (typeof value !== "object" || value === null) return false;
-  const stack: { value: object; depth: number }[] = [{ value, depth: 1 }];
-  while (stack.length > 0) {
-    const { value: node, depth } = stack.pop()!;
-    if (depth > max) return true;
-    const children: unknown[] = Array.isArray(node) ? node : Object.values(node);
-    for (const child of children) {
-      if (typeof child === "object" && child !== null) stack.push({ value: child, depth: depth + 1 });
+  return typeof value === "object" && value !== null && deeper(value, max - 1);
+}
+
+/** Whether `node` (at a level that leaves `left` more) has a child object or array beyond them. */
+function deeper(node: object, left: number): boolean {
+  if (Array.isArray(node)) {
+    for (let i = 0; i < node.length; i++) {
+      const child: unknown = node[i];
+      if (typeof child === "object" && child !== null && (left === 0 || deeper(child, left - 1))) return true;
     }
+    return false;
+  }
+  for (const key in node) {
+    const child: unknown = (node as Record<string, unknown>)[key];
+    if (typeof child === "object" && child !== null && (left === 0 || deeper(child, left - 1))) return true;
   }
   return false;
 }

@@ -207,7 +207,8 @@ function parseBody(body: Buffer | string | undefined): unknown {
     throw invalidArgument(`request body is not valid JSON: ${error instanceof SyntaxError ? cut(error.message) : "parse error"}`);
   }
   // Before anything walks it: readers, messages and JSON.stringify recurse.
-  if (jsonDepthExceeds(value, LIMITS.jsonDepth)) {
+  // Each level takes two characters at least, so short bodies (the check's) need no walk.
+  if (text.length > 2 * LIMITS.jsonDepth && jsonDepthExceeds(value, LIMITS.jsonDepth)) {
     throw invalidArgument(`request body is nested deeper than ${LIMITS.jsonDepth} levels`);
   }
   return value;
