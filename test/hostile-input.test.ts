@@ -549,6 +549,14 @@ describe.each(engines)("hostile input on %s", (engine) => {
       { name: "an HTTP version that does not exist", bytes: "GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n", status: 400 },
       { name: "bytes that are not HTTP", bytes: "\u0001\u0002\u0003 hello\r\n\r\n", status: 400 },
       { name: "a path that is not UTF-8", bytes: "GET /api/v1/applications/%ff HTTP/1.1\r\nHost: x\r\n\r\n", status: 400 },
+      { name: "CONNECT (a proxy tunnel)", bytes: "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", status: 405 },
+      { name: "a NUL in the request target", bytes: "GET /api/v1/\u0000 HTTP/1.1\r\nHost: x\r\n\r\n", status: 400 },
+      { name: "a request target without a slash", bytes: "GET healthz HTTP/1.1\r\nHost: x\r\n\r\n", status: 400 },
+      { name: "a space in a header name", bytes: "GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n", status: 400 },
+      { name: "a folded header line", bytes: "GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", status: 400 },
+      { name: "a transfer coding other than chunked", bytes: "POST /api/v1/applications HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n{}", status: 400 },
+      { name: "a request target over the header limit", bytes: `GET /api/v1/applications/${"a".repeat(70_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, status: 431 },
+      { name: "a Content-Type no parser takes, on a Connect route", bytes: "POST /authz.v1.ApplicationService/GetApplication HTTP/1.1\r\nHost: x\r\nContent-Type: application/xml\r\nContent-Length: 2\r\n\r\n{}", status: 415 },
     ];
 
     it.each(cases)("$name → $status with the documented body", async ({ bytes, status }) => {
@@ -557,6 +565,28 @@ describe.each(engines)("hostile input on %s", (engine) => {
       expect(res.headers["content-type"]).toMatch(/^application\/json/);
       const body = JSON.parse(res.body);
       expect(Object.keys(body).sort()).toEqual(["code", "details", "message"]);
+      expect(typeof body.message).toBe("string");
+    });
+
+    const connectCases: { name: string; bytes: string; status: number }[] = [
+      { name: "GET on a method that takes only POST", bytes: "GET /authz.v1.ApplicationService/GetApplication?message=%7B%7D&encoding=json HTTP/1.1\r\nHost: x\r\n\r\n", status: 405 },
+      {
+        name: "a compression the server does not know",
+        bytes: "POST /authz.v1.ApplicationService/GetApplication HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: zstd\r\nContent-Length: 2\r\n\r\n{}",
+        status: 400,
+      },
+      {
+        name: "a bidirectional stream over HTTP/1.1",
+        bytes: "POST /grpc.reflection.v1.ServerReflection/ServerReflectionInfo HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\nContent-Length: 0\r\n\r\n",
+        status: 400,
+      },
+    ];
+
+    it.each(connectCases)("Connect: $name → $status with an error body", async ({ bytes, status }) => {
+      const res = await rawExchange(service.port, bytes);
+      expect(res.status, res.body).toBe(status);
+      const body = JSON.parse(res.body);
+      expect(typeof body.code).toBe("string");
       expect(typeof body.message).toBe("string");
     });
 

@@ -18,8 +18,15 @@ import type { KeyAuthenticator } from "../domain/keys.js";
 import type { Db } from "../store/db.js";
 import { DeferredDb } from "../store/deferred-db.js";
 import { restErrorBody } from "./errors.js";
-import { answerMalformedMessagesAsInvalid } from "./connect-parse-errors.js";
-import { clientErrorHandler, expectationFailed, fastifyErrorAnswer, frameworkErrorHandler, refuseMissingHost } from "./http-errors.js";
+import { mendConnectAnswers } from "./connect-answers.js";
+import {
+  clientErrorHandler,
+  expectationFailed,
+  fastifyErrorAnswer,
+  frameworkErrorHandler,
+  refuseConnectMethod,
+  refuseMissingHost,
+} from "./http-errors.js";
 import { fixGrpcMessageEncoding, specEncodeGrpcMessage } from "./grpc-message.js";
 import type { ServiceBinding } from "./guard.js";
 import type { H2Server } from "./h2-server.js";
@@ -145,7 +152,11 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     return reply.code(status).send(body);
   });
   // An Expect other than 100-continue: Node would answer 417 with no body.
-  if (version === "http1") app.server.on("checkExpectation", expectationFailed);
+  if (version === "http1") {
+    app.server.on("checkExpectation", expectationFailed);
+    // CONNECT never reaches a handler: Node would close the socket without an answer.
+    app.server.on("connect", refuseConnectMethod);
+  }
 
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
@@ -170,8 +181,8 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     routes(router) {
       for (const { service, impl } of bindings) router.service(service, impl);
       registerReflection(router, services);
-      // A request message that is not protobuf: INVALID_ARGUMENT, not connect-node's INTERNAL.
-      answerMalformedMessagesAsInvalid(router.handlers);
+      // No 5xx and no bodiless error from connect-node for what a client sent (connect-answers.ts).
+      mendConnectAnswers(router.handlers);
     },
     // The contract's JSON rules hold on Connect too: unknown fields are
     // errors and booleans are always written.

@@ -58,6 +58,11 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Dup
     return;
   }
   const { status, body } = clientErrorAnswer(error);
+  writeRawAnswer(socket, status, body);
+}
+
+/** A whole HTTP/1.1 answer written on the socket, which is then closed. */
+function writeRawAnswer(socket: Duplex, status: number, body: RestErrorBody): void {
   const json = JSON.stringify(body);
   socket.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: ${JSON_TYPE}\r\n` +
@@ -65,6 +70,16 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Dup
   );
   // The client may still be sending; do not wait on it for long.
   setTimeout(() => socket.destroy(), 1_000).unref();
+}
+
+/**
+ * Node's `connect` event: an HTTP/1.1 CONNECT (a proxy tunnel), which never
+ * reaches the request handler; without a listener Node closes the socket
+ * with no answer at all.
+ */
+export function refuseConnectMethod(_req: http.IncomingMessage, socket: Duplex): void {
+  socket.on("error", () => undefined);
+  writeRawAnswer(socket, 405, restErrorBody("invalid_argument", "CONNECT is not supported: this is not a proxy"));
 }
 
 /** The part of Node's HTTP/1.1 and HTTP/2 compatibility responses an error answer needs. */
