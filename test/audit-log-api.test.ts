@@ -214,6 +214,75 @@ describe.each(engines)("audit log API on %s", (engine) => {
     });
   });
 
+  describe("catalog.replaced names every relation added and removed", () => {
+    // Each step replaces the catalog; the event must list, as "resource#relation",
+    // every relation that exists after and not before and the reverse, the
+    // built-in and custom relations of added and removed resources included.
+    const BUILT_INS = ["owner", "editor", "viewer", "commenter"];
+    const steps: { name: string; catalog: Json; data: Json }[] = [
+      {
+        name: "the first catalog, from an empty one",
+        catalog: {
+          resources: [
+            { resource: "document", actions: ["read", "update", "comment"], relations: [{ name: "reviewer", actions: ["read", "comment"] }] },
+            { resource: "folder", actions: ["read", "list"] },
+          ],
+        },
+        data: {
+          resourcesAdded: ["document", "folder"],
+          resourcesRemoved: [],
+          relationsAdded: [...BUILT_INS.map((r) => `document#${r}`), "document#reviewer", ...BUILT_INS.map((r) => `folder#${r}`)],
+          relationsRemoved: [],
+        },
+      },
+      {
+        name: "a resource removed, one added, a custom relation swapped for another",
+        catalog: {
+          resources: [
+            { resource: "document", actions: ["read", "update", "comment"], relations: [{ name: "auditor", actions: ["read"] }] },
+            { resource: "invoice", actions: ["read", "approve"], relations: [{ name: "approver", actions: ["approve"] }] },
+          ],
+        },
+        data: {
+          resourcesAdded: ["invoice"],
+          resourcesRemoved: ["folder"],
+          relationsAdded: ["document#auditor", ...BUILT_INS.map((r) => `invoice#${r}`), "invoice#approver"],
+          relationsRemoved: ["document#reviewer", ...BUILT_INS.map((r) => `folder#${r}`)],
+        },
+      },
+      {
+        name: "a built-in redefined (still there: neither added nor removed), every resource removed",
+        catalog: { resources: [{ resource: "page", actions: ["read"], relations: [{ name: "viewer", actions: ["read"] }] }] },
+        data: {
+          resourcesAdded: ["page"],
+          resourcesRemoved: ["document", "invoice"],
+          relationsAdded: BUILT_INS.map((r) => `page#${r}`),
+          relationsRemoved: [
+            ...BUILT_INS.map((r) => `document#${r}`),
+            "document#auditor",
+            ...BUILT_INS.map((r) => `invoice#${r}`),
+            "invoice#approver",
+          ],
+        },
+      },
+      {
+        name: "back to an empty catalog",
+        catalog: { resources: [] },
+        data: { resourcesAdded: [], resourcesRemoved: ["page"], relationsAdded: [], relationsRemoved: BUILT_INS.map((r) => `page#${r}`) },
+      },
+    ];
+    let api: AppApi;
+    beforeAll(async () => {
+      api = await newApp(service.call, "relations", null);
+    });
+
+    it.each(steps)("$name", async ({ catalog, data }) => {
+      ok(await api.putCatalog(catalog));
+      const [newest] = await api.events({ type: "catalog.replaced" });
+      expect(newest!.data).toMatchObject(data);
+    });
+  });
+
   describe("bad requests", () => {
     let api: AppApi;
     beforeAll(async () => {

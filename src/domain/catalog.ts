@@ -74,11 +74,22 @@ export class Catalog {
           resourcesRemoved: change.resourcesRemoved,
           permissionsAdded: change.permissionsAdded,
           permissionsRemoved: change.permissionsRemoved,
-          relationsAdded: change.relationsAdded.map((r) => `${r.resource}#${r.relation}`),
-          relationsRemoved: change.relationsRemoved.map((r) => `${r.resource}#${r.relation}`),
+          // Every relation that exists after and not before (and the reverse),
+          // those of added and removed resources included: diffCatalog's
+          // relation lists cover only resources on both sides, which is what
+          // the orphaned-grant check above needs, not what a reader of the
+          // log needs.
+          relationsAdded: relationsNotIn(next, before),
+          relationsRemoved: relationsNotIn(before, next),
         },
       });
       return next;
     }, options);
   }
+}
+
+/** The relations of `from` that `to` does not have, as "resource#relation", in `from`'s order. */
+function relationsNotIn(from: CatalogEntry[], to: CatalogEntry[]): string[] {
+  const present = new Set(to.flatMap((e) => e.relations.map((r) => `${e.resource}#${r.name}`)));
+  return from.flatMap((e) => e.relations.map((r) => `${e.resource}#${r.name}`)).filter((r) => !present.has(r));
 }
