@@ -837,6 +837,21 @@ describe.each(engines)("hostile input on %s", (engine) => {
       expect(JSON.parse(res.body).details).toContainEqual(expect.objectContaining({ field: "type" }));
     });
 
+    // HTTP/1.1's parser refuses bytes outside ASCII in the request target; an HTTP/2 :path may carry them.
+    it.each([
+      ["a path id", "/api/v1/applications/shop/users/\u00c3\u00a9/roles", "userId"],
+      ["a filter", "/api/v1/applications/shop/audit-log?type=\u00c3\u00a9", "type"],
+    ])("HTTP/2: raw UTF-8 bytes in %s → 400 naming it, not a Latin-1 reading", async (_name, path, field) => {
+      const res = await h2({ ":method": "GET", ":path": path, "x-api-key": ADMIN_KEY });
+      expect(res.status, res.body).toBe(400);
+      expect(JSON.parse(res.body).details).toContainEqual(expect.objectContaining({ field }));
+    });
+
+    it("HTTP/2: the same, percent-encoded, is read as UTF-8", async () => {
+      const res = await h2({ ":method": "GET", ":path": "/api/v1/applications/shop/users/%C3%A9/roles", "x-api-key": ADMIN_KEY });
+      expect(res.status, res.body).toBe(200);
+    });
+
     it("gRPC with the JSON codec: bytes that are not UTF-8 → INVALID_ARGUMENT, not U+FFFD", async () => {
       const json = Buffer.concat([Buffer.from('{"appId":"sh'), Buffer.from([0xff]), Buffer.from('op"}')]);
       const frame = Buffer.concat([Buffer.from([0]), Buffer.alloc(4), json]);

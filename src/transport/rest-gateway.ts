@@ -158,6 +158,7 @@ function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<s
     }
   }
 
+  rawPathProblems(route, req.url, v);
   for (const [key, values] of queryOf(req.url, v)) {
     const field = route.body === "*" || pathNames.has(key) ? undefined : fieldByJsonKey(input, key);
     if (field === undefined || field.fieldKind === "message" || field.fieldKind === "map") {
@@ -253,7 +254,28 @@ function queryOf(url: string, v: Violations): Map<string, string[]> {
   return query;
 }
 
+// A request target is ASCII (RFC 9112); HTTP/1.1's parser refuses anything
+// else, but an HTTP/2 :path may carry raw bytes, which arrive here as Latin-1:
+// UTF-8 "é" would become "Ã©". Percent-encoded, it means what it says.
+const NOT_ASCII = /[^\x20-\x7e]/;
+const RAW_BYTES = "must be percent-encoded: the request target carries bytes outside ASCII";
+
+/** A 400 naming the path variable whose raw segment is not ASCII. */
+function rawPathProblems(route: HttpBinding, url: string, v: Violations): void {
+  const query = url.indexOf("?");
+  const path = query < 0 ? url : url.slice(0, query);
+  if (!NOT_ASCII.test(path)) return;
+  const template = route.template.split("/");
+  path.split("/").forEach((segment, i) => {
+    if (!NOT_ASCII.test(segment)) return;
+    const variable = template[i]?.match(/^\{(.+)\}$/)?.[1];
+    const field = route.pathFields.find((f) => f.name === variable);
+    v.add(field?.jsonName ?? "path", RAW_BYTES);
+  });
+}
+
 function decodeQueryPart(raw: string): string | undefined {
+  if (NOT_ASCII.test(raw)) return undefined;
   if (!raw.includes("%") && !raw.includes("+")) return raw;
   try {
     return decodeURIComponent(raw.replaceAll("+", " "));
