@@ -45,6 +45,9 @@ describe("flat JSON", () => {
     ["an object for a string", { action: { x: 1 } }],
     ["the same field under both names", { userId: "u", user_id: "v" }],
     ["__proto__", JSON.parse('{"__proto__": "x"}') as Record<string, unknown>],
+    ["a __proto__ object that would fill a field", JSON.parse('{"__proto__": {"userId": "x"}, "resource": "r"}') as Record<string, unknown>],
+    ["constructor", { constructor: "x" }],
+    ["toString", { toString: "x" }],
   ])("leaves %s to the strict reader", (_name, json) => {
     expect(read(json)).toBeUndefined();
   });
@@ -55,6 +58,10 @@ describe("flat JSON", () => {
 
   const readBatch = flatReader(BatchCheckRequestSchema)!;
   const writeBatch = flatWriter(BatchCheckResponseSchema)!;
+
+  it("leaves a __proto__ key inside a list element to the strict reader", () => {
+    expect(readBatch(JSON.parse('{"checks": [{"userId": "u"}, {"__proto__": {"userId": "x"}}]}'))).toBeUndefined();
+  });
 
   it.each<[string, JsonObject]>([
     ["two checks", { checks: [{ userId: "u", resource: "r", resourceId: "i", action: "a" }, { user_id: "v", tenantId: "t" }] }],
