@@ -12,7 +12,7 @@ import type { Logger } from "pino";
 import { invalidArgument, Violations } from "../domain/errors.js";
 import { LIMITS, show } from "../domain/formats.js";
 import type { KeyAuthenticator } from "../domain/keys.js";
-import { authorizeCall, wasCreated } from "./auth.js";
+import { authorizeCall, callerOf, wasCreated } from "./auth.js";
 import { CallContext } from "./call-context.js";
 import { onClientGone } from "./client-gone.js";
 import { restError, toConnectError } from "./errors.js";
@@ -73,7 +73,8 @@ export function registerRestGateway(app: FastifyInstance, routes: RestRoute[], d
       method: r.route.verb,
       url: r.route.routePath,
       handler: async (req, reply) => {
-        const { status, payload } = await serveRest(r, req as unknown as RestRequest, deps, (abort) => onClientGone(reply.raw, abort));
+        const { status, payload, keyId } = await serveRest(r, req as unknown as RestRequest, deps, (abort) => onClientGone(reply.raw, abort));
+        req.callerKeyId = keyId; // for the request line (fastify-request-log.ts)
         return reply.code(status).send(payload);
       },
     });
@@ -90,19 +91,21 @@ export async function serveRest(
   req: RestRequest,
   deps: RestDeps,
   onAbort?: (abort: () => void) => void,
-): Promise<{ status: number; payload: unknown }> {
+): Promise<{ status: number; payload: unknown; keyId: string | undefined }> {
+  let ctx: CallContext | undefined;
   try {
-    const ctx = new CallContext(r.route.method, "rest", req.method, req.url, req.headers);
-    onAbort?.(() => ctx.abort());
+    const call = (ctx = new CallContext(r.route.method, "rest", req.method, req.url, req.headers));
+    onAbort?.(() => call.abort());
     // Credentials before content: a caller without a valid key learns
     // nothing about the request format (401/403 before any 400).
     await authorizeCall(deps.keys, r.route.method, ctx, req.params.app_id);
     const request = readRequest(r.route, req, r.read);
     const result = await r.call(request, ctx);
-    return { status: wasCreated(ctx) ? 201 : 200, payload: r.write(result as object) };
+    return { status: wasCreated(ctx) ? 201 : 200, payload: r.write(result as object), keyId: callerOf(ctx)?.keyId };
   } catch (error) {
     const { status, body } = restError(error instanceof ConnectError ? error : toConnectError(error, deps.log));
-    return { status, payload: body };
+    // The caller's key id for the request line, when the key was recognised before the failure.
+    return { status, payload: body, keyId: ctx === undefined ? undefined : callerOf(ctx)?.keyId };
   }
 }
 
@@ -198,7 +201,7 @@ function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<s
 }
 
 function parseBody(body: Buffer | string | undefined): unknown {
-  if (body === undefined || body.length === 0) return undefined;
+  if (body === undefined || body === null || body.length === 0) return undefined;
   const text = typeof body === "string" ? body : bodyText(body);
   if (text.trim() === "") return undefined;
   let value: unknown;
