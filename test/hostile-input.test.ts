@@ -273,6 +273,7 @@ describe.each(engines)("hostile input on %s", (engine) => {
       { name: "api keys", path: () => "/api/v1/applications/shop/api-keys?pageSize=1", key: () => ADMIN_KEY, forgeries: timeForgeries },
       { name: "policies", path: () => "/api/v1/applications/shop/policies?pageSize=1", key: () => ADMIN_KEY, forgeries: timeForgeries },
       { name: "roles", path: () => "/api/v1/applications/shop/roles?pageSize=1", key: () => ADMIN_KEY, forgeries: timeForgeries },
+      { name: "a policy's roles", path: () => `/api/v1/applications/shop/policies/${policyId}/roles?pageSize=1`, key: () => ADMIN_KEY, forgeries: timeForgeries },
       { name: "role assignments", path: () => `/api/v1/applications/shop/roles/${roleId}/assignments?pageSize=1`, key: () => ADMIN_KEY, forgeries: timeForgeries },
       { name: "a user's roles", path: () => "/api/v1/applications/shop/users/alice/roles?pageSize=1", key: () => ADMIN_KEY, forgeries: timeForgeries },
       { name: "audit log", path: () => "/api/v1/applications/shop/audit-log?pageSize=1", key: () => ADMIN_KEY, forgeries: seqForgeries },
