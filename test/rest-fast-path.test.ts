@@ -14,6 +14,7 @@ import { KeyAuthenticator } from "../src/domain/keys.js";
 import { checkService } from "../src/services/check-service.js";
 import { guard, type ServiceBinding } from "../src/transport/guard.js";
 import { restFastPath } from "../src/transport/rest-fast-path.js";
+import { RequestLog } from "../src/transport/request-log.js";
 import { restRoutes } from "../src/transport/rest-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type TestService } from "./support/service.js";
@@ -72,7 +73,7 @@ describe("REST fast path on pglite", () => {
     const log = pino({ level: "silent" });
     const keys = new KeyAuthenticator(database.db, ADMIN_KEY);
     const bindings = [guard(CheckService, checkService(new Checker(database.db)), { keys, log })] as ServiceBinding[];
-    const fast = restFastPath(restRoutes(bindings), { keys, log });
+    const fast = restFastPath(restRoutes(bindings), { keys, log }, new RequestLog(log));
     bare = http.createServer((req, res) => {
       if (fast(req, res)) return;
       req.resume();

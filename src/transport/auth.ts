@@ -82,7 +82,7 @@ export async function authorizeCall(
 }
 
 /** The caller of a call, once authorized; undefined before (or when authorization failed). */
-export function callerOf(ctx: HandlerContext): Principal | undefined {
+export function callerOf(ctx: Pick<HandlerContext, "values">): Principal | undefined {
   return ctx.values.get(principalKey);
 }
 

@@ -6,7 +6,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
-import Fastify, { LogController, type FastifyInstance } from "fastify";
+import Fastify, { type FastifyInstance } from "fastify";
 import http from "node:http";
 import type http2 from "node:http2";
 import type { Http2ServerResponse } from "node:http2";
@@ -33,6 +33,7 @@ import type { H2Server } from "./h2-server.js";
 import { restFastPath } from "./rest-fast-path.js";
 import { strictJsonText } from "./utf8.js";
 import type { RequestLog } from "./request-log.js";
+import { connectContextValues, decorateForRequestLines, noteGrpcOutcomes, RequestLines } from "./fastify-request-log.js";
 import { registerRestGateway, restRoutes } from "./rest-gateway.js";
 
 export interface AppDeps {
@@ -91,8 +92,13 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
   const options = {
     loggerInstance: log,
     bodyLimit: LIMITS.bodyBytes,
-    // A line per request would dominate the log at thousands of checks a second.
-    logController: new LogController({ disableRequestLogging: true }),
+    // Fastify's own request lines off; ours, one per request, in the format
+    // every path shares (fastify-request-log.ts).
+    logController: new RequestLines(deps.requestLog, routes),
+    // One id per request, the same generator as the REST fast path and unary
+    // gRPC: the caller's well-formed x-request-id, else a new one.
+    requestIdHeader: false as const,
+    genReqId: (req: http.IncomingMessage | http2.Http2ServerRequest) => deps.requestLog.requestId(req.headers["x-request-id"]),
     return503OnClosing: true,
     // Path segments carry user and resource ids of up to 256 characters,
     // which percent-encoding can triple.
@@ -108,7 +114,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
       : Fastify({
           ...options,
           serverFactory: (handler) => {
-            const fast = restFastPath(routes, { keys, log });
+            const fast = restFastPath(routes, { keys, log }, deps.requestLog);
             return h1Server(deps.timeouts, (req, res) => {
               if (!refuseMissingHost(req, res) && !fast(req, res)) handler(req, res);
             });
@@ -125,12 +131,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     });
   }
 
-  // A hook on every request costs even when its line is not logged: only at debug.
-  if (log.isLevelEnabled("debug")) {
-    app.addHook("onResponse", async (req, reply) => {
-      req.log.debug({ method: req.method, url: req.url, status: reply.statusCode, ms: reply.elapsedTime }, "request");
-    });
-  }
+  decorateForRequestLines(app);
 
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split("?")[0];
@@ -183,12 +184,16 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
       registerReflection(router, services);
       // No 5xx and no bodiless error from connect-node for what a client sent (connect-answers.ts).
       mendConnectAnswers(router.handlers);
+      // The gRPC status of each answer, for its request line (after the mending, which may change it).
+      noteGrpcOutcomes(router.handlers);
     },
     // The contract's JSON rules hold on Connect too: unknown fields are
     // errors and booleans are always written.
     // Bytes that are not UTF-8 are refused (Connect's own decoder substitutes U+FFFD).
     jsonOptions: { ignoreUnknownFields: false, alwaysEmitImplicit: true, ...strictJsonText },
     readMaxBytes: LIMITS.bodyBytes,
+    // Made per request and kept on it, so the request line can name the caller's key.
+    contextValues: connectContextValues,
   });
 
   await app.ready();

@@ -10,10 +10,16 @@
  * JSON. Anything else goes on to Fastify untouched: no declared length or a
  * chunked body, a length over the limit (Fastify answers the 413), a query
  * string, another media type, an Expect header.
+ *
+ * Each request it answers gets its request line here (request-log.ts), the
+ * one Fastify's hook writes for the others: the route's template, the status,
+ * the time from arrival, the request id (also sent back in x-request-id) and
+ * the calling key's id.
  */
 import type http from "node:http";
 import { LIMITS } from "../domain/formats.js";
 import { onClientGone } from "./client-gone.js";
+import type { RequestLog } from "./request-log.js";
 import { serveRest, type RestDeps, type RestRoute } from "./rest-gateway.js";
 
 const NO_PARAMS: Record<string, string | undefined> = Object.freeze({});
@@ -25,7 +31,7 @@ const JSON_REQUEST = /^application\/json\s*(;|$)/i;
 /** Answers true when it took the request, false to leave it to Fastify. */
 export type RestFastPath = (req: http.IncomingMessage, res: http.ServerResponse) => boolean;
 
-export function restFastPath(routes: RestRoute[], deps: RestDeps): RestFastPath {
+export function restFastPath(routes: RestRoute[], deps: RestDeps, requestLog: RequestLog): RestFastPath {
   const byPath = new Map<string, RestRoute>();
   for (const r of routes) {
     const { route } = r;
@@ -42,23 +48,29 @@ export function restFastPath(routes: RestRoute[], deps: RestDeps): RestFastPath 
     const length = headers["content-length"];
     if (length === undefined || headers["transfer-encoding"] !== undefined || headers.expect !== undefined) return false;
     if (!JSON_REQUEST.test(headers["content-type"] ?? "") || !(Number(length) <= LIMITS.bodyBytes)) return false;
-    serve(r, req, res, deps);
+    serve(r, req, res, deps, requestLog);
     return true;
   };
 }
 
-function serve(r: RestRoute, req: http.IncomingMessage, res: http.ServerResponse, deps: RestDeps): void {
+function serve(r: RestRoute, req: http.IncomingMessage, res: http.ServerResponse, deps: RestDeps, requestLog: RequestLog): void {
+  const started = requestLog.enabled ? performance.now() : 0;
+  const requestId = requestLog.requestId(req.headers["x-request-id"]);
   const chunks: Buffer[] = [];
   req.on("data", (chunk: Buffer) => chunks.push(chunk));
   req.once("end", () => {
     const body = chunks.length === 0 ? undefined : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
     const request = { method: "POST", url: r.route.template, headers: req.headers, params: NO_PARAMS, query: NO_QUERY, body };
     serveRest(r, request, deps, (abort) => onClientGone(res, abort)).then(
-      ({ status, payload }) => {
+      ({ status, payload, keyId }) => {
         if (res.destroyed) return; // the client went away while the call ran
         const json = JSON.stringify(payload);
-        res.writeHead(status, { "content-type": JSON_TYPE, "content-length": Buffer.byteLength(json) });
+        res.writeHead(status, { "content-type": JSON_TYPE, "content-length": Buffer.byteLength(json), "x-request-id": requestId });
         res.end(json);
+        if (requestLog.enabled) {
+          const ms = performance.now() - started;
+          requestLog.write({ protocol: "rest", method: "POST", route: r.route.template, status, ms, requestId, keyId });
+        }
       },
       (error: unknown) => {
         deps.log.error({ err: error }, "unhandled error");
