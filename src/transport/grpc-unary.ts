@@ -21,7 +21,7 @@
  * cancelled, or went away) aborts the call's signal, so the database stops
  * its work and rolls back.
  */
-import { create, fromBinary, fromJsonString, isMessage, toBinary, toJsonString, type DescMethodUnary } from "@bufbuild/protobuf";
+import { create, fromBinary, fromJsonString, isMessage, toBinary, toJsonString, type DescMethodUnary, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
@@ -33,6 +33,7 @@ import { callerOf } from "./auth.js";
 import { CallContext } from "./call-context.js";
 import { toConnectError } from "./errors.js";
 import type { ServiceBinding } from "./guard.js";
+import { flatProtoReader, flatProtoWriter } from "./flat-proto.js";
 import type { SessionWork, StreamServer } from "./h2-server.js";
 import { specEncodeGrpcMessage } from "./grpc-message.js";
 import type { RequestLog } from "./request-log.js";
@@ -45,6 +46,9 @@ interface Route {
   path: string;
   method: DescMethodUnary;
   call: UnaryFn;
+  /** Table-driven protobuf for flat messages (flat-proto.ts), when the types are flat. */
+  readInput: ((bytes: Uint8Array) => Message | undefined) | undefined;
+  writeOutput: ((message: object, offset: number) => Buffer) | undefined;
 }
 
 const GRPC = /^application\/grpc(\+(proto|json))?(;.*)?$/i;
@@ -88,7 +92,13 @@ export class UnaryGrpc implements StreamServer {
         if (method.methodKind !== "unary") continue;
         const call = (impl as unknown as Record<string, UnaryFn>)[method.localName]!;
         const path = `/${service.typeName}/${method.name}`;
-        this.routes.set(path, { path, method: method as DescMethodUnary, call });
+        this.routes.set(path, {
+          path,
+          method: method as DescMethodUnary,
+          call,
+          readInput: flatProtoReader(method.input),
+          writeOutput: flatProtoWriter(method.output),
+        });
       }
     }
   }
@@ -125,18 +135,22 @@ function codecOf(type: string | undefined): Codec | undefined {
 }
 
 const kCall = Symbol("portcullis.grpc.call");
-type CallStream = ServerHttp2Stream & { [kCall]: UnaryCall };
+type CallStream = ServerHttp2Stream & { [kCall]: UnaryCall | undefined };
 
 function onData(this: CallStream, chunk: Buffer): void {
-  this[kCall].data(chunk);
+  this[kCall]?.data(chunk);
 }
 
 function onEnd(this: CallStream): void {
-  this[kCall].end();
+  this[kCall]?.end();
 }
 
 function onClose(this: CallStream): void {
-  this[kCall].closed();
+  const call = this[kCall];
+  // Node may keep a closed stream's object for a while (its native side is
+  // released later): it must not keep the call, its context and headers.
+  this[kCall] = undefined;
+  call?.closed();
 }
 
 function ignore(): void {}
@@ -162,6 +176,8 @@ class UnaryCall {
   private answered = false;
   /** performance.now() at arrival, when request lines are written. */
   private readonly started: number;
+  /** Date.now() at arrival, when the client sent a deadline (it counts from there). */
+  private readonly arrived: number;
 
   constructor(
     private readonly owner: UnaryGrpc,
@@ -172,6 +188,7 @@ class UnaryCall {
     private readonly work: SessionWork,
   ) {
     this.started = owner.requestLog.enabled ? performance.now() : 0;
+    this.arrived = headers["grpc-timeout"] === undefined ? 0 : Date.now();
   }
 
   data(chunk: Buffer): void {
@@ -211,21 +228,17 @@ class UnaryCall {
 
   private async run(): Promise<void> {
     const { route, headers } = this;
-    let out: Uint8Array | undefined;
+    let out: Buffer | undefined;
     let failure: ConnectError | undefined;
     try {
-      const deadline = deadlineOf(headers["grpc-timeout"], Date.now());
+      const deadline = deadlineOf(headers["grpc-timeout"], this.arrived);
       const ctx = (this.ctx = new CallContext(route.method, "grpc", "POST", route.path, headers, deadline));
       if (deadline !== undefined) this.watchDeadline(ctx);
-      const decoded = decode(route.method, this.codec, this.unwrap(), headers["grpc-encoding"]);
+      const decoded = decode(route, this.codec, this.unwrap(), headers["grpc-encoding"]);
       // Only a compressed message waits for zlib; awaiting a plain value would still cost a turn.
       const input = decoded instanceof Promise ? await decoded : decoded;
       const result = await route.call(input, ctx);
-      const output = isMessage(result, route.method.output) ? result : create(route.method.output, result as never);
-      out =
-        this.codec === "json"
-          ? new TextEncoder().encode(toJsonString(route.method.output, output, { alwaysEmitImplicit: true }))
-          : toBinary(route.method.output, output);
+      out = this.encode(result);
     } catch (error) {
       failure = error instanceof ConnectError ? error : toConnectError(error, this.owner.log);
     }
@@ -240,6 +253,23 @@ class UnaryCall {
     }
   }
 
+  /** The answer's message, in its envelope. */
+  private encode(result: unknown): Buffer {
+    const { method, writeOutput } = this.route;
+    if (this.codec === "proto" && writeOutput !== undefined) {
+      const out = writeOutput(result as object, 5);
+      out[0] = 0;
+      out.writeUInt32BE(out.length - 5, 1);
+      return out;
+    }
+    const output = isMessage(result, method.output) ? result : create(method.output, result as never);
+    return envelope(
+      this.codec === "json"
+        ? new TextEncoder().encode(toJsonString(method.output, output, { alwaysEmitImplicit: true }))
+        : toBinary(method.output, output),
+    );
+  }
+
   /** Answers DEADLINE_EXCEEDED when the deadline passes, whatever the implementation is doing. */
   private watchDeadline(ctx: CallContext): void {
     const signal = ctx.signal;
@@ -251,7 +281,7 @@ class UnaryCall {
     else signal.addEventListener("abort", onAbort, { once: true });
   }
 
-  private answer(out: Uint8Array | undefined, failure: ConnectError | undefined): void {
+  private answer(out: Buffer | undefined, failure: ConnectError | undefined): void {
     this.answered = true;
     const stream = this.stream;
     if (stream.destroyed || stream.closed) return;
@@ -265,7 +295,7 @@ class UnaryCall {
     if (failure === undefined && setTrailers === undefined) {
       stream.respond(responseHeaders, RESPOND_WITH_TRAILERS);
       stream.on("wantTrailers", sendOkTrailers);
-      stream.end(envelope(out!));
+      stream.end(out);
       this.logLine(0);
       return;
     }
@@ -277,7 +307,7 @@ class UnaryCall {
       stream.on("wantTrailers", () => {
         if (!stream.closed) stream.sendTrailers(trailers);
       });
-      stream.end(envelope(out!));
+      stream.end(out);
       this.logLine(0);
       return;
     }
@@ -317,8 +347,8 @@ class UnaryCall {
 }
 
 /** Decodes the message; a compressed one is inflated off the event loop, up to the size limit. */
-function decode(method: DescMethodUnary, codec: Codec, message: { compressed: boolean; data: Uint8Array }, encoding: unknown): unknown {
-  if (!message.compressed) return parse(method, codec, message.data);
+function decode(route: Route, codec: Codec, message: { compressed: boolean; data: Uint8Array }, encoding: unknown): unknown {
+  if (!message.compressed) return parse(route, codec, message.data);
   if (encoding !== "gzip") {
     throw new ConnectError(`unsupported grpc-encoding "${String(encoding)}" (accepted: gzip)`, Code.Unimplemented);
   }
@@ -326,7 +356,7 @@ function decode(method: DescMethodUnary, codec: Codec, message: { compressed: bo
     gunzip(message.data, { maxOutputLength: LIMITS.bodyBytes }, (error, data) => {
       if (error === null) {
         try {
-          resolve(parse(method, codec, data));
+          resolve(parse(route, codec, data));
         } catch (parseError) {
           reject(parseError);
         }
@@ -343,7 +373,12 @@ function decode(method: DescMethodUnary, codec: Codec, message: { compressed: bo
   });
 }
 
-function parse(method: DescMethodUnary, codec: Codec, data: Uint8Array): unknown {
+function parse(route: Route, codec: Codec, data: Uint8Array): unknown {
+  const method = route.method;
+  if (codec === "proto") {
+    const flat = route.readInput?.(data);
+    if (flat !== undefined) return flat;
+  }
   try {
     return codec === "json"
       ? fromJsonString(method.input, strictJsonDecoder.decode(data), { ignoreUnknownFields: false }) // not UTF-8: refused, not U+FFFD
