@@ -254,10 +254,11 @@ export class H2Server {
     }
     for (const session of this.sessions) {
       const work = (session as WithWork)[kWork]!;
-      if (work.inFlight === 0 && this.tick - work.lastStreamTick >= this.idleTicks && !session.closed) {
+      // More than idleTicks whole ticks: at least the idle timeout, whatever the phase of the timer.
+      if (work.inFlight === 0 && this.tick - work.lastStreamTick > this.idleTicks && !session.closed) {
         // GOAWAY (NO_ERROR): the client reconnects when it has a call to make.
         session.close();
-      } else if (session.closed && !session.destroyed && this.tick - work.lastStreamTick >= 2 * this.idleTicks) {
+      } else if (session.closed && !session.destroyed && this.tick - work.lastStreamTick > 2 * this.idleTicks) {
         session.destroy(); // a closed connection whose client never lets it finish
       }
     }
