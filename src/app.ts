@@ -54,12 +54,31 @@ export interface Portcullis {
   close(): Promise<void>;
 }
 
+/**
+ * JSON lines on stdout, written asynchronously in blocks of 4 KiB or every
+ * 250 ms, and whatever is left when the process exits. At info every request
+ * has a line (request-log.ts); written synchronously, one write(2) per line
+ * took 17% of the service's main-thread CPU profile under wrk on the REST
+ * check (1.5% this way), at thousands of checks a second. The price: a
+ * process killed outright (SIGKILL) loses up to 250 ms of lines.
+ */
 export function createLogger(config: Pick<Config, "logLevel">): Logger {
-  return pino({
-    level: config.logLevel,
-    // Belt and braces: nothing logs headers today, but a key must never reach a log.
-    redact: { paths: ['req.headers["x-api-key"]', "req.headers.authorization", "key", "*.key"], censor: "[redacted]" },
+  const destination = pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 250 });
+  process.once("exit", () => {
+    try {
+      destination.flushSync();
+    } catch {
+      // stdout is gone: nothing left to write to
+    }
   });
+  return pino(
+    {
+      level: config.logLevel,
+      // Belt and braces: nothing logs headers today, but a key must never reach a log.
+      redact: { paths: ['req.headers["x-api-key"]', "req.headers.authorization", "key", "*.key"], censor: "[redacted]" },
+    },
+    destination,
+  );
 }
 
 export async function openDb(config: Config, log: Logger): Promise<Db> {
