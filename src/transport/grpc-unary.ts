@@ -120,8 +120,6 @@ export class UnaryGrpc implements StreamServer {
     stream.on("data", onData);
     stream.on("end", onEnd);
     stream.on("close", onClose);
-    // A client that resets the stream must not crash the process; there is nobody left to answer.
-    stream.on("error", ignore);
     return true;
   }
 }
@@ -152,8 +150,6 @@ function onClose(this: CallStream): void {
   this[kCall] = undefined;
   call?.closed();
 }
-
-function ignore(): void {}
 
 /** Shared by every successful call: a listener bound by `this`, not a closure made per call. */
 function sendOkTrailers(this: ServerHttp2Stream): void {

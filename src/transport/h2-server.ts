@@ -96,6 +96,8 @@ export class SessionWork {
 }
 
 const kWork = Symbol("portcullis.h2.work");
+
+function ignore(): void {}
 type WithWork = Http2Session & { [kWork]?: SessionWork };
 
 export class H2Server {
@@ -197,7 +199,15 @@ export class H2Server {
   }
 
   private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, rawHeaders: string[]): void {
-    const work = (stream.session as WithWork)[kWork]!;
+    // Node emits "stream" on the next tick: a stream the client reset at once
+    // (rapid reset) is already destroyed, and has no session any more.
+    // A stream can still emit an error (a reset with an error code, a
+    // content-length that disagrees with its DATA); with nobody listening
+    // that would end the process.
+    stream.on("error", ignore);
+    const session = stream.session as WithWork | undefined;
+    if (session === undefined || stream.destroyed) return;
+    const work = session[kWork]!;
     if (work.inFlight >= this.maxCallsPerSession) {
       stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
       return;
