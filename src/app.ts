@@ -35,6 +35,7 @@ import { PGLITE_READS, PgliteDb } from "./store/pglite-db.js";
 import { buildFastifyApp } from "./transport/fastify-app.js";
 import { UnaryGrpc } from "./transport/grpc-unary.js";
 import { H2Server } from "./transport/h2-server.js";
+import { CallLimiter } from "./transport/call-limiter.js";
 import { guard, type ServiceBinding } from "./transport/guard.js";
 import { listen } from "./transport/listener.js";
 import { RequestLog } from "./transport/request-log.js";
@@ -120,7 +121,7 @@ export async function startPortcullis(
   ready.catch(() => undefined); // observed by the caller
 
   try {
-    const deps = { keys, log };
+    const deps = { keys, log, limiter: new CallLimiter(config.maxRunningCalls) };
     const bindings: ServiceBinding[] = [
       guard(ApplicationService, applicationService(new Applications(db)), deps),
       guard(CatalogService, catalogService(new Catalog(db)), deps),

@@ -17,6 +17,12 @@ export interface Config {
   /** How long shutdown waits for in-flight requests before closing connections. */
   readonly shutdownGraceMs: number;
   /**
+   * Calls other than the check and the batch check that may run at once
+   * (the rest wait in arrival order, and leave the queue when their caller
+   * goes away): the rest of the database pool stays free for checks.
+   */
+  readonly maxRunningCalls: number;
+  /**
    * How long a connection may take to send its first request's head: the
    * HTTP/1.1 request line and headers, or the HTTP/2 preface (before either
    * is recognised, the connection is closed when this passes).
@@ -60,15 +66,20 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   if (!logLevels.includes(logLevel as LogLevel)) {
     throw new ConfigError(`LOG_LEVEL must be one of ${logLevels.join(", ")}, got "${env.LOG_LEVEL}"`);
   }
+  const pgPoolMax = intVar(env, "PG_POOL_MAX", 20, 1, 1000);
+  const databaseUrl = nonEmpty(env.DATABASE_URL);
   return {
     host: nonEmpty(env.HOST) ?? "127.0.0.1",
     port: intVar(env, "PORT", 8080, 0, 65535),
-    databaseUrl: nonEmpty(env.DATABASE_URL),
+    databaseUrl,
     dataDir: nonEmpty(env.AUTHZ_DATA_DIR) ?? "./data",
     adminKey: nonEmpty(env.AUTHZ_ADMIN_KEY),
     logLevel: logLevel as LogLevel,
-    pgPoolMax: intVar(env, "PG_POOL_MAX", 20, 1, 1000),
+    pgPoolMax,
     shutdownGraceMs: intVar(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
+    // Half the Postgres pool; on PGlite, one connection that runs on the
+    // service's own thread, two (a check waits behind at most two statements).
+    maxRunningCalls: intVar(env, "MAX_RUNNING_CALLS", databaseUrl === undefined ? 2 : Math.max(1, Math.floor(pgPoolMax / 2)), 1, 100_000),
     ...connectionLimits(env),
   };
 }

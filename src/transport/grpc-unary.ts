@@ -234,7 +234,8 @@ class UnaryCall {
       // Only a compressed message waits for zlib; awaiting a plain value would still cost a turn.
       const input = decoded instanceof Promise ? await decoded : decoded;
       const result = await route.call(input, ctx);
-      out = this.encode(result);
+      // Nobody is left to read an answer to a call whose stream closed: no encoding it.
+      if (!this.answered) out = this.encode(result);
     } catch (error) {
       failure = error instanceof ConnectError ? error : toConnectError(error, this.owner.log);
     }

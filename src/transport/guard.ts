@@ -3,6 +3,7 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { KeyAuthenticator } from "../domain/keys.js";
 import { authorizeCall } from "./auth.js";
+import type { CallLimiter } from "./call-limiter.js";
 import { toConnectError } from "./errors.js";
 import { checkTextFields } from "./text-fields.js";
 import { markInvalidUtf8InProtobuf } from "./utf8.js";
@@ -28,18 +29,20 @@ type UnaryFn = (request: { appId?: unknown }, ctx: HandlerContext) => Promise<un
 export function guard<S extends DescService>(
   service: S,
   impl: ServiceImpl<S>,
-  deps: { keys: KeyAuthenticator; log: Logger },
+  deps: { keys: KeyAuthenticator; log: Logger; limiter?: CallLimiter },
 ): ServiceBinding<S> {
   const guarded: Record<string, UnaryFn> = {};
   const methods = impl as unknown as Record<string, UnaryFn>;
   for (const method of service.methods) {
     if (method.methodKind !== "unary") throw new Error(`${service.typeName}.${method.name}: only unary RPCs are guarded`);
     const fn = methods[method.localName]!;
+    // Calls that hold a database connection a while wait for a place (see call-limiter).
+    const limiter = deps.limiter?.limits(method) === true ? deps.limiter : undefined;
     guarded[method.localName] = async (request, ctx) => {
       try {
         await authorizeCall(deps.keys, method, ctx, typeof request.appId === "string" ? request.appId : undefined);
         checkTextFields(method.input, request);
-        return await fn(request, ctx);
+        return await (limiter === undefined ? fn(request, ctx) : limiter.run(ctx, () => fn(request, ctx)));
       } catch (error) {
         throw toConnectError(error, deps.log);
       }

@@ -18,6 +18,7 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     logLevel: "silent",
     pgPoolMax: 10,
     shutdownGraceMs: 5_000,
+    maxRunningCalls: 5,
     headersTimeoutMs: 10_000,
     requestTimeoutMs: 30_000,
     idleTimeoutMs: 65_000,

@@ -1,0 +1,114 @@
+/**
+ * The bulkhead for calls other than the check: at most `limit` run at once,
+ * the others start in arrival order as places free up, and one whose caller
+ * goes away while it waits never runs.
+ */
+import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { CheckService } from "../gen/authz/v1/check_pb.js";
+import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
+import { CallLimiter } from "../src/transport/call-limiter.js";
+
+function context(): { ctx: HandlerContext; abort(): void } {
+  const controller = new AbortController();
+  return {
+    ctx: { signal: controller.signal } as HandlerContext,
+    abort: () => controller.abort(new ConnectError("the client cancelled the call", Code.Canceled)),
+  };
+}
+
+/** A call that runs until released, recording when it started. */
+function held(started: string[], name: string) {
+  let release!: () => void;
+  const done = new Promise<void>((resolve) => (release = resolve));
+  return {
+    fn: async () => {
+      started.push(name);
+      await done;
+      return name;
+    },
+    release: () => release(),
+  };
+}
+
+/** A few turns of the event loop: a queued call starts on one (see next). */
+const tick = async () => {
+  for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+};
+const microtasks = async () => {
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+};
+
+describe("call limiter", () => {
+  it("limits everything but the check and the batch check", () => {
+    const limiter = new CallLimiter(2);
+    expect(limiter.limits(CheckService.method.check)).toBe(false);
+    expect(limiter.limits(CheckService.method.batchCheck)).toBe(false);
+    expect(limiter.limits(RelationshipService.method.listRelationships)).toBe(true);
+    expect(limiter.limits(RelationshipService.method.bulkWriteRelationships)).toBe(true);
+  });
+
+  it("runs at most `limit` at once, the rest in arrival order", async () => {
+    const limiter = new CallLimiter(2);
+    const started: string[] = [];
+    const calls = ["a", "b", "c", "d", "e"].map((name) => held(started, name));
+    const results = calls.map((c) => limiter.run(context().ctx, c.fn));
+    await tick();
+    expect(started).toEqual(["a", "b"]);
+    expect(limiter.load).toEqual({ running: 2, waiting: 3 });
+    calls[1]!.release();
+    // Not in the released call's chain of promises: the loop reads sockets first.
+    await microtasks();
+    expect(started).toEqual(["a", "b"]);
+    await tick();
+    expect(started).toEqual(["a", "b", "c"]);
+    // A caller arriving now waits behind those already waiting.
+    const late = held(started, "late");
+    const lateResult = limiter.run(context().ctx, late.fn);
+    calls[0]!.release();
+    calls[2]!.release();
+    await tick();
+    expect(started).toEqual(["a", "b", "c", "d", "e"]);
+    for (const c of calls) c.release();
+    await tick();
+    expect(started.at(-1)).toBe("late");
+    late.release();
+    expect(await Promise.all([...results, lateResult])).toEqual(["a", "b", "c", "d", "e", "late"]);
+    expect(limiter.load).toEqual({ running: 0, waiting: 0 });
+  });
+
+  it("drops a waiting call whose caller goes away, without running it", async () => {
+    const limiter = new CallLimiter(1);
+    const started: string[] = [];
+    const first = held(started, "first");
+    const gone = held(started, "gone");
+    const next = held(started, "next");
+    const firstResult = limiter.run(context().ctx, first.fn);
+    const caller = context();
+    const goneResult = limiter.run(caller.ctx, gone.fn);
+    const nextResult = limiter.run(context().ctx, next.fn);
+    await tick();
+    caller.abort();
+    await expect(goneResult).rejects.toMatchObject({ code: Code.Canceled });
+    first.release();
+    await tick();
+    expect(started).toEqual(["first", "next"]);
+    next.release();
+    await Promise.all([firstResult, nextResult]);
+    expect(limiter.load).toEqual({ running: 0, waiting: 0 });
+  });
+
+  it("refuses at once a caller already gone, and frees its place when a call fails", async () => {
+    const limiter = new CallLimiter(1);
+    const started: string[] = [];
+    const first = held(started, "first");
+    const firstResult = limiter.run(context().ctx, first.fn);
+    const caller = context();
+    caller.abort();
+    await expect(limiter.run(caller.ctx, async () => "never")).rejects.toMatchObject({ code: Code.Canceled });
+    first.release();
+    await firstResult;
+    await expect(limiter.run(context().ctx, () => Promise.reject(new Error("boom")))).rejects.toThrow("boom");
+    expect(await limiter.run(context().ctx, async () => "after")).toBe("after");
+  });
+});
