@@ -21,18 +21,9 @@ async function main(): Promise<void> {
     log.warn("AUTHZ_ADMIN_KEY is shorter than 16 characters; use a long random value outside development");
   }
   const service = await startPortcullis(config, { log });
-  const { generatedOperatorKey } = await service.ready.catch(async (error: unknown) => {
-    await service.close().catch(() => undefined);
-    throw error;
-  });
-  if (generatedOperatorKey !== undefined) {
-    // Printed once, on the first start: only its hash is stored.
-    process.stdout.write(
-      `\n  Operator API key (shown once, store it now): ${generatedOperatorKey}\n` +
-        `  Use it as the X-API-Key header, or set AUTHZ_ADMIN_KEY to choose your own.\n\n`,
-    );
-  }
 
+  // Signals are heeded from the moment the port listens: an orchestrator may
+  // stop a replica that is still opening or migrating its database.
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -48,6 +39,22 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+
+  const started = await service.ready.then(
+    (value) => value,
+    async (error: unknown) => {
+      if (stopping) return undefined; // stopped before it was ready: stop() exits
+      await service.close().catch(() => undefined);
+      throw error;
+    },
+  );
+  if (started?.generatedOperatorKey !== undefined && !stopping) {
+    // Printed once, on the first start: only its hash is stored.
+    process.stdout.write(
+      `\n  Operator API key (shown once, store it now): ${started.generatedOperatorKey}\n` +
+        `  Use it as the X-API-Key header, or set AUTHZ_ADMIN_KEY to choose your own.\n\n`,
+    );
+  }
 }
 
 main().catch((error: unknown) => {

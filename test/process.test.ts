@@ -290,6 +290,34 @@ describe.each(storages)("the service process on $name", { timeout: 120_000 }, (s
   });
 });
 
+describe("a stop before the database is ready", { timeout: 120_000 }, () => {
+  it("SIGTERM while a fresh embedded database is still being created: exits 0, and the next start on that folder is healthy", async () => {
+    const env = { AUTHZ_DATA_DIR: join(await tempDir(), "data") };
+    const service = await spawnService(env);
+    // The port listens at once; creating the database takes seconds.
+    await waitUntil(
+      service,
+      "200 on /healthz",
+      async () => (await fetch(`${service.url}/healthz`, { signal: AbortSignal.timeout(1_000) }).then((r) => r.status, () => 0)) === 200,
+      10_000,
+    );
+    expect(service.stdout).not.toContain("database ready");
+    service.child.kill("SIGTERM");
+    // Heeded at once (before, a signal that came this early killed the
+    // process outright, wherever the database's creation was); the process
+    // exits once the database has finished opening, never half-created.
+    await waitUntil(service, "the shutdown line", () => service.stdout.includes("shutting down"), 2_000);
+    const exit = await Promise.race([service.exited, sleep(30_000).then(() => undefined)]);
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect(service.stderr).not.toContain("failed to start");
+    expect(service.stdout).toContain("shutting down");
+
+    const again = await startService(env);
+    expect((await again.call("GET", "/readyz", { key: null })).status).toBe(200);
+    expect(await stopService(again)).toEqual({ code: 0, signal: null });
+  });
+});
+
 describe("configuration the service cannot start with", { timeout: 60_000 }, () => {
   // Configuration errors stop the process before it listens; a database that
   // cannot be reached is found after (the port listens at once), and stops it too.
@@ -299,6 +327,7 @@ describe("configuration the service cannot start with", { timeout: 60_000 }, () 
     { name: "negative PORT", env: { PORT: "-1" }, names: /PORT/, listens: false },
     { name: "unknown LOG_LEVEL", env: { LOG_LEVEL: "chatty" }, names: /LOG_LEVEL/, listens: false },
     { name: "PG_POOL_MAX of 0", env: { PG_POOL_MAX: "0" }, names: /PG_POOL_MAX/, listens: false },
+    { name: "a headers timeout above the request timeout", env: { HTTP_HEADERS_TIMEOUT_MS: "20000", HTTP_REQUEST_TIMEOUT_MS: "10000" }, names: /HTTP_HEADERS_TIMEOUT_MS/, listens: false },
     { name: "unreachable DATABASE_URL", env: { DATABASE_URL: "postgres://postgres@127.0.0.1:1/x" }, names: /database/i, listens: true },
   ])("$name: exits non-zero with a message naming it", async ({ env, names, listens }) => {
     const service = await spawnService({ AUTHZ_DATA_DIR: join(await tempDir(), "data"), ...env });

@@ -285,9 +285,14 @@ class UnaryCall {
     const setHeaders = this.ctx?.setResponseHeaders();
     const setTrailers = this.ctx?.setResponseTrailers();
     let responseHeaders: Record<string, string | number> = HEADERS[this.codec];
-    if (setHeaders !== undefined) {
+    // The caller's own request id goes back, as on every path; one made here
+    // is only logged (a unique header per answer would cost every call an
+    // uncompressible header field).
+    const givenId = this.owner.requestLog.givenId(this.headers["x-request-id"]);
+    if (setHeaders !== undefined || givenId !== undefined) {
       responseHeaders = { ...responseHeaders };
-      setHeaders.forEach((value, key) => (responseHeaders[key] = value));
+      setHeaders?.forEach((value, key) => (responseHeaders[key] = value));
+      if (givenId !== undefined) responseHeaders["x-request-id"] = givenId;
     }
     if (failure === undefined && setTrailers === undefined) {
       stream.respond(responseHeaders, RESPOND_WITH_TRAILERS);

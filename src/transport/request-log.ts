@@ -44,9 +44,13 @@ export class RequestLog {
 
   /** The request's id: the caller's x-request-id when well-formed, else a new one. */
   requestId(incoming: string | string[] | undefined): string {
+    return this.givenId(incoming) ?? `${this.prefix}${(++this.counter).toString(36)}`;
+  }
+
+  /** The caller's x-request-id when it is well-formed (one kept as the request's id), else undefined. */
+  givenId(incoming: string | string[] | undefined): string | undefined {
     const given = Array.isArray(incoming) ? incoming[0] : incoming;
-    if (given !== undefined && ACCEPTED_ID.test(given)) return given;
-    return `${this.prefix}${(++this.counter).toString(36)}`;
+    return given !== undefined && ACCEPTED_ID.test(given) ? given : undefined;
   }
 
   write(record: RequestRecord): void {

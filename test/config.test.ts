@@ -1,0 +1,66 @@
+/**
+ * The one typed configuration: defaults, every variable read, and every bad
+ * value refused with a message naming the variable (main prints it and
+ * exits 2 before listening; see process.test.ts).
+ */
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig, type Config } from "../src/config.js";
+
+describe("loadConfig", () => {
+  it("defaults: embedded PGlite, limits for one small server", () => {
+    expect(loadConfig({})).toEqual<Config>({
+      host: "127.0.0.1",
+      port: 8080,
+      databaseUrl: undefined,
+      dataDir: "./data",
+      adminKey: undefined,
+      logLevel: "info",
+      pgPoolMax: 20,
+      shutdownGraceMs: 10_000,
+      maxRunningCalls: 2,
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 30_000,
+      idleTimeoutMs: 65_000,
+      maxConnections: 10_000,
+      h2MaxConcurrentStreams: 100,
+      h2MaxSessionMemoryMb: 10,
+    });
+  });
+
+  it.each<{ env: Record<string, string>; expected: Partial<Config> }>([
+    { env: { DATABASE_URL: "postgres://db/x" }, expected: { databaseUrl: "postgres://db/x", maxRunningCalls: 10 } },
+    { env: { DATABASE_URL: "postgres://db/x", PG_POOL_MAX: "7" }, expected: { pgPoolMax: 7, maxRunningCalls: 3 } },
+    { env: { DATABASE_URL: "postgres://db/x", PG_POOL_MAX: "1" }, expected: { maxRunningCalls: 1 } },
+    { env: { MAX_RUNNING_CALLS: "40" }, expected: { maxRunningCalls: 40 } },
+    { env: { PORT: "0", HOST: "0.0.0.0" }, expected: { port: 0, host: "0.0.0.0" } },
+    { env: { LOG_LEVEL: "WARN" }, expected: { logLevel: "warn" } },
+    { env: { AUTHZ_DATA_DIR: "/var/lib/p", AUTHZ_ADMIN_KEY: "k".repeat(20) }, expected: { dataDir: "/var/lib/p", adminKey: "k".repeat(20) } },
+    { env: { HTTP_HEADERS_TIMEOUT_MS: "2000", HTTP_REQUEST_TIMEOUT_MS: "2000" }, expected: { headersTimeoutMs: 2_000, requestTimeoutMs: 2_000 } },
+    { env: { HTTP_IDLE_TIMEOUT_MS: "5000", MAX_CONNECTIONS: "50" }, expected: { idleTimeoutMs: 5_000, maxConnections: 50 } },
+    { env: { H2_MAX_CONCURRENT_STREAMS: "250", H2_MAX_SESSION_MEMORY_MB: "32" }, expected: { h2MaxConcurrentStreams: 250, h2MaxSessionMemoryMb: 32 } },
+    { env: { DATABASE_URL: "  ", PORT: "" }, expected: { databaseUrl: undefined, port: 8080 } },
+  ])("reads $env", ({ env, expected }) => {
+    expect(loadConfig(env)).toMatchObject(expected);
+  });
+
+  it.each<[Record<string, string>, RegExp]>([
+    [{ PORT: "abc" }, /^PORT must be a whole number/],
+    [{ PORT: "65536" }, /^PORT must be between 0 and 65535/],
+    [{ PORT: "-1" }, /^PORT must be a whole number/],
+    [{ PORT: "1e3" }, /^PORT must be a whole number/],
+    [{ LOG_LEVEL: "chatty" }, /^LOG_LEVEL must be one of/],
+    [{ PG_POOL_MAX: "0" }, /^PG_POOL_MAX must be between 1/],
+    [{ SHUTDOWN_GRACE_MS: "600001" }, /^SHUTDOWN_GRACE_MS must be between/],
+    [{ MAX_RUNNING_CALLS: "0" }, /^MAX_RUNNING_CALLS must be between 1/],
+    [{ HTTP_HEADERS_TIMEOUT_MS: "50" }, /^HTTP_HEADERS_TIMEOUT_MS must be between 100/],
+    [{ HTTP_REQUEST_TIMEOUT_MS: "1.5" }, /^HTTP_REQUEST_TIMEOUT_MS must be a whole number/],
+    [{ HTTP_HEADERS_TIMEOUT_MS: "20000", HTTP_REQUEST_TIMEOUT_MS: "10000" }, /^HTTP_HEADERS_TIMEOUT_MS \(20000\) must not be above HTTP_REQUEST_TIMEOUT_MS/],
+    [{ HTTP_IDLE_TIMEOUT_MS: "0" }, /^HTTP_IDLE_TIMEOUT_MS must be between/],
+    [{ MAX_CONNECTIONS: "0" }, /^MAX_CONNECTIONS must be between 1/],
+    [{ H2_MAX_CONCURRENT_STREAMS: "0" }, /^H2_MAX_CONCURRENT_STREAMS must be between 1/],
+    [{ H2_MAX_SESSION_MEMORY_MB: "2048" }, /^H2_MAX_SESSION_MEMORY_MB must be between 1 and 1024/],
+  ])("refuses %j, naming the variable", (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+});
