@@ -36,6 +36,7 @@ import { buildFastifyApp } from "./transport/fastify-app.js";
 import { UnaryGrpc } from "./transport/grpc-unary.js";
 import { H2Server } from "./transport/h2-server.js";
 import { CallLimiter } from "./transport/call-limiter.js";
+import { effectiveConnectionCap, openFilesLimit } from "./transport/descriptor-limit.js";
 import { guard, type ServiceBinding } from "./transport/guard.js";
 import { listen } from "./transport/listener.js";
 import { RequestLog } from "./transport/request-log.js";
@@ -145,8 +146,16 @@ export async function startPortcullis(
     );
     const app1 = await buildFastifyApp("http1", { bindings, db, keys, log, requestLog, timeouts: config });
     const app2 = await buildFastifyApp("http2", { bindings, db, keys, log, requestLog, timeouts: config, h2 });
+    const descriptors = openFilesLimit();
+    const maxConnections = effectiveConnectionCap(config.maxConnections, descriptors);
+    if (maxConnections < config.maxConnections) {
+      log.warn(
+        { configured: config.maxConnections, openFilesLimit: descriptors, maxConnections },
+        "MAX_CONNECTIONS lowered to fit the process's open file limit (raise `ulimit -n` to allow more)",
+      );
+    }
     const listener = await listen(
-      { host: config.host, port: config.port, headersTimeoutMs: config.headersTimeoutMs, maxConnections: config.maxConnections },
+      { host: config.host, port: config.port, headersTimeoutMs: config.headersTimeoutMs, maxConnections },
       app1.server as unknown as Http1Server,
       h2,
     );
