@@ -15,7 +15,6 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import http from "node:http";
 import http2 from "node:http2";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
@@ -25,6 +24,7 @@ import { CheckRequestSchema } from "../gen/authz/v1/check_pb.js";
 import { ListRelationshipsRequestSchema } from "../gen/authz/v1/relationships_pb.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { encodeHeaders, ErrorCode, Flag, frame, FrameType, RawH2, Setting } from "./support/raw-h2.js";
+import { freePort } from "./support/ports.js";
 import { ADMIN_KEY, restCaller } from "./support/service.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -42,14 +42,6 @@ interface Child {
   port: number;
   url: string;
   stdout(): string;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 async function spawnService(env: Record<string, string>): Promise<Child> {

@@ -6,12 +6,12 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type EngineName, type TestDatabase } from "./support/engines.js";
+import { freePort } from "./support/ports.js";
 import { restCaller } from "./support/service.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -38,14 +38,6 @@ interface ServiceProcess {
 
 const running = new Set<ServiceProcess>();
 const tempDirs: string[] = [];
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 async function tempDir(): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "portcullis-process-"));
