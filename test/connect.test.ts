@@ -14,6 +14,7 @@ import {
   createGrpcWebTransport,
   Http2SessionManager,
 } from "@connectrpc/connect-node";
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApplicationSchema, ApplicationService } from "../gen/authz/v1/applications_pb.js";
 import { CatalogService, GetCatalogResponseSchema, PutCatalogResponseSchema } from "../gen/authz/v1/catalog_pb.js";
@@ -266,6 +267,21 @@ describe.each(engines)("Connect-ES clients on %s", (engine) => {
       expect(res.body).toEqual({ resources: effectiveCatalog });
       expect(res.text).toContain('"builtIn":false');
       expect(res.text).toContain('"description":""');
+    });
+
+    it.each([
+      { name: "a gzip bomb (16 MiB of spaces in 16 KiB)", body: () => gzipSync(Buffer.from(`{"appId":"raw"${" ".repeat(16 * 1024 * 1024)}}`)), status: 429, code: "resource_exhausted" },
+      { name: "broken gzip", body: () => Buffer.from("not gzip at all"), status: 400, code: "invalid_argument" },
+    ])("refuses $name in a gzip body with $status $code, and serves the next call", async ({ body, status, code }) => {
+      const res = await fetch(`${service.url}/authz.v1.CatalogService/GetCatalog`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "content-encoding": "gzip", "x-api-key": key },
+        body: body(),
+      });
+      const answer = (await res.json()) as { code: string };
+      expect(res.status).toBe(status);
+      expect(answer.code).toBe(code);
+      expect((await connectJsonPost(service.url, "authz.v1.CatalogService/GetCatalog", '{"appId":"raw"}', key)).status).toBe(200);
     });
 
     it("refuses an unknown JSON field with 400 invalid_argument", async () => {

@@ -7,6 +7,7 @@ import { StructSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { compressionGzip, createGrpcTransport } from "@connectrpc/connect-node";
 import http2 from "node:http2";
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CatalogService } from "../gen/authz/v1/catalog_pb.js";
 import { BatchCheckRequestSchema, BatchCheckResponseSchema, CheckService } from "../gen/authz/v1/check_pb.js";
@@ -110,6 +111,33 @@ describe("unary gRPC on pglite", () => {
     const big = frame(Buffer.alloc(8 * 1024 * 1024 + 10, 0x20));
     const answer = await rawCall(service.url, "/authz.v1.CatalogService/GetCatalog", big, { "x-api-key": ADMIN_KEY }, endRequest);
     expect(answer.trailers["grpc-status"]).toBe("8");
+  });
+
+  it.each([
+    {
+      name: "a gzip bomb (16 MiB of zeros in 16 KiB) with RESOURCE_EXHAUSTED",
+      body: () => frame(gzipSync(Buffer.alloc(16 * 1024 * 1024)), 1),
+      encoding: "gzip",
+      status: "8",
+      message: /decompressed message is larger than the limit/,
+    },
+    { name: "broken gzip with INVALID_ARGUMENT", body: () => frame(Buffer.from("not gzip at all"), 1), encoding: "gzip", status: "3", message: /not valid gzip/ },
+    {
+      name: "gzip cut short with INVALID_ARGUMENT",
+      body: () => frame(gzipSync(Buffer.from(JSON.stringify({ a: "x".repeat(1000) }))).subarray(0, 20), 1),
+      encoding: "gzip",
+      status: "3",
+      message: /not valid gzip/,
+    },
+    { name: "a compression it does not take with UNIMPLEMENTED", body: () => frame(Buffer.from([1, 2, 3]), 1), encoding: "br", status: "12", message: /unsupported grpc-encoding "br"/ },
+  ])("refuses $name, and serves the next call", async ({ body, encoding, status, message }) => {
+    const answer = await rawCall(service.url, "/authz.v1.CheckService/Check", body(), { "x-api-key": key, "grpc-encoding": encoding });
+    expect(answer.headers[":status"]).toBe(200);
+    expect(answer.trailers["grpc-status"]).toBe(status);
+    expect(decodeURIComponent(String(answer.trailers["grpc-message"]))).toMatch(message);
+    const client = createClient(CheckService, createGrpcTransport({ baseUrl: service.url }));
+    const next = await client.check({ userId: "u", resource: "doc", resourceId: "d", action: "read" }, { headers: { "x-api-key": key } });
+    expect(next.allowed).toBe(false);
   });
 
   it("reads a message that arrives in many DATA frames", async () => {
