@@ -1,7 +1,7 @@
 /**
  * Deadlines and cancellation down to the database, on each engine, end to
  * end on a real port: a bulk grant write is made to wait (on Postgres the
- * test holds the application's row lock the write takes FOR SHARE; on
+ * test holds the application's lock exclusively, which the write takes shared; on
  * PGlite, one connection, the test holds the connection itself), and its
  * caller gives up: a gRPC deadline or cancel (@grpc/grpc-js), a Connect or
  * gRPC-Web timeout or abort (connect-node), a REST request aborted (fetch).
@@ -167,8 +167,8 @@ describe.each(engines)("deadlines and cancellation on %s", (engine) => {
 
   /**
    * Makes the application's writes wait until release(): on Postgres a
-   * transaction of the test's own holds the application row FOR UPDATE (the
-   * grant writers take it FOR SHARE); PGlite is one connection, so a
+   * transaction of the test's own holds the application's advisory lock
+   * exclusively (the grant writers take it shared); PGlite is one connection, so a
    * transaction of the test holds all of it.
    */
   async function hold(appId: string): Promise<{ release(): Promise<void> }> {
@@ -192,8 +192,8 @@ describe.each(engines)("deadlines and cancellation on %s", (engine) => {
     const client = new pg.Client({ connectionString: database.url, application_name: "deadline-test" });
     await client.connect();
     await client.query("BEGIN");
-    const { rowCount } = await client.query("SELECT 1 FROM applications WHERE app_id = $1 FOR UPDATE", [appId]);
-    expect(rowCount).toBe(1);
+    // The lock applicationsStore.lock(…, "update") takes.
+    await client.query("SELECT pg_advisory_xact_lock(2, hashtext($1))", [appId]);
     return {
       async release() {
         await client.query("ROLLBACK");

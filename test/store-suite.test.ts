@@ -37,7 +37,7 @@ async function findKeyByHash(db: Queryable, secretHash: string) {
 }
 
 /** The migrations this build has. */
-const VERSIONS = [1, 2];
+const VERSIONS = [1, 2, 3];
 const POSTGRES_ONLY = "Postgres only (PGlite is a single in-process connection: no second pool, no concurrent transactions)";
 
 /** The error `promise` rejects with; fails the test when it resolves. */
@@ -118,6 +118,7 @@ describe.each(engines)("store on %s", (engine) => {
       expect(rows.map(({ version, name }) => ({ version, name }))).toEqual([
         { version: 1, name: "initial" },
         { version: 2, name: "model_versions" },
+        { version: 3, name: "scale_out" },
       ]);
       expect(rows[0]!.applied_at).toBeInstanceOf(Date);
       expect(Math.abs(Date.now() - rows[0]!.applied_at.getTime())).toBeLessThan(10 * 60_000);
@@ -427,10 +428,6 @@ describe.each(engines)("store on %s", (engine) => {
       const error = await errorOf(c);
       expect(sqlState(error)).toBe(c.state);
       expect(isUniqueViolation(error)).toBe(c.unique);
-      if (c.constraint !== undefined) {
-        expect(isUniqueViolation(error, c.constraint)).toBe(true);
-        expect(isUniqueViolation(error, "some_other_constraint")).toBe(false);
-      }
       expect(isRetryable(error)).toBe(false);
       expect(isUnavailable(error)).toBe(false);
     });
@@ -439,8 +436,7 @@ describe.each(engines)("store on %s", (engine) => {
       await db.query("INSERT INTO applications (app_id, name) VALUES ('dup-outside', 'x')");
       const error = await rejectionOf(db.query("INSERT INTO applications (app_id, name) VALUES ('dup-outside', 'y')"));
       expect(sqlState(error)).toBe("23505");
-      expect(isUniqueViolation(error, "applications_pkey")).toBe(true);
-      expect(isUniqueViolation(error, "api_keys_secret_hash_key")).toBe(false);
+      expect(isUniqueViolation(error)).toBe(true);
     });
 
     it.each([
@@ -506,12 +502,14 @@ describe.each(engines)("store on %s", (engine) => {
       expect(rows[0]!.v.toISOString()).toBe("2024-02-29T23:59:58.123Z");
     });
 
-    it("rowCount counts the rows a write touched", async () => {
+    it("a write counts by RETURNING: one row per row it touched, none when it touched none", async () => {
       await db.query("INSERT INTO scratch (id, note) VALUES (100, 'a'), (101, 'b'), (102, 'c')");
-      const update = await db.query("UPDATE scratch SET note = 'z' WHERE id >= 100 AND id <= 101");
-      expect(update.rowCount).toBe(2);
-      const none = await db.query("DELETE FROM scratch WHERE id = -1");
-      expect(none.rowCount).toBe(0);
+      const update = await db.query("UPDATE scratch SET note = 'z' WHERE id >= 100 AND id <= 101 RETURNING 1");
+      expect(update.rows).toHaveLength(2);
+      const none = await db.query("DELETE FROM scratch WHERE id = -1 RETURNING 1");
+      expect(none.rows).toHaveLength(0);
+      const conflicting = await db.query("INSERT INTO scratch (id, note) VALUES (100, 'x'), (103, 'y') ON CONFLICT DO NOTHING RETURNING 1");
+      expect(conflicting.rows).toHaveLength(1);
     });
   });
 
@@ -777,7 +775,7 @@ describe.each(engines)("store on %s", (engine) => {
       const ask = (appId: string, keyHash: string, userId: string): CheckInput => ({
         appId, keyHash, userId, resource: "doc", resourceId: "d1", action: "read", tenantId: undefined,
       });
-      const answers = await checkStore.check(db, [
+      const { rows: answers, replayed } = await checkStore.check(db, [
         ask(a, `hash-live-${a}`, "ann"),
         ask(b, `hash-live-${b}`, "bob"),
         ask(a, `hash-revoked-${a}`, "ann"),
@@ -796,7 +794,10 @@ describe.each(engines)("store on %s", (engine) => {
         { keyValid: true, version: version.get(a), relations: [], roles: [] },
       ]);
       expect(version.get(a)).not.toBe(version.get(b));
-      expect(await checkStore.check(db, [])).toEqual([]);
+      expect(replayed).toBeNull(); // not asked for
+      expect(await checkStore.check(db, [])).toEqual({ rows: [], replayed: null });
+      // Asked for on a primary: there is no replay position.
+      expect((await checkStore.check(db, [ask(a, `hash-live-${a}`, "ann")], { replayed: true })).replayed).toBeNull();
     });
   });
 

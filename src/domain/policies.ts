@@ -43,7 +43,7 @@ export class Policies {
       try {
         await policiesStore.insert(tx, appId, { policyId, name: input.name, description: input.description, tenantId: input.tenantId });
       } catch (error) {
-        if (isUniqueViolation(error, "policies_name_key")) throw nameTaken(appId, input.name);
+        if (isUniqueViolation(error) /* the id is new: only the name can collide */) throw nameTaken(appId, input.name);
         throw error;
       }
       await policiesStore.setPermissions(tx, appId, policyId, permissions);
@@ -102,7 +102,7 @@ export class Policies {
       try {
         await policiesStore.update(tx, appId, policyId, { name: renamed, description: described });
       } catch (error) {
-        if (isUniqueViolation(error, "policies_name_key")) throw nameTaken(appId, change.name!);
+        if (isUniqueViolation(error) /* of what changed, only the name is unique */) throw nameTaken(appId, change.name!);
         throw error;
       }
       if (reordered) {

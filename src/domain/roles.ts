@@ -44,7 +44,7 @@ export class Roles {
       try {
         await rolesStore.insert(tx, appId, { roleId, name: input.name, description: input.description, tenantId: input.tenantId });
       } catch (error) {
-        if (isUniqueViolation(error, "roles_name_key")) throw nameTaken(input.name, input.tenantId ?? null);
+        if (isUniqueViolation(error) /* the id is new: only the name can collide */) throw nameTaken(input.name, input.tenantId ?? null);
         throw error;
       }
       await rolesStore.setPolicies(tx, appId, roleId, policyIds);
@@ -97,7 +97,7 @@ export class Roles {
       try {
         await rolesStore.update(tx, appId, roleId, { name: renamed, description: described });
       } catch (error) {
-        if (isUniqueViolation(error, "roles_name_key")) throw nameTaken(change.name!, locked.tenantId);
+        if (isUniqueViolation(error) /* of what changed, only the name is unique */) throw nameTaken(change.name!, locked.tenantId);
         throw error;
       }
       const attachments = reattached ? listChange(before.policyIds, policyIds!) : { added: [], removed: [] };

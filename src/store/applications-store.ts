@@ -34,12 +34,24 @@ export const applicationsStore = {
     return rows[0];
   },
 
-  /** Locks the application row: writers of one application's catalog-dependent data serialize on it. */
+  /**
+   * Takes the application's lock until the transaction ends (exclusive, or
+   * shared with other "share" holders): writers of one application's
+   * catalog-dependent data serialize on it. Then says whether the
+   * application exists (applications are never deleted, so the order of the
+   * two does not matter).
+   *
+   * An advisory lock, not a row lock on `applications`: on Citus that is a
+   * reference table, whose row locks become table locks on every node and
+   * deadlocked concurrent writers. The lock's statement names no table, so
+   * on Citus it runs on the coordinator, where every writer takes it.
+   */
   async lock(q: Queryable, appId: string, mode: "update" | "share"): Promise<boolean> {
-    const { rows } = await q.query(
-      `SELECT 1 FROM applications WHERE app_id = $1 FOR ${mode === "update" ? "UPDATE" : "SHARE"}`,
+    await q.query(
+      mode === "update" ? "SELECT pg_advisory_xact_lock(2, hashtext($1))" : "SELECT pg_advisory_xact_lock_shared(2, hashtext($1))",
       [appId],
     );
+    const { rows } = await q.query("SELECT 1 FROM applications WHERE app_id = $1", [appId]);
     return rows.length > 0;
   },
 

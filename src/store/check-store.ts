@@ -1,4 +1,5 @@
 import type { Queryable } from "./db.js";
+import { lsnValue } from "./lsn.js";
 
 export interface CheckInput {
   appId: string;
@@ -22,67 +23,113 @@ export interface CheckRow {
   roles: string[];
 }
 
+export interface CheckRows {
+  rows: CheckRow[];
+  /**
+   * With `replayed`: the standby's replay position (pg_last_wal_replay_lsn)
+   * read by the statements, the lowest of them; null on a primary.
+   */
+  replayed: string | null;
+}
+
 /**
- * The per-user half of any number of checks (of any applications and keys),
- * in one statement, so one round trip answers them all from one snapshot:
- * whether each calling key still holds and the version of its application's
- * model (once per distinct key: a batch, or the checks coalesced from one
- * client, share it), and for each question the user's relations on the very
- * instance and the user's roles, against which the domain evaluates the rest
- * from memory (see domain/access-model). Each part is an index lookup
- * whatever the planner knows of the tables, so the plan stays good on tables
- * never analyzed.
+ * The per-user half of the checks of one application (any number of them,
+ * of any of its keys), in one statement, so one round trip answers them all
+ * from one snapshot: whether each calling key still holds, the version of
+ * the application's model, and for each question the user's relations on
+ * the very instance and the user's roles, against which the domain evaluates
+ * the rest from memory (see domain/access-model). Each part is an index
+ * lookup whatever the planner knows of the tables, so the plan stays good on
+ * tables never analyzed.
+ *
+ * One application per statement, named as `app_id = $1` on every table: on
+ * Citus the statement then goes whole to the one shard that holds the
+ * application (api_keys is a reference table, present on every node). A
+ * statement mixing applications would join shards, which Citus cannot plan.
  */
-const CHECK_SQL = `
+const checkSql = (replayed: boolean) => `
   SELECT
-    (SELECT json_agg(json_build_array(
-        EXISTS (SELECT 1 FROM api_keys k
-                WHERE k.secret_hash = c.key_hash AND k.app_id = c.app_id AND k.revoked_at IS NULL),
-        (SELECT v.version::text FROM model_versions v WHERE v.app_id = c.app_id)
-      ) ORDER BY c.n)
-     FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (a text, k text))
-          WITH ORDINALITY AS c(app_id, key_hash, n)) AS keys,
+    (SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
+                             WHERE k.secret_hash = c.key_hash AND k.app_id = $1 AND k.revoked_at IS NULL) ORDER BY c.n)
+     FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n)) AS keys,
+    (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         ARRAY(SELECT g.relation FROM relationships g
-              WHERE g.app_id = q.app_id AND g.user_id = q.user_id AND g.resource = q.resource
-                AND g.resource_id = q.resource_id),
+              WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id),
         ARRAY(SELECT a.role_id FROM role_assignments a
-              WHERE a.app_id = q.app_id AND a.user_id = q.user_id)
+              WHERE a.app_id = $1 AND a.user_id = q.user_id)
       ) ORDER BY q.n)
-     FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (a text, u text, r text, i text))
-          WITH ORDINALITY AS q(app_id, user_id, resource, resource_id, n)) AS rows`;
+     FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text))
+          WITH ORDINALITY AS q(user_id, resource, resource_id, n)) AS rows${replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""}`;
+const CHECK_SQL = checkSql(false);
+const CHECK_REPLAYED_SQL = checkSql(true);
 
-type KeyRow = [keyValid: boolean, version: string | null];
 type QuestionRow = [relations: string[], roles: string[]];
+interface StatementRow {
+  keys: boolean[] | null;
+  version: string | null;
+  rows: QuestionRow[] | null;
+  replayed?: string | null;
+}
 
 /**
- * The questions go as JSON parameters and the answers come back as JSON
+ * The questions go as a JSON parameter and the answers come back as JSON
  * values: for a batch of dozens, encoding and decoding that is a fraction of
  * what text arrays in and a row per question out cost the driver.
  */
 export const checkStore = {
-  async check(q: Queryable, checks: readonly CheckInput[]): Promise<CheckRow[]> {
-    const keys: { a: string; k: string }[] = [];
-    const keyOf: number[] = [];
-    const seen = new Map<string, number>();
-    for (const c of checks) {
-      const id = `${c.appId}\n${c.keyHash}`;
-      let at = seen.get(id);
-      if (at === undefined) {
-        at = keys.push({ a: c.appId, k: c.keyHash }) - 1;
-        seen.set(id, at);
-      }
-      keyOf.push(at);
-    }
-    const questions = checks.map((c) => ({ a: c.appId, u: c.userId, r: c.resource, i: c.resourceId }));
-    const { rows } = await q.query<{ keys: KeyRow[] | null; rows: QuestionRow[] | null }>(CHECK_SQL, [
-      JSON.stringify(keys),
-      JSON.stringify(questions),
-    ]);
-    const keyRows = rows[0]?.keys ?? [];
-    return (rows[0]?.rows ?? []).map(([relations, roles], i) => {
-      const [keyValid, version] = keyRows[keyOf[i]!]!;
-      return { keyValid, version, relations, roles };
+  /**
+   * Answers in input order. Checks of several applications take a statement
+   * each, run side by side. With `replayed`, each statement also reads the
+   * standby's replay position (for a read replica: see read-replicas.ts).
+   */
+  async check(q: Queryable, checks: readonly CheckInput[], options: { replayed?: boolean } = {}): Promise<CheckRows> {
+    const byApp = new Map<string, number[]>();
+    checks.forEach((c, i) => {
+      const at = byApp.get(c.appId);
+      if (at === undefined) byApp.set(c.appId, [i]);
+      else at.push(i);
     });
+    const out = new Array<CheckRow>(checks.length);
+    let replayed: string | null = null;
+    let lowest: bigint | undefined;
+    await Promise.all(
+      [...byApp].map(async ([appId, at]) => {
+        const row = await checkApplication(q, appId, at.map((i) => checks[i]!), options.replayed === true);
+        at.forEach((i, j) => (out[i] = row.rows[j]!));
+        if (row.replayed !== null) {
+          const lsn = lsnValue(row.replayed);
+          if (lowest === undefined || lsn < lowest) [lowest, replayed] = [lsn, row.replayed];
+        }
+      }),
+    );
+    return { rows: out, replayed };
   },
 };
+
+async function checkApplication(q: Queryable, appId: string, checks: readonly CheckInput[], replayed: boolean): Promise<CheckRows> {
+  const keys: string[] = [];
+  const keyOf: number[] = [];
+  for (const c of checks) {
+    let at = keys.indexOf(c.keyHash); // a batch has one key, a coalesced one a few
+    if (at < 0) at = keys.push(c.keyHash) - 1;
+    keyOf.push(at);
+  }
+  const questions = checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId }));
+  const { rows } = await q.query<StatementRow>(replayed ? CHECK_REPLAYED_SQL : CHECK_SQL, [
+    appId,
+    keys,
+    JSON.stringify(questions),
+  ]);
+  const row = rows[0]!;
+  const keyRows = row.keys ?? [];
+  return {
+    rows: (row.rows ?? []).map(([relations, roles], i) => ({
+      keyValid: keyRows[keyOf[i]!] === true,
+      version: row.version,
+      relations,
+      roles,
+    })),
+    replayed: row.replayed ?? null,
+  };
+}

@@ -4,9 +4,14 @@
  * engine (a `pg` pool, or embedded PGlite) is only how statements reach it.
  */
 
+/**
+ * A statement's rows. There is deliberately no row count: Citus reports an
+ * INSERT ... ON CONFLICT DO NOTHING's count as the rows sent, not the rows
+ * inserted, so a write that must count says RETURNING and counts the rows
+ * (see docs/scale-out.md).
+ */
 export interface QueryResult<R> {
   rows: R[];
-  rowCount: number;
 }
 
 /** Something statements can run on: the database, or one open transaction. */

@@ -22,7 +22,10 @@ export const modelStore = {
   },
 
   async bump(q: Queryable, appId: string): Promise<void> {
-    await q.query("UPDATE model_versions SET version = nextval('model_version_seq') WHERE app_id = $1", [appId]);
+    // A subquery, not a bare nextval(): Citus refuses volatile functions in
+    // an UPDATE of a distributed table, but evaluates this one once, on the
+    // coordinator, and sends the value.
+    await q.query("UPDATE model_versions SET version = (SELECT nextval('model_version_seq')) WHERE app_id = $1", [appId]);
   },
 
   /** The whole model and its version, read in one statement, so from one snapshot. Undefined for an unknown application. */

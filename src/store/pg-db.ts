@@ -70,12 +70,12 @@ export class PgDb implements Db {
   /** Clients whose connection failed while checked out, with the error. */
   private readonly lost = new WeakMap<pg.PoolClient, Error>();
 
-  constructor(connectionString: string, options: { max: number; onError: (error: Error) => void }) {
+  constructor(connectionString: string, options: { max: number; connectionTimeoutMs?: number; onError: (error: Error) => void }) {
     this.pool = new pg.Pool({
       connectionString,
       max: options.max,
       types,
-      connectionTimeoutMillis: 5_000,
+      connectionTimeoutMillis: options.connectionTimeoutMs ?? 5_000,
       idleTimeoutMillis: 30_000,
       application_name: "portcullis",
     });
@@ -305,5 +305,5 @@ interface CancelConnection {
 }
 
 function toResult<R>(result: pg.QueryResult): QueryResult<R> {
-  return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
+  return { rows: result.rows as R[] };
 }

@@ -86,5 +86,5 @@ export class PgliteDb implements Db {
 }
 
 function toResult<R>(result: { rows: R[]; affectedRows?: number }): QueryResult<R> {
-  return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+  return { rows: result.rows };
 }

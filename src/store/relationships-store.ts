@@ -40,37 +40,43 @@ export const relationshipsStore = {
   },
 
   async delete(q: Queryable, appId: string, t: Tuple): Promise<boolean> {
-    const { rowCount } = await q.query(
-      "DELETE FROM relationships WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4 AND user_id = $5",
+    const { rows } = await q.query(
+      `DELETE FROM relationships WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4 AND user_id = $5
+       RETURNING 1`,
       [appId, t.resource, t.resourceId, t.relation, t.userId],
     );
-    return rowCount > 0;
+    return rows.length > 0;
   },
 
-  /** Inserts the tuples that are new, set-based; returns how many were. */
+  /**
+   * Inserts the tuples that are new, set-based; returns how many were,
+   * counted from RETURNING (Citus reports the rows sent as the count).
+   */
   async writeMany(q: Queryable, appId: string, tuples: Tuple[]): Promise<number> {
     if (tuples.length === 0) return 0;
-    const { rowCount } = await q.query(
+    const { rows } = await q.query(
       `INSERT INTO relationships (app_id, resource, resource_id, relation, user_id)
        SELECT $1, t.resource, t.resource_id, t.relation, t.user_id
        FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS t(resource, resource_id, relation, user_id)
-       ON CONFLICT DO NOTHING`,
+       ON CONFLICT DO NOTHING
+       RETURNING 1`,
       [appId, ...columns(tuples)],
     );
-    return rowCount;
+    return rows.length;
   },
 
   /** Deletes the tuples that exist, set-based; returns how many did. */
   async deleteMany(q: Queryable, appId: string, tuples: Tuple[]): Promise<number> {
     if (tuples.length === 0) return 0;
-    const { rowCount } = await q.query(
+    const { rows } = await q.query(
       `DELETE FROM relationships r
        USING unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS t(resource, resource_id, relation, user_id)
        WHERE r.app_id = $1 AND r.resource = t.resource AND r.resource_id = t.resource_id
-         AND r.relation = t.relation AND r.user_id = t.user_id`,
+         AND r.relation = t.relation AND r.user_id = t.user_id
+       RETURNING 1`,
       [appId, ...columns(tuples)],
     );
-    return rowCount;
+    return rows.length;
   },
 
   /** Everyone with a relation on one instance, in (relation, userId) order; with the resource's relations in the catalog. */

@@ -112,9 +112,9 @@ export const rolesStore = {
 
   /** Deletes the role with its policies and assignments; how many assignments went. */
   async delete(q: Queryable, appId: string, roleId: string): Promise<number> {
-    const { rowCount } = await q.query("DELETE FROM role_assignments WHERE app_id = $1 AND role_id = $2", [appId, roleId]);
+    const { rows } = await q.query("DELETE FROM role_assignments WHERE app_id = $1 AND role_id = $2 RETURNING 1", [appId, roleId]);
     await q.query("DELETE FROM roles WHERE app_id = $1 AND role_id = $2", [appId, roleId]);
-    return rowCount;
+    return rows.length;
   },
 
   /** Assigns the role; `created` is false when the assignment existed (then it is the stored one). */
@@ -133,11 +133,11 @@ export const rolesStore = {
   },
 
   async unassign(q: Queryable, appId: string, roleId: string, userId: string): Promise<boolean> {
-    const { rowCount } = await q.query(
-      "DELETE FROM role_assignments WHERE app_id = $1 AND role_id = $2 AND user_id = $3",
+    const { rows } = await q.query(
+      "DELETE FROM role_assignments WHERE app_id = $1 AND role_id = $2 AND user_id = $3 RETURNING 1",
       [appId, roleId, userId],
     );
-    return rowCount > 0;
+    return rows.length > 0;
   },
 
   async listAssignments(q: Queryable, appId: string, roleId: string, after: Cursor, limit: number): Promise<AssignmentRow[]> {

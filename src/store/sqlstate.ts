@@ -77,8 +77,14 @@ export class DatabaseUnavailableError extends Error {
   }
 }
 
-/** Whether the error is a unique violation of the named constraint. */
-export function isUniqueViolation(error: unknown, constraint?: string): boolean {
-  if (sqlState(error) !== SqlState.uniqueViolation) return false;
-  return constraint === undefined || (error as { constraint?: unknown }).constraint === constraint;
+/**
+ * Whether the error is a unique violation. Which constraint is for the
+ * caller to know from its statement, never from the error: Citus relays a
+ * worker's violation with no constraint field and the shard's constraint
+ * name (policies_name_key_102104). So a statement whose violation must be
+ * told apart can violate only one unique constraint (ids are generated
+ * here, so only a name can collide).
+ */
+export function isUniqueViolation(error: unknown): boolean {
+  return sqlState(error) === SqlState.uniqueViolation;
 }

@@ -1,0 +1,141 @@
+/**
+ * The SQL rules of docs/scale-out.md, which keep Portcullis runnable on
+ * Citus (where CI cannot go): the checker on statements that keep and break
+ * them, then every statement the service sends while it is driven through
+ * the whole API on each engine, each checked against the rules. A new
+ * statement that breaks one fails here, not on somebody's Citus cluster.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DISTRIBUTED_TABLES, REFERENCE_TABLES } from "../src/store/distribute.js";
+import type { Db, Queryable } from "../src/store/db.js";
+import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { applyScenario, checkOf, loadScenarios } from "./support/scenario.js";
+import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
+import { sqlRuleViolations } from "./support/sql-rules.js";
+
+describe("the SQL rule checker", () => {
+  it.each([
+    { sql: "SELECT 1 FROM relationships WHERE app_id = $1 AND user_id = $2" },
+    { sql: "SELECT r.role_id FROM roles r WHERE r.app_id = $1 AND EXISTS (SELECT 1 FROM role_assignments a WHERE a.app_id = r.app_id AND a.role_id = r.role_id)" },
+    { sql: "SELECT p.name FROM policy_permissions pp JOIN policies p USING (app_id, policy_id) WHERE pp.app_id = $1" },
+    { sql: "INSERT INTO relationships (app_id, resource) SELECT $1, t.r FROM unnest($2::text[]) AS t(r) ON CONFLICT DO NOTHING RETURNING 1" },
+    { sql: "UPDATE model_versions SET version = (SELECT nextval('model_version_seq')) WHERE app_id = $1" },
+    { sql: "SELECT EXISTS (SELECT 1 FROM api_keys k WHERE k.secret_hash = $2 AND k.app_id = $1), (SELECT v.version FROM model_versions v WHERE v.app_id = $1)" },
+    { sql: "SELECT 1 FROM applications WHERE app_id > $1 ORDER BY app_id LIMIT $2" },
+    { sql: "SELECT key_id FROM api_keys WHERE secret_hash = ANY($1::text[])" },
+    { sql: "SELECT pg_advisory_xact_lock_shared(2, hashtext($1))" },
+    { sql: "SELECT 1 FROM roles WHERE app_id = $1 AND role_id = $2 FOR UPDATE" },
+  ])("keeps the rules: $sql", ({ sql }) => {
+    expect(sqlRuleViolations(sql)).toEqual([]);
+  });
+
+  it.each([
+    { sql: "SELECT 1 FROM relationships WHERE user_id = $1", problem: "relationships is not limited to one application" },
+    { sql: "SELECT 1 FROM relationships g WHERE g.app_id = q.app_id", problem: "relationships is not limited to one application" },
+    { sql: "SELECT 1 FROM relationships WHERE app_id = ANY($1::text[])", problem: "names several applications" },
+    { sql: "SELECT 1 FROM roles r JOIN role_assignments a ON a.role_id = r.role_id WHERE r.app_id = $1", problem: "role_assignments is not limited" },
+    { sql: "UPDATE model_versions SET version = nextval('model_version_seq') WHERE app_id = $1", problem: "nextval() outside a scalar subquery" },
+    { sql: "INSERT INTO audit_events (app_id, event_id) VALUES ($1, gen_random_uuid()::text)", problem: "a volatile function in a write" },
+    { sql: "SELECT 1 FROM applications WHERE app_id = $1 FOR SHARE", problem: "a row lock on a reference table" },
+    { sql: "SELECT 1 FROM api_keys k, model_versions v WHERE v.app_id = $1 AND k.secret_hash = $2", problem: "api_keys is not limited" },
+    { sql: "DELETE FROM role_permissions WHERE role_id = $1", problem: "role_permissions is not limited" },
+  ])("flags $problem: $sql", ({ sql, problem }) => {
+    expect(sqlRuleViolations(sql).join("; ")).toContain(problem);
+  });
+});
+
+/** The database, recording the text of every statement sent through it (transactions included). */
+function recording(db: Db, statements: Set<string>, on: () => boolean): Db {
+  const record = (sql: string) => on() && statements.add(sql);
+  return new Proxy(db, {
+    get(target, property, receiver) {
+      if (property === "query") {
+        return (sql: string, params?: readonly unknown[], options?: never) => (record(sql), target.query(sql, params, options));
+      }
+      if (property === "transaction") {
+        return <T>(fn: (tx: Queryable) => Promise<T>, options?: never) =>
+          target.transaction((tx) => fn({ query: (sql, params) => (record(sql), tx.query(sql, params)) }), options);
+      }
+      const value: unknown = Reflect.get(target, property, receiver);
+      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+describe.each(engines)("every statement the service sends, on %s", (engine) => {
+  let database: TestDatabase;
+  let service: TestService;
+  const statements = new Set<string>();
+  let on = false;
+
+  beforeAll(async () => {
+    database = await createTestDatabase(engine);
+    // From the first request on: migrations run before any application
+    // exists, and before the tables are distributed (see distribute.ts).
+    service = await startTestService(recording(database.db, statements, () => on));
+    on = true;
+  }, 60_000);
+  afterAll(async () => {
+    await service?.close();
+    await database?.dispose();
+  });
+
+  it("drives the whole API", async () => {
+    const ok = (what: string, answer: RestAnswer) => {
+      expect(answer.status, `${what}: ${JSON.stringify(answer.body)}`).toBeLessThan(300);
+      return answer.body;
+    };
+    const call = service.call;
+    for (const [i, { scenario }] of loadScenarios().entries()) {
+      const appId = `rules-${i}`;
+      const key = await applyScenario(call, appId, scenario);
+      const base = `/api/v1/applications/${appId}`;
+      ok("check", await call("POST", "/api/v1/authorization/check", { key, body: checkOf(scenario.checks[0]!) }));
+      ok("batch", await call("POST", "/api/v1/authorization/check/batch", { key, body: { checks: scenario.checks.map(checkOf) } }));
+      const grant = scenario.grants[0];
+      if (grant !== undefined) {
+        const query = new URLSearchParams(grant as unknown as Record<string, string>).toString();
+        ok("list by instance", await call("GET", `/api/v1/authorization/relationships?resource=${grant.resource}&resourceId=${grant.resourceId}`, { key }));
+        ok("list by user", await call("GET", `/api/v1/authorization/relationships?resource=${grant.resource}&userId=${grant.userId}`, { key }));
+        ok("delete one", await call("DELETE", `/api/v1/authorization/relationships?${query}`, { key }));
+        ok("write one", await call("POST", "/api/v1/authorization/relationships", { key, body: grant }));
+        ok("bulk", await call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes: scenario.grants.slice(1), deletes: [grant] } }));
+      }
+      const policies = ok("policies", await call("GET", `${base}/policies`)).policies as { policyId: string }[];
+      const roles = ok("roles", await call("GET", `${base}/roles`)).roles as { roleId: string }[];
+      for (const p of policies) {
+        ok("policy", await call("GET", `${base}/policies/${p.policyId}`));
+        ok("policy roles", await call("GET", `${base}/policies/${p.policyId}/roles`));
+        ok("rename policy", await call("PATCH", `${base}/policies/${p.policyId}`, { body: { name: `renamed-${p.policyId}` } }));
+      }
+      for (const r of roles) {
+        ok("role", await call("GET", `${base}/roles/${r.roleId}`));
+        ok("assignments", await call("GET", `${base}/roles/${r.roleId}/assignments`));
+        ok("rename role", await call("PATCH", `${base}/roles/${r.roleId}`, { body: { name: `renamed-${r.roleId}`, policyIds: [] } }));
+        ok("assign", await call("POST", `${base}/roles/${r.roleId}/assignments`, { body: { userId: "rules-user" } }));
+        ok("user roles", await call("GET", `${base}/users/rules-user/roles`));
+        ok("unassign", await call("DELETE", `${base}/roles/${r.roleId}/assignments/rules-user`));
+        ok("delete role", await call("DELETE", `${base}/roles/${r.roleId}`));
+      }
+      for (const p of policies) ok("delete policy", await call("DELETE", `${base}/policies/${p.policyId}`));
+      ok("catalog", await call("GET", `${base}/resources`));
+      ok("catalog again", await call("PUT", `${base}/resources`, { body: scenario.catalog }));
+      ok("audit", await call("GET", `${base}/audit-log?type=policy.created`));
+      const keys = ok("keys", await call("GET", `${base}/api-keys`)).apiKeys as { keyId: string }[];
+      ok("revoke", await call("DELETE", `${base}/api-keys/${keys[0]!.keyId}`));
+      ok("application", await call("GET", base));
+    }
+    ok("applications", await call("GET", "/api/v1/applications"));
+    expect(statements.size).toBeGreaterThan(40);
+  });
+
+  it("every statement keeps the rules", () => {
+    const broken = [...statements].map((sql) => ({ sql, problems: sqlRuleViolations(sql) })).filter((s) => s.problems.length > 0);
+    expect(broken).toEqual([]);
+  });
+
+  it("reads or writes every table the layout distributes", () => {
+    const text = [...statements].join("\n");
+    for (const table of [...DISTRIBUTED_TABLES, ...REFERENCE_TABLES]) expect(text, table).toMatch(new RegExp(`\\b${table}\\b`));
+  });
+});
