@@ -5,7 +5,7 @@ import type { Db } from "./db.js";
 const MIGRATIONS_DIR = fileURLToPath(new URL("./migrations/", import.meta.url));
 
 // Any fixed number: every replica of every version takes the same lock.
-const MIGRATION_LOCK_KEY = 0x70637573; // "pcus"
+export const MIGRATION_LOCK_KEY = 0x70637573; // "pcus"
 
 export interface Migration {
   version: number;
