@@ -29,7 +29,9 @@ import { relationshipService } from "./services/relationship-service.js";
 import { roleService } from "./services/role-service.js";
 import type { Db } from "./store/db.js";
 import { DeferredDb } from "./store/deferred-db.js";
+import { distributeOnCitus } from "./store/distribute.js";
 import { migrate } from "./store/migrate.js";
+import { ReadReplicas } from "./store/read-replicas.js";
 import { PgDb, PG_READS } from "./store/pg-db.js";
 import { PGLITE_READS, PgliteDb } from "./store/pglite-db.js";
 import { buildFastifyApp } from "./transport/fastify-app.js";
@@ -93,6 +95,35 @@ export async function openDb(config: Config, log: Logger): Promise<Db> {
   return PgliteDb.open(config.dataDir);
 }
 
+/** The hot standbys of DATABASE_READ_URLS, each with its own pool; undefined when there are none. */
+export function openReadReplicas(config: Config, primary: Db, log: Logger): ReadReplicas | undefined {
+  if (config.databaseReadUrls.length === 0) return undefined;
+  const replicas = config.databaseReadUrls.map((url) => {
+    const name = replicaName(url);
+    return {
+      name,
+      db: new PgDb(url, {
+        max: config.pgPoolMax,
+        // A replica that does not answer is skipped, not waited for.
+        connectionTimeoutMs: 1_000,
+        onError: (error) => log.warn({ err: error, replica: name }, "idle read replica connection failed"),
+      }),
+    };
+  });
+  return new ReadReplicas(primary, replicas, {
+    maxLagMs: config.readReplicaMaxLagMs,
+    statementTimeoutMs: 2_000,
+    probeIntervalMs: 1_000,
+    log,
+  });
+}
+
+/** host:port/database of a connection string: what logs and /readyz may show of it. */
+function replicaName(url: string): string {
+  const parsed = new URL(url);
+  return `${parsed.hostname}:${parsed.port || "5432"}${parsed.pathname}`;
+}
+
 export async function startPortcullis(
   config: Config,
   options: { log?: Logger; db?: Db } = {},
@@ -107,12 +138,17 @@ export async function startPortcullis(
     try {
       const applied = await migrate(opened);
       if (applied.length > 0) log.info({ versions: applied }, "applied database migrations");
+      if (config.distribute === "citus") {
+        const distributed = await distributeOnCitus(opened);
+        if (distributed.length > 0) log.info({ tables: distributed }, "distributed the tables on Citus");
+      }
     } catch (error) {
       if (options.db === undefined) await opened.close().catch(() => undefined);
       throw error;
     }
     return opened;
   });
+  const replicas = openReadReplicas(config, db, log);
   const keys = new KeyAuthenticator(db, config.adminKey);
   const ready = db.opened.then(async () => {
     const generatedOperatorKey = await keys.ensureOperatorKey();
@@ -129,7 +165,7 @@ export async function startPortcullis(
       guard(PolicyService, policyService(new Policies(db)), deps),
       guard(RoleService, roleService(new Roles(db)), deps),
       guard(RelationshipService, relationshipService(new Relationships(db)), deps),
-      guard(CheckService, checkService(new Checker(db)), deps),
+      guard(CheckService, checkService(new Checker(db, replicas)), deps),
       guard(AuditService, auditService(new AuditLog(db)), deps),
     ] as ServiceBinding[];
 
@@ -144,8 +180,8 @@ export async function startPortcullis(
       new UnaryGrpc(bindings, log, requestLog),
       log,
     );
-    const app1 = await buildFastifyApp("http1", { bindings, db, keys, log, requestLog, timeouts: config });
-    const app2 = await buildFastifyApp("http2", { bindings, db, keys, log, requestLog, timeouts: config, h2 });
+    const app1 = await buildFastifyApp("http1", { bindings, db, replicas, keys, log, requestLog, timeouts: config });
+    const app2 = await buildFastifyApp("http2", { bindings, db, replicas, keys, log, requestLog, timeouts: config, h2 });
     const descriptors = openFilesLimit();
     const maxConnections = effectiveConnectionCap(config.maxConnections, descriptors);
     if (maxConnections < config.maxConnections) {
@@ -171,11 +207,13 @@ export async function startPortcullis(
       async close() {
         await listener.close(config.shutdownGraceMs);
         await Promise.allSettled([app1.close(), app2.close()]);
+        await replicas?.close();
         if (options.db === undefined) await db.close().catch(() => undefined);
         log.info("portcullis stopped");
       },
     };
   } catch (error) {
+    await replicas?.close();
     if (options.db === undefined) await db.close().catch(() => undefined);
     throw error;
   }

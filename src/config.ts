@@ -52,6 +52,15 @@ export interface Config {
   readonly h2MaxConcurrentStreams: number;
   /** nghttp2's memory per HTTP/2 connection (header tables, queued frames), in MiB; above it new streams are refused. */
   readonly h2MaxSessionMemoryMb: number;
+  /**
+   * "citus": distribute the tables on start (docs/scale-out.md); the
+   * database must have the citus extension. undefined: plain Postgres.
+   */
+  readonly distribute: "citus" | undefined;
+  /** Hot standbys of DATABASE_URL that answer checks (docs/scale-out.md). */
+  readonly databaseReadUrls: readonly string[];
+  /** How long a check waits for a replica to replay the primary's changes before the primary answers it. */
+  readonly readReplicaMaxLagMs: number;
 }
 
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
@@ -81,6 +90,32 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     // service's own thread, two (a check waits behind at most two statements).
     maxRunningCalls: intVar(env, "MAX_RUNNING_CALLS", databaseUrl === undefined ? 2 : Math.max(1, Math.floor(pgPoolMax / 2)), 1, 100_000),
     ...connectionLimits(env),
+    ...scaleOut(env, databaseUrl),
+  };
+}
+
+function scaleOut(env: Readonly<Record<string, string | undefined>>, databaseUrl: string | undefined) {
+  const distribute = nonEmpty(env.AUTHZ_DISTRIBUTE)?.trim().toLowerCase();
+  if (distribute !== undefined && distribute !== "citus") {
+    throw new ConfigError(`AUTHZ_DISTRIBUTE must be "citus" or empty, got "${env.AUTHZ_DISTRIBUTE}"`);
+  }
+  const databaseReadUrls = (nonEmpty(env.DATABASE_READ_URLS) ?? "")
+    .split(",")
+    .map((url) => url.trim())
+    .filter((url) => url !== "");
+  if (databaseUrl === undefined && (distribute !== undefined || databaseReadUrls.length > 0)) {
+    throw new ConfigError(`${distribute !== undefined ? "AUTHZ_DISTRIBUTE" : "DATABASE_READ_URLS"} needs DATABASE_URL (the embedded database has no replicas and no workers)`);
+  }
+  databaseReadUrls.forEach((url, i) => {
+    if (!/^postgres(ql)?:\/\//.test(url) || !URL.canParse(url)) {
+      // The position only: a connection string may hold a password.
+      throw new ConfigError(`DATABASE_READ_URLS entry ${i + 1} must be a postgres:// URL`);
+    }
+  });
+  return {
+    distribute: distribute as "citus" | undefined,
+    databaseReadUrls,
+    readReplicaMaxLagMs: intVar(env, "READ_REPLICA_MAX_LAG_MS", 50, 1, 60_000),
   };
 }
 

@@ -24,6 +24,9 @@ describe("loadConfig", () => {
       maxConnections: 10_000,
       h2MaxConcurrentStreams: 100,
       h2MaxSessionMemoryMb: 10,
+      distribute: undefined,
+      databaseReadUrls: [],
+      readReplicaMaxLagMs: 50,
     });
   });
 
@@ -39,6 +42,13 @@ describe("loadConfig", () => {
     { env: { HTTP_IDLE_TIMEOUT_MS: "5000", MAX_CONNECTIONS: "50" }, expected: { idleTimeoutMs: 5_000, maxConnections: 50 } },
     { env: { H2_MAX_CONCURRENT_STREAMS: "250", H2_MAX_SESSION_MEMORY_MB: "32" }, expected: { h2MaxConcurrentStreams: 250, h2MaxSessionMemoryMb: 32 } },
     { env: { DATABASE_URL: "  ", PORT: "" }, expected: { databaseUrl: undefined, port: 8080 } },
+    { env: { DATABASE_URL: "postgres://db/x", AUTHZ_DISTRIBUTE: "Citus" }, expected: { distribute: "citus" } },
+    { env: { DATABASE_URL: "postgres://db/x", AUTHZ_DISTRIBUTE: " " }, expected: { distribute: undefined } },
+    {
+      env: { DATABASE_URL: "postgres://db/x", DATABASE_READ_URLS: "postgres://r1/x, postgresql://u:p@r2:5433/x,," },
+      expected: { databaseReadUrls: ["postgres://r1/x", "postgresql://u:p@r2:5433/x"] },
+    },
+    { env: { DATABASE_URL: "postgres://db/x", READ_REPLICA_MAX_LAG_MS: "250" }, expected: { readReplicaMaxLagMs: 250 } },
   ])("reads $env", ({ env, expected }) => {
     expect(loadConfig(env)).toMatchObject(expected);
   });
@@ -59,6 +69,11 @@ describe("loadConfig", () => {
     [{ MAX_CONNECTIONS: "0" }, /^MAX_CONNECTIONS must be between 1/],
     [{ H2_MAX_CONCURRENT_STREAMS: "0" }, /^H2_MAX_CONCURRENT_STREAMS must be between 1/],
     [{ H2_MAX_SESSION_MEMORY_MB: "2048" }, /^H2_MAX_SESSION_MEMORY_MB must be between 1 and 1024/],
+    [{ DATABASE_URL: "postgres://db/x", AUTHZ_DISTRIBUTE: "yes" }, /^AUTHZ_DISTRIBUTE must be "citus" or empty/],
+    [{ AUTHZ_DISTRIBUTE: "citus" }, /^AUTHZ_DISTRIBUTE needs DATABASE_URL/],
+    [{ DATABASE_READ_URLS: "postgres://r1/x" }, /^DATABASE_READ_URLS needs DATABASE_URL/],
+    [{ DATABASE_URL: "postgres://db/x", DATABASE_READ_URLS: "postgres://r1/x,mysql://u:secret@r2/x" }, /^DATABASE_READ_URLS entry 2 must be a postgres:\/\/ URL$/],
+    [{ DATABASE_URL: "postgres://db/x", READ_REPLICA_MAX_LAG_MS: "0" }, /^READ_REPLICA_MAX_LAG_MS must be between 1/],
   ])("refuses %j, naming the variable", (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

@@ -1,4 +1,4 @@
-import type { Db } from "../store/db.js";
+import type { Db, Queryable } from "../store/db.js";
 import { modelStore, type ModelRows } from "../store/model-store.js";
 
 interface ResourceModel {
@@ -81,7 +81,8 @@ const MODELS_MAX = 1_000;
  */
 export class AccessModels {
   private readonly models = new Map<string, AccessModel>();
-  private readonly loading = new Map<string, Promise<AccessModel | undefined>>();
+  /** Loads in flight, per application, with where they read from. */
+  private readonly loading = new Map<string, { from: Queryable; model: Promise<AccessModel | undefined> }>();
 
   constructor(private readonly db: Db) {}
 
@@ -91,30 +92,39 @@ export class AccessModels {
     return model?.version === version ? model : undefined;
   }
 
-  /** Reads the application's current model (one load at a time per application). */
-  load(appId: string): Promise<AccessModel | undefined> {
-    let pending = this.loading.get(appId);
-    if (pending === undefined) {
-      pending = modelStore.load(this.db, appId).then(
-        (rows) => {
-          this.loading.delete(appId);
-          if (rows === undefined) {
-            this.models.delete(appId);
-            return undefined;
-          }
-          const model = AccessModel.from(rows);
-          this.models.delete(appId); // re-inserted last: the map's order is the eviction order
-          if (this.models.size >= MODELS_MAX) this.models.delete(this.models.keys().next().value!);
-          this.models.set(appId, model);
-          return model;
-        },
-        (error: unknown) => {
-          this.loading.delete(appId);
-          throw error;
-        },
-      );
-      this.loading.set(appId, pending);
-    }
-    return pending;
+  /**
+   * Reads the application's current model from `from` (the database by
+   * default; a read replica answering a check reads its model there too):
+   * one load at a time per application and source. A load from elsewhere is
+   * not shared: a replica's model may be older than the primary's, and a
+   * model read where the check statement ran is never older than what that
+   * statement read.
+   */
+  load(appId: string, from: Queryable = this.db): Promise<AccessModel | undefined> {
+    const pending = this.loading.get(appId);
+    if (pending !== undefined && pending.from === from) return pending.model;
+    const model = modelStore.load(from, appId).then(
+      (rows) => {
+        if (this.loading.get(appId)?.model === model) this.loading.delete(appId);
+        if (rows === undefined) {
+          this.models.delete(appId);
+          return undefined;
+        }
+        const loaded = AccessModel.from(rows);
+        const current = this.models.get(appId);
+        // A slower load from a replica must not replace a newer copy.
+        if (current !== undefined && BigInt(current.version) > BigInt(loaded.version)) return loaded;
+        this.models.delete(appId); // re-inserted last: the map's order is the eviction order
+        if (this.models.size >= MODELS_MAX) this.models.delete(this.models.keys().next().value!);
+        this.models.set(appId, loaded);
+        return loaded;
+      },
+      (error: unknown) => {
+        if (this.loading.get(appId)?.model === model) this.loading.delete(appId);
+        throw error;
+      },
+    );
+    this.loading.set(appId, { from, model });
+    return model;
   }
 }

@@ -1,5 +1,6 @@
 import { Coalescer } from "../lib/coalescer.js";
-import type { Db } from "../store/db.js";
+import type { Db, Queryable } from "../store/db.js";
+import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
 import { checkStore, type CheckInput } from "../store/check-store.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, Violations } from "./errors.js";
@@ -27,20 +28,25 @@ const REVOKED: Answer = { keyValid: false, resourceKnown: false, actionKnown: fa
 const MAX_READS = 3;
 
 /**
- * The permission check. One statement reads, for every question of a batch,
- * the key's validity, the user's relations on the instance and roles, and
- * the application's model version; the catalog and what roles hold come
- * from the in-memory model of that very version (read again whenever the
- * version moved). So every answer reflects every change committed before
- * the check began, on any replica, at one round trip per batch; checks and
- * batch checks arriving together share one statement (see Coalescer), a
- * batch check's questions always the same one.
+ * The permission check. One statement per application reads, for every
+ * question of a batch, the key's validity, the user's relations on the
+ * instance and roles, and the application's model version; the catalog and
+ * what roles hold come from the in-memory model of that very version (read
+ * again whenever the version moved). So every answer reflects every change
+ * committed before the check began, on any replica of the service, at one
+ * round trip per batch; checks and batch checks arriving together share one
+ * statement (see Coalescer), a batch check's questions always the same one.
+ * With read replicas, the statement runs on a hot standby that has replayed
+ * everything committed before the batch began (see ReadReplicas).
  */
 export class Checker {
   private readonly coalesced: Coalescer<CheckInput, Answer>;
   private readonly models: AccessModels;
 
-  constructor(private readonly db: Db) {
+  constructor(
+    private readonly db: Db,
+    private readonly replicas?: ReadReplicas,
+  ) {
     this.models = new AccessModels(db);
     this.coalesced = new Coalescer((inputs) => this.answer(inputs), {
       maxBatch: LIMITS.batchChecks,
@@ -80,23 +86,33 @@ export class Checker {
     return rows.map((r) => r.allowed);
   }
 
-  /** Answers questions of any applications and keys: one statement, plus a model read when a version moved. */
-  private async answer(inputs: readonly CheckInput[]): Promise<Answer[]> {
+  /**
+   * Answers questions of any applications and keys: a statement per
+   * application, plus a model read when a version moved. On a read replica
+   * when there are some, else on the database.
+   */
+  private answer(inputs: readonly CheckInput[]): Promise<Answer[]> {
+    if (this.replicas === undefined) return this.answerOn(this.db, false, inputs).then((read) => read.value);
+    return this.replicas.read((q, onReplica) => this.answerOn(q, onReplica, inputs));
+  }
+
+  private async answerOn(q: Queryable, onReplica: boolean, inputs: readonly CheckInput[]): Promise<ReplicaRead<Answer[]>> {
     for (let reads = 1; ; reads++) {
-      const rows = await checkStore.check(this.db, inputs);
+      const { rows, replayed } = await checkStore.check(q, inputs, { replayed: onReplica });
       const models = new Map<string, AccessModel | undefined>();
       let moved = false;
       for (const [i, row] of rows.entries()) {
         const appId = inputs[i]!.appId;
         if (!row.keyValid || row.version === null || models.has(appId)) continue;
-        const model = this.models.cached(appId, row.version) ?? (await this.models.load(appId));
+        // Read where the statement ran: never older than what it read.
+        const model = this.models.cached(appId, row.version) ?? (await this.models.load(appId, q === this.db ? undefined : q));
         // A model newer than the statement is fresher still, but the answer
         // would mix two snapshots: read again, unless versions keep moving.
         if (model !== undefined && model.version !== row.version) moved = true;
         models.set(appId, model);
       }
       if (moved && reads < MAX_READS) continue;
-      return rows.map((row, i): Answer => {
+      const value = rows.map((row, i): Answer => {
         const model = row.keyValid ? models.get(inputs[i]!.appId) : undefined;
         if (model === undefined) return REVOKED; // the application is gone: so are its keys
         const q = inputs[i]!;
@@ -107,6 +123,7 @@ export class Checker {
           allowed: model.allows(q, row.relations, row.roles),
         };
       });
+      return { value, replayed };
     }
   }
 }

@@ -17,6 +17,7 @@ import { registerReflection } from "../services/reflection-service.js";
 import type { KeyAuthenticator } from "../domain/keys.js";
 import type { Db } from "../store/db.js";
 import { DeferredDb } from "../store/deferred-db.js";
+import type { ReadReplicas } from "../store/read-replicas.js";
 import { restErrorBody } from "./errors.js";
 import { mendConnectAnswers } from "./connect-answers.js";
 import {
@@ -40,6 +41,8 @@ export interface AppDeps {
   bindings: ServiceBinding[];
   keys: KeyAuthenticator;
   db: Db;
+  /** The read replicas checks go to, when there are some: /readyz reports them. */
+  replicas?: ReadReplicas | undefined;
   log: Logger;
   /** One line per request, whichever path answers it. */
   requestLog: RequestLog;
@@ -87,7 +90,7 @@ function h1Server(limits: HttpTimeouts, handler: http.RequestListener): http.Ser
 }
 
 export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Promise<FastifyInstance> {
-  const { bindings, db, keys, log } = deps;
+  const { bindings, db, replicas, keys, log } = deps;
   const routes = restRoutes(bindings);
   const options = {
     loggerInstance: log,
@@ -166,7 +169,9 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     }
     try {
       await withTimeout(db.query("SELECT 1"), 2_000);
-      return { status: "ready", database: db.engine };
+      // A skipped replica does not make the service unready: the primary
+      // answers its checks. It is reported, with why, for the operator.
+      return replicas === undefined ? { status: "ready", database: db.engine } : { status: "ready", database: db.engine, replicas: replicas.status() };
     } catch (error) {
       log.warn({ err: error }, "readiness check failed");
       return reply.code(503).send(restErrorBody("unavailable", "the database cannot be reached"));

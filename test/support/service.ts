@@ -25,6 +25,9 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     maxConnections: 10_000,
     h2MaxConcurrentStreams: 100,
     h2MaxSessionMemoryMb: 10,
+    distribute: undefined,
+    databaseReadUrls: [],
+    readReplicaMaxLagMs: 50,
     ...overrides,
   };
 }
