@@ -8,6 +8,12 @@
  *   npm run bench -- [--grants 100000 | --grants 10000,1000000] [--seconds 10]
  *                    [--connections 50] [--profile] [--out FILE] [--keep]
  *                    [--only ceiling,rest,grpc,external,batch,list,bulk]
+ *
+ * With `--replicas 1` it measures read replicas instead: it starts a Postgres
+ * primary and a hot standby of its own (bench/pg-cluster.ts; DATABASE_URL
+ * is not used), and two services over them, one on the primary alone and
+ * one sending checks to the standby, and drives REST checks at each in turn,
+ * with the CPU per check of the service and of each Postgres server.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -19,6 +25,7 @@ import { fromJson, toBinary, type JsonValue } from "@bufbuild/protobuf";
 import pg from "pg";
 import { CheckRequestSchema } from "../gen/authz/v1/check_pb.js";
 import * as data from "./dataset.js";
+import { clusterCpuSeconds, createDatabase, startPgCluster } from "./pg-cluster.js";
 import { h2loadCheck, installed, wrkCheck, type ExternalResult } from "./external.js";
 import type { LoadResult, LoadSpec } from "./load.js";
 
@@ -52,6 +59,8 @@ const KEEP = process.argv.includes("--keep");
 const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,bulk").split(","));
 const OUT = arg("out", join(ROOT, "bench", "results", `bench-${new Date().toISOString().replace(/[:.]/g, "-")}.json`));
 const ADMIN_KEY = `bench-${randomBytes(16).toString("hex")}`;
+/** Hot standbys to measure checks on (0: the usual figures). */
+const REPLICAS = Number(arg("replicas", "0"));
 
 const progress = (text: string) => process.stderr.write(`\r\x1b[K${text}`);
 const say = (text: string) => process.stderr.write(`\r\x1b[K${text}\n`);
@@ -192,6 +201,8 @@ const warmed = new Set<string>();
 /** A load phase's result, with the CPU the server spent on it per request. */
 interface Measured extends LoadResult {
   serverCpuUs: number | undefined;
+  /** CPU µs per request of other processes (see drive's `others`). */
+  othersCpuUs?: Record<string, number>;
 }
 
 /**
@@ -200,14 +211,23 @@ interface Measured extends LoadResult {
  * measured run, and the generator reports its own: on a shared 2-core
  * machine these say where a figure's CPU went, whatever else ran.
  */
-async function drive(spec: Omit<LoadSpec, "connections" | "seconds">, label: string, serverPid: number | undefined): Promise<Measured> {
+async function drive(
+  spec: Omit<LoadSpec, "connections" | "seconds">,
+  label: string,
+  serverPid: number | undefined,
+  /** CPU microseconds used so far by other processes to account, by name (the Postgres servers). */
+  others: Record<string, () => number> = {},
+): Promise<Measured> {
   const run = async (seconds: number): Promise<Measured> => {
     const child = node([join(TREE, `bench/load${EXT}`), JSON.stringify({ ...spec, connections: CONNECTIONS, seconds })], {});
     const before = cpuMicros(serverPid);
+    const othersBefore = Object.entries(others).map(([name, cpu]) => [name, cpu()] as const);
     const result = JSON.parse(await firstLine(child)) as LoadResult;
     const after = cpuMicros(serverPid);
-    const serverCpuUs = before === undefined || after === undefined ? undefined : (after - before) / Math.max(1, result.requests);
-    return { ...result, serverCpuUs };
+    const requests = Math.max(1, result.requests);
+    const othersCpuUs = Object.fromEntries(othersBefore.map(([name, b]) => [name, (others[name]!() - b) / requests]));
+    const serverCpuUs = before === undefined || after === undefined ? undefined : (after - before) / requests;
+    return { ...result, serverCpuUs, othersCpuUs };
   };
   // A server's first load runs longer: its JIT is still settling, which
   // otherwise lands on whichever figure comes first.
@@ -464,5 +484,75 @@ function report(
   say(`figures written to ${OUT}`);
 }
 
-await main();
+/**
+ * `--replicas 1`: REST checks on a service over the primary alone against a
+ * service sending checks to a hot standby, alternated, same data, same run.
+ */
+async function replicaMain(): Promise<void> {
+  if (REPLICAS !== 1) throw new Error("--replicas: the bench starts one standby; use --replicas 1");
+  const cluster = await startPgCluster();
+  const tmp = mkdtempSync(join(tmpdir(), "portcullis-bench-"));
+  try {
+    const db = await createDatabase(cluster, "portcullis_bench");
+    const grants = GRANT_STEPS[GRANT_STEPS.length - 1]!;
+    say(`portcullis bench: read replicas, ${grants} grants, ${SECONDS} s per figure, ${CONNECTIONS} in flight`);
+    const start = async (extra: Record<string, string>) => {
+      const port = String(await freePort());
+      const child = node([join(TREE, `src/main${EXT}`)], { AUTHZ_ADMIN_KEY: ADMIN_KEY, LOG_LEVEL: "warn", PORT: port, DATABASE_URL: db.primaryUrl, ...extra });
+      const url = `http://127.0.0.1:${port}`;
+      await waitReady(url, child);
+      return { child, url };
+    };
+    const alone = await start({});
+    const replicated = await start({ DATABASE_READ_URLS: db.standbyUrl });
+    const key = await loadBase(alone.url);
+    await loadGrants(alone.url, key, 0, grants);
+    say(`loaded ${grants} grants`);
+    const pgCpu = (which: "primary" | "standby") => () => {
+      const pid = cluster.pids()[which];
+      return pid === undefined ? 0 : clusterCpuSeconds(pid) * 1e6;
+    };
+    const others = { primary: pgCpu("primary"), standby: pgCpu("standby") };
+    const bodies = data.grantChecks(grants, 1000);
+    const runs: { label: string; result: Measured }[] = [];
+    for (const round of [1, 2]) {
+      for (const [label, s] of [["primary alone", alone], ["primary + 1 standby", replicated]] as const) {
+        const result = await drive({ kind: "rest", url: s.url, method: "POST", path: "/api/v1/authorization/check", key, bodies }, `${label}, round ${round}`, s.child.pid, others);
+        if (result.errors > 0) say(`warning: ${label}: ${result.errors} failed requests`);
+        runs.push({ label: `${label}, round ${round}`, result });
+      }
+    }
+    const status = (await (await fetch(`${replicated.url}/readyz`)).json()) as { replicas: unknown[] };
+    progress("");
+    const lines = [
+      "| REST check, allowed by a grant | checks/s | p50 ms | p99 ms | service CPU µs/check | primary Postgres CPU µs/check | standby Postgres CPU µs/check |",
+      "|---|---:|---:|---:|---:|---:|---:|",
+      ...runs.map(
+        ({ label, result: r }) =>
+          `| ${label} | ${Math.round(r.rps).toLocaleString("en-US")} | ${ms(r.p50)} | ${ms(r.p99)} | ${micros(r.serverCpuUs)} | ${micros(r.othersCpuUs?.primary)} | ${micros(r.othersCpuUs?.standby)} |`,
+      ),
+    ];
+    const mean = (label: string) => {
+      const rs = runs.filter((r) => r.label.startsWith(label)).map((r) => r.result.rps);
+      return rs.reduce((a, b) => a + b, 0) / rs.length;
+    };
+    lines.push("", `primary + 1 standby ÷ primary alone, checks/s (mean of 2 rounds each): ${(mean("primary + 1 standby") / mean("primary alone")).toFixed(2)}`);
+    lines.push(`standby as /readyz reports it: ${JSON.stringify(status.replicas)}`);
+    lines.push("", "All servers, the services and the load generator share this machine's cores: the standby adds no CPU, so throughput cannot scale here; the CPU per check on each server shows where the work moved.");
+    process.stdout.write(`\n${lines.join("\n")}\n`);
+    mkdirSync(join(ROOT, "bench", "results"), { recursive: true });
+    writeFileSync(OUT, JSON.stringify({ kind: "replicas", grants, seconds: SECONDS, connections: CONNECTIONS, runs, at: new Date().toISOString() }, null, 2));
+    say(`figures written to ${OUT}`);
+    for (const s of [alone, replicated]) {
+      s.child.kill("SIGTERM");
+      await new Promise((r) => s.child.once("exit", r));
+    }
+  } finally {
+    await cluster.close();
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+if (REPLICAS > 0) await replicaMain();
+else await main();
 process.exit(0);
