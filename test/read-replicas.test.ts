@@ -8,8 +8,10 @@
  * - with replay paused, checks fall back to the primary within the bound,
  *   /readyz says why the standby is skipped, and it is used again once
  *   replay resumes;
+ * - a standby that stops answering costs one batch the statement bound;
  * - the standby going away makes no check fail.
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase, pgBinariesInstalled, startPgCluster, type PgCluster } from "../bench/pg-cluster.js";
 import { PgDb } from "../src/store/pg-db.js";
@@ -125,6 +127,61 @@ describe.skipIf(binariesMissing)("read replicas: a primary and a hot standby", (
     expect(await check("paused", "p1")).toBe(true);
     expect((await replicaStatus()).answered).toBe(back + 1);
   }, 60_000);
+
+  it("a standby that stops answering (its processes frozen) costs one batch the 2 s statement bound, then is skipped; it is used again once thawed", async () => {
+    expect((await service.call("POST", "/api/v1/authorization/relationships", { key, body: grant("frozen", "f1") })).status).toBe(201);
+    expect(await check("frozen", "f1")).toBe(true); // the standby has a connection open
+    const frozen = standbyProcesses();
+    expect(frozen.length).toBeGreaterThan(1);
+    signalAll(frozen, "SIGSTOP");
+    try {
+      const started = performance.now();
+      expect(await check("frozen", "f1")).toBe(true);
+      expect(performance.now() - started).toBeLessThan(4_000);
+      const skipped = await replicaStatus();
+      expect(skipped.healthy).toBe(false);
+      const t = performance.now();
+      expect(await check("frozen", "f1")).toBe(true);
+      expect(performance.now() - t).toBeLessThan(500); // skipped: straight to the primary
+    } finally {
+      signalAll(frozen, "SIGCONT");
+    }
+    await until(async () => (await replicaStatus()).healthy, 15_000);
+  }, 60_000);
+
+  /** The standby's postmaster and every process under it. */
+  function standbyProcesses(): number[] {
+    const root = cluster.pids().standby!;
+    const parents = new Map<number, number>();
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        parents.set(Number(entry), Number(readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]!.split(" ")[1]));
+      } catch {
+        // gone meanwhile
+      }
+    }
+    const tree = [root];
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const [pid, parent] of parents) {
+        if (tree.includes(parent) && !tree.includes(pid)) {
+          tree.push(pid);
+          grew = true;
+        }
+      }
+    }
+    return tree;
+  }
+  function signalAll(pids: number[], signal: NodeJS.Signals): void {
+    for (const pid of pids) {
+      try {
+        process.kill(pid, signal);
+      } catch {
+        // exited
+      }
+    }
+  }
 
   it("the standby going away makes no check fail; it is used again once it is back", async () => {
     expect((await service.call("POST", "/api/v1/authorization/relationships", { key, body: grant("away", "a1") })).status).toBe(201);

@@ -1,5 +1,4 @@
-import type { AbortOptions, Db, Queryable } from "./db.js";
-import { isStopped } from "./db.js";
+import { isStopped, type AbortOptions, type Db, type Queryable } from "./db.js";
 import { lsnValue } from "./lsn.js";
 
 /** A hot standby of the primary, as the router sees it. */
@@ -137,10 +136,8 @@ class ReplicaState {
     private readonly options: ReadReplicasOptions,
   ) {
     this.position = new LatestPosition(async () => {
-      const { rows } = await replica.db.query<{ lsn: string | null }>(
-        "SELECT pg_last_wal_replay_lsn()::text AS lsn",
-        [],
-        { deadline: Date.now() + options.statementTimeoutMs },
+      const { rows } = await this.bounded((limits) =>
+        replica.db.query<{ lsn: string | null }>("SELECT pg_last_wal_replay_lsn()::text AS lsn", [], limits),
       );
       const lsn = rows[0]?.lsn ?? null;
       if (lsn === null) throw new NotAStandbyError();
@@ -181,11 +178,8 @@ class ReplicaState {
     read: (q: Queryable, onReplica: boolean) => Promise<ReplicaRead<T>>,
     options: AbortOptions | undefined,
   ): Promise<ReplicaRead<T> | undefined> {
-    const deadline = Math.min(options?.deadline ?? Infinity, Date.now() + this.options.statementTimeoutMs);
-    const bounded: AbortOptions = options?.signal === undefined ? { deadline } : { deadline, signal: options.signal };
-    const q: Queryable = { query: (sql, params) => this.replica.db.query(sql, params, bounded) };
     try {
-      const answered = await read(q, true);
+      const answered = await this.bounded((limits) => read({ query: (sql, params) => this.replica.db.query(sql, params, limits) }, true), options);
       if (answered.replayed != null) this.advance(answered.replayed);
       this.answered++;
       return answered;
@@ -194,6 +188,23 @@ class ReplicaState {
       this.skip("a read on it failed", error);
       return undefined;
     }
+  }
+
+  /**
+   * Runs `work` on this replica for at most statementTimeoutMs: past it, a
+   * cancel is sent (through the signal) and the promise rejects at once,
+   * whether or not the replica answers the cancel: a replica the network
+   * lost would otherwise hold the read until TCP gives up.
+   */
+  private bounded<T>(work: (limits: AbortOptions) => Promise<T>, caller?: AbortOptions): Promise<T> {
+    const timeout = AbortSignal.timeout(this.options.statementTimeoutMs);
+    const signal = caller?.signal === undefined ? timeout : AbortSignal.any([timeout, caller.signal]);
+    const limits: AbortOptions = caller?.deadline === undefined ? { signal } : { signal, deadline: caller.deadline };
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = () => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+      work(limits).then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+    });
   }
 
   stop(): void {
