@@ -25,7 +25,7 @@ import { fromJson, toBinary, type JsonValue } from "@bufbuild/protobuf";
 import pg from "pg";
 import { CheckRequestSchema } from "../gen/authz/v1/check_pb.js";
 import * as data from "./dataset.js";
-import { clusterCpuSeconds, createDatabase, startPgCluster } from "./pg-cluster.js";
+import { clusterCpuSeconds, createDatabase, freePort, startPgCluster } from "./pg-cluster.js";
 import { h2loadCheck, installed, wrkCheck, type ExternalResult } from "./external.js";
 import type { LoadResult, LoadSpec } from "./load.js";
 
@@ -90,16 +90,6 @@ function firstLine(child: ChildProcess): Promise<string> {
       if (nl >= 0) resolve(out.slice(0, nl));
     });
     child.once("exit", (code) => reject(new Error(`process exited (${code}) before answering: ${out}`)));
-  });
-}
-
-async function freePort(): Promise<number> {
-  const net = await import("node:net");
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
   });
 }
 
