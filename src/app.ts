@@ -16,6 +16,8 @@ import { Applications } from "./domain/applications.js";
 import { AuditLog } from "./domain/audit-log.js";
 import { Catalog } from "./domain/catalog.js";
 import { Checker } from "./domain/check.js";
+import { Explainer } from "./domain/explain.js";
+import { Lookup } from "./domain/lookup.js";
 import { KeyAuthenticator } from "./domain/keys.js";
 import { Policies } from "./domain/policies.js";
 import { Relationships } from "./domain/relationships.js";
@@ -165,7 +167,11 @@ export async function startPortcullis(
       guard(PolicyService, policyService(new Policies(db)), deps),
       guard(RoleService, roleService(new Roles(db)), deps),
       guard(RelationshipService, relationshipService(new Relationships(db)), deps),
-      guard(CheckService, checkService(new Checker(db, replicas)), deps),
+      guard(
+        CheckService,
+        checkService({ checker: new Checker(db, replicas), explainer: new Explainer(db, replicas), lookup: new Lookup(db, replicas) }),
+        deps,
+      ),
       guard(AuditService, auditService(new AuditLog(db)), deps),
     ] as ServiceBinding[];
 

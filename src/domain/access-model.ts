@@ -69,6 +69,24 @@ export class AccessModel {
     }
     return false;
   }
+
+  /**
+   * Every action of the resource that allows() would allow, in catalog
+   * order: the union of what the relations imply and what the roles in
+   * scope hold, by the same rules.
+   */
+  actionsAllowed(q: { resource: string; tenantId: string | undefined }, relations: readonly string[], roleIds: readonly string[]): string[] {
+    const resource = this.resources.get(q.resource);
+    if (resource === undefined) return [];
+    const allowed = new Set<string>();
+    for (const relation of relations) for (const action of resource.relations.get(relation) ?? []) allowed.add(action);
+    for (const roleId of roleIds) {
+      const role = this.roles.get(roleId);
+      if (role === undefined || (role.tenantId !== null && role.tenantId !== q.tenantId)) continue;
+      for (const action of resource.actions) if (role.permissions.has(`${q.resource}:${action}`)) allowed.add(action);
+    }
+    return [...resource.actions].filter((action) => allowed.has(action));
+  }
 }
 
 const MODELS_MAX = 1_000;

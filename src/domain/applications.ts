@@ -7,6 +7,7 @@ import { appIdProblem, ensure, nameProblem, pageSize } from "./formats.js";
 import { hashKey, newId, newKeySecret } from "./ids.js";
 import { decodePageToken, decodeTimeCursor, page, timeCursor } from "./paging.js";
 import type { Principal } from "./principal.js";
+import { scopesOfNewKey } from "./scopes.js";
 
 export interface Page<T> {
   items: T[];
@@ -67,8 +68,15 @@ export class Applications {
   }
 
   /** Creates a key; the secret is in the answer and nowhere else. */
-  async createKey(actor: Principal, appId: string, name: string, options?: AbortOptions): Promise<{ row: ApiKeyRow; key: string }> {
+  async createKey(
+    actor: Principal,
+    appId: string,
+    name: string,
+    askedScopes: readonly string[],
+    options?: AbortOptions,
+  ): Promise<{ row: ApiKeyRow; key: string }> {
     ensure("name", nameProblem(name));
+    const scopes = scopesOfNewKey(askedScopes, actor.scopes);
     return this.db.transaction(async (tx) => {
       await requireApplication(tx, appId);
       const key = newKeySecret();
@@ -78,6 +86,7 @@ export class Applications {
         kind: "application",
         name,
         secretHash: hashKey(key),
+        scopes,
       });
       if (row === undefined) throw new Error("API key id or secret collided"); // 2^-80: a bug, not bad luck
       await auditStore.append(tx, {
@@ -86,7 +95,7 @@ export class Applications {
         actorKeyId: actor.keyId,
         targetType: "api_key",
         targetId: row.keyId,
-        data: { name },
+        data: { name, scopes },
       });
       return { row, key };
     }, options);

@@ -6,7 +6,17 @@ import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, Violations } from "./errors.js";
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
 
-export type CheckQuestion = Omit<CheckInput, "appId" | "keyHash">;
+/** May the user perform the action on the instance? */
+export interface CheckQuestion {
+  userId: string;
+  resource: string;
+  resourceId: string;
+  action: string;
+  tenantId: string | undefined;
+}
+
+/** Every action the user may perform on the instance. */
+export type PermissionsQuestion = Omit<CheckQuestion, "action">;
 
 /** Who asks: the application key, which every check query verifies live. */
 export interface Caller {
@@ -14,33 +24,38 @@ export interface Caller {
   keyHash: string;
 }
 
-interface Answer {
-  /** The calling key is live and belongs to the application. */
-  keyValid: boolean;
-  resourceKnown: boolean;
-  actionKnown: boolean;
-  allowed: boolean;
+/**
+ * What one statement read for one question: the user's relations on the
+ * instance and roles, with the application's model at the version the same
+ * statement read. No model: the calling key is revoked (or its application
+ * is gone, and with it its keys).
+ */
+interface Facts {
+  model: AccessModel | undefined;
+  relations: string[];
+  roles: string[];
 }
 
-const REVOKED: Answer = { keyValid: false, resourceKnown: false, actionKnown: false, allowed: false };
+const REVOKED: Facts = { model: undefined, relations: [], roles: [] };
 
 /** Statements a batch may take when models change under it, before it settles for the newest model. */
 const MAX_READS = 3;
 
 /**
- * The permission check. One statement per application reads, for every
- * question of a batch, the key's validity, the user's relations on the
- * instance and roles, and the application's model version; the catalog and
- * what roles hold come from the in-memory model of that very version (read
- * again whenever the version moved). So every answer reflects every change
- * committed before the check began, on any replica of the service, at one
- * round trip per batch; checks and batch checks arriving together share one
- * statement (see Coalescer), a batch check's questions always the same one.
+ * The permission check, and the permissions of a user on instances. One
+ * statement per application reads, for every question of a batch, the key's
+ * validity, the user's relations on the instance and roles, and the
+ * application's model version; the catalog and what roles hold come from
+ * the in-memory model of that very version (read again whenever the version
+ * moved). So every answer reflects every change committed before the
+ * question arrived, on any replica of the service, at one round trip per
+ * batch; checks, permissions questions and batches arriving together share
+ * one statement (see Coalescer), a batch's questions always the same one.
  * With read replicas, the statement runs on a hot standby that has replayed
  * everything committed before the batch began (see ReadReplicas).
  */
 export class Checker {
-  private readonly coalesced: Coalescer<CheckInput, Answer>;
+  private readonly coalesced: Coalescer<CheckInput, Facts>;
   private readonly models: AccessModels;
 
   constructor(
@@ -56,34 +71,65 @@ export class Checker {
 
   async check(caller: Caller, question: CheckQuestion): Promise<boolean> {
     const v = new Violations();
-    validate(v, question, (field) => field);
+    validateQuestion(v, question, (field) => field);
     v.throwIfAny();
-    const row = await this.coalesced.call({ appId: caller.appId, keyHash: caller.keyHash, ...question });
-    if (!row.keyValid) throw revoked();
-    known(v, question, row, (field) => field);
+    const facts = await this.coalesced.call(inputOf(caller, question));
+    const model = liveModel(facts);
+    known(v, model, question, (field) => field);
     v.throwIfAny();
-    return row.allowed;
+    return model.allows(question, facts.relations, facts.roles);
   }
 
   /** Up to 1,000 checks, answered from one statement; answers in request order. */
   async batch(caller: Caller, questions: CheckQuestion[]): Promise<boolean[]> {
+    const all = await this.batchFacts(caller, questions, "checks", validateQuestion);
+    const v = new Violations();
+    all.forEach(([model, q], i) => known(v, model, q, (field) => `checks[${i}].${field}`));
+    v.throwIfAny();
+    return all.map(([model, q, facts]) => model.allows(q, facts.relations, facts.roles));
+  }
+
+  /** The actions the user may perform on the instance, in catalog order: one check's statement. */
+  async permissions(caller: Caller, question: PermissionsQuestion): Promise<string[]> {
+    const v = new Violations();
+    validateInstance(v, question, (field) => field);
+    v.throwIfAny();
+    const facts = await this.coalesced.call(inputOf(caller, question));
+    const model = liveModel(facts);
+    knownResource(v, model, question, (field) => field);
+    v.throwIfAny();
+    return model.actionsAllowed(question, facts.relations, facts.roles);
+  }
+
+  /** Up to 1,000 permissions questions, answered from one statement, in request order. */
+  async batchPermissions(caller: Caller, questions: PermissionsQuestion[]): Promise<string[][]> {
+    const all = await this.batchFacts(caller, questions, "requests", validateInstance);
+    const v = new Violations();
+    all.forEach(([model, q], i) => knownResource(v, model, q, (field) => `requests[${i}].${field}`));
+    v.throwIfAny();
+    return all.map(([model, q, facts]) => model.actionsAllowed(q, facts.relations, facts.roles));
+  }
+
+  /** The facts of each question of a batch, from one statement, once the batch is valid and the key holds. */
+  private async batchFacts<Q extends PermissionsQuestion>(
+    caller: Caller,
+    questions: Q[],
+    field: string,
+    validateOne: (v: Violations, q: Q, at: (field: string) => string) => void,
+  ): Promise<[AccessModel, Q, Facts][]> {
     if (questions.length > LIMITS.batchChecks) {
-      throw invalidArgument(`at most ${LIMITS.batchChecks} checks per call, got ${questions.length}`, [
-        { field: "checks", reason: `${questions.length} checks exceed ${LIMITS.batchChecks}` },
+      throw invalidArgument(`at most ${LIMITS.batchChecks} ${field} per call, got ${questions.length}`, [
+        { field, reason: `${questions.length} ${field} exceed ${LIMITS.batchChecks}` },
       ]);
     }
-    // An empty batch still asks the database, to verify the key.
-    const at = (field: string, i: number) => `checks[${i}].${field}`;
     const v = new Violations();
-    questions.forEach((q, i) => validate(v, q, (field) => at(field, i)));
+    questions.forEach((q, i) => validateOne(v, q, (name) => `${field}[${i}].${name}`));
     v.throwIfAny();
-    const asked = questions.length === 0 ? [KEY_ONLY] : questions;
-    const rows = await this.coalesced.callAll(asked.map((q) => ({ appId: caller.appId, keyHash: caller.keyHash, ...q })));
-    if (!rows[0]!.keyValid) throw revoked();
-    if (questions.length === 0) return [];
-    rows.forEach((row, i) => known(v, questions[i]!, row, (field) => at(field, i)));
-    v.throwIfAny();
-    return rows.map((r) => r.allowed);
+    // An empty batch still asks the database, to verify the key.
+    const asked: PermissionsQuestion[] = questions.length === 0 ? [KEY_ONLY] : questions;
+    const facts = await this.coalesced.callAll(asked.map((q) => inputOf(caller, q)));
+    const model = liveModel(facts[0]!);
+    return questions.map((q, i) => [model, q, facts[i]!]);
   }
 
   /**
@@ -91,12 +137,12 @@ export class Checker {
    * application, plus a model read when a version moved. On a read replica
    * when there are some, else on the database.
    */
-  private answer(inputs: readonly CheckInput[]): Promise<Answer[]> {
+  private answer(inputs: readonly CheckInput[]): Promise<Facts[]> {
     if (this.replicas === undefined) return this.answerOn(this.db, false, inputs).then((read) => read.value);
     return this.replicas.read((q, onReplica) => this.answerOn(q, onReplica, inputs));
   }
 
-  private async answerOn(q: Queryable, onReplica: boolean, inputs: readonly CheckInput[]): Promise<ReplicaRead<Answer[]>> {
+  private async answerOn(q: Queryable, onReplica: boolean, inputs: readonly CheckInput[]): Promise<ReplicaRead<Facts[]>> {
     for (let reads = 1; ; reads++) {
       const { rows, replayed } = await checkStore.check(q, inputs, { replayed: onReplica });
       const models = new Map<string, AccessModel | undefined>();
@@ -112,28 +158,43 @@ export class Checker {
         models.set(appId, model);
       }
       if (moved && reads < MAX_READS) continue;
-      const value = rows.map((row, i): Answer => {
+      const value = rows.map((row, i): Facts => {
         const model = row.keyValid ? models.get(inputs[i]!.appId) : undefined;
         if (model === undefined) return REVOKED; // the application is gone: so are its keys
-        const q = inputs[i]!;
-        return {
-          keyValid: true,
-          resourceKnown: model.hasResource(q.resource),
-          actionKnown: model.hasAction(q.resource, q.action),
-          allowed: model.allows(q, row.relations, row.roles),
-        };
+        return { model, relations: row.relations, roles: row.roles };
       });
       return { value, replayed };
     }
   }
 }
 
+const inputOf = (caller: Caller, q: PermissionsQuestion): CheckInput => ({
+  appId: caller.appId,
+  keyHash: caller.keyHash,
+  userId: q.userId,
+  resource: q.resource,
+  resourceId: q.resourceId,
+});
+
+/** The model the answer is evaluated against; a 401 when the key no longer holds. */
+function liveModel(facts: Facts): AccessModel {
+  if (facts.model === undefined) throw revoked();
+  return facts.model;
+}
+
 const revoked = () => unauthenticated("the API key is not valid: it is unknown or revoked");
 
 /** A placeholder question, for a batch of none: the answer only says whether the key holds. */
-const KEY_ONLY: CheckQuestion = { userId: "-", resource: "-", resourceId: "-", action: "-", tenantId: undefined };
+const KEY_ONLY: PermissionsQuestion = { userId: "-", resource: "-", resourceId: "-", tenantId: undefined };
 
-function validate(v: Violations, q: CheckQuestion, at: (field: string) => string): void {
+export function validateInstance(v: Violations, q: PermissionsQuestion, at: (field: string) => string): void {
+  check(v, at("userId"), identifierProblem(q.userId));
+  check(v, at("resource"), tokenProblem(q.resource));
+  check(v, at("resourceId"), identifierProblem(q.resourceId));
+  if (q.tenantId !== undefined) check(v, at("tenantId"), identifierProblem(q.tenantId));
+}
+
+export function validateQuestion(v: Violations, q: CheckQuestion, at: (field: string) => string): void {
   check(v, at("userId"), identifierProblem(q.userId));
   check(v, at("resource"), tokenProblem(q.resource));
   check(v, at("resourceId"), identifierProblem(q.resourceId));
@@ -142,7 +203,14 @@ function validate(v: Violations, q: CheckQuestion, at: (field: string) => string
 }
 
 /** The catalog half of the answer: an unknown resource or action is a 400. */
-function known(v: Violations, q: CheckQuestion, row: Answer, at: (field: string) => string): void {
-  if (!row.resourceKnown) v.add(at("resource"), `"${q.resource}" is not a resource of the catalog`);
-  else if (!row.actionKnown) v.add(at("action"), `"${q.action}" is not an action of resource "${q.resource}"`);
+function known(v: Violations, model: AccessModel, q: CheckQuestion, at: (field: string) => string): void {
+  if (knownResource(v, model, q, at) && !model.hasAction(q.resource, q.action)) {
+    v.add(at("action"), `"${q.action}" is not an action of resource "${q.resource}"`);
+  }
+}
+
+function knownResource(v: Violations, model: AccessModel, q: PermissionsQuestion, at: (field: string) => string): boolean {
+  if (model.hasResource(q.resource)) return true;
+  v.add(at("resource"), `"${q.resource}" is not a resource of the catalog`);
+  return false;
 }

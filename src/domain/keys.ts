@@ -5,6 +5,7 @@ import { applicationsStore, type ApiKeyRow } from "../store/applications-store.j
 import { unauthenticated } from "./errors.js";
 import { hashKey, newId, newKeySecret } from "./ids.js";
 import { ENV_OPERATOR_KEY_ID, type Principal } from "./principal.js";
+import { ALL_SCOPES, storedScopes } from "./scopes.js";
 
 const KNOWN_KEYS_MAX = 10_000;
 
@@ -54,7 +55,7 @@ export class KeyAuthenticator {
     if (key === undefined || key === "") throw unauthenticated("the X-API-Key header is missing");
     const hash = hashKey(key);
     if (this.envOperatorHash !== undefined && timingSafeEqual(Buffer.from(hash, "hex"), this.envOperatorHash)) {
-      return { kind: "operator", keyId: ENV_OPERATOR_KEY_ID };
+      return { kind: "operator", keyId: ENV_OPERATOR_KEY_ID, scopes: ALL_SCOPES };
     }
     const row = await this.lookup.call(hash);
     // With AUTHZ_ADMIN_KEY set, it is the only operator key: a generated one
@@ -62,8 +63,14 @@ export class KeyAuthenticator {
     if (row === undefined || (row.kind === "operator" && this.envOperatorHash !== undefined)) {
       throw unauthenticated("the API key is not valid: it is unknown or revoked");
     }
-    if (row.kind === "operator") return { kind: "operator", keyId: row.keyId };
-    const principal: Principal = { kind: "application", keyId: row.keyId, appId: row.appId!, keyHash: hash };
+    if (row.kind === "operator") return { kind: "operator", keyId: row.keyId, scopes: ALL_SCOPES };
+    const principal: Principal = {
+      kind: "application",
+      keyId: row.keyId,
+      appId: row.appId!,
+      keyHash: hash,
+      scopes: storedScopes(row.scopes),
+    };
     if (this.known.size >= KNOWN_KEYS_MAX) this.known.delete(this.known.keys().next().value!);
     this.known.set(hash, principal);
     return principal;
@@ -85,6 +92,7 @@ export class KeyAuthenticator {
       kind: "operator",
       name: "operator",
       secretHash: hashKey(secret),
+      scopes: ALL_SCOPES,
     });
     return row === undefined ? undefined : secret;
   }

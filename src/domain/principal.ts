@@ -1,10 +1,14 @@
+import type { Scope } from "./scopes.js";
+
 /** Who is calling: resolved from the API key on every request. */
 export type Principal =
-  | { readonly kind: "operator"; readonly keyId: string }
+  | { readonly kind: "operator"; readonly keyId: string; readonly scopes: readonly Scope[] }
   | {
       readonly kind: "application";
       readonly keyId: string;
       readonly appId: string;
+      /** What the key may call (fixed at creation, so it may be remembered with the key). */
+      readonly scopes: readonly Scope[];
       /** The key's SHA-256, for queries that verify the key themselves (the check). */
       readonly keyHash: string;
     };

@@ -29,14 +29,14 @@ export function applicationService(apps: Applications): ServiceImpl<typeof Appli
       return { application: application(await apps.get(req.appId)) };
     },
     async createApiKey(req, ctx) {
-      const { row, key } = await apps.createKey(principalOf(ctx), req.appId, req.name, callLimits(ctx));
+      const { row, key } = await apps.createKey(principalOf(ctx), req.appId, req.name, req.scopes, callLimits(ctx));
       markCreated(ctx);
-      return { keyId: row.keyId, name: row.name, key, createdAt: timestampFromDate(row.createdAt) };
+      return { keyId: row.keyId, name: row.name, key, createdAt: timestampFromDate(row.createdAt), scopes: row.scopes };
     },
     async listApiKeys(req) {
       const { items, nextPageToken } = await apps.listKeys(req.appId, req.pageSize, req.pageToken);
       return {
-        apiKeys: items.map((k) => ({ keyId: k.keyId, name: k.name, createdAt: timestampFromDate(k.createdAt) })),
+        apiKeys: items.map((k) => ({ keyId: k.keyId, name: k.name, createdAt: timestampFromDate(k.createdAt), scopes: k.scopes })),
         nextPageToken,
       };
     },

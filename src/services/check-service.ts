@@ -1,9 +1,12 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { CheckService } from "../../gen/authz/v1/check_pb.js";
-import type { CheckQuestion, Checker } from "../domain/check.js";
+import type { CheckQuestion, Checker, PermissionsQuestion } from "../domain/check.js";
+import type { Explainer, ExplainReason } from "../domain/explain.js";
+import type { Lookup } from "../domain/lookup.js";
 import { callerKeyOf } from "../transport/auth.js";
 
-const input = (c: Omit<CheckQuestion, "tenantId"> & { tenantId?: string }): CheckQuestion => ({
+const question = (c: Omit<CheckQuestion, "tenantId"> & { tenantId?: string }): CheckQuestion => ({
   userId: c.userId,
   resource: c.resource,
   resourceId: c.resourceId,
@@ -11,14 +14,54 @@ const input = (c: Omit<CheckQuestion, "tenantId"> & { tenantId?: string }): Chec
   tenantId: c.tenantId,
 });
 
-export function checkService(checker: Checker): ServiceImpl<typeof CheckService> {
+const instance = (c: Omit<PermissionsQuestion, "tenantId"> & { tenantId?: string }): PermissionsQuestion => ({
+  userId: c.userId,
+  resource: c.resource,
+  resourceId: c.resourceId,
+  tenantId: c.tenantId,
+});
+
+const reason = (r: ExplainReason) =>
+  r.kind === "relation"
+    ? { kind: r.kind, relation: r.relation, grant: { ...r.grant, createdAt: timestampFromDate(r.grant.createdAt) } }
+    : r;
+
+export interface Questions {
+  checker: Checker;
+  explainer: Explainer;
+  lookup: Lookup;
+}
+
+/** The questions about access; each acts on the calling key's own application. */
+export function checkService({ checker, explainer, lookup }: Questions): ServiceImpl<typeof CheckService> {
   return {
     async check(req, ctx) {
-      return { allowed: await checker.check(callerKeyOf(ctx), input(req)) };
+      return { allowed: await checker.check(callerKeyOf(ctx), question(req)) };
     },
     async batchCheck(req, ctx) {
-      const results = await checker.batch(callerKeyOf(ctx), req.checks.map(input));
+      const results = await checker.batch(callerKeyOf(ctx), req.checks.map(question));
       return { results: results.map((allowed) => ({ allowed })) };
+    },
+    async explain(req, ctx) {
+      const answer = await explainer.explain(callerKeyOf(ctx), question(req));
+      return { allowed: answer.allowed, reasons: answer.reasons.map(reason), considered: answer.considered };
+    },
+    async permissions(req, ctx) {
+      return { actions: await checker.permissions(callerKeyOf(ctx), instance(req)) };
+    },
+    async batchPermissions(req, ctx) {
+      const results = await checker.batchPermissions(callerKeyOf(ctx), req.requests.map(instance));
+      return { results: results.map((actions) => ({ actions })) };
+    },
+    async lookup(req, ctx) {
+      return lookup.lookup(callerKeyOf(ctx), {
+        userId: req.userId,
+        resource: req.resource,
+        action: req.action,
+        tenantId: req.tenantId,
+        pageSize: req.pageSize,
+        pageToken: req.pageToken,
+      });
     },
   };
 }

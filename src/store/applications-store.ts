@@ -12,10 +12,11 @@ export interface ApiKeyRow {
   kind: "operator" | "application";
   name: string;
   createdAt: Date;
+  scopes: string[];
 }
 
 const APP_COLUMNS = "app_id AS \"appId\", name, created_at AS \"createdAt\"";
-const KEY_COLUMNS = "key_id AS \"keyId\", app_id AS \"appId\", kind, name, created_at AS \"createdAt\"";
+const KEY_COLUMNS = "key_id AS \"keyId\", app_id AS \"appId\", kind, name, created_at AS \"createdAt\", scopes";
 
 /** SQL for applications and their API keys. */
 export const applicationsStore = {
@@ -66,14 +67,14 @@ export const applicationsStore = {
 
   async insertKey(
     q: Queryable,
-    key: { keyId: string; appId: string | null; kind: ApiKeyRow["kind"]; name: string; secretHash: string },
+    key: { keyId: string; appId: string | null; kind: ApiKeyRow["kind"]; name: string; secretHash: string; scopes: readonly string[] },
   ): Promise<ApiKeyRow | undefined> {
     // ON CONFLICT DO NOTHING: only the generated operator key can conflict
     // (one live at a time), when replicas start together.
     const { rows } = await q.query<ApiKeyRow>(
-      `INSERT INTO api_keys (key_id, app_id, kind, name, secret_hash) VALUES ($1, $2, $3, $4, $5)
+      `INSERT INTO api_keys (key_id, app_id, kind, name, secret_hash, scopes) VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT DO NOTHING RETURNING ${KEY_COLUMNS}`,
-      [key.keyId, key.appId, key.kind, key.name, key.secretHash],
+      [key.keyId, key.appId, key.kind, key.name, key.secretHash, key.scopes],
     );
     return rows[0];
   },

@@ -1,6 +1,7 @@
 import type { Queryable } from "./db.js";
 import { lsnValue } from "./lsn.js";
 
+/** Whose facts on which instance: what a check, or a permissions question, asks the database. */
 export interface CheckInput {
   appId: string;
   /** The SHA-256 of the calling key, verified live in the same statement. */
@@ -8,8 +9,6 @@ export interface CheckInput {
   userId: string;
   resource: string;
   resourceId: string;
-  action: string;
-  tenantId: string | undefined;
 }
 
 export interface CheckRow {

@@ -2,11 +2,13 @@
  * Who may call what. Every RPC, whichever protocol carries it, passes here
  * before its implementation runs.
  */
-import type { DescMethod } from "@bufbuild/protobuf";
+import { getOption, type DescMethod } from "@bufbuild/protobuf";
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { permissionDenied } from "../domain/errors.js";
 import type { KeyAuthenticator } from "../domain/keys.js";
 import type { Access, Principal } from "../domain/principal.js";
+import { requireScope, type Scope } from "../domain/scopes.js";
+import { http } from "../../gen/google/api/annotations_pb.js";
 import { headerOf } from "./call-context.js";
 
 /** Routes that differ from their service's default access. */
@@ -26,6 +28,23 @@ const ownApplicationServices = new Set(["authz.v1.RelationshipService", "authz.v
 const keyVerifiedInQuery = new Set(["authz.v1.CheckService"]);
 
 const accessByMethod = new Map<DescMethod, Access>();
+const scopeByMethod = new Map<DescMethod, { scope: Scope; route: string }>();
+
+/**
+ * The scope a method takes (API.md, key scopes): "check" for the questions
+ * of the CheckService, then by the REST verb its google.api.http annotation
+ * gives it, on every protocol alike: "read" for a GET, "write" otherwise.
+ */
+export function scopeOf(method: DescMethod): { scope: Scope; route: string } {
+  let scoped = scopeByMethod.get(method);
+  if (scoped === undefined) {
+    const rule = getOption(method, http).pattern;
+    const route = rule.case === undefined ? method.name : `${rule.case.toUpperCase()} ${String(rule.value)}`;
+    const scope: Scope = method.parent.typeName === "authz.v1.CheckService" ? "check" : rule.case === "get" ? "read" : "write";
+    scopeByMethod.set(method, (scoped = { scope, route }));
+  }
+  return scoped;
+}
 
 export function accessOf(method: DescMethod): Access {
   let access = accessByMethod.get(method);
@@ -78,6 +97,8 @@ export async function authorizeCall(
       }
       break;
   }
+  const { scope, route } = scopeOf(method);
+  requireScope(principal.scopes, scope, route);
   ctx.values.set(principalKey, principal);
 }
 

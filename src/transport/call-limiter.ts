@@ -1,7 +1,8 @@
 /**
  * A bulkhead for the calls that hold a database connection for a while (a
- * list, a write, a bulk write: every RPC but the check and the batch check,
- * whose concurrent calls are coalesced into a few statements anyway). At
+ * list, a write, a bulk write: every RPC but the questions of the
+ * CheckService, whose concurrent calls are coalesced into a few statements
+ * anyway). At
  * most `limit` of them run at once, service-wide; more wait their turn in
  * arrival order, and one whose caller goes away (its signal aborts: a reset
  * stream, a closed connection, a passed deadline) leaves the queue without
@@ -17,7 +18,14 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 
 /** Methods never queued: coalesced, one statement for many calls. */
-const UNLIMITED = new Set(["authz.v1.CheckService.Check", "authz.v1.CheckService.BatchCheck"]);
+const UNLIMITED = new Set([
+  "authz.v1.CheckService.Check",
+  "authz.v1.CheckService.BatchCheck",
+  "authz.v1.CheckService.Explain",
+  "authz.v1.CheckService.Permissions",
+  "authz.v1.CheckService.BatchPermissions",
+  "authz.v1.CheckService.Lookup",
+]);
 
 interface Waiter {
   start(): void;

@@ -1,7 +1,7 @@
 /**
- * JSON for flat messages: every field a singular string or bool, or a list
- * of such messages, as the check's and the batch check's requests and
- * answers are. protobuf-es reads and writes JSON by walking the descriptor
+ * JSON for flat messages: every field a singular string or bool, a list of
+ * strings (read at the top level only), or a list of such messages, as the
+ * requests and answers of the check, the batch check and permissions are. protobuf-es reads and writes JSON by walking the descriptor
  * for each message, which was most of what a REST check cost besides HTTP
  * itself; for these shapes a table made once per message type does the same
  * work directly.
@@ -19,6 +19,9 @@ function scalarKind(field: DescField): "string" | "boolean" | undefined {
   return undefined;
 }
 
+/** A list of strings (permissions' actions). */
+const stringList = (field: DescField): boolean => field.fieldKind === "list" && field.listKind === "scalar" && field.scalar === ScalarType.STRING;
+
 /** A list of messages that are themselves flat. */
 const flatList = (field: DescField): DescMessage | undefined =>
   field.fieldKind === "list" && field.listKind === "message" ? field.message : undefined;
@@ -31,15 +34,17 @@ const flatList = (field: DescField): DescMessage | undefined =>
  * Names are looked up in a Map and values gathered in an object without a
  * prototype, so "__proto__", "constructor" and the like are unknown names.
  */
-export function flatReader(desc: DescMessage): Reader | undefined {
+export function flatReader(desc: DescMessage, nested = false): Reader | undefined {
   const byKey = new Map<string, { localName: string; read: (value: unknown) => unknown }>();
   for (const f of desc.fields) {
     let read: ((value: unknown) => unknown) | undefined;
     const kind = scalarKind(f);
     const list = flatList(f);
     if (kind !== undefined) read = (value) => (typeof value === kind ? value : undefined);
-    else if (list !== undefined && list !== desc) {
-      const item = flatReader(list);
+    else if (stringList(f) && !nested) {
+      read = (value) => (Array.isArray(value) && value.every((x) => typeof x === "string") ? [...(value as string[])] : undefined);
+    } else if (list !== undefined && list !== desc) {
+      const item = flatReader(list, true);
       if (item !== undefined) {
         read = (value) => {
           if (!Array.isArray(value)) return undefined;
@@ -85,6 +90,8 @@ export function flatWriter(desc: DescMessage): Writer | undefined {
     if (kind !== undefined && f.presence === FeatureSet_FieldPresence.IMPLICIT) {
       const empty = kind === "string" ? "" : false;
       write = (value) => value ?? empty;
+    } else if (stringList(f)) {
+      write = (value) => [...((value ?? []) as string[])];
     } else if (list !== undefined && list !== desc) {
       const item = flatWriter(list);
       if (item !== undefined) write = (value) => ((value ?? []) as object[]).map(item);

@@ -27,6 +27,12 @@ export interface HttpBinding {
   responseBody: DescField | undefined;
   /** Body fields marked (google.api.field_behavior) = REQUIRED: absent or null is a 400. */
   requiredFields: DescField[];
+  /**
+   * Body list fields marked NON_EMPTY_DEFAULT: absent means the server's
+   * default, so an explicit empty list (which protobuf cannot tell from
+   * absent) is a 400 rather than silently the default.
+   */
+  nonEmptyFields: DescField[];
 }
 
 const verbs: Record<string, HttpVerb> = { get: "GET", put: "PUT", post: "POST", delete: "DELETE", patch: "PATCH" };
@@ -72,6 +78,9 @@ export function httpBindings(services: DescService[]): HttpBinding[] {
         responseBody: rule.responseBody === "" ? undefined : fieldNamed(rule.responseBody, "response_body", method.output.fields),
         requiredFields: method.input.fields.filter(
           (f) => !pathFields.includes(f) && getOption(f, field_behavior).includes(FieldBehavior.REQUIRED),
+        ),
+        nonEmptyFields: method.input.fields.filter(
+          (f) => f.fieldKind === "list" && getOption(f, field_behavior).includes(FieldBehavior.NON_EMPTY_DEFAULT),
         ),
       });
     }

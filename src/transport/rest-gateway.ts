@@ -184,6 +184,10 @@ function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<s
       missing = true;
     }
   }
+  for (const field of route.nonEmptyFields) {
+    const value = json[field.jsonName] ?? json[field.name];
+    if (Array.isArray(value) && value.length === 0) v.add(field.jsonName, "must not be empty: leave it out for the default");
+  }
   // The reader names unknown keys, but only once this 400 is past: with it,
   // a key such as "__proto__" where a field was meant is named too.
   if (missing && route.body === "*") {

@@ -5,13 +5,15 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file authz/v1/check.proto.
  */
 export const file_authz_v1_check: GenFile = /*@__PURE__*/
-  fileDesc("ChRhdXRoei92MS9jaGVjay5wcm90bxIIYXV0aHoudjEifAoMQ2hlY2tSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhYKCXRlbmFudF9pZBgFIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiIAoNQ2hlY2tSZXNwb25zZRIPCgdhbGxvd2VkGAEgASgIIn4KDkJhdGNoQ2hlY2tJdGVtEg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhYKCXRlbmFudF9pZBgFIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiPQoRQmF0Y2hDaGVja1JlcXVlc3QSKAoGY2hlY2tzGAEgAygLMhguYXV0aHoudjEuQmF0Y2hDaGVja0l0ZW0iIwoQQmF0Y2hDaGVja1Jlc3VsdBIPCgdhbGxvd2VkGAEgASgIIkEKEkJhdGNoQ2hlY2tSZXNwb25zZRIrCgdyZXN1bHRzGAEgAygLMhouYXV0aHoudjEuQmF0Y2hDaGVja1Jlc3VsdDLnAQoMQ2hlY2tTZXJ2aWNlEmAKBUNoZWNrEhYuYXV0aHoudjEuQ2hlY2tSZXF1ZXN0GhcuYXV0aHoudjEuQ2hlY2tSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2F1dGhvcml6YXRpb24vY2hlY2sSdQoKQmF0Y2hDaGVjaxIbLmF1dGh6LnYxLkJhdGNoQ2hlY2tSZXF1ZXN0GhwuYXV0aHoudjEuQmF0Y2hDaGVja1Jlc3BvbnNlIiyC0+STAiY6ASoiIS9hcGkvdjEvYXV0aG9yaXphdGlvbi9jaGVjay9iYXRjaGIGcHJvdG8z", [file_google_api_annotations]);
+  fileDesc("ChRhdXRoei92MS9jaGVjay5wcm90bxIIYXV0aHoudjEifAoMQ2hlY2tSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhYKCXRlbmFudF9pZBgFIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiIAoNQ2hlY2tSZXNwb25zZRIPCgdhbGxvd2VkGAEgASgIIn4KDkJhdGNoQ2hlY2tJdGVtEg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhYKCXRlbmFudF9pZBgFIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiPQoRQmF0Y2hDaGVja1JlcXVlc3QSKAoGY2hlY2tzGAEgAygLMhguYXV0aHoudjEuQmF0Y2hDaGVja0l0ZW0iIwoQQmF0Y2hDaGVja1Jlc3VsdBIPCgdhbGxvd2VkGAEgASgIIkEKEkJhdGNoQ2hlY2tSZXNwb25zZRIrCgdyZXN1bHRzGAEgAygLMhouYXV0aHoudjEuQmF0Y2hDaGVja1Jlc3VsdCJ+Cg5FeHBsYWluUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBAUIMCgpfdGVuYW50X2lkIogBCgxFeHBsYWluR3JhbnQSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLdAgoNRXhwbGFpblJlYXNvbhIMCgRraW5kGAEgASgJEhUKCHJlbGF0aW9uGAIgASgJSACIAQESKgoFZ3JhbnQYAyABKAsyFi5hdXRoei52MS5FeHBsYWluR3JhbnRIAYgBARIUCgdyb2xlX2lkGAQgASgJSAKIAQESFgoJcm9sZV9uYW1lGAUgASgJSAOIAQESFgoJdGVuYW50X2lkGAYgASgJSASIAQESFgoJcG9saWN5X2lkGAcgASgJSAWIAQESGAoLcG9saWN5X25hbWUYCCABKAlIBogBARIXCgpwZXJtaXNzaW9uGAkgASgJSAeIAQFCCwoJX3JlbGF0aW9uQggKBl9ncmFudEIKCghfcm9sZV9pZEIMCgpfcm9sZV9uYW1lQgwKCl90ZW5hbnRfaWRCDAoKX3BvbGljeV9pZEIOCgxfcG9saWN5X25hbWVCDQoLX3Blcm1pc3Npb24iNwoSQ29uc2lkZXJlZFJlbGF0aW9uEhAKCHJlbGF0aW9uGAEgASgJEg8KB2FjdGlvbnMYAiADKAkiWgoOQ29uc2lkZXJlZFJvbGUSDwoHcm9sZV9pZBgBIAEoCRIRCglyb2xlX25hbWUYAiABKAkSFgoJdGVuYW50X2lkGAMgASgJSACIAQFCDAoKX3RlbmFudF9pZCJmCgpDb25zaWRlcmVkEi8KCXJlbGF0aW9ucxgBIAMoCzIcLmF1dGh6LnYxLkNvbnNpZGVyZWRSZWxhdGlvbhInCgVyb2xlcxgCIAMoCzIYLmF1dGh6LnYxLkNvbnNpZGVyZWRSb2xlInYKD0V4cGxhaW5SZXNwb25zZRIPCgdhbGxvd2VkGAEgASgIEigKB3JlYXNvbnMYAiADKAsyFy5hdXRoei52MS5FeHBsYWluUmVhc29uEigKCmNvbnNpZGVyZWQYAyABKAsyFC5hdXRoei52MS5Db25zaWRlcmVkInIKElBlcm1pc3Npb25zUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiJgoTUGVybWlzc2lvbnNSZXNwb25zZRIPCgdhY3Rpb25zGAEgAygJIm8KD1Blcm1pc3Npb25zSXRlbRIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiRgoXQmF0Y2hQZXJtaXNzaW9uc1JlcXVlc3QSKwoIcmVxdWVzdHMYASADKAsyGS5hdXRoei52MS5QZXJtaXNzaW9uc0l0ZW0iJAoRUGVybWlzc2lvbnNSZXN1bHQSDwoHYWN0aW9ucxgBIAMoCSJIChhCYXRjaFBlcm1pc3Npb25zUmVzcG9uc2USLAoHcmVzdWx0cxgBIAMoCzIbLmF1dGh6LnYxLlBlcm1pc3Npb25zUmVzdWx0IqIBCg1Mb29rdXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDgoGYWN0aW9uGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEhYKCXBhZ2Vfc2l6ZRgFIAEoBUgBiAEBEhIKCnBhZ2VfdG9rZW4YBiABKAlCDAoKX3RlbmFudF9pZEIMCgpfcGFnZV9zaXplIlYKDkxvb2t1cFJlc3BvbnNlEhUKDWFsbF9pbnN0YW5jZXMYASABKAgSFAoMcmVzb3VyY2VfaWRzGAIgAygJEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCTLHBQoMQ2hlY2tTZXJ2aWNlEmAKBUNoZWNrEhYuYXV0aHoudjEuQ2hlY2tSZXF1ZXN0GhcuYXV0aHoudjEuQ2hlY2tSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2F1dGhvcml6YXRpb24vY2hlY2sSdQoKQmF0Y2hDaGVjaxIbLmF1dGh6LnYxLkJhdGNoQ2hlY2tSZXF1ZXN0GhwuYXV0aHoudjEuQmF0Y2hDaGVja1Jlc3BvbnNlIiyC0+STAiY6ASoiIS9hcGkvdjEvYXV0aG9yaXphdGlvbi9jaGVjay9iYXRjaBJuCgdFeHBsYWluEhguYXV0aHoudjEuRXhwbGFpblJlcXVlc3QaGS5hdXRoei52MS5FeHBsYWluUmVzcG9uc2UiLoLT5JMCKDoBKiIjL2FwaS92MS9hdXRob3JpemF0aW9uL2NoZWNrL2V4cGxhaW4SeAoLUGVybWlzc2lvbnMSHC5hdXRoei52MS5QZXJtaXNzaW9uc1JlcXVlc3QaHS5hdXRoei52MS5QZXJtaXNzaW9uc1Jlc3BvbnNlIiyC0+STAiY6ASoiIS9hcGkvdjEvYXV0aG9yaXphdGlvbi9wZXJtaXNzaW9ucxKNAQoQQmF0Y2hQZXJtaXNzaW9ucxIhLmF1dGh6LnYxLkJhdGNoUGVybWlzc2lvbnNSZXF1ZXN0GiIuYXV0aHoudjEuQmF0Y2hQZXJtaXNzaW9uc1Jlc3BvbnNlIjKC0+STAiw6ASoiJy9hcGkvdjEvYXV0aG9yaXphdGlvbi9wZXJtaXNzaW9ucy9iYXRjaBJkCgZMb29rdXASFy5hdXRoei52MS5Mb29rdXBSZXF1ZXN0GhguYXV0aHoudjEuTG9va3VwUmVzcG9uc2UiJ4LT5JMCIToBKiIcL2FwaS92MS9hdXRob3JpemF0aW9uL2xvb2t1cGIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message authz.v1.CheckRequest
@@ -158,6 +160,462 @@ export const BatchCheckResponseSchema: GenMessage<BatchCheckResponse> = /*@__PUR
   messageDesc(file_authz_v1_check, 5);
 
 /**
+ * @generated from message authz.v1.ExplainRequest
+ */
+export type ExplainRequest = Message<"authz.v1.ExplainRequest"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string resource = 2;
+   */
+  resource: string;
+
+  /**
+   * @generated from field: string resource_id = 3;
+   */
+  resourceId: string;
+
+  /**
+   * @generated from field: string action = 4;
+   */
+  action: string;
+
+  /**
+   * @generated from field: optional string tenant_id = 5;
+   */
+  tenantId?: string | undefined;
+};
+
+/**
+ * Describes the message authz.v1.ExplainRequest.
+ * Use `create(ExplainRequestSchema)` to create a new message.
+ */
+export const ExplainRequestSchema: GenMessage<ExplainRequest> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 6);
+
+/**
+ * A grant as explain shows it.
+ *
+ * @generated from message authz.v1.ExplainGrant
+ */
+export type ExplainGrant = Message<"authz.v1.ExplainGrant"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string resource = 2;
+   */
+  resource: string;
+
+  /**
+   * @generated from field: string resource_id = 3;
+   */
+  resourceId: string;
+
+  /**
+   * @generated from field: string relation = 4;
+   */
+  relation: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message authz.v1.ExplainGrant.
+ * Use `create(ExplainGrantSchema)` to create a new message.
+ */
+export const ExplainGrantSchema: GenMessage<ExplainGrant> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 7);
+
+/**
+ * One way the action is allowed: a grant whose relation implies it, or a
+ * role holding it through one of its policies.
+ *
+ * @generated from message authz.v1.ExplainReason
+ */
+export type ExplainReason = Message<"authz.v1.ExplainReason"> & {
+  /**
+   * "relation" or "role".
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * kind "relation": the relation and the grant.
+   *
+   * @generated from field: optional string relation = 2;
+   */
+  relation?: string | undefined;
+
+  /**
+   * @generated from field: optional authz.v1.ExplainGrant grant = 3;
+   */
+  grant?: ExplainGrant | undefined;
+
+  /**
+   * kind "role": the role, and the policy that holds the permission.
+   *
+   * @generated from field: optional string role_id = 4;
+   */
+  roleId?: string | undefined;
+
+  /**
+   * @generated from field: optional string role_name = 5;
+   */
+  roleName?: string | undefined;
+
+  /**
+   * @generated from field: optional string tenant_id = 6;
+   */
+  tenantId?: string | undefined;
+
+  /**
+   * @generated from field: optional string policy_id = 7;
+   */
+  policyId?: string | undefined;
+
+  /**
+   * @generated from field: optional string policy_name = 8;
+   */
+  policyName?: string | undefined;
+
+  /**
+   * "resource:action".
+   *
+   * @generated from field: optional string permission = 9;
+   */
+  permission?: string | undefined;
+};
+
+/**
+ * Describes the message authz.v1.ExplainReason.
+ * Use `create(ExplainReasonSchema)` to create a new message.
+ */
+export const ExplainReasonSchema: GenMessage<ExplainReason> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 8);
+
+/**
+ * A relation the user holds on the instance, with every action it implies.
+ *
+ * @generated from message authz.v1.ConsideredRelation
+ */
+export type ConsideredRelation = Message<"authz.v1.ConsideredRelation"> & {
+  /**
+   * @generated from field: string relation = 1;
+   */
+  relation: string;
+
+  /**
+   * @generated from field: repeated string actions = 2;
+   */
+  actions: string[];
+};
+
+/**
+ * Describes the message authz.v1.ConsideredRelation.
+ * Use `create(ConsideredRelationSchema)` to create a new message.
+ */
+export const ConsideredRelationSchema: GenMessage<ConsideredRelation> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 9);
+
+/**
+ * A role of the user that applies to the question: application-wide, or of
+ * the question's tenant.
+ *
+ * @generated from message authz.v1.ConsideredRole
+ */
+export type ConsideredRole = Message<"authz.v1.ConsideredRole"> & {
+  /**
+   * @generated from field: string role_id = 1;
+   */
+  roleId: string;
+
+  /**
+   * @generated from field: string role_name = 2;
+   */
+  roleName: string;
+
+  /**
+   * @generated from field: optional string tenant_id = 3;
+   */
+  tenantId?: string | undefined;
+};
+
+/**
+ * Describes the message authz.v1.ConsideredRole.
+ * Use `create(ConsideredRoleSchema)` to create a new message.
+ */
+export const ConsideredRoleSchema: GenMessage<ConsideredRole> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 10);
+
+/**
+ * @generated from message authz.v1.Considered
+ */
+export type Considered = Message<"authz.v1.Considered"> & {
+  /**
+   * @generated from field: repeated authz.v1.ConsideredRelation relations = 1;
+   */
+  relations: ConsideredRelation[];
+
+  /**
+   * @generated from field: repeated authz.v1.ConsideredRole roles = 2;
+   */
+  roles: ConsideredRole[];
+};
+
+/**
+ * Describes the message authz.v1.Considered.
+ * Use `create(ConsideredSchema)` to create a new message.
+ */
+export const ConsideredSchema: GenMessage<Considered> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 11);
+
+/**
+ * @generated from message authz.v1.ExplainResponse
+ */
+export type ExplainResponse = Message<"authz.v1.ExplainResponse"> & {
+  /**
+   * @generated from field: bool allowed = 1;
+   */
+  allowed: boolean;
+
+  /**
+   * @generated from field: repeated authz.v1.ExplainReason reasons = 2;
+   */
+  reasons: ExplainReason[];
+
+  /**
+   * @generated from field: authz.v1.Considered considered = 3;
+   */
+  considered?: Considered | undefined;
+};
+
+/**
+ * Describes the message authz.v1.ExplainResponse.
+ * Use `create(ExplainResponseSchema)` to create a new message.
+ */
+export const ExplainResponseSchema: GenMessage<ExplainResponse> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 12);
+
+/**
+ * @generated from message authz.v1.PermissionsRequest
+ */
+export type PermissionsRequest = Message<"authz.v1.PermissionsRequest"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string resource = 2;
+   */
+  resource: string;
+
+  /**
+   * @generated from field: string resource_id = 3;
+   */
+  resourceId: string;
+
+  /**
+   * Roles of this tenant count too, besides application-wide roles.
+   *
+   * @generated from field: optional string tenant_id = 4;
+   */
+  tenantId?: string | undefined;
+};
+
+/**
+ * Describes the message authz.v1.PermissionsRequest.
+ * Use `create(PermissionsRequestSchema)` to create a new message.
+ */
+export const PermissionsRequestSchema: GenMessage<PermissionsRequest> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 13);
+
+/**
+ * @generated from message authz.v1.PermissionsResponse
+ */
+export type PermissionsResponse = Message<"authz.v1.PermissionsResponse"> & {
+  /**
+   * @generated from field: repeated string actions = 1;
+   */
+  actions: string[];
+};
+
+/**
+ * Describes the message authz.v1.PermissionsResponse.
+ * Use `create(PermissionsResponseSchema)` to create a new message.
+ */
+export const PermissionsResponseSchema: GenMessage<PermissionsResponse> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 14);
+
+/**
+ * @generated from message authz.v1.PermissionsItem
+ */
+export type PermissionsItem = Message<"authz.v1.PermissionsItem"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string resource = 2;
+   */
+  resource: string;
+
+  /**
+   * @generated from field: string resource_id = 3;
+   */
+  resourceId: string;
+
+  /**
+   * @generated from field: optional string tenant_id = 4;
+   */
+  tenantId?: string | undefined;
+};
+
+/**
+ * Describes the message authz.v1.PermissionsItem.
+ * Use `create(PermissionsItemSchema)` to create a new message.
+ */
+export const PermissionsItemSchema: GenMessage<PermissionsItem> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 15);
+
+/**
+ * @generated from message authz.v1.BatchPermissionsRequest
+ */
+export type BatchPermissionsRequest = Message<"authz.v1.BatchPermissionsRequest"> & {
+  /**
+   * @generated from field: repeated authz.v1.PermissionsItem requests = 1;
+   */
+  requests: PermissionsItem[];
+};
+
+/**
+ * Describes the message authz.v1.BatchPermissionsRequest.
+ * Use `create(BatchPermissionsRequestSchema)` to create a new message.
+ */
+export const BatchPermissionsRequestSchema: GenMessage<BatchPermissionsRequest> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 16);
+
+/**
+ * @generated from message authz.v1.PermissionsResult
+ */
+export type PermissionsResult = Message<"authz.v1.PermissionsResult"> & {
+  /**
+   * @generated from field: repeated string actions = 1;
+   */
+  actions: string[];
+};
+
+/**
+ * Describes the message authz.v1.PermissionsResult.
+ * Use `create(PermissionsResultSchema)` to create a new message.
+ */
+export const PermissionsResultSchema: GenMessage<PermissionsResult> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 17);
+
+/**
+ * @generated from message authz.v1.BatchPermissionsResponse
+ */
+export type BatchPermissionsResponse = Message<"authz.v1.BatchPermissionsResponse"> & {
+  /**
+   * @generated from field: repeated authz.v1.PermissionsResult results = 1;
+   */
+  results: PermissionsResult[];
+};
+
+/**
+ * Describes the message authz.v1.BatchPermissionsResponse.
+ * Use `create(BatchPermissionsResponseSchema)` to create a new message.
+ */
+export const BatchPermissionsResponseSchema: GenMessage<BatchPermissionsResponse> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 18);
+
+/**
+ * @generated from message authz.v1.LookupRequest
+ */
+export type LookupRequest = Message<"authz.v1.LookupRequest"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string resource = 2;
+   */
+  resource: string;
+
+  /**
+   * @generated from field: string action = 3;
+   */
+  action: string;
+
+  /**
+   * @generated from field: optional string tenant_id = 4;
+   */
+  tenantId?: string | undefined;
+
+  /**
+   * 1 to 1,000; default 100.
+   *
+   * @generated from field: optional int32 page_size = 5;
+   */
+  pageSize?: number | undefined;
+
+  /**
+   * @generated from field: string page_token = 6;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message authz.v1.LookupRequest.
+ * Use `create(LookupRequestSchema)` to create a new message.
+ */
+export const LookupRequestSchema: GenMessage<LookupRequest> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 19);
+
+/**
+ * @generated from message authz.v1.LookupResponse
+ */
+export type LookupResponse = Message<"authz.v1.LookupResponse"> & {
+  /**
+   * A role of the user allows resource:action on every instance.
+   *
+   * @generated from field: bool all_instances = 1;
+   */
+  allInstances: boolean;
+
+  /**
+   * Instances where a grant of the user implies the action, ascending.
+   *
+   * @generated from field: repeated string resource_ids = 2;
+   */
+  resourceIds: string[];
+
+  /**
+   * @generated from field: string next_page_token = 3;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message authz.v1.LookupResponse.
+ * Use `create(LookupResponseSchema)` to create a new message.
+ */
+export const LookupResponseSchema: GenMessage<LookupResponse> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 20);
+
+/**
  * The permission check. Acts on the calling key's own application.
  *
  * @generated from service authz.v1.CheckService
@@ -182,6 +640,53 @@ export const CheckService: GenService<{
     methodKind: "unary";
     input: typeof BatchCheckRequestSchema;
     output: typeof BatchCheckResponseSchema;
+  },
+  /**
+   * Why the check answers as it does: every way the action is allowed
+   * (grants first, then roles by name), none when denied, and what the user
+   * holds that could count. `allowed` always equals the check's answer on
+   * the same state.
+   *
+   * @generated from rpc authz.v1.CheckService.Explain
+   */
+  explain: {
+    methodKind: "unary";
+    input: typeof ExplainRequestSchema;
+    output: typeof ExplainResponseSchema;
+  },
+  /**
+   * Every action of the resource the user may perform on one instance, in
+   * catalog order: a page's buttons in one call.
+   *
+   * @generated from rpc authz.v1.CheckService.Permissions
+   */
+  permissions: {
+    methodKind: "unary";
+    input: typeof PermissionsRequestSchema;
+    output: typeof PermissionsResponseSchema;
+  },
+  /**
+   * Up to 1,000 permissions questions; results in request order.
+   *
+   * @generated from rpc authz.v1.CheckService.BatchPermissions
+   */
+  batchPermissions: {
+    methodKind: "unary";
+    input: typeof BatchPermissionsRequestSchema;
+    output: typeof BatchPermissionsResponseSchema;
+  },
+  /**
+   * Which instances of a resource the user may perform an action on:
+   * all_instances when a role allows it (roles apply to every instance),
+   * and, in ascending order and paged, the instances where a grant of the
+   * user implies it.
+   *
+   * @generated from rpc authz.v1.CheckService.Lookup
+   */
+  lookup: {
+    methodKind: "unary";
+    input: typeof LookupRequestSchema;
+    output: typeof LookupResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_authz_v1_check, 0);

@@ -1,0 +1,155 @@
+import type { Queryable } from "./db.js";
+import { lsnValue } from "./lsn.js";
+
+export interface ExplainInput {
+  appId: string;
+  /** The SHA-256 of the calling key, verified live in the same statement. */
+  keyHash: string;
+  userId: string;
+  resource: string;
+  resourceId: string;
+  action: string;
+  tenantId: string | undefined;
+}
+
+/** A grant of the user on the instance, with everything its relation implies there. */
+export interface ExplainGrantRow {
+  relation: string;
+  createdAt: Date;
+  /** Null when the catalog no longer knows the relation (it then implies nothing). */
+  actions: string[] | null;
+}
+
+/** A role of the user in the question's scope, with its policies that hold resource:action. */
+export interface ExplainRoleRow {
+  roleId: string;
+  name: string;
+  tenantId: string | null;
+  policies: { policyId: string; name: string }[];
+}
+
+export interface ExplainRow {
+  keyValid: boolean;
+  /** The resource's actions; null when the catalog has no such resource. */
+  actions: string[] | null;
+  grants: ExplainGrantRow[];
+  roles: ExplainRoleRow[];
+}
+
+export interface ExplainRows {
+  rows: ExplainRow[];
+  /** With `replayed`: the standby's replay position the statements read, the lowest; null on a primary. */
+  replayed: string | null;
+}
+
+type QuestionRow = [
+  actions: string[] | null,
+  grants: [relation: string, createdAtMs: number, actions: string[] | null][],
+  roles: [roleId: string, name: string, tenantId: string | null, policies: [policyId: string, name: string][]][],
+];
+
+interface StatementRow {
+  keys: boolean[] | null;
+  rows: QuestionRow[] | null;
+  replayed?: string | null;
+}
+
+/**
+ * Everything explain shows for questions of one application (any number, of
+ * any of its keys), in one statement, so from one snapshot: each key's
+ * validity, and for each question the resource's actions, the user's grants
+ * on the instance with what each relation implies (catalog_relations), and
+ * the user's roles application-wide or of the tenant with the policies of
+ * each that hold resource:action (role_policies and policy_permissions: what
+ * role_permissions, which the check reads, is derived from in the same
+ * transactions). Every table is named with `app_id = $1`, or joined on
+ * app_id to one that is (docs/scale-out.md).
+ *
+ * The order is the answer's: grants by relation, roles by name (an
+ * application-wide role before a tenant's of the same name), policies by name.
+ */
+const explainSql = (replayed: boolean) => `
+  SELECT
+    (SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
+                             WHERE k.secret_hash = c.key_hash AND k.app_id = $1 AND k.revoked_at IS NULL) ORDER BY c.n)
+     FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n)) AS keys,
+    (SELECT json_agg(json_build_array(
+        (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
+        (SELECT coalesce(json_agg(json_build_array(g.relation, (extract(epoch FROM g.created_at) * 1000)::bigint, cr.actions)
+                                  ORDER BY g.relation), '[]')
+         FROM relationships g
+         LEFT JOIN catalog_relations cr ON cr.app_id = g.app_id AND cr.resource = g.resource AND cr.relation = g.relation
+         WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id),
+        (SELECT coalesce(json_agg(json_build_array(o.role_id, o.name, o.tenant_id,
+                  (SELECT coalesce(json_agg(json_build_array(p.policy_id, p.name) ORDER BY p.name, p.policy_id), '[]')
+                   FROM role_policies rp
+                   JOIN policy_permissions pp ON pp.app_id = rp.app_id AND pp.policy_id = rp.policy_id
+                   JOIN policies p ON p.app_id = rp.app_id AND p.policy_id = rp.policy_id
+                   WHERE rp.app_id = $1 AND rp.role_id = o.role_id AND pp.resource = q.resource AND pp.action = q.action))
+                ORDER BY o.name, o.tenant_id NULLS FIRST, o.role_id), '[]')
+         FROM role_assignments a
+         JOIN roles o ON o.app_id = a.app_id AND o.role_id = a.role_id
+         WHERE a.app_id = $1 AND a.user_id = q.user_id AND (o.tenant_id IS NULL OR o.tenant_id = q.tenant_id))
+      ) ORDER BY q.n)
+     FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text, t text))
+          WITH ORDINALITY AS q(user_id, resource, resource_id, action, tenant_id, n)) AS rows${
+            replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""
+          }`;
+const EXPLAIN_SQL = explainSql(false);
+const EXPLAIN_REPLAYED_SQL = explainSql(true);
+
+export const explainStore = {
+  /**
+   * Answers in input order: a statement per application, run side by side.
+   * With `replayed`, each also reads the standby's replay position (see
+   * read-replicas.ts).
+   */
+  async explain(q: Queryable, inputs: readonly ExplainInput[], options: { replayed?: boolean } = {}): Promise<ExplainRows> {
+    const byApp = new Map<string, number[]>();
+    inputs.forEach((input, i) => {
+      const at = byApp.get(input.appId);
+      if (at === undefined) byApp.set(input.appId, [i]);
+      else at.push(i);
+    });
+    const out = new Array<ExplainRow>(inputs.length);
+    let replayed: string | null = null;
+    let lowest: bigint | undefined;
+    await Promise.all(
+      [...byApp].map(async ([appId, at]) => {
+        const read = await explainApplication(q, appId, at.map((i) => inputs[i]!), options.replayed === true);
+        at.forEach((i, j) => (out[i] = read.rows[j]!));
+        if (read.replayed !== null) {
+          const lsn = lsnValue(read.replayed);
+          if (lowest === undefined || lsn < lowest) [lowest, replayed] = [lsn, read.replayed];
+        }
+      }),
+    );
+    return { rows: out, replayed };
+  },
+};
+
+async function explainApplication(q: Queryable, appId: string, inputs: readonly ExplainInput[], replayed: boolean): Promise<ExplainRows> {
+  const keys: string[] = [];
+  const keyOf = inputs.map((input) => {
+    const at = keys.indexOf(input.keyHash);
+    return at >= 0 ? at : keys.push(input.keyHash) - 1;
+  });
+  const questions = inputs.map((i) => ({ u: i.userId, r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null }));
+  const { rows } = await q.query<StatementRow>(replayed ? EXPLAIN_REPLAYED_SQL : EXPLAIN_SQL, [appId, keys, JSON.stringify(questions)]);
+  const row = rows[0]!;
+  const keyRows = row.keys ?? [];
+  return {
+    rows: (row.rows ?? []).map(([actions, grants, roles], i) => ({
+      keyValid: keyRows[keyOf[i]!] === true,
+      actions,
+      grants: grants.map(([relation, createdAt, implied]) => ({ relation, createdAt: new Date(Number(createdAt)), actions: implied })),
+      roles: roles.map(([roleId, name, tenantId, policies]) => ({
+        roleId,
+        name,
+        tenantId,
+        policies: policies.map(([policyId, policyName]) => ({ policyId, name: policyName })),
+      })),
+    })),
+    replayed: row.replayed ?? null,
+  };
+}

@@ -1,0 +1,142 @@
+import type { Queryable } from "./db.js";
+import { lsnValue } from "./lsn.js";
+
+export interface LookupInput {
+  appId: string;
+  /** The SHA-256 of the calling key, verified live in the same statement. */
+  keyHash: string;
+  userId: string;
+  resource: string;
+  action: string;
+  tenantId: string | undefined;
+  /** The page starts after this resource id ("" for the first page). */
+  after: string;
+  /** How many ids to read: the page size plus one, to know whether more follow. */
+  limit: number;
+}
+
+export interface LookupRow {
+  keyValid: boolean;
+  /** The resource's actions; null when the catalog has no such resource. */
+  actions: string[] | null;
+  allInstances: boolean;
+  resourceIds: string[];
+}
+
+export interface LookupRows {
+  rows: LookupRow[];
+  /** With `replayed`: the standby's replay position the statements read, the lowest; null on a primary. */
+  replayed: string | null;
+}
+
+type StatementRow = {
+  keys: boolean[] | null;
+  rows: [actions: string[] | null, allInstances: boolean, resourceIds: string[]][] | null;
+  replayed?: string | null;
+};
+
+/**
+ * Pages of lookups of one application (any number, of any of its keys), in
+ * one statement, so from one snapshot: each key's validity, and for each
+ * lookup the resource's actions, whether a role of the user in scope holds
+ * resource:action (role_permissions, as the check reads it), and the next
+ * `limit` instances where a grant of the user implies the action.
+ *
+ * The instances, two ways, both reading a bounded number of index entries
+ * however many grants the user holds:
+ * - when every relation of the resource implies the action (every grant of
+ *   the user on that type then does: the catalog refuses to drop a relation
+ *   a grant uses), the user's grants after the cursor in resource_id order
+ *   from relationships_user_idx, distinct: `limit` instances' entries;
+ * - otherwise, for each relation that implies it (catalog_relations), its
+ *   next `limit` grants of the user after the cursor, in order from
+ *   relationships_user_relation_idx (one short range per relation); the
+ *   union of those, distinct and in order, cut to `limit`: (relations that
+ *   imply the action) × `limit` entries at most. A page never skips an id:
+ *   any id below the page's last is in some relation's first `limit`.
+ *
+ * Every table is named with `app_id = $1` (docs/scale-out.md), as the check's.
+ */
+const lookupSql = (replayed: boolean) => `
+  SELECT
+    (SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
+                             WHERE k.secret_hash = c.key_hash AND k.app_id = $1 AND k.revoked_at IS NULL) ORDER BY c.n)
+     FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n)) AS keys,
+    (SELECT json_agg(json_build_array(
+        (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
+        EXISTS (SELECT 1 FROM role_assignments a
+                JOIN role_permissions p ON p.app_id = a.app_id AND p.role_id = a.role_id
+                WHERE a.app_id = $1 AND a.user_id = q.user_id AND p.resource = q.resource AND p.action = q.action
+                  AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id)),
+        CASE WHEN NOT EXISTS (SELECT 1 FROM catalog_relations cr
+                              WHERE cr.app_id = $1 AND cr.resource = q.resource AND NOT q.action = ANY (cr.actions))
+        THEN ARRAY(SELECT DISTINCT g.resource_id FROM relationships g
+                   WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id > q.after
+                   ORDER BY g.resource_id LIMIT q.lim)
+        ELSE ARRAY(SELECT DISTINCT x.resource_id
+                   FROM catalog_relations cr
+                   CROSS JOIN LATERAL (
+                     SELECT g.resource_id FROM relationships g
+                     WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.relation = cr.relation
+                       AND g.resource_id > q.after
+                     ORDER BY g.resource_id LIMIT q.lim) x
+                   WHERE cr.app_id = $1 AND cr.resource = q.resource AND q.action = ANY (cr.actions)
+                   ORDER BY x.resource_id LIMIT q.lim) END
+      ) ORDER BY q.n)
+     FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int))
+          WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, n)) AS rows${
+            replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""
+          }`;
+const LOOKUP_SQL = lookupSql(false);
+const LOOKUP_REPLAYED_SQL = lookupSql(true);
+
+export const lookupStore = {
+  /**
+   * Answers in input order: a statement per application, run side by side.
+   * With `replayed`, each also reads the standby's replay position (see
+   * read-replicas.ts).
+   */
+  async lookup(q: Queryable, inputs: readonly LookupInput[], options: { replayed?: boolean } = {}): Promise<LookupRows> {
+    const byApp = new Map<string, number[]>();
+    inputs.forEach((input, i) => {
+      const at = byApp.get(input.appId);
+      if (at === undefined) byApp.set(input.appId, [i]);
+      else at.push(i);
+    });
+    const out = new Array<LookupRow>(inputs.length);
+    let replayed: string | null = null;
+    let lowest: bigint | undefined;
+    await Promise.all(
+      [...byApp].map(async ([appId, at]) => {
+        const read = await lookupApplication(q, appId, at.map((i) => inputs[i]!), options.replayed === true);
+        at.forEach((i, j) => (out[i] = read.rows[j]!));
+        if (read.replayed !== null) {
+          const lsn = lsnValue(read.replayed);
+          if (lowest === undefined || lsn < lowest) [lowest, replayed] = [lsn, read.replayed];
+        }
+      }),
+    );
+    return { rows: out, replayed };
+  },
+};
+
+async function lookupApplication(q: Queryable, appId: string, inputs: readonly LookupInput[], replayed: boolean): Promise<LookupRows> {
+  const keys: string[] = [];
+  const keyOf = inputs.map((input) => {
+    const at = keys.indexOf(input.keyHash);
+    return at >= 0 ? at : keys.push(input.keyHash) - 1;
+  });
+  const questions = inputs.map((i) => ({ u: i.userId, r: i.resource, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit }));
+  const { rows } = await q.query<StatementRow>(replayed ? LOOKUP_REPLAYED_SQL : LOOKUP_SQL, [appId, keys, JSON.stringify(questions)]);
+  const row = rows[0]!;
+  const keyRows = row.keys ?? [];
+  return {
+    rows: (row.rows ?? []).map(([actions, allInstances, resourceIds], i) => ({
+      keyValid: keyRows[keyOf[i]!] === true,
+      actions,
+      allInstances,
+      resourceIds,
+    })),
+    replayed: row.replayed ?? null,
+  };
+}
