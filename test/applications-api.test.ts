@@ -202,10 +202,11 @@ describe.each(engines)("applications and API keys on %s", (engine) => {
       expect((await createApp({ appId: "other" })).status).toBe(201);
     });
 
-    it("create → 201 {keyId, name, key, createdAt}; the key works for its application", async () => {
+    it("create → 201 {keyId, name, key, createdAt, scopes}; the key works for its application", async () => {
       const res = await createKey("keys", { name: "ci" });
       expect(res.status, JSON.stringify(res.body)).toBe(201);
-      expect(Object.keys(res.body).sort()).toEqual(["createdAt", "key", "keyId", "name"]);
+      expect(Object.keys(res.body).sort()).toEqual(["createdAt", "key", "keyId", "name", "scopes"]);
+      expect(res.body.scopes).toEqual(["check", "read", "write"]);
       expect(res.body.name).toBe("ci");
       expect(res.body.keyId).toMatch(/^[A-Za-z0-9_-]+$/);
       expect(typeof res.body.key).toBe("string");
@@ -232,7 +233,7 @@ describe.each(engines)("applications and API keys on %s", (engine) => {
       expect(res.status).toBe(200);
       const listed = res.body.apiKeys as Record<string, unknown>[];
       expect(listed.map((k) => k.keyId)).toContain(created.body.keyId);
-      for (const entry of listed) expect(Object.keys(entry).sort()).toEqual(["createdAt", "keyId", "name"]);
+      for (const entry of listed) expect(Object.keys(entry).sort()).toEqual(["createdAt", "keyId", "name", "scopes"]);
       expect(JSON.stringify(res.body)).not.toContain(created.body.key);
       expect(JSON.stringify(res.body)).not.toContain(created.body.key.slice(4, 24));
     });

@@ -98,8 +98,8 @@ describe.each(engines)("audit log API on %s", (engine) => {
       const a = appKey.keyId;
       expected = [
         ["application.created", "application", appId, "operator", { name: "The Journal" }],
-        ["api_key.created", "api_key", appKey.keyId, "operator", { name: "app" }],
-        ["api_key.created", "api_key", spareKey.keyId, "operator", { name: "spare" }],
+        ["api_key.created", "api_key", appKey.keyId, "operator", { name: "app", scopes: ["check", "read", "write"] }],
+        ["api_key.created", "api_key", spareKey.keyId, "operator", { name: "spare", scopes: ["check", "read", "write"] }],
         ["catalog.replaced", "catalog", appId, a, expect.objectContaining({ permissionsRemoved: [], resourcesAdded: ["document", "invoice"] })],
         ["policy.created", "policy", ids.policy, a, { name: "Docs", permissions: ["document:read"] }],
         ["policy.updated", "policy", ids.policy, a, { permissionsAdded: ["document:update"], permissionsRemoved: [] }],

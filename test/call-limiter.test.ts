@@ -44,6 +44,10 @@ describe("call limiter", () => {
     const limiter = new CallLimiter(2);
     expect(limiter.limits(CheckService.method.check)).toBe(false);
     expect(limiter.limits(CheckService.method.batchCheck)).toBe(false);
+    // The other questions are coalesced too.
+    for (const method of [CheckService.method.explain, CheckService.method.permissions, CheckService.method.batchPermissions, CheckService.method.lookup]) {
+      expect(limiter.limits(method)).toBe(false);
+    }
     expect(limiter.limits(RelationshipService.method.listRelationships)).toBe(true);
     expect(limiter.limits(RelationshipService.method.bulkWriteRelationships)).toBe(true);
   });

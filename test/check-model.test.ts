@@ -2,7 +2,10 @@
  * The check compared with an independent model of the same rules, written
  * here from the contract alone, on random data: random catalogs (with
  * custom relations, some redefining built-ins), policies (some of a tenant),
- * roles, assignments and grants, then thousands of random checks.
+ * roles, assignments and grants, then thousands of random checks. For every
+ * question asked, the other answers are compared with the model too:
+ * explain (allowed, and every reason), permissions on the instance, and
+ * lookup (allInstances and every instance, paged).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
@@ -41,7 +44,26 @@ function implied(r: ModelResource, relation: string): string[] {
   }
 }
 
-function randomWorld(seed: number): { scenario: Scenario; checks: (ScenarioCheck & { allowed: boolean })[] } {
+/** What the model says for one question, beyond allowed. */
+interface Expected {
+  allowed: boolean;
+  /** Explain's reasons, as [relation] or [roleName, policyName], in the contract's order. */
+  reasons: string[][];
+  /** Explain's considered relations and roles (by name). */
+  consideredRelations: { relation: string; actions: string[] }[];
+  consideredRoles: string[];
+}
+
+interface World {
+  scenario: Scenario;
+  checks: (ScenarioCheck & { allowed: boolean })[];
+  explain: (c: ScenarioCheck) => Expected;
+  /** The actions allowed on the instance, in catalog order. */
+  permissions: (c: Omit<ScenarioCheck, "action">) => string[];
+  lookup: (q: { userId: string; resource: string; action: string; tenantId?: string }) => { allInstances: boolean; resourceIds: string[] };
+}
+
+function randomWorld(seed: number): World {
   const r = rng(seed);
   const resources: ModelResource[] = ["doc", "folder", "ticket"].map((resource) => {
     const actions = r.subset(ACTION_POOL, 0.6);
@@ -80,13 +102,46 @@ function randomWorld(seed: number): { scenario: Scenario; checks: (ScenarioCheck
     const byGrant = grants.some(
       (g) => g.userId === c.userId && g.resource === c.resource && g.resourceId === c.resourceId && implied(res, g.relation).includes(c.action),
     );
-    const byRole = assignments.some((a) => {
-      if (a.userId !== c.userId) return false;
-      const role = roles.find((x) => x.ref === a.role)!;
-      if (role.tenantId !== undefined && role.tenantId !== c.tenantId) return false;
-      return role.policies.some((ref) => policies.find((p) => p.ref === ref)!.permissions.includes(`${c.resource}:${c.action}`));
-    });
-    return byGrant || byRole;
+    return byGrant || byRole(c);
+  };
+  /** The user's roles that apply: application-wide, or of the question's tenant. */
+  const rolesInScope = (c: { userId: string; tenantId?: string }) =>
+    assignments
+      .filter((a) => a.userId === c.userId)
+      .map((a) => roles.find((x) => x.ref === a.role)!)
+      .filter((role) => role.tenantId === undefined || role.tenantId === c.tenantId);
+  const byRole = (c: { userId: string; resource: string; action: string; tenantId?: string }) =>
+    rolesInScope(c).some((role) => role.policies.some((ref) => policies.find((p) => p.ref === ref)!.permissions.includes(`${c.resource}:${c.action}`)));
+  const byName = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+  const explain = (c: ScenarioCheck): Expected => {
+    const res = resources.find((x) => x.resource === c.resource)!;
+    const held = grants.filter((g) => g.userId === c.userId && g.resource === c.resource && g.resourceId === c.resourceId);
+    const relationReasons = held.filter((g) => implied(res, g.relation).includes(c.action)).map((g) => [g.relation]).sort((a, b) => byName(a[0]!, b[0]!));
+    const inScope = rolesInScope(c).sort((a, b) => byName(a.name, b.name));
+    const roleReasons = inScope.flatMap((role) =>
+      role.policies
+        .map((ref) => policies.find((p) => p.ref === ref)!)
+        .filter((p) => p.permissions.includes(`${c.resource}:${c.action}`))
+        .map((p) => p.name)
+        .sort(byName)
+        .map((policyName) => [role.name, policyName]),
+    );
+    return {
+      allowed: allowed(c),
+      reasons: [...relationReasons, ...roleReasons],
+      consideredRelations: held.map((g) => ({ relation: g.relation, actions: implied(res, g.relation) })).sort((a, b) => byName(a.relation, b.relation)),
+      consideredRoles: inScope.map((r) => r.name),
+    };
+  };
+  const permissionsOf = (c: Omit<ScenarioCheck, "action">) =>
+    resources.find((x) => x.resource === c.resource)!.actions.filter((action) => allowed({ ...c, action }));
+  const lookup = (q: { userId: string; resource: string; action: string; tenantId?: string }) => {
+    const res = resources.find((x) => x.resource === q.resource)!;
+    const ids = grants
+      .filter((g) => g.userId === q.userId && g.resource === q.resource && implied(res, g.relation).includes(q.action))
+      .map((g) => g.resourceId);
+    return { allInstances: byRole(q), resourceIds: [...new Set(ids)].sort(byName) };
   };
 
   const checks = Array.from({ length: 600 }, () => {
@@ -114,8 +169,17 @@ function randomWorld(seed: number): { scenario: Scenario; checks: (ScenarioCheck
     checks,
     invalid: [],
   };
-  return { scenario, checks };
+  return { scenario, checks, explain, permissions: permissionsOf, lookup };
 }
+
+/** Runs `f` over `items`, `width` at a time. */
+async function inParallel<T, R>(items: readonly T[], width: number, f: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += width) out.push(...(await Promise.all(items.slice(i, i + width).map(f))));
+  return out;
+}
+
+const distinct = <T>(items: T[]): T[] => [...new Map(items.map((x) => [JSON.stringify(x), x])).values()];
 
 const SEEDS = [1, 2, 3, 4, 5, 6, 7, 8];
 
@@ -154,5 +218,89 @@ describe.each(engines)("check against an independent model on %s", (engine) => {
     }
     // Both answers occur, or the comparison proves little.
     expect(new Set(got).size).toBe(2);
+  });
+
+  it.each(SEEDS)("explain, permissions and lookup agree with the model and the check, seed %i", async (seed) => {
+    const world = randomWorld(seed);
+    const key = await applyScenario(service.call, `questions-${seed}`, world.scenario);
+    const questions = distinct(world.checks.map(({ allowed: _, ...c }) => c));
+
+    // Explain: every question, its allowed and every reason.
+    const explained = await inParallel(questions, 25, async (c) => {
+      const answer = await service.call("POST", "/api/v1/authorization/check/explain", { key, body: c });
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+      return answer.body;
+    });
+    const wrongExplain = questions
+      .map((c, i) => {
+        const want = world.explain(c);
+        const got = explained[i];
+        const gotReasons = got.reasons.map((r: { kind: string; relation?: string; roleName?: string; policyName?: string }) =>
+          r.kind === "relation" ? [r.relation] : [r.roleName, r.policyName],
+        );
+        const have = {
+          allowed: got.allowed,
+          reasons: gotReasons,
+          consideredRelations: got.considered.relations,
+          consideredRoles: got.considered.roles.map((r: { roleName: string }) => r.roleName),
+        };
+        return JSON.stringify(have) === JSON.stringify(want) ? undefined : { question: c, want, have };
+      })
+      .filter((x) => x !== undefined)
+      .slice(0, 3);
+    expect(wrongExplain, `seed ${seed}: explain differs from the model`).toEqual([]);
+
+    // Permissions: every instance asked about, in batches, and some one by one.
+    const instances = distinct(questions.map(({ action: _, ...c }) => c));
+    const batch = await service.call("POST", "/api/v1/authorization/permissions/batch", { key, body: { requests: instances } });
+    expect(batch.status, JSON.stringify(batch.body)).toBe(200);
+    const wrongPermissions = instances
+      .map((c, i) => ({ c, want: world.permissions(c), got: batch.body.results[i].actions }))
+      .filter((x) => JSON.stringify(x.want) !== JSON.stringify(x.got))
+      .slice(0, 3);
+    expect(wrongPermissions, `seed ${seed}: permissions differ from the model`).toEqual([]);
+    for (const c of instances.slice(0, 20)) {
+      const single = await grpc.call("CheckService", "Permissions", c, key);
+      expect(single.actions, JSON.stringify(c)).toEqual(world.permissions(c));
+    }
+
+    // Lookup: every (user, resource, action, tenant) asked about, paged two at a time.
+    const lookups = distinct(questions.map(({ resourceId: _, ...q }) => q));
+    const wrongLookups = (
+      await inParallel(lookups, 25, async (q) => {
+        const ids: string[] = [];
+        let pageToken = "";
+        let allInstances: boolean | undefined;
+        for (let pages = 0; pages < 10; pages++) {
+          const answer = await service.call("POST", "/api/v1/authorization/lookup", { key, body: { ...q, pageSize: 2, pageToken } });
+          expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+          allInstances ??= answer.body.allInstances;
+          expect(answer.body.allInstances).toBe(allInstances);
+          ids.push(...answer.body.resourceIds);
+          pageToken = answer.body.nextPageToken;
+          if (pageToken === "") break;
+        }
+        const want = world.lookup(q);
+        const got = { allInstances, resourceIds: ids };
+        return JSON.stringify(got) === JSON.stringify(want) ? undefined : { q, want, got };
+      })
+    )
+      .filter((x) => x !== undefined)
+      .slice(0, 3);
+    expect(wrongLookups, `seed ${seed}: lookup differs from the model`).toEqual([]);
+
+    // And all of them against the check itself, on the same state.
+    const checked = await service.call("POST", "/api/v1/authorization/check/batch", { key, body: { checks: questions } });
+    questions.forEach((c, i) => {
+      const allowed = checked.body.results[i].allowed;
+      expect(explained[i].allowed, JSON.stringify(c)).toBe(allowed);
+      const at = instances.findIndex((x) => JSON.stringify(x) === JSON.stringify((({ action: _, ...rest }) => rest)(c)));
+      expect(batch.body.results[at].actions.includes(c.action), JSON.stringify(c)).toBe(allowed);
+      const l = world.lookup(c);
+      expect(l.allInstances || l.resourceIds.includes(c.resourceId), JSON.stringify(c)).toBe(allowed);
+    });
+    // Reasons of both kinds occur, or the comparison proves little.
+    const kinds = new Set(explained.flatMap((e) => e.reasons.map((r: { kind: string }) => r.kind)));
+    expect([...kinds].sort()).toEqual(["relation", "role"]);
   });
 });

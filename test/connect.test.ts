@@ -236,6 +236,25 @@ describe.each(engines)("Connect-ES clients on %s", (engine) => {
         expect(error.rawMessage).toBe('action: "delete" is not an action of resource "document"');
       });
 
+      it("explain, permissions and lookup answer, and a check-scoped key may ask but not write", async () => {
+        const scoped = await apps.createApiKey({ appId, name: "questions", scopes: ["check"] }, withKey(ADMIN_KEY));
+        expect(scoped.scopes).toEqual(["check"]);
+        const q = { userId: "u1", resource: "document", resourceId: "d1", action: "read" };
+        const explained = await checks.explain(q, withKey(scoped.key));
+        expect(explained.allowed).toBe(false);
+        expect(explained.reasons).toEqual([]);
+        const permissions = await checks.permissions({ userId: "u1", resource: "document", resourceId: "d1" }, withKey(scoped.key));
+        expect(permissions.actions).toEqual([]);
+        const batch = await checks.batchPermissions({ requests: [{ userId: "u1", resource: "document", resourceId: "d1" }] }, withKey(scoped.key));
+        expect(batch.results.map((r) => r.actions)).toEqual([[]]);
+        const lookup = await checks.lookup({ userId: "u1", resource: "document", action: "read" }, withKey(scoped.key));
+        expect(lookup.allInstances).toBe(false);
+        expect(lookup.resourceIds).toEqual([]);
+        const refused = await failure(catalogs.putCatalog({ appId, resources: catalog }, withKey(scoped.key)));
+        expect(refused.code).toBe(Code.PermissionDenied);
+        expect(refused.rawMessage).toContain('lacks the "write" scope');
+      });
+
       it("policies are built: an unknown permission → InvalidArgument naming it, an unknown policy → NotFound", async () => {
         const invalid = await failure(
           policies.createPolicy({ appId, name: "editors", permissions: ["document:read", "document:delete"] }, withKey(appKey)),

@@ -5,7 +5,15 @@
  */
 import { equals, fromJson, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { BatchCheckRequestSchema, BatchCheckResponseSchema, CheckRequestSchema, CheckResponseSchema } from "../gen/authz/v1/check_pb.js";
+import {
+  BatchCheckRequestSchema,
+  BatchCheckResponseSchema,
+  BatchPermissionsResponseSchema,
+  CheckRequestSchema,
+  CheckResponseSchema,
+  PermissionsResponseSchema,
+} from "../gen/authz/v1/check_pb.js";
+import { CreateApiKeyRequestSchema } from "../gen/authz/v1/applications_pb.js";
 import { PutCatalogRequestSchema } from "../gen/authz/v1/catalog_pb.js";
 import { flatReader, flatWriter } from "../src/transport/flat-json.js";
 
@@ -90,5 +98,53 @@ describe("flat JSON", () => {
 
   it("writes defaults for fields a service left out, as create() then toJson would", () => {
     expect(write({})).toStrictEqual({ allowed: false });
+  });
+
+  describe("lists of strings", () => {
+    const readKey = flatReader(CreateApiKeyRequestSchema)!;
+
+    it("are read at the top level, and written anywhere", () => {
+      expect(readKey).toBeTypeOf("function");
+      expect(flatWriter(PermissionsResponseSchema)).toBeTypeOf("function");
+      expect(flatWriter(BatchPermissionsResponseSchema)).toBeTypeOf("function");
+    });
+
+    it.each<[string, JsonObject]>([
+      ["scopes", { appId: "a", name: "k", scopes: ["check", "read"] }],
+      ["no scopes", { appId: "a", name: "k", scopes: [] }],
+      ["strings of any content", { scopes: ["", "ü😀", "\u2028"] }],
+    ])("reads %s exactly as fromJson does", (_name, json) => {
+      expect(readKey(json)).toStrictEqual(fromJson(CreateApiKeyRequestSchema, json));
+    });
+
+    it.each<[string, unknown]>([
+      ["a number in the list", { scopes: ["check", 1] }],
+      ["a null in the list", { scopes: [null] }],
+      ["a string for the list", { scopes: "check" }],
+      ["an object for the list", { scopes: { 0: "check" } }],
+    ])("leaves %s to the strict reader", (_name, json) => {
+      expect(readKey(json)).toBeUndefined();
+    });
+
+    it("the reader's list is a copy: changing the message leaves the JSON be", () => {
+      const json = { scopes: ["check"] };
+      const message = readKey(json) as unknown as { scopes: string[] };
+      message.scopes.push("write");
+      expect(json.scopes).toEqual(["check"]);
+    });
+
+    it.each<[string, string[][]]>([
+      ["some actions", [["read", "update"], [], ["ü😀"]]],
+      ["no results", []],
+    ])("writes permissions answers with %s exactly as toJson does", (_name, lists) => {
+      const results = lists.map((actions) => ({ $typeName: "authz.v1.PermissionsResult" as const, actions }));
+      const expected = toJson(BatchPermissionsResponseSchema, { $typeName: "authz.v1.BatchPermissionsResponse", results }, { alwaysEmitImplicit: true });
+      expect(flatWriter(BatchPermissionsResponseSchema)!({ results: lists.map((actions) => ({ actions })) })).toStrictEqual(expected);
+      const one = lists[0] ?? [];
+      expect(flatWriter(PermissionsResponseSchema)!({ actions: one })).toStrictEqual(
+        toJson(PermissionsResponseSchema, { $typeName: "authz.v1.PermissionsResponse", actions: one }, { alwaysEmitImplicit: true }),
+      );
+      expect(flatWriter(PermissionsResponseSchema)!({})).toStrictEqual({ actions: [] });
+    });
   });
 });

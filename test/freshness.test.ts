@@ -5,7 +5,9 @@
  * change: policy permissions, role policies, assignments, roles, policies
  * force-deleted, grants (single and bulk), and catalog changes (custom
  * relations edited, actions added that owner then implies, built-ins
- * redefined, actions removed). PGlite runs the single-replica half.
+ * redefined, actions removed). PGlite runs the single-replica half. The
+ * other questions (explain, permissions, lookup) are held to the same rule:
+ * right after each change, half the cases ask them before the check.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type EngineName, type TestDatabase } from "./support/engines.js";
@@ -273,8 +275,30 @@ describe.each(engines)("freshness on %s", (engine: EngineName) => {
     expect((await grpc.call("CheckService", "Check", q, key)).allowed, `${label} (gRPC)`).toBe(expected);
   }
 
+  /** Asks explain, permissions and lookup about `q` on a replica; each must agree with `expected`. */
+  async function expectQuestions(replica: "A" | "B", key: string, q: CheckQuestion, expected: Answer, when: string): Promise<void> {
+    const service = services[replica]!;
+    const grpc = grpcs[replica]!;
+    const label = `${when}, on ${replica}: ${JSON.stringify(q)}`;
+    const explained = await service.call("POST", "/api/v1/authorization/check/explain", { key, body: q });
+    const { action, resourceId, ...which } = q;
+    const permissions = await grpc.call("CheckService", "Permissions", { ...which, resourceId }, key);
+    const lookup = await service.call("POST", "/api/v1/authorization/lookup", { key, body: { ...which, action, pageSize: 1000 } });
+    if (expected === "invalid") {
+      expectError(explained, 400, "invalid_argument");
+      expectError(lookup, 400, "invalid_argument");
+      expect(permissions.actions, label).not.toContain(action);
+      return;
+    }
+    expect(explained.status, `${label} ${JSON.stringify(explained.body)}`).toBe(200);
+    expect(explained.body.allowed, `${label} (explain)`).toBe(expected);
+    expect(permissions.actions.includes(action), `${label} (permissions)`).toBe(expected);
+    expect(lookup.status, `${label} ${JSON.stringify(lookup.body)}`).toBe(200);
+    expect(lookup.body.allInstances || lookup.body.resourceIds.includes(resourceId), `${label} (lookup)`).toBe(expected);
+  }
+
   describe.each(directions)("changed through $writer, checked on $reader", ({ writer, reader }) => {
-    it.each(cases)("$name", async (c) => {
+    it.each(cases.map((c, i) => ({ ...c, questionsFirst: i % 2 === 0 })))("$name", async (c) => {
       const w = services[writer]!;
       const appId = `fresh-${counter++}`;
       const key = await createApp(w, appId, c.catalog ?? CATALOG);
@@ -288,9 +312,15 @@ describe.each(engines)("freshness on %s", (engine: EngineName) => {
         }
       }
       await c.change(ctx);
-      // The very next check, on the reader first, then the writer.
-      for (const { q, after } of c.questions) await expectAnswer(reader, key, q, after, "right after the change");
-      for (const { q, after } of c.questions) await expectAnswer(writer, key, q, after, "right after the change");
+      // The very next answer, on the reader first, then the writer: the
+      // check first in half the cases, the other questions first in the rest.
+      for (const replica of [reader, writer]) {
+        for (const { q, after } of c.questions) {
+          if (c.questionsFirst) await expectQuestions(replica, key, q, after, "right after the change");
+          await expectAnswer(replica, key, q, after, "right after the change");
+          if (!c.questionsFirst) await expectQuestions(replica, key, q, after, "right after the change");
+        }
+      }
     });
 
     it("flip-flop: a permission added and removed ten times, each answer right after its change", async () => {

@@ -394,6 +394,32 @@ describe.each(engines)("hostile input on %s", (engine) => {
         body: { checks: [{ userId: "alice", resource: "document", resourceId: "d1", action: "read" }, { userId: "bob", resource: "document", resourceId: "d1", action: "read" }] },
         poison: (b, x) => (b.checks[1].resourceId = x), field: "checks[1].resourceId",
       },
+      {
+        name: "explain", method: "POST", path: () => "/api/v1/authorization/check/explain", app: true,
+        body: { userId: "alice", resource: "document", resourceId: "d1", action: "read" }, poison: (b, x) => (b.resourceId = x), field: "resourceId",
+      },
+      {
+        name: "permissions", method: "POST", path: () => "/api/v1/authorization/permissions", app: true,
+        body: { userId: "alice", resource: "document", resourceId: "d1" }, poison: (b, x) => (b.tenantId = x), field: "tenantId",
+      },
+      {
+        name: "batch permissions", method: "POST", path: () => "/api/v1/authorization/permissions/batch", app: true,
+        body: { requests: [{ userId: "alice", resource: "document", resourceId: "d1" }, { userId: "bob", resource: "document", resourceId: "d1" }] },
+        poison: (b, x) => (b.requests[1].userId = x), field: "requests[1].userId",
+      },
+      {
+        name: "lookup", method: "POST", path: () => "/api/v1/authorization/lookup", app: true,
+        body: { userId: "alice", resource: "document", action: "read" }, poison: (b, x) => (b.userId = x), field: "userId",
+      },
+      {
+        name: "lookup's page token", method: "POST", path: () => "/api/v1/authorization/lookup", app: true,
+        body: { userId: "alice", resource: "document", action: "read" },
+        poison: (b, x) => (b.pageToken = Buffer.from(JSON.stringify({ resourceId: x })).toString("base64url")), field: "pageToken",
+      },
+      {
+        name: "create a key with scopes", method: "POST", path: () => "/api/v1/applications/shop/api-keys", body: { name: "k", scopes: ["check"] },
+        poison: (b, x) => (b.scopes = ["check", x]), field: "scopes[1]",
+      },
     ];
     const badStrings: [string, string][] = [
       ["an unpaired high surrogate", "x\ud800y"],
@@ -420,7 +446,7 @@ describe.each(engines)("hostile input on %s", (engine) => {
       );
     }
 
-    it.each(bodyRoutes.filter((r) => r.body.writes !== undefined || r.body.checks !== undefined || r.body.resources !== undefined))(
+    it.each(bodyRoutes.filter((r) => r.body.writes !== undefined || r.body.checks !== undefined || r.body.resources !== undefined || r.body.requests !== undefined))(
       "$name with a __proto__ key inside a list element → 400 naming it",
       async (route) => {
         const list = Object.keys(route.body)[0]!;

@@ -127,10 +127,14 @@ describe("buf curl with server reflection (pglite)", () => {
     ]);
     expect(methods.filter((m) => m.startsWith("authz.v1.CheckService/"))).toEqual([
       "authz.v1.CheckService/BatchCheck",
+      "authz.v1.CheckService/BatchPermissions",
       "authz.v1.CheckService/Check",
+      "authz.v1.CheckService/Explain",
+      "authz.v1.CheckService/Lookup",
+      "authz.v1.CheckService/Permissions",
     ]);
-    // Seven services: 6 + 1 + 2 + 2 + 6 + 4 + 9 methods.
-    expect(methods.filter((m) => m.startsWith("authz.v1."))).toHaveLength(30);
+    // Seven services: 6 + 1 + 2 + 6 + 6 + 4 + 9 methods.
+    expect(methods.filter((m) => m.startsWith("authz.v1."))).toHaveLength(34);
   }, 90_000);
 
   it("calls GetCatalog over gRPC with the schema from reflection only", async () => {

@@ -241,7 +241,7 @@ describe.each(versions)("ServerReflection $name", ({ open }) => {
   });
 
   it.each([
-    { file: "authz/v1/check.proto", count: 4 },
+    { file: "authz/v1/check.proto", count: 5 }, // + google/api/{annotations,http}, descriptor, timestamp
     { file: "google/protobuf/descriptor.proto", count: 1 },
     { file: "google/api/annotations.proto", count: 3 },
     { file: "grpc/reflection/v1/reflection.proto", count: 1 },
@@ -255,7 +255,7 @@ describe.each(versions)("ServerReflection $name", ({ open }) => {
     expectSelfContained(files);
   });
 
-  it.each(["authz/v1/nope.proto", "authz/v1/catalog", "google/protobuf/timestamp.proto"])(
+  it.each(["authz/v1/nope.proto", "authz/v1/catalog", "google/protobuf/duration.proto"])(
     "file_by_filename %s is NOT_FOUND",
     async (file) => {
       const [response] = await exchange(open, [{ messageRequest: { case: "fileByFilename", value: file } }]);

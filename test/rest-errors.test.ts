@@ -49,7 +49,7 @@ const badBodies: BodyCase[] = [
   { name: "a body that is JSON true", method: "PUT", path: "/api/v1/applications/shop/resources", rawBody: "true", fragments: ["JSON object", "boolean"] },
   { name: "a body that is JSON null", method: "POST", path: "/api/v1/applications", rawBody: "null", fragments: ["JSON object", "null"] },
   { name: "an unknown field", method: "POST", path: "/api/v1/applications", body: { appId: "never-5", colour: "red" }, fragments: ["colour", "appId"], field: "colour" },
-  { name: "an unknown field on a key", method: "POST", path: "/api/v1/applications/shop/api-keys", body: { name: "k", scopes: ["all"] }, fragments: ["scopes"], field: "scopes" },
+  { name: "an unknown field on a key", method: "POST", path: "/api/v1/applications/shop/api-keys", body: { name: "k", roles: ["all"] }, fragments: ["roles"], field: "roles" },
   { name: "an unknown nested field", method: "PUT", path: "/api/v1/applications/shop/resources", body: { resources: [{ ...catalog.resources[0], colour: "red" }] }, fragments: ["resources[0].colour"], field: "resources[0].colour" },
   { name: "appId of the wrong type", method: "POST", path: "/api/v1/applications", body: { appId: 5 }, fragments: ["appId", "string", "number"], field: "appId" },
   { name: "name of the wrong type", method: "POST", path: "/api/v1/applications", body: { appId: "never-6", name: ["x"] }, fragments: ["name", "string", "array"], field: "name" },

@@ -10,6 +10,8 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { Checker } from "../src/domain/check.js";
+import { Explainer } from "../src/domain/explain.js";
+import { Lookup } from "../src/domain/lookup.js";
 import { KeyAuthenticator } from "../src/domain/keys.js";
 import { checkService } from "../src/services/check-service.js";
 import { guard, type ServiceBinding } from "../src/transport/guard.js";
@@ -72,7 +74,7 @@ describe("REST fast path on pglite", () => {
 
     const log = pino({ level: "silent" });
     const keys = new KeyAuthenticator(database.db, ADMIN_KEY);
-    const bindings = [guard(CheckService, checkService(new Checker(database.db)), { keys, log })] as ServiceBinding[];
+    const bindings = [guard(CheckService, checkService({ checker: new Checker(database.db), explainer: new Explainer(database.db), lookup: new Lookup(database.db) }), { keys, log })] as ServiceBinding[];
     const fast = restFastPath(restRoutes(bindings), { keys, log }, new RequestLog(log));
     bare = http.createServer((req, res) => {
       if (fast(req, res)) return;

@@ -57,6 +57,29 @@ describe.each(engines)("scenarios on %s", (engine) => {
       expect(batch.results.map((r: { allowed: boolean }) => r.allowed)).toEqual(scenario.checks.map((c) => c.allowed));
     });
 
+    it("explain, permissions and lookup agree with every expected answer (REST and gRPC)", async () => {
+      const key = keys.get(file)!;
+      for (const c of scenario.checks) {
+        const q = checkOf(c);
+        const label = `${JSON.stringify(q)}${c.why ? ` (${c.why})` : ""}`;
+        const explained = await service.call("POST", "/api/v1/authorization/check/explain", { key, body: q });
+        expect(explained.status, label).toBe(200);
+        expect(explained.body.allowed, label).toBe(c.allowed);
+        expect(explained.body.reasons.length > 0, label).toBe(c.allowed);
+        const viaGrpc = await grpc.call("CheckService", "Explain", q, key);
+        expect(viaGrpc.allowed, label).toBe(c.allowed);
+
+        const { action, ...instance } = q;
+        const permissions = await service.call("POST", "/api/v1/authorization/permissions", { key, body: instance });
+        expect(permissions.status, label).toBe(200);
+        expect(permissions.body.actions.includes(action), label).toBe(c.allowed);
+
+        const { resourceId, ...which } = q;
+        const lookup = await grpc.call("CheckService", "Lookup", { ...which, pageSize: 1000 }, key);
+        expect(lookup.allInstances || lookup.resourceIds.includes(resourceId), label).toBe(c.allowed);
+      }
+    });
+
     it.runIf(scenario.invalid.length > 0)("invalid checks are refused, naming the field", async () => {
       for (const { check, field } of scenario.invalid) {
         const answer = await service.call("POST", "/api/v1/authorization/check", { key: keys.get(file)!, body: check });

@@ -92,6 +92,14 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
       const base = `/api/v1/applications/${appId}`;
       ok("check", await call("POST", "/api/v1/authorization/check", { key, body: checkOf(scenario.checks[0]!) }));
       ok("batch", await call("POST", "/api/v1/authorization/check/batch", { key, body: { checks: scenario.checks.map(checkOf) } }));
+      for (const c of scenario.checks.slice(0, 3).map(checkOf)) {
+        const { action, resourceId, ...which } = c;
+        ok("explain", await call("POST", "/api/v1/authorization/check/explain", { key, body: c }));
+        ok("permissions", await call("POST", "/api/v1/authorization/permissions", { key, body: { ...which, resourceId } }));
+        ok("permissions batch", await call("POST", "/api/v1/authorization/permissions/batch", { key, body: { requests: [{ ...which, resourceId }] } }));
+        ok("lookup", await call("POST", "/api/v1/authorization/lookup", { key, body: { ...which, action, pageSize: 1 } }));
+      }
+      ok("scoped key", await call("POST", `${base}/api-keys`, { body: { name: "scoped", scopes: ["check"] } }));
       const grant = scenario.grants[0];
       if (grant !== undefined) {
         const query = new URLSearchParams(grant as unknown as Record<string, string>).toString();
@@ -127,6 +135,10 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     }
     ok("applications", await call("GET", "/api/v1/applications"));
     expect(statements.size).toBeGreaterThan(40);
+    // The questions' own statements were among them (explain's, lookup's).
+    const seen = [...statements];
+    expect(seen.some((sql) => sql.includes("CROSS JOIN LATERAL") && sql.includes("relationships g"))).toBe(true);
+    expect(seen.some((sql) => sql.includes("JOIN policy_permissions pp") && sql.includes("role_assignments a"))).toBe(true);
   });
 
   it("every statement keeps the rules", () => {
