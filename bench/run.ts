@@ -7,7 +7,7 @@
  *
  *   npm run bench -- [--grants 100000 | --grants 10000,1000000] [--seconds 10]
  *                    [--connections 50] [--profile] [--out FILE] [--keep]
- *                    [--only ceiling,rest,grpc,external,batch,list,bulk]
+ *                    [--only ceiling,rest,grpc,external,batch,list,bulk,questions]
  *
  * With `--replicas 1` it measures read replicas instead: it starts a Postgres
  * primary and a hot standby of its own (bench/pg-cluster.ts; DATABASE_URL
@@ -54,9 +54,10 @@ const PROFILE = process.argv.includes("--profile");
 const KEEP = process.argv.includes("--keep");
 /**
  * Figure groups to measure (default all): ceiling, rest, grpc, external (wrk
- * and h2load, when installed), batch, list, bulk.
+ * and h2load, when installed), batch, list, bulk, questions (permissions,
+ * explain and lookup, as ratios to a single check measured in the same run).
  */
-const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,bulk").split(","));
+const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,bulk,questions").split(","));
 const OUT = arg("out", join(ROOT, "bench", "results", `bench-${new Date().toISOString().replace(/[:.]/g, "-")}.json`));
 const ADMIN_KEY = `bench-${randomBytes(16).toString("hex")}`;
 /** Hot standbys to measure checks on (0: the usual figures). */
@@ -280,6 +281,7 @@ async function main(): Promise<void> {
   const ceilings: Measured[] = [];
   const scale: { grants: number; grantP50: number; roleP50: number; deniedP50: number }[] = [];
   let externalRatio: number | undefined;
+  let questions: QuestionFigures | undefined;
   try {
     const t0 = Date.now();
     const key = await loadBase(url);
@@ -394,6 +396,7 @@ async function main(): Promise<void> {
         );
         rows.push(row("REST list an instance's grants", await rest(listPaths, "list grants", "", "GET"), "req/s", 1, true));
       }
+      if (ONLY.has("questions")) questions = await measureQuestions(url, key, grants, rest, row, rows);
       if (ONLY.has("bulk")) {
         // Bulk write of 5,000 new grants, one call at a time: the median of several.
         const times: number[] = [];
@@ -426,9 +429,77 @@ async function main(): Promise<void> {
     for (const r of rows) {
       if (r.versusCeiling && ceilings.length > 0) r.ofCeiling = r.rps / ceilingRps;
     }
-    report(rows, scale, peak, engine, externalRatio);
+    report(rows, scale, peak, engine, externalRatio, questions);
     if (serviceLog.includes('"level":50')) say(`the service logged errors:\n${serviceLog.slice(-2000)}`);
   }
+}
+
+/** The questions' figures as ratios to the single REST check, all measured in one run. */
+interface QuestionFigures {
+  permissions: number;
+  permissionsBatch: number;
+  explain: number;
+  lookupP99: number;
+  lookupGrants: number;
+}
+
+/** The user whose grants lookup pages through. */
+const LOOKUP_USER = "lookup-user";
+const LOOKUP_GRANTS = 100_000;
+
+/**
+ * Permissions (one instance, and batches of 100), explain and lookup, each
+ * against a single REST check allowed by a grant measured right before them,
+ * so every ratio comes from one run on one machine state.
+ */
+async function measureQuestions(
+  url: string,
+  key: string,
+  grants: number,
+  rest: (bodies: unknown[], label: string, path?: string) => Promise<Measured>,
+  row: (figure: string, r: Measured, unit?: string, perRequest?: number) => Row,
+  rows: Row[],
+): Promise<QuestionFigures> {
+  const t0 = Date.now();
+  const relations = ["viewer", "editor", "owner", "commenter"];
+  for (let start = 0; start < LOOKUP_GRANTS; start += 5000) {
+    const writes = Array.from({ length: 5000 }, (_, k) => ({
+      userId: LOOKUP_USER,
+      resource: "document",
+      resourceId: `lookup-${String(start + k).padStart(6, "0")}`,
+      relation: relations[(start + k) % relations.length]!,
+    }));
+    await api(url, "POST", "/api/v1/authorization/relationships/bulk", { writes }, key);
+    progress(`loading: ${LOOKUP_USER}'s grants ${start + 5000}/${LOOKUP_GRANTS}`);
+  }
+  say(`loaded ${LOOKUP_GRANTS} grants of one user in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+
+  const checks = data.grantChecks(grants, 1000);
+  const instances = checks.map(({ action: _, ...instance }) => instance);
+  const mixed = [...data.grantChecks(grants, 400), ...data.roleChecks(300), ...data.deniedChecks(300)].map(({ action: _, ...instance }) => instance);
+  const batches = Array.from({ length: 10 }, (_, b) => ({ requests: mixed.slice(b * 100, b * 100 + 100) }));
+
+  const check = await rest(checks, "questions: REST check, allowed by a grant");
+  const permissions = await rest(instances, "questions: permissions, one instance", "/api/v1/authorization/permissions");
+  const batch = await rest(batches, "questions: permissions/batch of 100", "/api/v1/authorization/permissions/batch");
+  const explain = await rest(checks, "questions: explain", "/api/v1/authorization/check/explain");
+  const lookup = await rest(
+    [{ userId: LOOKUP_USER, resource: "document", action: "read", pageSize: 100 }],
+    "questions: lookup, first page of 100",
+    "/api/v1/authorization/lookup",
+  );
+  rows.push(row("REST check, allowed by a grant (questions' reference)", check));
+  rows.push(row("REST permissions, one instance", permissions));
+  rows.push(row("REST permissions/batch of 100 (instances/s)", batch, "instances/s", 100));
+  rows.push(row("REST explain", explain));
+  rows.push(row(`REST lookup, first page of 100, a user with ${LOOKUP_GRANTS.toLocaleString("en-US")} grants`, lookup));
+  return {
+    permissions: permissions.rps / check.rps,
+    permissionsBatch: (batch.rps * 100) / check.rps,
+    explain: explain.rps / check.rps,
+    lookupP99: lookup.p99,
+    lookupGrants: LOOKUP_GRANTS,
+  };
 }
 
 const micros = (us: number | undefined) => (us === undefined || Number.isNaN(us) ? "" : us.toFixed(1));
@@ -440,6 +511,7 @@ function report(
   peakRss: number | undefined,
   engine: string,
   externalRatio: number | undefined,
+  questions: QuestionFigures | undefined,
 ) {
   progress("");
   const lines = [
@@ -460,13 +532,25 @@ function report(
     }
   }
   if (externalRatio !== undefined) lines.push("", `gRPC ÷ REST, independent generators (h2load ÷ wrk): ${externalRatio.toFixed(2)}`);
+  if (questions !== undefined) {
+    const ratio = (name: string, value: number, target: string) => `| ${name} | ${value.toFixed(2)} | ${target} |`;
+    lines.push(
+      "",
+      "| questions, ratio to the single REST check of the same run | ratio | target |",
+      "|---|---:|---|",
+      ratio("permissions, one instance (req/s)", questions.permissions, "≥ 0.8"),
+      ratio("permissions/batch of 100 (instances/s)", questions.permissionsBatch, "≥ 5"),
+      ratio("explain (req/s)", questions.explain, "≥ 0.3"),
+      `| lookup, first page of 100 of ${questions.lookupGrants.toLocaleString("en-US")} grants: p99 | ${questions.lookupP99.toFixed(2)} ms | < 20 ms |`,
+    );
+  }
   lines.push("", `service peak RSS: ${peakRss === undefined ? "n/a" : `${Math.round(peakRss)} MB`} (${engine})`);
   process.stdout.write(`\n${lines.join("\n")}\n`);
   mkdirSync(join(ROOT, "bench", "results"), { recursive: true });
   writeFileSync(
     OUT,
     JSON.stringify(
-      { engine, grants: GRANT_STEPS, seconds: SECONDS, connections: CONNECTIONS, rows, scale, externalRatio, peakRssMb: peakRss, at: new Date().toISOString() },
+      { engine, grants: GRANT_STEPS, seconds: SECONDS, connections: CONNECTIONS, rows, scale, externalRatio, questions, peakRssMb: peakRss, at: new Date().toISOString() },
       null,
       2,
     ),
