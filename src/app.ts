@@ -17,6 +17,7 @@ import { AuditLog } from "./domain/audit-log.js";
 import { Catalog } from "./domain/catalog.js";
 import { Checker } from "./domain/check.js";
 import { Explainer } from "./domain/explain.js";
+import { ExpirySweep } from "./domain/expiry-sweep.js";
 import { Lookup } from "./domain/lookup.js";
 import { KeyAuthenticator } from "./domain/keys.js";
 import { Policies } from "./domain/policies.js";
@@ -152,9 +153,19 @@ export async function startPortcullis(
   });
   const replicas = openReadReplicas(config, db, log);
   const keys = new KeyAuthenticator(db, config.adminKey);
+  const sweep =
+    config.grantSweepIntervalMs > 0
+      ? new ExpirySweep(db, {
+          intervalMs: config.grantSweepIntervalMs,
+          batchSize: config.grantSweepBatch,
+          onError: (error) => log.warn({ err: error }, "the sweep of expired grants failed; the next pass will try again"),
+          onSwept: (deleted, ms) => log.info({ deleted, ms: Math.round(ms) }, "swept expired grants"),
+        })
+      : undefined;
   const ready = db.opened.then(async () => {
     const generatedOperatorKey = await keys.ensureOperatorKey();
     log.info({ database: engine }, "database ready");
+    sweep?.start();
     return { generatedOperatorKey };
   });
   ready.catch(() => undefined); // observed by the caller
@@ -211,6 +222,7 @@ export async function startPortcullis(
       db,
       ready,
       async close() {
+        await sweep?.stop();
         await listener.close(config.shutdownGraceMs);
         await Promise.allSettled([app1.close(), app2.close()]);
         await replicas?.close();
@@ -219,6 +231,7 @@ export async function startPortcullis(
       },
     };
   } catch (error) {
+    await sweep?.stop();
     await replicas?.close();
     if (options.db === undefined) await db.close().catch(() => undefined);
     throw error;

@@ -61,6 +61,10 @@ export interface Config {
   readonly databaseReadUrls: readonly string[];
   /** How long a check waits for a replica to replay the primary's changes before the primary answers it. */
   readonly readReplicaMaxLagMs: number;
+  /** Time between passes of the sweep that deletes expired grants; 0 turns it off (expired grants count nowhere either way). */
+  readonly grantSweepIntervalMs: number;
+  /** Expired grants one sweep statement deletes at most. */
+  readonly grantSweepBatch: number;
 }
 
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
@@ -91,6 +95,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     maxRunningCalls: intVar(env, "MAX_RUNNING_CALLS", databaseUrl === undefined ? 2 : Math.max(1, Math.floor(pgPoolMax / 2)), 1, 100_000),
     ...connectionLimits(env),
     ...scaleOut(env, databaseUrl),
+    grantSweepIntervalMs: intVar(env, "GRANT_SWEEP_INTERVAL_MS", 60_000, 0, 86_400_000),
+    grantSweepBatch: intVar(env, "GRANT_SWEEP_BATCH", 1_000, 1, 100_000),
   };
 }
 

@@ -44,8 +44,8 @@ export class Catalog {
       if (held.length > 0 || orphanedResources.length > 0 || orphanedRelations.length > 0) {
         const details: JsonObject[] = [
           ...held.map((h) => ({ policyId: h.policyId, policyName: h.name, permission: h.permission })),
-          ...orphanedResources.map((resource) => ({ resource, reason: "grants use this resource" })),
-          ...orphanedRelations.map((r) => ({ resource: r.resource, relation: r.relation, reason: "grants use this relation" })),
+          ...orphanedResources.map((r) => ({ resource: r.resource, reason: usedBy(r.expiredOnly, "resource") })),
+          ...orphanedRelations.map((r) => ({ resource: r.resource, relation: r.relation, reason: usedBy(r.expiredOnly, "relation") })),
         ];
         const parts: string[] = [];
         if (held.length > 0) {
@@ -53,11 +53,18 @@ export class Catalog {
           const policies = [...new Set(held.map((h) => `"${h.name}"`))];
           parts.push(`drops permission${permissions.length > 1 ? "s" : ""} ${permissions.join(", ")} held by polic${policies.length > 1 ? "ies" : "y"} ${policies.join(", ")}`);
         }
-        if (orphanedResources.length > 0) parts.push(`drops resource${orphanedResources.length > 1 ? "s" : ""} ${orphanedResources.join(", ")} used by grants`);
-        if (orphanedRelations.length > 0) {
-          parts.push(`drops relation${orphanedRelations.length > 1 ? "s" : ""} ${orphanedRelations.map((r) => `${r.resource}#${r.relation}`).join(", ")} used by grants`);
+        if (orphanedResources.length > 0) {
+          parts.push(`drops resource${orphanedResources.length > 1 ? "s" : ""} ${orphanedResources.map((r) => r.resource + expiredNote(r.expiredOnly)).join(", ")} used by grants`);
         }
-        throw failedPrecondition(`the new catalog ${parts.join("; it ")}`, details);
+        if (orphanedRelations.length > 0) {
+          parts.push(
+            `drops relation${orphanedRelations.length > 1 ? "s" : ""} ${orphanedRelations.map((r) => `${r.resource}#${r.relation}${expiredNote(r.expiredOnly)}`).join(", ")} used by grants`,
+          );
+        }
+        const hint = [...orphanedResources, ...orphanedRelations].some((r) => r.expiredOnly)
+          ? ". Expired grants block until the sweep deletes them; delete them now with POST /api/v1/authorization/relationships/delete"
+          : "";
+        throw failedPrecondition(`the new catalog ${parts.join("; it ")}${hint}`, details);
       }
 
       await catalogStore.replace(tx, appId, next);
@@ -87,6 +94,16 @@ export class Catalog {
     }, options);
   }
 }
+
+/**
+ * Expired grants still block: they are rows until the sweep deletes them,
+ * and a catalog that dropped their relation would leave rows that name
+ * nothing (listed with includeExpired, counted by a delete by filter). The
+ * message says so, and how to clear them at once.
+ */
+const usedBy = (expiredOnly: boolean, what: "resource" | "relation") =>
+  expiredOnly ? `only expired grants, not yet swept, use this ${what}` : `grants use this ${what}`;
+const expiredNote = (expiredOnly: boolean) => (expiredOnly ? " (expired grants only, not yet swept)" : "");
 
 /** The relations of `from` that `to` does not have, as "resource#relation", in `from`'s order. */
 function relationsNotIn(from: CatalogEntry[], to: CatalogEntry[]): string[] {

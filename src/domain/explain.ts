@@ -11,7 +11,7 @@ export type ExplainReason =
   | {
       kind: "relation";
       relation: string;
-      grant: { userId: string; resource: string; resourceId: string; relation: string; createdAt: Date };
+      grant: { userId: string; resource: string; resourceId: string; relation: string; createdAt: Date; expiresAt: Date | null };
     }
   | {
       kind: "role";
@@ -75,7 +75,7 @@ function explanation(q: CheckQuestion, row: ExplainRow): Explanation {
     reasons.push({
       kind: "relation",
       relation: g.relation,
-      grant: { userId: q.userId, resource: q.resource, resourceId: q.resourceId, relation: g.relation, createdAt: g.createdAt },
+      grant: { userId: q.userId, resource: q.resource, resourceId: q.resourceId, relation: g.relation, createdAt: g.createdAt, expiresAt: g.expiresAt },
     });
   }
   for (const role of row.roles) {

@@ -122,3 +122,12 @@ export function pageSize(value: number | undefined, field = "pageSize"): number 
   );
   return value;
 }
+
+/** The range of a protobuf Timestamp, 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z, in milliseconds since the epoch. */
+const INSTANT_RANGE = { min: -62_135_596_800_000, max: 253_402_300_799_999 };
+
+/** An instant given as milliseconds since the epoch: a whole number within the Timestamp range. */
+export function instantProblem(ms: number): string | undefined {
+  if (Number.isInteger(ms) && ms >= INSTANT_RANGE.min && ms <= INSTANT_RANGE.max) return undefined;
+  return "must be a timestamp from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z";
+}

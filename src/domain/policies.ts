@@ -1,5 +1,7 @@
 import type { AbortOptions, Db } from "../store/db.js";
 import { auditStore } from "../store/audit-store.js";
+import { impactStore, type ImpactRole } from "../store/impact-store.js";
+import { userImpact, type UserImpact } from "./impact.js";
 import { policiesStore, type PolicyRow } from "../store/policies-store.js";
 import { rolePermissionsStore } from "../store/role-permissions-store.js";
 import { rolesStore, type RoleRow } from "../store/roles-store.js";
@@ -24,6 +26,14 @@ export interface PolicyChange {
   name?: string;
   description?: string;
   permissions?: string[];
+}
+
+/** What an update of a policy would change (see Policies.preview). */
+export interface PolicyImpact {
+  added: string[];
+  removed: string[];
+  roles: ImpactRole[];
+  users: UserImpact;
 }
 
 /** Policies: named bundles of catalog permissions. */
@@ -123,6 +133,37 @@ export class Policies {
         },
       });
       return (await policiesStore.get(tx, appId, policyId))!;
+    }, options);
+  }
+
+  /**
+   * What `update` with the same change would do to access, changing nothing
+   * and logging nothing: the permissions added and removed, the roles the
+   * policy is attached to, and the users who would gain or lose an effective
+   * permission (impact.ts). The same refusals as the update (a bad field,
+   * an unknown permission, no such policy), but for a name another policy
+   * holds, which only the write can know for sure. One snapshot: the
+   * transaction is REPEATABLE READ, so the counts match one state of the
+   * model even while it changes.
+   */
+  async preview(appId: string, policyId: string, change: PolicyChange, options?: AbortOptions): Promise<PolicyImpact> {
+    const v = new Violations();
+    if (change.name !== undefined) check(v, "name", nameProblem(change.name));
+    if (change.description !== undefined) check(v, "description", descriptionProblem(change.description));
+    v.throwIfAny();
+    return this.db.transaction(async (tx) => {
+      await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+      await requireApplication(tx, appId);
+      const before = requirePolicy(await policiesStore.get(tx, appId, policyId), appId, policyId);
+      const permissions = change.permissions === undefined ? undefined : await resolvePermissions(tx, appId, change.permissions);
+      const { added, removed } = permissions === undefined ? { added: [], removed: [] } : listChange(before.permissions, permissions);
+      const roles = await impactStore.roles(tx, appId, policyId);
+      if (added.length === 0 && removed.length === 0) {
+        return { added, removed, roles, users: { gaining: 0, losing: 0, gainingSample: [], losingSample: [] } };
+      }
+      const groups = await impactStore.roleSets(tx, appId, policyId);
+      const sources = await impactStore.sources(tx, appId, policyId, [...added, ...removed]);
+      return { added, removed, roles, users: userImpact(groups, sources, roles, added, removed) };
     }, options);
   }
 

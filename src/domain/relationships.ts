@@ -1,8 +1,8 @@
 import { stoppable, type AbortOptions, type Db, type Queryable } from "../store/db.js";
-import { relationshipsStore, type RelationshipRow, type Tuple } from "../store/relationships-store.js";
+import { relationshipsStore, type GrantFilter, type GrantWrite, type RelationshipRow, type Tuple } from "../store/relationships-store.js";
 import { lockApplication, type Page } from "./applications.js";
 import { invalidArgument, Violations } from "./errors.js";
-import { check, identifierProblem, LIMITS, pageSize, tokenProblem } from "./formats.js";
+import { check, identifierProblem, instantProblem, LIMITS, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, page } from "./paging.js";
 
 type Relations = Map<string, Map<string, string[]>>;
@@ -24,27 +24,69 @@ function checkTuple(v: Violations, at: string, t: Tuple, relations: Relations | 
   }
 }
 
+/**
+ * A grant as a caller sends it: the tuple and, optionally, when it stops
+ * counting, in milliseconds since the epoch (finer digits already dropped;
+ * NaN for a timestamp that is no instant).
+ */
+export interface GrantInput extends Tuple {
+  expiresAt?: number | undefined;
+}
+
+/** Checks an expiry's form: an instant a Timestamp can hold. */
+function checkExpiryForm(v: Violations, at: string, g: GrantInput): boolean {
+  return g.expiresAt === undefined || check(v, `${at}expiresAt`, instantProblem(g.expiresAt));
+}
+
+/**
+ * Checks that an expiry lies ahead of the database's clock (`now`, read in
+ * the writing transaction): a grant written already expired would be a
+ * write that changes no answer, which is a caller's mistake.
+ */
+function checkExpiryAhead(v: Violations, at: string, g: GrantInput, now: number): void {
+  if (g.expiresAt !== undefined && g.expiresAt <= now) {
+    v.add(`${at}expiresAt`, `${new Date(g.expiresAt).toISOString()} is not in the future (the database's clock reads ${new Date(now).toISOString()})`);
+  }
+}
+
+const toWrite = (g: GrantInput): GrantWrite => ({
+  userId: g.userId,
+  resource: g.resource,
+  resourceId: g.resourceId,
+  relation: g.relation,
+  expiresAt: g.expiresAt === undefined ? null : new Date(g.expiresAt),
+});
+
 const tupleKey = (t: Tuple) => JSON.stringify([t.resource, t.resourceId, t.relation, t.userId]);
 
 export type ListQuery =
-  | { mode: "instance"; resource: string; resourceId: string; relation: string | undefined }
-  | { mode: "user"; userId: string; resource: string; relation: string | undefined };
+  | { mode: "instance"; resource: string; resourceId: string; relation: string | undefined; includeExpired: boolean }
+  | { mode: "user"; userId: string; resource: string; relation: string | undefined; includeExpired: boolean };
+
+/** The filters a delete by filter accepts (relation may narrow each), as API.md lists them. */
+const DELETE_FILTERS: readonly (readonly (keyof GrantFilter)[])[] = [["userId"], ["resource", "resourceId"], ["userId", "resource"]];
 
 /** Direct grants: a user holds a relation on one resource instance. */
 export class Relationships {
   constructor(private readonly db: Db) {}
 
-  async write(appId: string, t: Tuple, options?: AbortOptions): Promise<{ row: RelationshipRow; created: boolean }> {
+  /**
+   * Writes one grant. An existing grant gets the expiry given (none when
+   * none is): `created` is false, and the stored grant is returned.
+   */
+  async write(appId: string, g: GrantInput, options?: AbortOptions): Promise<{ row: RelationshipRow; created: boolean }> {
     const v = new Violations();
-    checkTuple(v, "", t, undefined);
+    checkTuple(v, "", g, undefined);
+    checkExpiryForm(v, "", g);
     v.throwIfAny();
     return this.db.transaction(async (tx) => {
       // FOR SHARE: a concurrent catalog change waits, so a grant never
       // lands on a relation the new catalog just dropped.
       await lockApplication(tx, appId, "share");
-      checkTuple(v, "", t, await relationshipsStore.relationsOf(tx, appId));
+      checkTuple(v, "", g, await relationshipsStore.relationsOf(tx, appId));
+      if (g.expiresAt !== undefined) checkExpiryAhead(v, "", g, await relationshipsStore.clock(tx));
       v.throwIfAny();
-      return relationshipsStore.write(tx, appId, t);
+      return relationshipsStore.write(tx, appId, toWrite(g));
     }, options);
   }
 
@@ -62,11 +104,41 @@ export class Relationships {
   }
 
   /**
+   * Deletes every grant matching all the filter's fields, expired or not, in
+   * one statement (so one transaction): userId alone, resource and
+   * resourceId, or userId and resource, each optionally narrowed by
+   * relation. Returns how many went.
+   */
+  async deleteMatching(appId: string, filter: GrantFilter, options?: AbortOptions): Promise<number> {
+    const given = (Object.keys(filter) as (keyof GrantFilter)[]).filter((k) => filter[k] !== undefined);
+    const narrowed: (keyof GrantFilter)[] = given.filter((k) => k !== "relation");
+    if (!DELETE_FILTERS.some((accepted) => accepted.length === narrowed.length && accepted.every((k) => narrowed.includes(k)))) {
+      throw invalidArgument(
+        `delete grants by userId alone, by resource and resourceId, or by userId and resource; relation may narrow any of them. Given: ${given.length === 0 ? "none" : given.join(", ")}`,
+        [{ field: "filter", reason: "accepted filters: userId, resource+resourceId, userId+resource (each optionally with relation)" }],
+      );
+    }
+    const v = new Violations();
+    if (filter.userId !== undefined) check(v, "userId", identifierProblem(filter.userId));
+    const resourceOk = filter.resource === undefined || check(v, "resource", tokenProblem(filter.resource));
+    if (filter.resourceId !== undefined) check(v, "resourceId", identifierProblem(filter.resourceId));
+    const relationOk = filter.relation === undefined || check(v, "relation", tokenProblem(filter.relation));
+    v.throwIfAny();
+    const q = stoppable(this.db, options);
+    if (filter.resource !== undefined && resourceOk && relationOk) {
+      // As the single delete: a resource or relation outside the catalog is a 400.
+      const relations = (await relationshipsStore.relationsOf(q, appId)).get(filter.resource);
+      requireInCatalog(relations === undefined ? null : [...relations.keys()], filter.resource, filter.relation);
+    }
+    return relationshipsStore.deleteMatching(q, appId, filter);
+  }
+
+  /**
    * Writes and deletes up to 5,000 grants in one transaction, all or nothing.
    * Every entry is checked first; any bad one fails the call, naming each
    * (the first 100) by index, and nothing is written.
    */
-  async bulk(appId: string, writes: Tuple[], deletes: Tuple[], options?: AbortOptions): Promise<{ written: number; unchanged: number; deleted: number }> {
+  async bulk(appId: string, writes: GrantInput[], deletes: GrantInput[], options?: AbortOptions): Promise<{ written: number; unchanged: number; deleted: number }> {
     const total = writes.length + deletes.length;
     if (total > LIMITS.bulkEntries) {
       throw invalidArgument(`at most ${LIMITS.bulkEntries} entries (writes and deletes together) per call, got ${total}`, [
@@ -76,22 +148,36 @@ export class Relationships {
     return this.db.transaction(async (tx) => {
       await lockApplication(tx, appId, "share");
       const relations = await relationshipsStore.relationsOf(tx, appId);
+      const now = writes.some((g) => g.expiresAt !== undefined) ? await relationshipsStore.clock(tx) : 0;
       const v = new Violations(100);
+      // The first write of each grant; a repeat with the same expiry is
+      // unchanged, one with another expiry is a contradiction.
       const written = new Map<string, number>();
-      const check = (list: Tuple[], name: "writes" | "deletes") =>
-        list.forEach((t, i) => {
-          checkTuple(v, `${name}[${i}].`, t, relations);
-          if (name === "writes") written.set(tupleKey(t), i);
-          else if (written.has(tupleKey(t))) {
-            v.add(`deletes[${i}]`, `the same grant is also in writes[${written.get(tupleKey(t))}]; a call may not both write and delete it`);
-          }
-        });
-      check(writes, "writes");
-      check(deletes, "deletes");
+      const distinct: GrantInput[] = [];
+      writes.forEach((g, i) => {
+        const at = `writes[${i}].`;
+        const formOk = checkExpiryForm(v, at, g);
+        checkTuple(v, at, g, relations);
+        if (formOk) checkExpiryAhead(v, at, g, now);
+        const first = written.get(tupleKey(g));
+        if (first === undefined) {
+          written.set(tupleKey(g), i);
+          distinct.push(g);
+        } else if (writes[first]!.expiresAt !== g.expiresAt) {
+          v.add(`writes[${i}].expiresAt`, `the same grant is also in writes[${first}] with another expiry; a call may give a grant one expiry`);
+        }
+      });
+      deletes.forEach((g, i) => {
+        checkTuple(v, `deletes[${i}].`, g, relations);
+        if (g.expiresAt !== undefined) v.add(`deletes[${i}].expiresAt`, "a delete takes no expiresAt");
+        if (written.has(tupleKey(g))) {
+          v.add(`deletes[${i}]`, `the same grant is also in writes[${written.get(tupleKey(g))}]; a call may not both write and delete it`);
+        }
+      });
       if (!v.empty) throw bulkError(v);
       const deleted = await relationshipsStore.deleteMany(tx, appId, deletes);
-      const inserted = await relationshipsStore.writeMany(tx, appId, writes);
-      return { written: inserted, unchanged: writes.length - inserted, deleted };
+      const changed = await relationshipsStore.writeMany(tx, appId, distinct.map(toWrite));
+      return { written: changed, unchanged: writes.length - changed, deleted };
     }, options);
   }
 

@@ -181,6 +181,33 @@ export class Roles {
     }, options);
   }
 
+  /**
+   * Offboarding: removes every role assignment of the user in one
+   * transaction, recorded as one event naming the roles (none when the user
+   * had no role: nothing changed). Returns the roles removed.
+   */
+  async unassignUser(actor: Principal, appId: string, userId: string, options?: AbortOptions): Promise<string[]> {
+    ensure("userId", identifierProblem(userId));
+    return this.db.transaction(async (tx) => {
+      await requireApplication(tx, appId);
+      const removed = await rolesStore.unassignUser(tx, appId, userId);
+      if (removed.length > 0) {
+        await auditStore.append(tx, {
+          appId,
+          type: "user.roles_removed",
+          actorKeyId: actor.keyId,
+          targetType: "user",
+          targetId: userId,
+          data: {
+            userId,
+            roles: removed.map((r) => ({ roleId: r.roleId, name: r.name, ...(r.tenantId === null ? {} : { tenantId: r.tenantId }) })),
+          },
+        });
+      }
+      return removed.map((r) => r.roleId);
+    }, options);
+  }
+
   async assignments(appId: string, roleId: string, size: number | undefined, token: string): Promise<Page<AssignmentRow>> {
     const limit = pageSize(size);
     const after = decodeTimeCursor(token);

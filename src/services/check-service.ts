@@ -21,10 +21,22 @@ const instance = (c: Omit<PermissionsQuestion, "tenantId"> & { tenantId?: string
   tenantId: c.tenantId,
 });
 
-const reason = (r: ExplainReason) =>
-  r.kind === "relation"
-    ? { kind: r.kind, relation: r.relation, grant: { ...r.grant, createdAt: timestampFromDate(r.grant.createdAt) } }
-    : r;
+const reason = (r: ExplainReason) => {
+  if (r.kind !== "relation") return r;
+  const { grant } = r;
+  return {
+    kind: r.kind,
+    relation: r.relation,
+    grant: {
+      userId: grant.userId,
+      resource: grant.resource,
+      resourceId: grant.resourceId,
+      relation: grant.relation,
+      createdAt: timestampFromDate(grant.createdAt),
+      ...(grant.expiresAt === null ? {} : { expiresAt: timestampFromDate(grant.expiresAt) }),
+    },
+  };
+};
 
 export interface Questions {
   checker: Checker;

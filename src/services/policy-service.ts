@@ -1,8 +1,13 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { PolicyService, type PolicySchema } from "../../gen/authz/v1/policies_pb.js";
-import type { Policies } from "../domain/policies.js";
+import {
+  PolicyService,
+  type PolicySchema,
+  type PreviewPolicyUpdateRequest,
+  type UpdatePolicyRequest,
+} from "../../gen/authz/v1/policies_pb.js";
+import type { Policies, PolicyChange } from "../domain/policies.js";
 import type { PolicyRow } from "../store/policies-store.js";
 import { markCreated, principalOf } from "../transport/auth.js";
 import { roleMessage } from "./role-service.js";
@@ -19,6 +24,16 @@ export const policyMessage = (row: PolicyRow): MessageInitShape<typeof PolicySch
   createdAt: timestampFromDate(row.createdAt),
   updatedAt: timestampFromDate(row.updatedAt),
 });
+
+/** The fields an update (or its preview) changes: those of its mask, or the ones set (see maskedFields). */
+function policyChangeOf(req: UpdatePolicyRequest | PreviewPolicyUpdateRequest): PolicyChange {
+  const fields = maskedFields(req.updateMask, { name: req.name, description: req.description, permissions: req.permissions });
+  return {
+    ...(fields.has("name") ? { name: req.name ?? "" } : {}),
+    ...(fields.has("description") ? { description: req.description ?? "" } : {}),
+    ...(fields.has("permissions") ? { permissions: req.permissions } : {}),
+  };
+}
 
 export function policyService(policies: Policies): ServiceImpl<typeof PolicyService> {
   return {
@@ -44,13 +59,22 @@ export function policyService(policies: Policies): ServiceImpl<typeof PolicyServ
       return { roles: items.map(roleMessage), nextPageToken };
     },
     async updatePolicy(req, ctx) {
-      const fields = maskedFields(req.updateMask, { name: req.name, description: req.description, permissions: req.permissions });
-      const row = await policies.update(principalOf(ctx), req.appId, req.policyId, {
-        ...(fields.has("name") ? { name: req.name ?? "" } : {}),
-        ...(fields.has("description") ? { description: req.description ?? "" } : {}),
-        ...(fields.has("permissions") ? { permissions: req.permissions } : {}),
-      }, callLimits(ctx));
+      const row = await policies.update(principalOf(ctx), req.appId, req.policyId, policyChangeOf(req), callLimits(ctx));
       return { policy: policyMessage(row) };
+    },
+    async previewPolicyUpdate(req, ctx) {
+      const impact = await policies.preview(req.appId, req.policyId, policyChangeOf(req), callLimits(ctx));
+      return {
+        added: impact.added,
+        removed: impact.removed,
+        roles: impact.roles.map((r) => ({
+          roleId: r.roleId,
+          name: r.name,
+          ...(r.tenantId === null ? {} : { tenantId: r.tenantId }),
+          assignmentCount: r.assignmentCount,
+        })),
+        users: impact.users,
+      };
     },
     async deletePolicy(req, ctx) {
       const { detachedRoleIds } = await policies.delete(principalOf(ctx), req.appId, req.policyId, req.force, callLimits(ctx));

@@ -1,11 +1,12 @@
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { RelationshipService, type ListRelationshipsRequest } from "../../gen/authz/v1/relationships_pb.js";
+import { RelationshipService, type DeleteRelationshipsRequest, type ListRelationshipsRequest } from "../../gen/authz/v1/relationships_pb.js";
 import { invalidArgument } from "../domain/errors.js";
-import type { ListQuery, Relationships } from "../domain/relationships.js";
-import type { RelationshipRow, Tuple } from "../store/relationships-store.js";
+import type { GrantInput, ListQuery, Relationships } from "../domain/relationships.js";
+import type { GrantFilter, RelationshipRow, Tuple } from "../store/relationships-store.js";
 import { markCreated, ownAppOf } from "../transport/auth.js";
 import { callLimits } from "./call-limits.js";
+import { instantOf } from "./instants.js";
 
 const relationshipMessage = (row: RelationshipRow) => ({
   userId: row.userId,
@@ -13,9 +14,28 @@ const relationshipMessage = (row: RelationshipRow) => ({
   resourceId: row.resourceId,
   relation: row.relation,
   createdAt: timestampFromDate(row.createdAt),
+  ...(row.expiresAt === null ? {} : { expiresAt: timestampFromDate(row.expiresAt) }),
+});
+
+const grant = (t: Tuple & { expiresAt?: Timestamp | undefined }): GrantInput => ({
+  userId: t.userId,
+  resource: t.resource,
+  resourceId: t.resourceId,
+  relation: t.relation,
+  expiresAt: instantOf(t.expiresAt),
 });
 
 const tuple = (t: Tuple): Tuple => ({ userId: t.userId, resource: t.resource, resourceId: t.resourceId, relation: t.relation });
+
+/** The fields given (non-empty) of a delete by filter. */
+function filterOf(req: DeleteRelationshipsRequest): GrantFilter {
+  const filter: GrantFilter = {};
+  if (req.userId !== "") filter.userId = req.userId;
+  if (req.resource !== "") filter.resource = req.resource;
+  if (req.resourceId !== "") filter.resourceId = req.resourceId;
+  if (req.relation !== "") filter.relation = req.relation;
+  return filter;
+}
 
 /**
  * The two list modes, told apart by which fields are given; any other
@@ -25,14 +45,14 @@ function listQuery(req: ListRelationshipsRequest): ListQuery {
   const relation = req.relation === "" ? undefined : req.relation;
   const has = { userId: req.userId !== "", resource: req.resource !== "", resourceId: req.resourceId !== "" };
   if (has.resource && has.resourceId && !has.userId) {
-    return { mode: "instance", resource: req.resource, resourceId: req.resourceId, relation };
+    return { mode: "instance", resource: req.resource, resourceId: req.resourceId, relation, includeExpired: req.includeExpired };
   }
   if (has.userId && has.resource && !has.resourceId) {
-    return { mode: "user", userId: req.userId, resource: req.resource, relation };
+    return { mode: "user", userId: req.userId, resource: req.resource, relation, includeExpired: req.includeExpired };
   }
   const given = Object.entries(has).filter(([, v]) => v).map(([k]) => k);
   throw invalidArgument(
-    `list grants with resource and resourceId (who has a relation on that instance), or with userId and resource (what that user has); optionally relation, pageSize, pageToken. Given: ${given.length === 0 ? "none" : given.join(", ")}`,
+    `list grants with resource and resourceId (who has a relation on that instance), or with userId and resource (what that user has); optionally relation, includeExpired, pageSize, pageToken. Given: ${given.length === 0 ? "none" : given.join(", ")}`,
     [{ field: "query", reason: "accepted combinations: resource+resourceId, or userId+resource" }],
   );
 }
@@ -40,7 +60,7 @@ function listQuery(req: ListRelationshipsRequest): ListQuery {
 export function relationshipService(relationships: Relationships): ServiceImpl<typeof RelationshipService> {
   return {
     async writeRelationship(req, ctx) {
-      const { row, created } = await relationships.write(ownAppOf(ctx), tuple(req), callLimits(ctx));
+      const { row, created } = await relationships.write(ownAppOf(ctx), grant(req), callLimits(ctx));
       if (created) markCreated(ctx);
       return { relationship: relationshipMessage(row), created };
     },
@@ -51,8 +71,11 @@ export function relationshipService(relationships: Relationships): ServiceImpl<t
     async deleteRelationship(req, ctx) {
       return { deleted: await relationships.delete(ownAppOf(ctx), tuple(req), callLimits(ctx)) };
     },
+    async deleteRelationships(req, ctx) {
+      return { deleted: await relationships.deleteMatching(ownAppOf(ctx), filterOf(req), callLimits(ctx)) };
+    },
     async bulkWriteRelationships(req, ctx) {
-      return relationships.bulk(ownAppOf(ctx), req.writes.map(tuple), req.deletes.map(tuple), callLimits(ctx));
+      return relationships.bulk(ownAppOf(ctx), req.writes.map(grant), req.deletes.map(grant), callLimits(ctx));
     },
   };
 }

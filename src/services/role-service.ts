@@ -72,5 +72,9 @@ export function roleService(roles: Roles): ServiceImpl<typeof RoleService> {
       const { items, nextPageToken } = await roles.userRoles(req.appId, req.userId, req.pageSize, req.pageToken);
       return { roles: items.map(roleMessage), nextPageToken };
     },
+    async deleteUserRoles(req, ctx) {
+      const roleIds = await roles.unassignUser(principalOf(ctx), req.appId, req.userId, callLimits(ctx));
+      return { deleted: roleIds.length, roleIds };
+    },
   };
 }

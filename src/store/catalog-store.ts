@@ -1,5 +1,6 @@
 import type { CatalogEntry } from "../domain/catalog-rules.js";
 import type { Queryable } from "./db.js";
+import { LIVE_GRANT } from "./relationships-store.js";
 
 interface ResourceRow {
   resource: string;
@@ -83,27 +84,35 @@ export const catalogStore = {
     return rows;
   },
 
-  /** Which of `resources` some grant uses. */
-  async resourcesWithGrants(q: Queryable, appId: string, resources: string[]): Promise<string[]> {
+  /**
+   * Which of `resources` some grant uses, expired grants included (they stay
+   * until swept or deleted); `expiredOnly` when every such grant has expired.
+   */
+  async resourcesWithGrants(q: Queryable, appId: string, resources: string[]): Promise<{ resource: string; expiredOnly: boolean }[]> {
     if (resources.length === 0) return [];
-    const { rows } = await q.query<{ resource: string }>(
-      `SELECT r AS resource FROM unnest($2::text[]) AS r
+    const { rows } = await q.query<{ resource: string; expiredOnly: boolean }>(
+      `SELECT r AS resource,
+              NOT EXISTS (SELECT 1 FROM relationships g WHERE g.app_id = $1 AND g.resource = r AND ${LIVE_GRANT("g")}) AS "expiredOnly"
+       FROM unnest($2::text[]) AS r
        WHERE EXISTS (SELECT 1 FROM relationships g WHERE g.app_id = $1 AND g.resource = r)
        ORDER BY r`,
       [appId, resources],
     );
-    return rows.map((r) => r.resource);
+    return rows;
   },
 
-  /** Which of the (resource, relation) pairs some grant uses. */
+  /** Which of the (resource, relation) pairs some grant uses, as resourcesWithGrants. */
   async relationsWithGrants(
     q: Queryable,
     appId: string,
     pairs: { resource: string; relation: string }[],
-  ): Promise<{ resource: string; relation: string }[]> {
+  ): Promise<{ resource: string; relation: string; expiredOnly: boolean }[]> {
     if (pairs.length === 0) return [];
-    const { rows } = await q.query<{ resource: string; relation: string }>(
-      `SELECT d.resource, d.relation FROM unnest($2::text[], $3::text[]) AS d(resource, relation)
+    const { rows } = await q.query<{ resource: string; relation: string; expiredOnly: boolean }>(
+      `SELECT d.resource, d.relation,
+              NOT EXISTS (SELECT 1 FROM relationships g
+                          WHERE g.app_id = $1 AND g.resource = d.resource AND g.relation = d.relation AND ${LIVE_GRANT("g")}) AS "expiredOnly"
+       FROM unnest($2::text[], $3::text[]) AS d(resource, relation)
        WHERE EXISTS (SELECT 1 FROM relationships g
                      WHERE g.app_id = $1 AND g.resource = d.resource AND g.relation = d.relation)
        ORDER BY d.resource, d.relation`,

@@ -1,5 +1,6 @@
 import type { Queryable } from "./db.js";
-import { lsnValue } from "./lsn.js";
+import { distinctKeys, perApplication } from "./per-application.js";
+import { LIVE_GRANT } from "./relationships-store.js";
 
 /** Whose facts on which instance: what a check, or a permissions question, asks the database. */
 export interface CheckInput {
@@ -36,7 +37,8 @@ export interface CheckRows {
  * of any of its keys), in one statement, so one round trip answers them all
  * from one snapshot: whether each calling key still holds, the version of
  * the application's model, and for each question the user's relations on
- * the very instance and the user's roles, against which the domain evaluates
+ * the very instance (the grants that have not expired by the statement's
+ * clock) and the user's roles, against which the domain evaluates
  * the rest from memory (see domain/access-model). Each part is an index
  * lookup whatever the planner knows of the tables, so the plan stays good on
  * tables never analyzed.
@@ -54,7 +56,8 @@ const checkSql = (replayed: boolean) => `
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         ARRAY(SELECT g.relation FROM relationships g
-              WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id),
+              WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
+                AND ${LIVE_GRANT("g")}),
         ARRAY(SELECT a.role_id FROM role_assignments a
               WHERE a.app_id = $1 AND a.user_id = q.user_id)
       ) ORDER BY q.n)
@@ -83,37 +86,12 @@ export const checkStore = {
    * standby's replay position (for a read replica: see read-replicas.ts).
    */
   async check(q: Queryable, checks: readonly CheckInput[], options: { replayed?: boolean } = {}): Promise<CheckRows> {
-    const byApp = new Map<string, number[]>();
-    checks.forEach((c, i) => {
-      const at = byApp.get(c.appId);
-      if (at === undefined) byApp.set(c.appId, [i]);
-      else at.push(i);
-    });
-    const out = new Array<CheckRow>(checks.length);
-    let replayed: string | null = null;
-    let lowest: bigint | undefined;
-    await Promise.all(
-      [...byApp].map(async ([appId, at]) => {
-        const row = await checkApplication(q, appId, at.map((i) => checks[i]!), options.replayed === true);
-        at.forEach((i, j) => (out[i] = row.rows[j]!));
-        if (row.replayed !== null) {
-          const lsn = lsnValue(row.replayed);
-          if (lowest === undefined || lsn < lowest) [lowest, replayed] = [lsn, row.replayed];
-        }
-      }),
-    );
-    return { rows: out, replayed };
+    return perApplication(checks, (appId, ofApp) => checkApplication(q, appId, ofApp, options.replayed === true));
   },
 };
 
 async function checkApplication(q: Queryable, appId: string, checks: readonly CheckInput[], replayed: boolean): Promise<CheckRows> {
-  const keys: string[] = [];
-  const keyOf: number[] = [];
-  for (const c of checks) {
-    let at = keys.indexOf(c.keyHash); // a batch has one key, a coalesced one a few
-    if (at < 0) at = keys.push(c.keyHash) - 1;
-    keyOf.push(at);
-  }
+  const { keys, keyOf } = distinctKeys(checks);
   const questions = checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId }));
   const { rows } = await q.query<StatementRow>(replayed ? CHECK_REPLAYED_SQL : CHECK_SQL, [
     appId,

@@ -1,5 +1,6 @@
 import type { Queryable } from "./db.js";
-import { lsnValue } from "./lsn.js";
+import { distinctKeys, perApplication } from "./per-application.js";
+import { LIVE_GRANT } from "./relationships-store.js";
 
 export interface ExplainInput {
   appId: string;
@@ -16,6 +17,8 @@ export interface ExplainInput {
 export interface ExplainGrantRow {
   relation: string;
   createdAt: Date;
+  /** When the grant stops counting; null: never. */
+  expiresAt: Date | null;
   /** Null when the catalog no longer knows the relation (it then implies nothing). */
   actions: string[] | null;
 }
@@ -44,7 +47,7 @@ export interface ExplainRows {
 
 type QuestionRow = [
   actions: string[] | null,
-  grants: [relation: string, createdAtMs: number, actions: string[] | null][],
+  grants: [relation: string, createdAtMs: number, actions: string[] | null, expiresAtMs: number | null][],
   roles: [roleId: string, name: string, tenantId: string | null, policies: [policyId: string, name: string][]][],
 ];
 
@@ -75,11 +78,13 @@ const explainSql = (replayed: boolean) => `
      FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n)) AS keys,
     (SELECT json_agg(json_build_array(
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
-        (SELECT coalesce(json_agg(json_build_array(g.relation, (extract(epoch FROM g.created_at) * 1000)::bigint, cr.actions)
+        (SELECT coalesce(json_agg(json_build_array(g.relation, (extract(epoch FROM g.created_at) * 1000)::bigint, cr.actions,
+                                                     (extract(epoch FROM g.expires_at) * 1000)::bigint)
                                   ORDER BY g.relation), '[]')
          FROM relationships g
          LEFT JOIN catalog_relations cr ON cr.app_id = g.app_id AND cr.resource = g.resource AND cr.relation = g.relation
-         WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id),
+         WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
+           AND ${LIVE_GRANT("g")}),
         (SELECT coalesce(json_agg(json_build_array(o.role_id, o.name, o.tenant_id,
                   (SELECT coalesce(json_agg(json_build_array(p.policy_id, p.name) ORDER BY p.name, p.policy_id), '[]')
                    FROM role_policies rp
@@ -105,35 +110,12 @@ export const explainStore = {
    * read-replicas.ts).
    */
   async explain(q: Queryable, inputs: readonly ExplainInput[], options: { replayed?: boolean } = {}): Promise<ExplainRows> {
-    const byApp = new Map<string, number[]>();
-    inputs.forEach((input, i) => {
-      const at = byApp.get(input.appId);
-      if (at === undefined) byApp.set(input.appId, [i]);
-      else at.push(i);
-    });
-    const out = new Array<ExplainRow>(inputs.length);
-    let replayed: string | null = null;
-    let lowest: bigint | undefined;
-    await Promise.all(
-      [...byApp].map(async ([appId, at]) => {
-        const read = await explainApplication(q, appId, at.map((i) => inputs[i]!), options.replayed === true);
-        at.forEach((i, j) => (out[i] = read.rows[j]!));
-        if (read.replayed !== null) {
-          const lsn = lsnValue(read.replayed);
-          if (lowest === undefined || lsn < lowest) [lowest, replayed] = [lsn, read.replayed];
-        }
-      }),
-    );
-    return { rows: out, replayed };
+    return perApplication(inputs, (appId, ofApp) => explainApplication(q, appId, ofApp, options.replayed === true));
   },
 };
 
 async function explainApplication(q: Queryable, appId: string, inputs: readonly ExplainInput[], replayed: boolean): Promise<ExplainRows> {
-  const keys: string[] = [];
-  const keyOf = inputs.map((input) => {
-    const at = keys.indexOf(input.keyHash);
-    return at >= 0 ? at : keys.push(input.keyHash) - 1;
-  });
+  const { keys, keyOf } = distinctKeys(inputs);
   const questions = inputs.map((i) => ({ u: i.userId, r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null }));
   const { rows } = await q.query<StatementRow>(replayed ? EXPLAIN_REPLAYED_SQL : EXPLAIN_SQL, [appId, keys, JSON.stringify(questions)]);
   const row = rows[0]!;
@@ -142,7 +124,12 @@ async function explainApplication(q: Queryable, appId: string, inputs: readonly 
     rows: (row.rows ?? []).map(([actions, grants, roles], i) => ({
       keyValid: keyRows[keyOf[i]!] === true,
       actions,
-      grants: grants.map(([relation, createdAt, implied]) => ({ relation, createdAt: new Date(Number(createdAt)), actions: implied })),
+      grants: grants.map(([relation, createdAt, implied, expiresAt]) => ({
+        relation,
+        createdAt: new Date(Number(createdAt)),
+        expiresAt: expiresAt === null ? null : new Date(Number(expiresAt)),
+        actions: implied,
+      })),
       roles: roles.map(([roleId, name, tenantId, policies]) => ({
         roleId,
         name,

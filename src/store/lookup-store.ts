@@ -1,5 +1,6 @@
 import type { Queryable } from "./db.js";
-import { lsnValue } from "./lsn.js";
+import { distinctKeys, perApplication } from "./per-application.js";
+import { LIVE_GRANT } from "./relationships-store.js";
 
 export interface LookupInput {
   appId: string;
@@ -72,13 +73,14 @@ const lookupSql = (replayed: boolean) => `
                               WHERE cr.app_id = $1 AND cr.resource = q.resource AND NOT q.action = ANY (cr.actions))
         THEN ARRAY(SELECT DISTINCT g.resource_id FROM relationships g
                    WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id > q.after
+                     AND ${LIVE_GRANT("g")}
                    ORDER BY g.resource_id LIMIT q.lim)
         ELSE ARRAY(SELECT DISTINCT x.resource_id
                    FROM catalog_relations cr
                    CROSS JOIN LATERAL (
                      SELECT g.resource_id FROM relationships g
                      WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.relation = cr.relation
-                       AND g.resource_id > q.after
+                       AND g.resource_id > q.after AND ${LIVE_GRANT("g")}
                      ORDER BY g.resource_id LIMIT q.lim) x
                    WHERE cr.app_id = $1 AND cr.resource = q.resource AND q.action = ANY (cr.actions)
                    ORDER BY x.resource_id LIMIT q.lim) END
@@ -97,35 +99,12 @@ export const lookupStore = {
    * read-replicas.ts).
    */
   async lookup(q: Queryable, inputs: readonly LookupInput[], options: { replayed?: boolean } = {}): Promise<LookupRows> {
-    const byApp = new Map<string, number[]>();
-    inputs.forEach((input, i) => {
-      const at = byApp.get(input.appId);
-      if (at === undefined) byApp.set(input.appId, [i]);
-      else at.push(i);
-    });
-    const out = new Array<LookupRow>(inputs.length);
-    let replayed: string | null = null;
-    let lowest: bigint | undefined;
-    await Promise.all(
-      [...byApp].map(async ([appId, at]) => {
-        const read = await lookupApplication(q, appId, at.map((i) => inputs[i]!), options.replayed === true);
-        at.forEach((i, j) => (out[i] = read.rows[j]!));
-        if (read.replayed !== null) {
-          const lsn = lsnValue(read.replayed);
-          if (lowest === undefined || lsn < lowest) [lowest, replayed] = [lsn, read.replayed];
-        }
-      }),
-    );
-    return { rows: out, replayed };
+    return perApplication(inputs, (appId, ofApp) => lookupApplication(q, appId, ofApp, options.replayed === true));
   },
 };
 
 async function lookupApplication(q: Queryable, appId: string, inputs: readonly LookupInput[], replayed: boolean): Promise<LookupRows> {
-  const keys: string[] = [];
-  const keyOf = inputs.map((input) => {
-    const at = keys.indexOf(input.keyHash);
-    return at >= 0 ? at : keys.push(input.keyHash) - 1;
-  });
+  const { keys, keyOf } = distinctKeys(inputs);
   const questions = inputs.map((i) => ({ u: i.userId, r: i.resource, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit }));
   const { rows } = await q.query<StatementRow>(replayed ? LOOKUP_REPLAYED_SQL : LOOKUP_SQL, [appId, keys, JSON.stringify(questions)]);
   const row = rows[0]!;

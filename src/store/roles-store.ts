@@ -132,6 +132,25 @@ export const rolesStore = {
     return { row: existing.rows[0]!, created: false };
   },
 
+  /**
+   * Removes every assignment of the user; returns the roles they had, each
+   * with its name and tenant, in creation order of the roles (counted by
+   * RETURNING).
+   */
+  async unassignUser(q: Queryable, appId: string, userId: string): Promise<{ roleId: string; name: string; tenantId: string | null }[]> {
+    const { rows } = await q.query<{ roleId: string }>(
+      "DELETE FROM role_assignments WHERE app_id = $1 AND user_id = $2 RETURNING role_id AS \"roleId\"",
+      [appId, userId],
+    );
+    if (rows.length === 0) return [];
+    const named = await q.query<{ roleId: string; name: string; tenantId: string | null }>(
+      `SELECT role_id AS "roleId", name, tenant_id AS "tenantId" FROM roles
+       WHERE app_id = $1 AND role_id = ANY($2::text[]) ORDER BY created_at, role_id`,
+      [appId, rows.map((r) => r.roleId)],
+    );
+    return named.rows;
+  },
+
   async unassign(q: Queryable, appId: string, roleId: string, userId: string): Promise<boolean> {
     const { rows } = await q.query(
       "DELETE FROM role_assignments WHERE app_id = $1 AND role_id = $2 AND user_id = $3 RETURNING 1",

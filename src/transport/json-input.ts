@@ -12,7 +12,7 @@
  */
 import { fromJson, ScalarType, type DescField, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { Violations, invalidArgument } from "../domain/errors.js";
-import { show, showJson, textProblem } from "../domain/formats.js";
+import { instantProblem, show, showJson, textProblem } from "../domain/formats.js";
 
 /** The fields of `desc` by every name JSON may use: the lowerCamelCase name and the proto name. */
 export function fieldByJsonKey(desc: DescMessage, key: string): DescField | undefined {
@@ -194,10 +194,28 @@ function enumProblem(names: string[], value: unknown): string | undefined {
   return `must be one of ${names.join(", ")}, got ${showJson(value)}`;
 }
 
+/**
+ * The form protobuf-es reads a Timestamp from (date, time, optional fraction
+ * of up to 9 digits, Z or an offset), with a day that exists in its month:
+ * Date.parse alone would take "2030-02-30" for March 2nd.
+ */
+const RFC_3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
+
+function isRfc3339(value: string): boolean {
+  const match = RFC_3339.exec(value);
+  if (match === null || instantProblem(Date.parse(value)) !== undefined) return false;
+  const [year, month, day] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day);
+  return date.getUTCMonth() === month - 1 && date.getUTCDate() === day && Number(match[4]) < 24 && Number(match[5]) < 60 && Number(match[6]) < 60;
+}
+
 /** Well-known types with their own JSON forms. */
 const wellKnown: Record<string, (value: unknown) => string | undefined> = {
   "google.protobuf.Timestamp": (x) =>
-    typeof x === "string" && !Number.isNaN(Date.parse(x)) ? undefined : `must be an RFC 3339 timestamp string, got ${showJson(x)}`,
+    typeof x === "string" && isRfc3339(x)
+      ? undefined
+      : `must be an RFC 3339 timestamp with a zone, such as "2030-01-31T17:00:00Z", from year 0001 to 9999, got ${showJson(x)}`,
   "google.protobuf.Duration": (x) =>
     typeof x === "string" && /^-?\d+(\.\d+)?s$/.test(x) ? undefined : `must be a duration such as "1.5s", got ${showJson(x)}`,
   "google.protobuf.FieldMask": (x) =>

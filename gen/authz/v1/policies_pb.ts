@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/policies.proto.
  */
 export const file_authz_v1_policies: GenFile = /*@__PURE__*/
-  fileDesc("ChdhdXRoei92MS9wb2xpY2llcy5wcm90bxIIYXV0aHoudjEi7QEKBlBvbGljeRIRCglwb2xpY3lfaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRITCgtwZXJtaXNzaW9ucxgEIAMoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARISCgpyb2xlX2NvdW50GAYgASgFEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgwKCl90ZW5hbnRfaWQigwEKE0NyZWF0ZVBvbGljeVJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSEwoLcGVybWlzc2lvbnMYBCADKAkSFgoJdGVuYW50X2lkGAUgASgJSACIAQFCDAoKX3RlbmFudF9pZCI4ChRDcmVhdGVQb2xpY3lSZXNwb25zZRIgCgZwb2xpY3kYASABKAsyEC5hdXRoei52MS5Qb2xpY3kihQEKE0xpc3RQb2xpY2llc1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhYKCXRlbmFudF9pZBgCIAEoCUgAiAEBEhYKCXBhZ2Vfc2l6ZRgDIAEoBUgBiAEBEhIKCnBhZ2VfdG9rZW4YBCABKAlCDAoKX3RlbmFudF9pZEIMCgpfcGFnZV9zaXplIlMKFExpc3RQb2xpY2llc1Jlc3BvbnNlEiIKCHBvbGljaWVzGAEgAygLMhAuYXV0aHoudjEuUG9saWN5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI1ChBHZXRQb2xpY3lSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoCRIRCglwb2xpY3lfaWQYAiABKAkiNQoRR2V0UG9saWN5UmVzcG9uc2USIAoGcG9saWN5GAEgASgLMhAuYXV0aHoudjEuUG9saWN5InUKFkxpc3RQb2xpY3lSb2xlc1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhEKCXBvbGljeV9pZBgCIAEoCRIWCglwYWdlX3NpemUYAyABKAVIAIgBARISCgpwYWdlX3Rva2VuGAQgASgJQgwKCl9wYWdlX3NpemUiUQoXTGlzdFBvbGljeVJvbGVzUmVzcG9uc2USHQoFcm9sZXMYASADKAsyDi5hdXRoei52MS5Sb2xlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLEAQoTVXBkYXRlUG9saWN5UmVxdWVzdBIOCgZhcHBfaWQYASABKAkSEQoJcG9saWN5X2lkGAIgASgJEhEKBG5hbWUYAyABKAlIAIgBARIYCgtkZXNjcmlwdGlvbhgEIAEoCUgBiAEBEhMKC3Blcm1pc3Npb25zGAUgAygJEi8KC3VwZGF0ZV9tYXNrGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFza0IHCgVfbmFtZUIOCgxfZGVzY3JpcHRpb24iOAoUVXBkYXRlUG9saWN5UmVzcG9uc2USIAoGcG9saWN5GAEgASgLMhAuYXV0aHoudjEuUG9saWN5IkcKE0RlbGV0ZVBvbGljeVJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhEKCXBvbGljeV9pZBgCIAEoCRINCgVmb3JjZRgDIAEoCCJVChREZWxldGVQb2xpY3lSZXNwb25zZRIRCglwb2xpY3lfaWQYASABKAkSDwoHZGVsZXRlZBgCIAEoCBIZChFkZXRhY2hlZF9yb2xlX2lkcxgDIAMoCTLiBgoNUG9saWN5U2VydmljZRKIAQoMQ3JlYXRlUG9saWN5Eh0uYXV0aHoudjEuQ3JlYXRlUG9saWN5UmVxdWVzdBoeLmF1dGh6LnYxLkNyZWF0ZVBvbGljeVJlc3BvbnNlIjmC0+STAjM6ASpiBnBvbGljeSImL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vcG9saWNpZXMSfQoMTGlzdFBvbGljaWVzEh0uYXV0aHoudjEuTGlzdFBvbGljaWVzUmVxdWVzdBoeLmF1dGh6LnYxLkxpc3RQb2xpY2llc1Jlc3BvbnNlIi6C0+STAigSJi9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3BvbGljaWVzEogBCglHZXRQb2xpY3kSGi5hdXRoei52MS5HZXRQb2xpY3lSZXF1ZXN0GhsuYXV0aHoudjEuR2V0UG9saWN5UmVzcG9uc2UiQoLT5JMCPGIGcG9saWN5EjIvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9wb2xpY2llcy97cG9saWN5X2lkfRKYAQoPTGlzdFBvbGljeVJvbGVzEiAuYXV0aHoudjEuTGlzdFBvbGljeVJvbGVzUmVxdWVzdBohLmF1dGh6LnYxLkxpc3RQb2xpY3lSb2xlc1Jlc3BvbnNlIkCC0+STAjoSOC9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3BvbGljaWVzL3twb2xpY3lfaWR9L3JvbGVzEpQBCgxVcGRhdGVQb2xpY3kSHS5hdXRoei52MS5VcGRhdGVQb2xpY3lSZXF1ZXN0Gh4uYXV0aHoudjEuVXBkYXRlUG9saWN5UmVzcG9uc2UiRYLT5JMCPzoBKmIGcG9saWN5MjIvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9wb2xpY2llcy97cG9saWN5X2lkfRKJAQoMRGVsZXRlUG9saWN5Eh0uYXV0aHoudjEuRGVsZXRlUG9saWN5UmVxdWVzdBoeLmF1dGh6LnYxLkRlbGV0ZVBvbGljeVJlc3BvbnNlIjqC0+STAjQqMi9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3BvbGljaWVzL3twb2xpY3lfaWR9YgZwcm90bzM", [file_authz_v1_roles, file_google_api_annotations, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("ChdhdXRoei92MS9wb2xpY2llcy5wcm90bxIIYXV0aHoudjEi7QEKBlBvbGljeRIRCglwb2xpY3lfaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRITCgtwZXJtaXNzaW9ucxgEIAMoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARISCgpyb2xlX2NvdW50GAYgASgFEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgwKCl90ZW5hbnRfaWQigwEKE0NyZWF0ZVBvbGljeVJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSEwoLcGVybWlzc2lvbnMYBCADKAkSFgoJdGVuYW50X2lkGAUgASgJSACIAQFCDAoKX3RlbmFudF9pZCI4ChRDcmVhdGVQb2xpY3lSZXNwb25zZRIgCgZwb2xpY3kYASABKAsyEC5hdXRoei52MS5Qb2xpY3kihQEKE0xpc3RQb2xpY2llc1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhYKCXRlbmFudF9pZBgCIAEoCUgAiAEBEhYKCXBhZ2Vfc2l6ZRgDIAEoBUgBiAEBEhIKCnBhZ2VfdG9rZW4YBCABKAlCDAoKX3RlbmFudF9pZEIMCgpfcGFnZV9zaXplIlMKFExpc3RQb2xpY2llc1Jlc3BvbnNlEiIKCHBvbGljaWVzGAEgAygLMhAuYXV0aHoudjEuUG9saWN5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI1ChBHZXRQb2xpY3lSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoCRIRCglwb2xpY3lfaWQYAiABKAkiNQoRR2V0UG9saWN5UmVzcG9uc2USIAoGcG9saWN5GAEgASgLMhAuYXV0aHoudjEuUG9saWN5InUKFkxpc3RQb2xpY3lSb2xlc1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhEKCXBvbGljeV9pZBgCIAEoCRIWCglwYWdlX3NpemUYAyABKAVIAIgBARISCgpwYWdlX3Rva2VuGAQgASgJQgwKCl9wYWdlX3NpemUiUQoXTGlzdFBvbGljeVJvbGVzUmVzcG9uc2USHQoFcm9sZXMYASADKAsyDi5hdXRoei52MS5Sb2xlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLEAQoTVXBkYXRlUG9saWN5UmVxdWVzdBIOCgZhcHBfaWQYASABKAkSEQoJcG9saWN5X2lkGAIgASgJEhEKBG5hbWUYAyABKAlIAIgBARIYCgtkZXNjcmlwdGlvbhgEIAEoCUgBiAEBEhMKC3Blcm1pc3Npb25zGAUgAygJEi8KC3VwZGF0ZV9tYXNrGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFza0IHCgVfbmFtZUIOCgxfZGVzY3JpcHRpb24iOAoUVXBkYXRlUG9saWN5UmVzcG9uc2USIAoGcG9saWN5GAEgASgLMhAuYXV0aHoudjEuUG9saWN5IkcKE0RlbGV0ZVBvbGljeVJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhEKCXBvbGljeV9pZBgCIAEoCRINCgVmb3JjZRgDIAEoCCJVChREZWxldGVQb2xpY3lSZXNwb25zZRIRCglwb2xpY3lfaWQYASABKAkSDwoHZGVsZXRlZBgCIAEoCBIZChFkZXRhY2hlZF9yb2xlX2lkcxgDIAMoCSLLAQoaUHJldmlld1BvbGljeVVwZGF0ZVJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhEKCXBvbGljeV9pZBgCIAEoCRIRCgRuYW1lGAMgASgJSACIAQESGAoLZGVzY3JpcHRpb24YBCABKAlIAYgBARITCgtwZXJtaXNzaW9ucxgFIAMoCRIvCgt1cGRhdGVfbWFzaxgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCBwoFX25hbWVCDgoMX2Rlc2NyaXB0aW9uIo0BChtQcmV2aWV3UG9saWN5VXBkYXRlUmVzcG9uc2USDQoFYWRkZWQYASADKAkSDwoHcmVtb3ZlZBgCIAMoCRIpCgVyb2xlcxgDIAMoCzIaLmF1dGh6LnYxLlBvbGljeUltcGFjdFJvbGUSIwoFdXNlcnMYBCABKAsyFC5hdXRoei52MS5Vc2VySW1wYWN0InEKEFBvbGljeUltcGFjdFJvbGUSDwoHcm9sZV9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhYKCXRlbmFudF9pZBgDIAEoCUgAiAEBEhgKEGFzc2lnbm1lbnRfY291bnQYBCABKAVCDAoKX3RlbmFudF9pZCJcCgpVc2VySW1wYWN0Eg8KB2dhaW5pbmcYASABKAUSDgoGbG9zaW5nGAIgASgFEhYKDmdhaW5pbmdfc2FtcGxlGAMgAygJEhUKDWxvc2luZ19zYW1wbGUYBCADKAkyjggKDVBvbGljeVNlcnZpY2USiAEKDENyZWF0ZVBvbGljeRIdLmF1dGh6LnYxLkNyZWF0ZVBvbGljeVJlcXVlc3QaHi5hdXRoei52MS5DcmVhdGVQb2xpY3lSZXNwb25zZSI5gtPkkwIzOgEqYgZwb2xpY3kiJi9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3BvbGljaWVzEn0KDExpc3RQb2xpY2llcxIdLmF1dGh6LnYxLkxpc3RQb2xpY2llc1JlcXVlc3QaHi5hdXRoei52MS5MaXN0UG9saWNpZXNSZXNwb25zZSIugtPkkwIoEiYvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9wb2xpY2llcxKIAQoJR2V0UG9saWN5EhouYXV0aHoudjEuR2V0UG9saWN5UmVxdWVzdBobLmF1dGh6LnYxLkdldFBvbGljeVJlc3BvbnNlIkKC0+STAjxiBnBvbGljeRIyL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vcG9saWNpZXMve3BvbGljeV9pZH0SmAEKD0xpc3RQb2xpY3lSb2xlcxIgLmF1dGh6LnYxLkxpc3RQb2xpY3lSb2xlc1JlcXVlc3QaIS5hdXRoei52MS5MaXN0UG9saWN5Um9sZXNSZXNwb25zZSJAgtPkkwI6EjgvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9wb2xpY2llcy97cG9saWN5X2lkfS9yb2xlcxKUAQoMVXBkYXRlUG9saWN5Eh0uYXV0aHoudjEuVXBkYXRlUG9saWN5UmVxdWVzdBoeLmF1dGh6LnYxLlVwZGF0ZVBvbGljeVJlc3BvbnNlIkWC0+STAj86ASpiBnBvbGljeTIyL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vcG9saWNpZXMve3BvbGljeV9pZH0SqQEKE1ByZXZpZXdQb2xpY3lVcGRhdGUSJC5hdXRoei52MS5QcmV2aWV3UG9saWN5VXBkYXRlUmVxdWVzdBolLmF1dGh6LnYxLlByZXZpZXdQb2xpY3lVcGRhdGVSZXNwb25zZSJFgtPkkwI/OgEqIjovYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9wb2xpY2llcy97cG9saWN5X2lkfS9wcmV2aWV3EokBCgxEZWxldGVQb2xpY3kSHS5hdXRoei52MS5EZWxldGVQb2xpY3lSZXF1ZXN0Gh4uYXV0aHoudjEuRGVsZXRlUG9saWN5UmVzcG9uc2UiOoLT5JMCNCoyL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vcG9saWNpZXMve3BvbGljeV9pZH1iBnByb3RvMw", [file_authz_v1_roles, file_google_api_annotations, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message authz.v1.Policy
@@ -400,6 +400,159 @@ export const DeletePolicyResponseSchema: GenMessage<DeletePolicyResponse> = /*@_
   messageDesc(file_authz_v1_policies, 12);
 
 /**
+ * The update's fields, as in UpdatePolicyRequest.
+ *
+ * @generated from message authz.v1.PreviewPolicyUpdateRequest
+ */
+export type PreviewPolicyUpdateRequest = Message<"authz.v1.PreviewPolicyUpdateRequest"> & {
+  /**
+   * @generated from field: string app_id = 1;
+   */
+  appId: string;
+
+  /**
+   * @generated from field: string policy_id = 2;
+   */
+  policyId: string;
+
+  /**
+   * @generated from field: optional string name = 3;
+   */
+  name?: string | undefined;
+
+  /**
+   * @generated from field: optional string description = 4;
+   */
+  description?: string | undefined;
+
+  /**
+   * @generated from field: repeated string permissions = 5;
+   */
+  permissions: string[];
+
+  /**
+   * @generated from field: google.protobuf.FieldMask update_mask = 6;
+   */
+  updateMask?: FieldMask | undefined;
+};
+
+/**
+ * Describes the message authz.v1.PreviewPolicyUpdateRequest.
+ * Use `create(PreviewPolicyUpdateRequestSchema)` to create a new message.
+ */
+export const PreviewPolicyUpdateRequestSchema: GenMessage<PreviewPolicyUpdateRequest> = /*@__PURE__*/
+  messageDesc(file_authz_v1_policies, 13);
+
+/**
+ * @generated from message authz.v1.PreviewPolicyUpdateResponse
+ */
+export type PreviewPolicyUpdateResponse = Message<"authz.v1.PreviewPolicyUpdateResponse"> & {
+  /**
+   * "resource:action" the policy would gain and lose.
+   *
+   * @generated from field: repeated string added = 1;
+   */
+  added: string[];
+
+  /**
+   * @generated from field: repeated string removed = 2;
+   */
+  removed: string[];
+
+  /**
+   * The roles the policy is attached to, in creation order.
+   *
+   * @generated from field: repeated authz.v1.PolicyImpactRole roles = 3;
+   */
+  roles: PolicyImpactRole[];
+
+  /**
+   * @generated from field: authz.v1.UserImpact users = 4;
+   */
+  users?: UserImpact | undefined;
+};
+
+/**
+ * Describes the message authz.v1.PreviewPolicyUpdateResponse.
+ * Use `create(PreviewPolicyUpdateResponseSchema)` to create a new message.
+ */
+export const PreviewPolicyUpdateResponseSchema: GenMessage<PreviewPolicyUpdateResponse> = /*@__PURE__*/
+  messageDesc(file_authz_v1_policies, 14);
+
+/**
+ * @generated from message authz.v1.PolicyImpactRole
+ */
+export type PolicyImpactRole = Message<"authz.v1.PolicyImpactRole"> & {
+  /**
+   * @generated from field: string role_id = 1;
+   */
+  roleId: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: optional string tenant_id = 3;
+   */
+  tenantId?: string | undefined;
+
+  /**
+   * Users assigned the role.
+   *
+   * @generated from field: int32 assignment_count = 4;
+   */
+  assignmentCount: number;
+};
+
+/**
+ * Describes the message authz.v1.PolicyImpactRole.
+ * Use `create(PolicyImpactRoleSchema)` to create a new message.
+ */
+export const PolicyImpactRoleSchema: GenMessage<PolicyImpactRole> = /*@__PURE__*/
+  messageDesc(file_authz_v1_policies, 15);
+
+/**
+ * Distinct users whose effective permissions would change. A user loses a
+ * permission only when, after the change, no role assigned to them in the
+ * same scope (application-wide, or the same tenant) still holds it; gains
+ * are counted the same way. A user may be in both.
+ *
+ * @generated from message authz.v1.UserImpact
+ */
+export type UserImpact = Message<"authz.v1.UserImpact"> & {
+  /**
+   * @generated from field: int32 gaining = 1;
+   */
+  gaining: number;
+
+  /**
+   * @generated from field: int32 losing = 2;
+   */
+  losing: number;
+
+  /**
+   * Up to 20 of them, in user id order.
+   *
+   * @generated from field: repeated string gaining_sample = 3;
+   */
+  gainingSample: string[];
+
+  /**
+   * @generated from field: repeated string losing_sample = 4;
+   */
+  losingSample: string[];
+};
+
+/**
+ * Describes the message authz.v1.UserImpact.
+ * Use `create(UserImpactSchema)` to create a new message.
+ */
+export const UserImpactSchema: GenMessage<UserImpact> = /*@__PURE__*/
+  messageDesc(file_authz_v1_policies, 16);
+
+/**
  * Policies are named bundles of catalog permissions, attached to roles.
  *
  * @generated from service authz.v1.PolicyService
@@ -449,6 +602,19 @@ export const PolicyService: GenService<{
     methodKind: "unary";
     input: typeof UpdatePolicyRequestSchema;
     output: typeof UpdatePolicyResponseSchema;
+  },
+  /**
+   * What an update would change, without changing anything or logging it:
+   * the permissions added and removed, the roles the policy is attached to,
+   * and how many users would gain or lose an effective permission. Takes the
+   * same body as the update, and refuses what the update would refuse.
+   *
+   * @generated from rpc authz.v1.PolicyService.PreviewPolicyUpdate
+   */
+  previewPolicyUpdate: {
+    methodKind: "unary";
+    input: typeof PreviewPolicyUpdateRequestSchema;
+    output: typeof PreviewPolicyUpdateResponseSchema;
   },
   /**
    * Deletes a policy. Refused with FAILED_PRECONDITION while it is attached to

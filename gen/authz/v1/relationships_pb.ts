@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/relationships.proto.
  */
 export const file_authz_v1_relationships: GenFile = /*@__PURE__*/
-  fileDesc("ChxhdXRoei92MS9yZWxhdGlvbnNoaXBzLnByb3RvEghhdXRoei52MSKIAQoMUmVsYXRpb25zaGlwEg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXQoRUmVsYXRpb25zaGlwVHVwbGUSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCSJkChhXcml0ZVJlbGF0aW9uc2hpcFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCSJaChlXcml0ZVJlbGF0aW9uc2hpcFJlc3BvbnNlEiwKDHJlbGF0aW9uc2hpcBgBIAEoCzIWLmF1dGh6LnYxLlJlbGF0aW9uc2hpcBIPCgdjcmVhdGVkGAIgASgIIp4BChhMaXN0UmVsYXRpb25zaGlwc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIWCglwYWdlX3NpemUYBSABKAVIAIgBARISCgpwYWdlX3Rva2VuGAYgASgJQgwKCl9wYWdlX3NpemUiYwoZTGlzdFJlbGF0aW9uc2hpcHNSZXNwb25zZRItCg1yZWxhdGlvbnNoaXBzGAEgAygLMhYuYXV0aHoudjEuUmVsYXRpb25zaGlwEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJlChlEZWxldGVSZWxhdGlvbnNoaXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkiLQoaRGVsZXRlUmVsYXRpb25zaGlwUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoCCJ6Ch1CdWxrV3JpdGVSZWxhdGlvbnNoaXBzUmVxdWVzdBIrCgZ3cml0ZXMYASADKAsyGy5hdXRoei52MS5SZWxhdGlvbnNoaXBUdXBsZRIsCgdkZWxldGVzGAIgAygLMhsuYXV0aHoudjEuUmVsYXRpb25zaGlwVHVwbGUiVQoeQnVsa1dyaXRlUmVsYXRpb25zaGlwc1Jlc3BvbnNlEg8KB3dyaXR0ZW4YASABKAUSEQoJdW5jaGFuZ2VkGAIgASgFEg8KB2RlbGV0ZWQYAyABKAUy8AQKE1JlbGF0aW9uc2hpcFNlcnZpY2USmgEKEVdyaXRlUmVsYXRpb25zaGlwEiIuYXV0aHoudjEuV3JpdGVSZWxhdGlvbnNoaXBSZXF1ZXN0GiMuYXV0aHoudjEuV3JpdGVSZWxhdGlvbnNoaXBSZXNwb25zZSI8gtPkkwI2OgEqYgxyZWxhdGlvbnNoaXAiIy9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzEokBChFMaXN0UmVsYXRpb25zaGlwcxIiLmF1dGh6LnYxLkxpc3RSZWxhdGlvbnNoaXBzUmVxdWVzdBojLmF1dGh6LnYxLkxpc3RSZWxhdGlvbnNoaXBzUmVzcG9uc2UiK4LT5JMCJRIjL2FwaS92MS9hdXRob3JpemF0aW9uL3JlbGF0aW9uc2hpcHMSjAEKEkRlbGV0ZVJlbGF0aW9uc2hpcBIjLmF1dGh6LnYxLkRlbGV0ZVJlbGF0aW9uc2hpcFJlcXVlc3QaJC5hdXRoei52MS5EZWxldGVSZWxhdGlvbnNoaXBSZXNwb25zZSIrgtPkkwIlKiMvYXBpL3YxL2F1dGhvcml6YXRpb24vcmVsYXRpb25zaGlwcxKgAQoWQnVsa1dyaXRlUmVsYXRpb25zaGlwcxInLmF1dGh6LnYxLkJ1bGtXcml0ZVJlbGF0aW9uc2hpcHNSZXF1ZXN0GiguYXV0aHoudjEuQnVsa1dyaXRlUmVsYXRpb25zaGlwc1Jlc3BvbnNlIjOC0+STAi06ASoiKC9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzL2J1bGtiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChxhdXRoei92MS9yZWxhdGlvbnNoaXBzLnByb3RvEghhdXRoei52MSK4AQoMUmVsYXRpb25zaGlwEg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijQEKEVJlbGF0aW9uc2hpcFR1cGxlEg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilAEKGFdyaXRlUmVsYXRpb25zaGlwUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhAKCHJlbGF0aW9uGAQgASgJEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIloKGVdyaXRlUmVsYXRpb25zaGlwUmVzcG9uc2USLAoMcmVsYXRpb25zaGlwGAEgASgLMhYuYXV0aHoudjEuUmVsYXRpb25zaGlwEg8KB2NyZWF0ZWQYAiABKAgitwEKGExpc3RSZWxhdGlvbnNoaXBzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhAKCHJlbGF0aW9uGAQgASgJEhYKCXBhZ2Vfc2l6ZRgFIAEoBUgAiAEBEhIKCnBhZ2VfdG9rZW4YBiABKAkSFwoPaW5jbHVkZV9leHBpcmVkGAcgASgIQgwKCl9wYWdlX3NpemUiYwoZTGlzdFJlbGF0aW9uc2hpcHNSZXNwb25zZRItCg1yZWxhdGlvbnNoaXBzGAEgAygLMhYuYXV0aHoudjEuUmVsYXRpb25zaGlwEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJlChlEZWxldGVSZWxhdGlvbnNoaXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkiLQoaRGVsZXRlUmVsYXRpb25zaGlwUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoCCJmChpEZWxldGVSZWxhdGlvbnNoaXBzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhAKCHJlbGF0aW9uGAQgASgJIi4KG0RlbGV0ZVJlbGF0aW9uc2hpcHNSZXNwb25zZRIPCgdkZWxldGVkGAEgASgFInoKHUJ1bGtXcml0ZVJlbGF0aW9uc2hpcHNSZXF1ZXN0EisKBndyaXRlcxgBIAMoCzIbLmF1dGh6LnYxLlJlbGF0aW9uc2hpcFR1cGxlEiwKB2RlbGV0ZXMYAiADKAsyGy5hdXRoei52MS5SZWxhdGlvbnNoaXBUdXBsZSJVCh5CdWxrV3JpdGVSZWxhdGlvbnNoaXBzUmVzcG9uc2USDwoHd3JpdHRlbhgBIAEoBRIRCgl1bmNoYW5nZWQYAiABKAUSDwoHZGVsZXRlZBgDIAEoBTKMBgoTUmVsYXRpb25zaGlwU2VydmljZRKaAQoRV3JpdGVSZWxhdGlvbnNoaXASIi5hdXRoei52MS5Xcml0ZVJlbGF0aW9uc2hpcFJlcXVlc3QaIy5hdXRoei52MS5Xcml0ZVJlbGF0aW9uc2hpcFJlc3BvbnNlIjyC0+STAjY6ASpiDHJlbGF0aW9uc2hpcCIjL2FwaS92MS9hdXRob3JpemF0aW9uL3JlbGF0aW9uc2hpcHMSiQEKEUxpc3RSZWxhdGlvbnNoaXBzEiIuYXV0aHoudjEuTGlzdFJlbGF0aW9uc2hpcHNSZXF1ZXN0GiMuYXV0aHoudjEuTGlzdFJlbGF0aW9uc2hpcHNSZXNwb25zZSIrgtPkkwIlEiMvYXBpL3YxL2F1dGhvcml6YXRpb24vcmVsYXRpb25zaGlwcxKMAQoSRGVsZXRlUmVsYXRpb25zaGlwEiMuYXV0aHoudjEuRGVsZXRlUmVsYXRpb25zaGlwUmVxdWVzdBokLmF1dGh6LnYxLkRlbGV0ZVJlbGF0aW9uc2hpcFJlc3BvbnNlIiuC0+STAiUqIy9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzEpkBChNEZWxldGVSZWxhdGlvbnNoaXBzEiQuYXV0aHoudjEuRGVsZXRlUmVsYXRpb25zaGlwc1JlcXVlc3QaJS5hdXRoei52MS5EZWxldGVSZWxhdGlvbnNoaXBzUmVzcG9uc2UiNYLT5JMCLzoBKiIqL2FwaS92MS9hdXRob3JpemF0aW9uL3JlbGF0aW9uc2hpcHMvZGVsZXRlEqABChZCdWxrV3JpdGVSZWxhdGlvbnNoaXBzEicuYXV0aHoudjEuQnVsa1dyaXRlUmVsYXRpb25zaGlwc1JlcXVlc3QaKC5hdXRoei52MS5CdWxrV3JpdGVSZWxhdGlvbnNoaXBzUmVzcG9uc2UiM4LT5JMCLToBKiIoL2FwaS92MS9hdXRob3JpemF0aW9uL3JlbGF0aW9uc2hpcHMvYnVsa2IGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message authz.v1.Relationship
@@ -43,6 +43,13 @@ export type Relationship = Message<"authz.v1.Relationship"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 5;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * When the grant stops counting; absent for a grant that never expires.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 6;
+   */
+  expiresAt?: Timestamp | undefined;
 };
 
 /**
@@ -77,6 +84,14 @@ export type RelationshipTuple = Message<"authz.v1.RelationshipTuple"> & {
    * @generated from field: string relation = 4;
    */
   relation: string;
+
+  /**
+   * Writes only: when the grant stops counting (to the millisecond; in the
+   * future by the database's clock). A delete takes none.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
+   */
+  expiresAt?: Timestamp | undefined;
 };
 
 /**
@@ -109,6 +124,15 @@ export type WriteRelationshipRequest = Message<"authz.v1.WriteRelationshipReques
    * @generated from field: string relation = 4;
    */
   relation: string;
+
+  /**
+   * When the grant stops counting (to the millisecond; in the future by the
+   * database's clock). Writing an existing grant with another expiry, or
+   * with one added or removed, replaces its expiry.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
+   */
+  expiresAt?: Timestamp | undefined;
 };
 
 /**
@@ -128,7 +152,7 @@ export type WriteRelationshipResponse = Message<"authz.v1.WriteRelationshipRespo
   relationship?: Relationship | undefined;
 
   /**
-   * False when the grant already existed.
+   * False when the grant already existed (its expiry replaced or not).
    *
    * @generated from field: bool created = 2;
    */
@@ -175,6 +199,13 @@ export type ListRelationshipsRequest = Message<"authz.v1.ListRelationshipsReques
    * @generated from field: string page_token = 6;
    */
   pageToken: string;
+
+  /**
+   * Also list grants whose expiry has passed and that no sweep has deleted yet.
+   *
+   * @generated from field: bool include_expired = 7;
+   */
+  includeExpired: boolean;
 };
 
 /**
@@ -256,6 +287,57 @@ export const DeleteRelationshipResponseSchema: GenMessage<DeleteRelationshipResp
   messageDesc(file_authz_v1_relationships, 7);
 
 /**
+ * @generated from message authz.v1.DeleteRelationshipsRequest
+ */
+export type DeleteRelationshipsRequest = Message<"authz.v1.DeleteRelationshipsRequest"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string resource = 2;
+   */
+  resource: string;
+
+  /**
+   * @generated from field: string resource_id = 3;
+   */
+  resourceId: string;
+
+  /**
+   * @generated from field: string relation = 4;
+   */
+  relation: string;
+};
+
+/**
+ * Describes the message authz.v1.DeleteRelationshipsRequest.
+ * Use `create(DeleteRelationshipsRequestSchema)` to create a new message.
+ */
+export const DeleteRelationshipsRequestSchema: GenMessage<DeleteRelationshipsRequest> = /*@__PURE__*/
+  messageDesc(file_authz_v1_relationships, 8);
+
+/**
+ * @generated from message authz.v1.DeleteRelationshipsResponse
+ */
+export type DeleteRelationshipsResponse = Message<"authz.v1.DeleteRelationshipsResponse"> & {
+  /**
+   * Grants removed (expired ones not yet swept included).
+   *
+   * @generated from field: int32 deleted = 1;
+   */
+  deleted: number;
+};
+
+/**
+ * Describes the message authz.v1.DeleteRelationshipsResponse.
+ * Use `create(DeleteRelationshipsResponseSchema)` to create a new message.
+ */
+export const DeleteRelationshipsResponseSchema: GenMessage<DeleteRelationshipsResponse> = /*@__PURE__*/
+  messageDesc(file_authz_v1_relationships, 9);
+
+/**
  * @generated from message authz.v1.BulkWriteRelationshipsRequest
  */
 export type BulkWriteRelationshipsRequest = Message<"authz.v1.BulkWriteRelationshipsRequest"> & {
@@ -275,21 +357,21 @@ export type BulkWriteRelationshipsRequest = Message<"authz.v1.BulkWriteRelations
  * Use `create(BulkWriteRelationshipsRequestSchema)` to create a new message.
  */
 export const BulkWriteRelationshipsRequestSchema: GenMessage<BulkWriteRelationshipsRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 8);
+  messageDesc(file_authz_v1_relationships, 10);
 
 /**
  * @generated from message authz.v1.BulkWriteRelationshipsResponse
  */
 export type BulkWriteRelationshipsResponse = Message<"authz.v1.BulkWriteRelationshipsResponse"> & {
   /**
-   * New grants stored.
+   * New grants stored, and existing ones whose expiry changed.
    *
    * @generated from field: int32 written = 1;
    */
   written: number;
 
   /**
-   * Writes of grants that already existed.
+   * Writes of grants that already existed with the same expiry.
    *
    * @generated from field: int32 unchanged = 2;
    */
@@ -308,7 +390,7 @@ export type BulkWriteRelationshipsResponse = Message<"authz.v1.BulkWriteRelation
  * Use `create(BulkWriteRelationshipsResponseSchema)` to create a new message.
  */
 export const BulkWriteRelationshipsResponseSchema: GenMessage<BulkWriteRelationshipsResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 9);
+  messageDesc(file_authz_v1_relationships, 11);
 
 /**
  * Direct grants: a user holds a relation on one resource instance. These act
@@ -340,12 +422,26 @@ export const RelationshipService: GenService<{
     output: typeof ListRelationshipsResponseSchema;
   },
   /**
+   * Deletes one grant (expired or not).
+   *
    * @generated from rpc authz.v1.RelationshipService.DeleteRelationship
    */
   deleteRelationship: {
     methodKind: "unary";
     input: typeof DeleteRelationshipRequestSchema;
     output: typeof DeleteRelationshipResponseSchema;
+  },
+  /**
+   * Deletes every grant matching all the given fields, in one statement:
+   * user_id alone (offboarding), resource and resource_id (the instance is
+   * gone), or user_id and resource; relation may narrow any of them.
+   *
+   * @generated from rpc authz.v1.RelationshipService.DeleteRelationships
+   */
+  deleteRelationships: {
+    methodKind: "unary";
+    input: typeof DeleteRelationshipsRequestSchema;
+    output: typeof DeleteRelationshipsResponseSchema;
   },
   /**
    * Writes and deletes up to 5,000 grants in one transaction, all or nothing.

@@ -1,0 +1,53 @@
+import { lsnValue } from "./lsn.js";
+
+/** Rows answering some inputs, in their order, and the standby replay position the statements read (null on a primary). */
+export interface ReadRows<R> {
+  rows: R[];
+  replayed: string | null;
+}
+
+/**
+ * Runs a coalesced read as one statement per application, side by side
+ * (docs/scale-out.md: a statement names one application, so on Citus it goes
+ * whole to one shard), and puts the answers back in input order. The replay
+ * position kept is the lowest any statement read: the point every answer is
+ * at least as fresh as (see read-replicas.ts).
+ */
+export async function perApplication<I extends { appId: string }, R>(
+  inputs: readonly I[],
+  read: (appId: string, inputs: I[]) => Promise<ReadRows<R>>,
+): Promise<ReadRows<R>> {
+  const byApp = new Map<string, number[]>();
+  inputs.forEach((input, i) => {
+    const at = byApp.get(input.appId);
+    if (at === undefined) byApp.set(input.appId, [i]);
+    else at.push(i);
+  });
+  const out = new Array<R>(inputs.length);
+  let replayed: string | null = null;
+  let lowest: bigint | undefined;
+  await Promise.all(
+    [...byApp].map(async ([appId, at]) => {
+      const answer = await read(appId, at.map((i) => inputs[i]!));
+      at.forEach((i, j) => (out[i] = answer.rows[j]!));
+      if (answer.replayed !== null) {
+        const lsn = lsnValue(answer.replayed);
+        if (lowest === undefined || lsn < lowest) [lowest, replayed] = [lsn, answer.replayed];
+      }
+    }),
+  );
+  return { rows: out, replayed };
+}
+
+/**
+ * The distinct calling keys of a batch (a batch has one, a coalesced one a
+ * few), each verified once in the statement, and which of them each input used.
+ */
+export function distinctKeys(inputs: readonly { keyHash: string }[]): { keys: string[]; keyOf: number[] } {
+  const keys: string[] = [];
+  const keyOf = inputs.map((input) => {
+    const at = keys.indexOf(input.keyHash);
+    return at >= 0 ? at : keys.push(input.keyHash) - 1;
+  });
+  return { keys, keyOf };
+}
