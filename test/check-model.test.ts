@@ -6,6 +6,10 @@
  * question asked, the other answers are compared with the model too:
  * explain (allowed, and every reason), permissions on the instance, and
  * lookup (allInstances and every instance, paged).
+ *
+ * Every world also holds expiring grants: some of its grants expire a day
+ * from now (they count), and other grants, absent from the model, expired a
+ * second ago and wait for a sweep that never comes (they count nowhere).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
@@ -61,6 +65,10 @@ interface World {
   /** The actions allowed on the instance, in catalog order. */
   permissions: (c: Omit<ScenarioCheck, "action">) => string[];
   lookup: (q: { userId: string; resource: string; action: string; tenantId?: string }) => { allInstances: boolean; resourceIds: string[] };
+  /** Grants of the model that carry an expiry a day ahead. */
+  expiring: Scenario["grants"];
+  /** Grants stored with an expiry already passed: not in the model. */
+  expired: Scenario["grants"];
 }
 
 function randomWorld(seed: number): World {
@@ -94,6 +102,15 @@ function randomWorld(seed: number): World {
     const g = { userId: r.pick(USERS), resource: res.resource, resourceId: r.pick(INSTANCES), relation };
     const key = JSON.stringify(g);
     if (!seen.has(key)) grants.push(g);
+    seen.add(key);
+  }
+  const expiring = grants.filter((_, i) => i % 3 === 0);
+  const expired: Scenario["grants"] = [];
+  for (let i = 0; i < 20; i++) {
+    const res = r.pick(resources);
+    const g = { userId: r.pick(USERS), resource: res.resource, resourceId: r.pick(INSTANCES), relation: r.pick([...BUILT_IN, ...res.custom.map((c) => c.name)]) };
+    const key = JSON.stringify(g);
+    if (!seen.has(key)) expired.push(g);
     seen.add(key);
   }
 
@@ -169,7 +186,28 @@ function randomWorld(seed: number): World {
     checks,
     invalid: [],
   };
-  return { scenario, checks, explain, permissions: permissionsOf, lookup };
+  return { scenario, checks, explain, permissions: permissionsOf, lookup, expiring, expired };
+}
+
+/**
+ * Gives the world's expiring grants an expiry a day ahead (a rewrite: each
+ * is `written`), and stores its expired grants, expired a second ago. No call
+ * writes an expiry in the past, so those are written a day ahead and moved
+ * back in the table, as time would.
+ */
+async function applyExpiries(service: TestService, db: TestDatabase["db"], appId: string, key: string, world: World): Promise<void> {
+  const tomorrow = new Date(Date.now() + 86_400_000).toISOString();
+  const writes = [...world.expiring, ...world.expired].map((g) => ({ ...g, expiresAt: tomorrow }));
+  const res = await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes } });
+  expect(res.body).toEqual({ written: writes.length, unchanged: 0, deleted: 0 });
+  const moved = await db.query(
+    `UPDATE relationships g SET expires_at = now() - interval '1 second'
+     FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS t(u, r, i, rel)
+     WHERE g.app_id = $1 AND g.user_id = t.u AND g.resource = t.r AND g.resource_id = t.i AND g.relation = t.rel
+     RETURNING 1`,
+    [appId, world.expired.map((g) => g.userId), world.expired.map((g) => g.resource), world.expired.map((g) => g.resourceId), world.expired.map((g) => g.relation)],
+  );
+  expect(moved.rows).toHaveLength(world.expired.length);
 }
 
 /** Runs `f` over `items`, `width` at a time. */
@@ -200,8 +238,10 @@ describe.each(engines)("check against an independent model on %s", (engine) => {
   });
 
   it.each(SEEDS)("random world, seed %i", async (seed) => {
-    const { scenario, checks } = randomWorld(seed);
+    const world = randomWorld(seed);
+    const { scenario, checks } = world;
     const key = await applyScenario(service.call, `model-${seed}`, scenario);
+    await applyExpiries(service, database.db, `model-${seed}`, key, world);
     const batch = await service.call("POST", "/api/v1/authorization/check/batch", {
       key,
       body: { checks: checks.map(({ allowed: _, ...c }) => c) },
@@ -223,6 +263,7 @@ describe.each(engines)("check against an independent model on %s", (engine) => {
   it.each(SEEDS)("explain, permissions and lookup agree with the model and the check, seed %i", async (seed) => {
     const world = randomWorld(seed);
     const key = await applyScenario(service.call, `questions-${seed}`, world.scenario);
+    await applyExpiries(service, database.db, `questions-${seed}`, key, world);
     const questions = distinct(world.checks.map(({ allowed: _, ...c }) => c));
 
     // Explain: every question, its allowed and every reason.

@@ -27,6 +27,8 @@ describe("loadConfig", () => {
       distribute: undefined,
       databaseReadUrls: [],
       readReplicaMaxLagMs: 50,
+      grantSweepIntervalMs: 60_000,
+      grantSweepBatch: 1_000,
     });
   });
 
@@ -49,12 +51,15 @@ describe("loadConfig", () => {
       expected: { databaseReadUrls: ["postgres://r1/x", "postgresql://u:p@r2:5433/x"] },
     },
     { env: { DATABASE_URL: "postgres://db/x", READ_REPLICA_MAX_LAG_MS: "250" }, expected: { readReplicaMaxLagMs: 250 } },
+    { env: { GRANT_SWEEP_INTERVAL_MS: "0", GRANT_SWEEP_BATCH: "200" }, expected: { grantSweepIntervalMs: 0, grantSweepBatch: 200 } },
   ])("reads $env", ({ env, expected }) => {
     expect(loadConfig(env)).toMatchObject(expected);
   });
 
   it.each<[Record<string, string>, RegExp]>([
     [{ PORT: "abc" }, /^PORT must be a whole number/],
+    [{ GRANT_SWEEP_INTERVAL_MS: "-5" }, /^GRANT_SWEEP_INTERVAL_MS must be a whole number/],
+    [{ GRANT_SWEEP_BATCH: "0" }, /^GRANT_SWEEP_BATCH must be between 1 and 100000/],
     [{ PORT: "65536" }, /^PORT must be between 0 and 65535/],
     [{ PORT: "-1" }, /^PORT must be a whole number/],
     [{ PORT: "1e3" }, /^PORT must be a whole number/],

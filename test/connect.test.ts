@@ -6,7 +6,7 @@
  * unknown fields are refused and booleans are always written.
  */
 import { toJson, type JsonValue } from "@bufbuild/protobuf";
-import { StructSchema } from "@bufbuild/protobuf/wkt";
+import { StructSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import {
   createConnectTransport,
@@ -20,6 +20,8 @@ import { ApplicationSchema, ApplicationService } from "../gen/authz/v1/applicati
 import { CatalogService, GetCatalogResponseSchema, PutCatalogResponseSchema } from "../gen/authz/v1/catalog_pb.js";
 import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { PolicyService } from "../gen/authz/v1/policies_pb.js";
+import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
+import { RoleService } from "../gen/authz/v1/roles_pb.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 import { sampleEffectiveResources, sampleResources } from "./support/fixtures.js";
@@ -253,6 +255,32 @@ describe.each(engines)("Connect-ES clients on %s", (engine) => {
         const refused = await failure(catalogs.putCatalog({ appId, resources: catalog }, withKey(scoped.key)));
         expect(refused.code).toBe(Code.PermissionDenied);
         expect(refused.rawMessage).toContain('lacks the "write" scope');
+      });
+
+      it("expiring grants, delete by filter, the impact preview and offboarding answer", async () => {
+        const relationships = createClient(RelationshipService, transport);
+        const roles = createClient(RoleService, transport);
+        const expiresAt = timestampFromMs(Math.floor(Date.now() / 1000) * 1000 + 3_600_000);
+        const grant = { userId: "x1", resource: "document", resourceId: "d9", relation: "viewer" };
+        const written = await relationships.writeRelationship({ ...grant, expiresAt }, withKey(appKey));
+        expect(written.created).toBe(true);
+        expect(written.relationship?.expiresAt).toEqual(expiresAt);
+        const explained = await checks.explain({ userId: "x1", resource: "document", resourceId: "d9", action: "read" }, withKey(appKey));
+        expect(explained.reasons[0]?.grant?.expiresAt).toEqual(expiresAt);
+        const bulk = await relationships.bulkWriteRelationships({ writes: [grant] }, withKey(appKey));
+        expect(bulk).toMatchObject({ written: 1, unchanged: 0 }); // the expiry removed
+        expect((await relationships.deleteRelationships({ userId: "x1" }, withKey(appKey))).deleted).toBe(1);
+
+        const policy = (await policies.createPolicy({ appId, name: `preview-${tag}`, permissions: ["document:read"] }, withKey(appKey))).policy!;
+        const role = (await roles.createRole({ appId, name: `role-${tag}`, policyIds: [policy.policyId] }, withKey(appKey))).role!;
+        await roles.assignRole({ appId, roleId: role.roleId, userId: "x2" }, withKey(appKey));
+        // Over gRPC an empty list changes only when the mask names it.
+        const preview = await policies.previewPolicyUpdate({ appId, policyId: policy.policyId, updateMask: { paths: ["permissions"] } }, withKey(appKey));
+        expect(preview.removed).toEqual(["document:read"]);
+        expect(preview.roles.map((r) => [r.roleId, r.assignmentCount])).toEqual([[role.roleId, 1]]);
+        expect(preview.users).toMatchObject({ gaining: 0, losing: 1, losingSample: ["x2"] });
+        const offboarded = await roles.deleteUserRoles({ appId, userId: "x2" }, withKey(appKey));
+        expect(offboarded).toMatchObject({ deleted: 1, roleIds: [role.roleId] });
       });
 
       it("policies are built: an unknown permission → InvalidArgument naming it, an unknown policy → NotFound", async () => {

@@ -150,6 +150,37 @@ const cases: FreshCase[] = [
     questions: [{ q: owner("delete"), before: true, after: false }],
   },
   {
+    name: "a user's grants deleted by filter",
+    setup: async (c) => expectStatus(await c.x.bulk([grant("olga", "document", "d1", "owner"), grant("olga", "document", "d2", "viewer")]), 200),
+    change: async (c) => expect((await c.x.deleteMatching({ userId: "olga" })).body).toEqual({ deleted: 2 }),
+    questions: [
+      { q: owner("delete"), before: true, after: false },
+      { q: question("olga", "document", "d2", "read"), before: true, after: false },
+    ],
+  },
+  {
+    name: "an instance's grants deleted by filter",
+    setup: async (c) => expectStatus(await c.x.bulk([grant("olga", "document", "d1", "owner"), grant("vera", "document", "d1", "viewer")]), 200),
+    change: async (c) => expect((await c.x.deleteMatching({ resource: "document", resourceId: "d1" })).body).toEqual({ deleted: 2 }),
+    questions: [
+      { q: owner("delete"), before: true, after: false },
+      { q: question("vera", "document", "d1", "read"), before: true, after: false },
+    ],
+  },
+  {
+    name: "a user offboarded: every role assignment removed in one call",
+    setup: async (c) => {
+      await roleWithPolicy(c, ["document:read"]);
+      const acme = await c.ops.createPolicy("Acme update", ["document:update"], "acme");
+      await c.ops.assign(await c.ops.createRole("Acme editor", [acme], "acme"), "ulla");
+    },
+    change: async (c) => expect(await c.ops.offboard("ulla")).toMatchObject({ deleted: 2 }),
+    questions: [
+      { q: ulla("read"), before: true, after: false },
+      { q: ulla("update", "acme"), before: true, after: false },
+    ],
+  },
+  {
     name: "grants written and deleted in one bulk call",
     setup: async (c) => expectStatus(await c.x.write(grant("olga", "document", "d1", "owner")), 201),
     change: async (c) =>
@@ -319,6 +350,34 @@ describe.each(engines)("freshness on %s", (engine: EngineName) => {
           if (c.questionsFirst) await expectQuestions(replica, key, q, after, "right after the change");
           await expectAnswer(replica, key, q, after, "right after the change");
           if (!c.questionsFirst) await expectQuestions(replica, key, q, after, "right after the change");
+        }
+      }
+    });
+
+    it("a grant expiring 2 s ahead: counted by every question on both replicas just before, by none just after, with no write between", async () => {
+      const w = services[writer]!;
+      const appId = `expiry-${counter++}`;
+      const key = await createApp(w, appId, CATALOG);
+      const clock = async () => Number((await database.db.query<{ ms: number }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms")).rows[0]!.ms);
+      const expiresAt = Math.floor(await clock()) + 2_000;
+      const written = await w.call("POST", "/api/v1/authorization/relationships", {
+        key,
+        body: { ...grant("olga", "document", "d1", "reviewer"), expiresAt: new Date(expiresAt).toISOString() },
+      });
+      expectStatus(written, 201);
+      const asked = [question("olga", "document", "d1", "comment"), question("olga", "document", "d1", "read")];
+      for (const replica of [reader, writer]) {
+        for (const q of asked) {
+          await expectAnswer(replica, key, q, true, "just before the expiry");
+          await expectQuestions(replica, key, q, true, "just before the expiry");
+        }
+      }
+      expect(await clock(), "the answers before took too long to be 'just before'").toBeLessThan(expiresAt);
+      while ((await clock()) <= expiresAt) await new Promise((resolve) => setTimeout(resolve, 5));
+      for (const replica of [reader, writer]) {
+        for (const q of asked) {
+          await expectAnswer(replica, key, q, false, "just after the expiry");
+          await expectQuestions(replica, key, q, false, "just after the expiry");
         }
       }
     });

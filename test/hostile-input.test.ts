@@ -417,6 +417,23 @@ describe.each(engines)("hostile input on %s", (engine) => {
         poison: (b, x) => (b.pageToken = Buffer.from(JSON.stringify({ resourceId: x })).toString("base64url")), field: "pageToken",
       },
       {
+        name: "write an expiring grant", method: "POST", path: () => "/api/v1/authorization/relationships", app: true,
+        body: { userId: "carol", resource: "document", resourceId: "d1", relation: "viewer", expiresAt: "2099-01-01T00:00:00Z" }, poison: (b, x) => (b.expiresAt = `2099-01-01T00:00:00Z${x}`), field: "expiresAt",
+      },
+      {
+        name: "bulk-write expiring grants", method: "POST", path: () => "/api/v1/authorization/relationships/bulk", app: true,
+        body: { writes: [{ userId: "carol", resource: "document", resourceId: "d1", relation: "viewer", expiresAt: "2099-01-01T00:00:00Z" }] },
+        poison: (b, x) => (b.writes[0].expiresAt = x), field: "writes[0].expiresAt",
+      },
+      {
+        name: "delete grants by filter", method: "POST", path: () => "/api/v1/authorization/relationships/delete", app: true,
+        body: { userId: "nobody-here" }, poison: (b, x) => (b.userId = x), field: "userId",
+      },
+      {
+        name: "preview a policy update", method: "POST", path: () => `/api/v1/applications/shop/policies/${policyId}/preview`,
+        body: { permissions: ["document:read"] }, poison: (b, x) => (b.permissions = ["document:read", x]), field: "permissions[1]",
+      },
+      {
         name: "create a key with scopes", method: "POST", path: () => "/api/v1/applications/shop/api-keys", body: { name: "k", scopes: ["check"] },
         poison: (b, x) => (b.scopes = ["check", x]), field: "scopes[1]",
       },

@@ -6,6 +6,7 @@
  * statement that breaks one fails here, not on somebody's Citus cluster.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ExpirySweep } from "../src/domain/expiry-sweep.js";
 import { DISTRIBUTED_TABLES, REFERENCE_TABLES } from "../src/store/distribute.js";
 import type { Db, Queryable } from "../src/store/db.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
@@ -108,6 +109,14 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
         ok("delete one", await call("DELETE", `/api/v1/authorization/relationships?${query}`, { key }));
         ok("write one", await call("POST", "/api/v1/authorization/relationships", { key, body: grant }));
         ok("bulk", await call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes: scenario.grants.slice(1), deletes: [grant] } }));
+        const tomorrow = new Date(Date.now() + 86_400_000).toISOString();
+        ok("write one expiring", await call("POST", "/api/v1/authorization/relationships", { key, body: { ...grant, expiresAt: tomorrow } }));
+        ok("bulk expiring", await call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes: [{ ...grant, expiresAt: tomorrow }] } }));
+        ok("list with expired", await call("GET", `/api/v1/authorization/relationships?resource=${grant.resource}&resourceId=${grant.resourceId}&includeExpired=true`, { key }));
+        ok("delete by user", await call("POST", "/api/v1/authorization/relationships/delete", { key, body: { userId: grant.userId, relation: grant.relation } }));
+        ok("delete by instance", await call("POST", "/api/v1/authorization/relationships/delete", { key, body: { resource: grant.resource, resourceId: grant.resourceId } }));
+        ok("delete by user and resource", await call("POST", "/api/v1/authorization/relationships/delete", { key, body: { userId: grant.userId, resource: grant.resource } }));
+        await new ExpirySweep(service.db, { intervalMs: 60_000, batchSize: 10, onError: (e) => { throw e; } }).sweepOnce();
       }
       const policies = ok("policies", await call("GET", `${base}/policies`)).policies as { policyId: string }[];
       const roles = ok("roles", await call("GET", `${base}/roles`)).roles as { roleId: string }[];
@@ -115,13 +124,16 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
         ok("policy", await call("GET", `${base}/policies/${p.policyId}`));
         ok("policy roles", await call("GET", `${base}/policies/${p.policyId}/roles`));
         ok("rename policy", await call("PATCH", `${base}/policies/${p.policyId}`, { body: { name: `renamed-${p.policyId}` } }));
+        ok("preview", await call("POST", `${base}/policies/${p.policyId}/preview`, { body: { permissions: [] } }));
       }
       for (const r of roles) {
         ok("role", await call("GET", `${base}/roles/${r.roleId}`));
         ok("assignments", await call("GET", `${base}/roles/${r.roleId}/assignments`));
         ok("rename role", await call("PATCH", `${base}/roles/${r.roleId}`, { body: { name: `renamed-${r.roleId}`, policyIds: [] } }));
         ok("assign", await call("POST", `${base}/roles/${r.roleId}/assignments`, { body: { userId: "rules-user" } }));
+        ok("assign another", await call("POST", `${base}/roles/${r.roleId}/assignments`, { body: { userId: "rules-user-2" } }));
         ok("user roles", await call("GET", `${base}/users/rules-user/roles`));
+        ok("offboard", await call("DELETE", `${base}/users/rules-user-2/roles`));
         ok("unassign", await call("DELETE", `${base}/roles/${r.roleId}/assignments/rules-user`));
         ok("delete role", await call("DELETE", `${base}/roles/${r.roleId}`));
       }

@@ -14,6 +14,7 @@ import { auditStore } from "../src/store/audit-store.js";
 import { catalogStore } from "../src/store/catalog-store.js";
 import { checkStore, type CheckInput } from "../src/store/check-store.js";
 import { modelStore } from "../src/store/model-store.js";
+import { relationshipsStore } from "../src/store/relationships-store.js";
 import { rolesStore } from "../src/store/roles-store.js";
 import { DeadlinePassedError, type Db, type Queryable, type TimeCursor } from "../src/store/db.js";
 import { loadMigrations, migrate } from "../src/store/migrate.js";
@@ -37,7 +38,7 @@ async function findKeyByHash(db: Queryable, secretHash: string) {
 }
 
 /** The migrations this build has. */
-const VERSIONS = [1, 2, 3, 4];
+const VERSIONS = [1, 2, 3, 4, 5];
 const ALL = ["check", "read", "write"];
 const POSTGRES_ONLY = "Postgres only (PGlite is a single in-process connection: no second pool, no concurrent transactions)";
 
@@ -121,6 +122,7 @@ describe.each(engines)("store on %s", (engine) => {
         { version: 2, name: "model_versions" },
         { version: 3, name: "scale_out" },
         { version: 4, name: "scopes_and_lookup" },
+        { version: 5, name: "expiring_grants" },
       ]);
       expect(rows[0]!.applied_at).toBeInstanceOf(Date);
       expect(Math.abs(Date.now() - rows[0]!.applied_at.getTime())).toBeLessThan(10 * 60_000);
@@ -134,6 +136,25 @@ describe.each(engines)("store on %s", (engine) => {
         await applicationsStore.insert(fresh.db, "before-upgrade", "Before upgrade");
         expect(await migrate(fresh.db, all)).toEqual(VERSIONS.slice(1));
         expect(await count(fresh.db, "SELECT 1 FROM model_versions WHERE app_id = 'before-upgrade'")).toBe(1);
+      } finally {
+        await fresh.dispose();
+      }
+    });
+
+    it("upgrading a version-4 database: its grants get no expiry and keep counting; the sweep finds nothing", async () => {
+      const fresh = await createTestDatabase(engine);
+      try {
+        const all = await loadMigrations();
+        expect(await migrate(fresh.db, all.slice(0, 4))).toEqual([1, 2, 3, 4]);
+        await applicationsStore.insert(fresh.db, "old-grants", "Old grants");
+        await fresh.db.query(
+          "INSERT INTO relationships (app_id, resource, resource_id, relation, user_id) VALUES ('old-grants', 'doc', 'd1', 'viewer', 'u1')",
+        );
+        expect(await migrate(fresh.db, all)).toEqual([5]);
+        const { rows } = await fresh.db.query<{ expiresAt: Date | null }>("SELECT expires_at AS \"expiresAt\" FROM relationships WHERE app_id = 'old-grants'");
+        expect(rows).toEqual([{ expiresAt: null }]);
+        expect(await relationshipsStore.sweepExpired(fresh.db, "old-grants", 100)).toBe(0);
+        expect(await count(fresh.db, "SELECT 1 FROM relationships WHERE app_id = 'old-grants'")).toBe(1);
       } finally {
         await fresh.dispose();
       }
@@ -680,6 +701,16 @@ describe.each(engines)("store on %s", (engine) => {
         await insertGrant(db, appId, { resource: "invoice", resourceId: "i1", relation: "owner", userId: "u1" });
         await insertGrant(db, other, { resource: "folder", resourceId: "f1", relation: "editor", userId: "u1" });
         await insertGrant(db, other, { resource: "doc", resourceId: "d1", relation: "owner", userId: "u1" });
+        // Expired and not swept: still a row that blocks, reported as expired only.
+        await db.query(
+          "INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at) VALUES ($1, 'report', 'r1', 'viewer', 'u1', now() - interval '1 hour')",
+          [appId],
+        );
+        // One expired and one live on the same relation: not expired only.
+        await db.query(
+          "INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at) VALUES ($1, 'doc', 'd3', 'viewer', 'u3', now() - interval '1 hour')",
+          [appId],
+        );
       });
 
       it.each([
@@ -716,7 +747,14 @@ describe.each(engines)("store on %s", (engine) => {
       it.each([
         { resources: [], expected: [] },
         { resources: ["folder"], expected: [] }, // granted only in another application
-        { resources: ["invoice", "zzz", "doc"], expected: ["doc", "invoice"] },
+        {
+          resources: ["invoice", "zzz", "doc", "report"],
+          expected: [
+            { resource: "doc", expiredOnly: false },
+            { resource: "invoice", expiredOnly: false },
+            { resource: "report", expiredOnly: true },
+          ],
+        },
         { resources: ["nothing"], expected: [] },
       ])("resourcesWithGrants($resources)", async ({ resources, expected }) => {
         expect(await catalogStore.resourcesWithGrants(db, appId, resources)).toEqual(expected);
@@ -732,10 +770,12 @@ describe.each(engines)("store on %s", (engine) => {
             { resource: "doc", relation: "viewer" },
             { resource: "folder", relation: "editor" },
             { resource: "invoice", relation: "viewer" },
+            { resource: "report", relation: "viewer" },
           ],
           expected: [
-            { resource: "doc", relation: "viewer" },
-            { resource: "invoice", relation: "owner" },
+            { resource: "doc", relation: "viewer", expiredOnly: false },
+            { resource: "invoice", relation: "owner", expiredOnly: false },
+            { resource: "report", relation: "viewer", expiredOnly: true },
           ],
         },
       ])("relationsWithGrants($pairs)", async ({ pairs, expected }) => {
@@ -745,10 +785,93 @@ describe.each(engines)("store on %s", (engine) => {
       it("follows the rows: a deleted grant or permission is no longer reported", async () => {
         await db.query("DELETE FROM relationships WHERE app_id = $1 AND resource = 'invoice'", [appId]);
         await db.query("DELETE FROM policy_permissions WHERE app_id = $1 AND policy_id = 'pol_b' AND resource = 'invoice'", [appId]);
-        expect(await catalogStore.resourcesWithGrants(db, appId, ["doc", "invoice"])).toEqual(["doc"]);
+        expect(await catalogStore.resourcesWithGrants(db, appId, ["doc", "invoice"])).toEqual([{ resource: "doc", expiredOnly: false }]);
+        // The live doc grants go: what is left of doc is expired only.
+        await db.query("DELETE FROM relationships WHERE app_id = $1 AND resource = 'doc' AND expires_at IS NULL", [appId]);
+        expect(await catalogStore.resourcesWithGrants(db, appId, ["doc"])).toEqual([{ resource: "doc", expiredOnly: true }]);
         expect(await catalogStore.relationsWithGrants(db, appId, [{ resource: "invoice", relation: "owner" }])).toEqual([]);
         expect(await catalogStore.policiesHolding(db, appId, ["invoice:send"])).toEqual([]);
       });
+    });
+  });
+
+  describe("relationshipsStore: expiries", () => {
+    const g = (userId: string, resourceId = "e1") => ({ userId, resource: "doc", resourceId, relation: "viewer" });
+    const relationsOf = async (q: Queryable, appId: string, userId: string, resourceId = "e1") =>
+      (await checkStore.check(q, [{ appId, keyHash: "none", userId, resource: "doc", resourceId }])).rows[0]!.relations;
+
+    it("the check's statement draws the line at its own now(): an expiry equal to it has passed, one microsecond later has not", async () => {
+      const appId = await newApp(db, "edge");
+      await db.transaction(async (tx) => {
+        // Inside one transaction now() stands still: the edge can be hit exactly.
+        await tx.query(
+          `INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at) VALUES
+             ($1, 'doc', 'e1', 'viewer', 'at-now', now()),
+             ($1, 'doc', 'e1', 'viewer', 'after-now', now() + interval '1 microsecond'),
+             ($1, 'doc', 'e1', 'viewer', 'before-now', now() - interval '1 microsecond'),
+             ($1, 'doc', 'e1', 'viewer', 'never', NULL)`,
+          [appId],
+        );
+        expect(await relationsOf(tx, appId, "at-now")).toEqual([]);
+        expect(await relationsOf(tx, appId, "before-now")).toEqual([]);
+        expect(await relationsOf(tx, appId, "after-now")).toEqual(["viewer"]);
+        expect(await relationsOf(tx, appId, "never")).toEqual(["viewer"]);
+      });
+    });
+
+    it("writeMany counts new grants and changed expiries, not the same expiry again", async () => {
+      const appId = await newApp(db, "wm");
+      const at = (ms: number) => new Date(Date.UTC(2099, 0, 1) + ms);
+      expect(await relationshipsStore.writeMany(db, appId, [{ ...g("a"), expiresAt: at(0) }, { ...g("b"), expiresAt: null }])).toBe(2);
+      expect(await relationshipsStore.writeMany(db, appId, [{ ...g("a"), expiresAt: at(0) }, { ...g("b"), expiresAt: null }])).toBe(0);
+      expect(await relationshipsStore.writeMany(db, appId, [{ ...g("a"), expiresAt: at(1) }, { ...g("b"), expiresAt: at(0) }])).toBe(2);
+      expect(await relationshipsStore.writeMany(db, appId, [{ ...g("a"), expiresAt: null }, { ...g("c"), expiresAt: null }])).toBe(2);
+      const { rows } = await db.query<{ u: string; e: Date | null }>("SELECT user_id AS u, expires_at AS e FROM relationships WHERE app_id = $1 ORDER BY 1", [appId]);
+      expect(rows).toEqual([{ u: "a", e: null }, { u: "b", e: at(0) }, { u: "c", e: null }]);
+    });
+
+    it("write: created, replaced, unchanged, each returning the stored grant", async () => {
+      const appId = await newApp(db, "w1");
+      const later = new Date(Date.UTC(2099, 5, 1));
+      const first = await relationshipsStore.write(db, appId, { ...g("a"), expiresAt: null });
+      expect(first).toMatchObject({ created: true, row: { userId: "a", expiresAt: null } });
+      expect(await relationshipsStore.write(db, appId, { ...g("a"), expiresAt: later })).toMatchObject({ created: false, row: { expiresAt: later } });
+      const same = await relationshipsStore.write(db, appId, { ...g("a"), expiresAt: later });
+      expect(same).toMatchObject({ created: false, row: { expiresAt: later, createdAt: first.row.createdAt } });
+    });
+
+    it("deleteMatching removes exactly the rows matching every given field, and counts them", async () => {
+      const appId = await newApp(db, "dm");
+      const other = await newApp(db, "dm-other");
+      for (const app of [appId, other]) {
+        for (const grant of [g("a", "1"), g("a", "2"), g("b", "1"), { ...g("a", "1"), relation: "owner" }]) await insertGrant(db, app, grant);
+      }
+      expect(await relationshipsStore.deleteMatching(db, appId, { userId: "a", relation: "viewer" })).toBe(2);
+      expect(await relationshipsStore.deleteMatching(db, appId, { resource: "doc", resourceId: "1" })).toBe(2);
+      expect(await relationshipsStore.deleteMatching(db, appId, { userId: "a" })).toBe(0);
+      expect(await count(db, "SELECT 1 FROM relationships WHERE app_id = $1", [appId])).toBe(0);
+      expect(await count(db, "SELECT 1 FROM relationships WHERE app_id = $1", [other])).toBe(4);
+      await expect(relationshipsStore.deleteMatching(db, appId, {})).rejects.toThrow(/needs a filter/);
+    });
+
+    it("sweepExpired deletes at most `limit` expired rows of one application, oldest expiry first", async () => {
+      const appId = await newApp(db, "sw");
+      const other = await newApp(db, "sw-other");
+      for (const app of [appId, other]) {
+        await db.query(
+          `INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at)
+           SELECT $1, 'doc', 'x' || i, 'viewer', 'u', now() - (i || ' minutes')::interval FROM generate_series(1, 7) AS i`,
+          [app],
+        );
+        await db.query("INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at) VALUES ($1, 'doc', 'live', 'viewer', 'u', now() + interval '1 hour')", [app]);
+      }
+      expect(await relationshipsStore.sweepExpired(db, appId, 3)).toBe(3);
+      // The three longest expired went first.
+      const { rows } = await db.query<{ id: string }>("SELECT resource_id AS id FROM relationships WHERE app_id = $1 ORDER BY expires_at", [appId]);
+      expect(rows.map((r) => r.id)).toEqual(["x4", "x3", "x2", "x1", "live"]);
+      expect(await relationshipsStore.sweepExpired(db, appId, 100)).toBe(4);
+      expect(await relationshipsStore.sweepExpired(db, appId, 100)).toBe(0);
+      expect(await count(db, "SELECT 1 FROM relationships WHERE app_id = $1", [other])).toBe(8);
     });
   });
 

@@ -79,6 +79,8 @@ export function authz(service: TestService, key: string) {
     delete: (g: Grant) => call("DELETE", REL + queryString({ ...g })),
     list: (params: Record<string, string | number | undefined>) => call("GET", REL + queryString(params)),
     bulk: (writes: Grant[], deletes?: Grant[]) => call("POST", `${REL}/bulk`, { writes, ...(deletes ? { deletes } : {}) }),
+    /** Delete by filter: POST .../relationships/delete. */
+    deleteMatching: (filter: Partial<Grant>) => call("POST", `${REL}/delete`, filter),
     check: (q: CheckQuestion) => call("POST", "/api/v1/authorization/check", q),
     batch: (checks: CheckQuestion[]) => call("POST", "/api/v1/authorization/check/batch", { checks }),
     /** The check's answer, which must be a 200 of exactly {allowed}. */
@@ -130,6 +132,8 @@ export function admin(service: TestService, appId: string) {
     deleteRole: (roleId: string) => ok(service.call("DELETE", `${base}/roles/${roleId}`), [200]),
     assign: (roleId: string, userId: string) =>
       ok(service.call("POST", `${base}/roles/${roleId}/assignments`, { body: { userId } })),
+    /** Every role assignment of the user removed (offboarding). */
+    offboard: (userId: string) => ok(service.call("DELETE", `${base}/users/${encodeURIComponent(userId)}/roles`), [200]),
     unassign: (roleId: string, userId: string) =>
       ok(service.call("DELETE", `${base}/roles/${roleId}/assignments/${encodeURIComponent(userId)}`), [200]),
   };

@@ -28,6 +28,9 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     distribute: undefined,
     databaseReadUrls: [],
     readReplicaMaxLagMs: 50,
+    // Off: tests that need expired rows keep them; the sweep's own tests turn it on.
+    grantSweepIntervalMs: 0,
+    grantSweepBatch: 1_000,
     ...overrides,
   };
 }
