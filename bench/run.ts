@@ -398,8 +398,8 @@ async function main(): Promise<void> {
         );
         rows.push(row("REST list an instance's grants", await rest(listPaths, "list grants", "", "GET"), "req/s", 1, true));
       }
-      if (ONLY.has("questions")) questions = await measureQuestions(url, key, grants, rest, row, rows);
-      if (ONLY.has("upkeep")) upkeep = await measureUpkeep(url, key, grants, rest, row, rows);
+      if (ONLY.has("questions")) questions = await measureQuestions({ url, key, grants, rest, row, rows });
+      if (ONLY.has("upkeep")) upkeep = await measureUpkeep({ url, key, grants, rest, row, rows });
       if (ONLY.has("bulk")) {
         // Bulk write of 5,000 new grants, one call at a time: the median of several.
         const times: number[] = [];
@@ -446,6 +446,18 @@ interface QuestionFigures {
   lookupGrants: number;
 }
 
+/** What a group of figures measured after the REST checks works with. */
+interface GroupRun {
+  url: string;
+  key: string;
+  /** The grants loaded (the last step). */
+  grants: number;
+  rest: (bodies: unknown[], label: string, path?: string) => Promise<Measured>;
+  row: (figure: string, r: Measured, unit?: string, perRequest?: number) => Row;
+  /** The report's rows, which the group appends to. */
+  rows: Row[];
+}
+
 /** The user whose grants lookup pages through. */
 const LOOKUP_USER = "lookup-user";
 const LOOKUP_GRANTS = 100_000;
@@ -456,12 +468,7 @@ const LOOKUP_GRANTS = 100_000;
  * so every ratio comes from one run on one machine state.
  */
 async function measureQuestions(
-  url: string,
-  key: string,
-  grants: number,
-  rest: (bodies: unknown[], label: string, path?: string) => Promise<Measured>,
-  row: (figure: string, r: Measured, unit?: string, perRequest?: number) => Row,
-  rows: Row[],
+  { url, key, grants, rest, row, rows }: GroupRun,
 ): Promise<QuestionFigures> {
   const t0 = Date.now();
   const relations = ["viewer", "editor", "owner", "commenter"];
@@ -528,12 +535,7 @@ const DELETE_USER_GRANTS = 10_000;
  *   user holds one role: every user is reached), one call at a time.
  */
 async function measureUpkeep(
-  url: string,
-  key: string,
-  grants: number,
-  rest: (bodies: unknown[], label: string, path?: string) => Promise<Measured>,
-  row: (figure: string, r: Measured, unit?: string, perRequest?: number) => Row,
-  rows: Row[],
+  { url, key, grants, rest, row, rows }: GroupRun,
 ): Promise<UpkeepFigures> {
   const checks = data.grantChecks(grants, 1000);
   const rewrite = async (expiresAt: (i: number) => string | undefined) => {
