@@ -16,14 +16,15 @@ import { createHash } from "node:crypto";
 import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
+import { initialJavaScript, INITIAL_JS_LIMIT_BYTES } from "./console-size.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
 const stamp = `${root}dist/.build-inputs`;
 
 // Everything the output depends on: the sources, the compiler settings, this
 // script, and the lock (which pins the compiler and the types).
-const INPUT_DIRS = ["src", "gen", "bench"];
-const INPUT_FILES = ["tsconfig.json", "tsconfig.build.json", "scripts/build.mjs", "package-lock.json"];
+const INPUT_DIRS = ["src", "gen", "bench", "console"];
+const INPUT_FILES = ["tsconfig.json", "tsconfig.build.json", "scripts/build.mjs", "scripts/console-size.mjs", "package-lock.json"];
 const SKIPPED_DIRS = new Set(["bench/results"]); // the bench's output, gitignored
 
 function inputFiles() {
@@ -63,4 +64,21 @@ try {
   process.exit(1); // tsc has printed its errors
 }
 cpSync(`${root}src/store/migrations`, `${root}dist/src/store/migrations`, { recursive: true });
+
+// The console: Vite builds console/ into dist/console, which the service
+// serves at /console/. Its initial JavaScript (the entry chunk and what it
+// imports statically), gzipped, is printed: it must stay under 250 KB.
+try {
+  const { build } = await import("vite");
+  await build({ configFile: `${root}console/vite.config.ts`, logLevel: "warn" });
+} catch (error) {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+}
+const { files, gzipBytes } = initialJavaScript(`${root}dist/console`);
+console.log(`console: initial JavaScript ${(gzipBytes / 1024).toFixed(1)} KB gzipped (${files.length} file${files.length === 1 ? "" : "s"}; the limit is ${INITIAL_JS_LIMIT_BYTES / 1024} KB)`);
+if (gzipBytes > INITIAL_JS_LIMIT_BYTES) {
+  console.error("console: the initial JavaScript is over the limit");
+  process.exit(1);
+}
 writeFileSync(stamp, hash);

@@ -41,6 +41,7 @@ import { buildFastifyApp } from "./transport/fastify-app.js";
 import { UnaryGrpc } from "./transport/grpc-unary.js";
 import { H2Server } from "./transport/h2-server.js";
 import { CallLimiter } from "./transport/call-limiter.js";
+import { defaultConsoleDir } from "./transport/console-static.js";
 import { effectiveConnectionCap, openFilesLimit } from "./transport/descriptor-limit.js";
 import { guard, type ServiceBinding } from "./transport/guard.js";
 import { listen } from "./transport/listener.js";
@@ -197,8 +198,9 @@ export async function startPortcullis(
       new UnaryGrpc(bindings, log, requestLog),
       log,
     );
-    const app1 = await buildFastifyApp("http1", { bindings, db, replicas, keys, log, requestLog, timeouts: config });
-    const app2 = await buildFastifyApp("http2", { bindings, db, replicas, keys, log, requestLog, timeouts: config, h2 });
+    const consoleDir = config.consoleDir ?? defaultConsoleDir();
+    const app1 = await buildFastifyApp("http1", { bindings, db, replicas, keys, log, requestLog, timeouts: config, consoleDir });
+    const app2 = await buildFastifyApp("http2", { bindings, db, replicas, keys, log, requestLog, timeouts: config, h2, consoleDir });
     const descriptors = openFilesLimit();
     const maxConnections = effectiveConnectionCap(config.maxConnections, descriptors);
     if (maxConnections < config.maxConnections) {

@@ -65,6 +65,8 @@ export interface Config {
   readonly grantSweepIntervalMs: number;
   /** Expired grants one sweep statement deletes at most. */
   readonly grantSweepBatch: number;
+  /** The built console served at /console/; undefined: the build beside the service (dist/console). */
+  readonly consoleDir: string | undefined;
 }
 
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
@@ -97,6 +99,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...scaleOut(env, databaseUrl),
     grantSweepIntervalMs: intVar(env, "GRANT_SWEEP_INTERVAL_MS", 60_000, 0, 86_400_000),
     grantSweepBatch: intVar(env, "GRANT_SWEEP_BATCH", 1_000, 1, 100_000),
+    consoleDir: nonEmpty(env.CONSOLE_DIR),
   };
 }
 

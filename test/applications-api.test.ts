@@ -329,7 +329,7 @@ describe.each(engines)("applications and API keys on %s", (engine) => {
         const events = res.body.events as Record<string, unknown>[];
         expect(events.map((e) => e.type)).toEqual(["api_key.revoked", "api_key.created"]); // newest first
         for (const event of events) {
-          expect(Object.keys(event).sort()).toEqual(["actorKeyId", "data", "eventId", "occurredAt", "targetId", "targetType", "type"]);
+          expect(Object.keys(event).sort()).toEqual(["actorKeyId", "actorKeyName", "data", "eventId", "occurredAt", "targetId", "targetType", "type"]);
           expect(event).toMatchObject({ targetType: "api_key", targetId: keyId, actorKeyId: "operator", data: { name: "audited" } });
           expectRecentTimestamp(event.occurredAt);
         }

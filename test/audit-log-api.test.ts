@@ -127,11 +127,14 @@ describe.each(engines)("audit log API on %s", (engine) => {
     it("records one event per change, newest first, with type, target, actor and data", async () => {
       const shape = events.map((e) => [e.type, e.targetType, e.targetId, e.actorKeyId, e.data]);
       expect(shape).toEqual([...expected].reverse());
+      // Each actor also by its key's name: the environment's operator key is "operator".
+      const names = new Map([["operator", "operator"], [appKey.keyId, "app"]]);
+      expect(events.map((e) => e.actorKeyName)).toEqual(events.map((e) => names.get(e.actorKeyId)));
     });
 
     it("every event has exactly the contract's fields, a unique id and a timestamp in order", async () => {
       for (const event of events) {
-        expect(Object.keys(event).sort()).toEqual(["actorKeyId", "data", "eventId", "occurredAt", "targetId", "targetType", "type"]);
+        expect(Object.keys(event).sort()).toEqual(["actorKeyId", "actorKeyName", "data", "eventId", "occurredAt", "targetId", "targetType", "type"]);
         expect(event.eventId).toMatch(/^[A-Za-z0-9_-]+$/);
         expect(event.occurredAt).toMatch(RFC3339);
         expect(EVENT_TYPES).toContain(event.type);
@@ -198,10 +201,11 @@ describe.each(engines)("audit log API on %s", (engine) => {
       expect(answer.events).toHaveLength(events.length);
       answer.events.forEach((e: Json, i: number) => {
         const rest = events[i]!;
-        expect({ eventId: e.eventId, type: e.type, actorKeyId: e.actorKeyId, targetType: e.targetType, targetId: e.targetId }).toEqual({
+        expect({ eventId: e.eventId, type: e.type, actorKeyId: e.actorKeyId, actorKeyName: e.actorKeyName, targetType: e.targetType, targetId: e.targetId }).toEqual({
           eventId: rest.eventId,
           type: rest.type,
           actorKeyId: rest.actorKeyId,
+          actorKeyName: rest.actorKeyName,
           targetType: rest.targetType,
           targetId: rest.targetId,
         });
@@ -211,6 +215,14 @@ describe.each(engines)("audit log API on %s", (engine) => {
       const filtered = await rpc.call("AuditService", "ListAuditEvents", { appId, type: "role.assigned", targetId: ids.role, pageSize: 1 }, appKey.key);
       expect(filtered.events.map((e: Json) => e.eventId)).toEqual([events.find((e) => e.type === "role.assigned")!.eventId]);
       expect(filtered.nextPageToken).not.toBe("");
+    });
+
+    it("a revoked key's events keep its name", async () => {
+      const temp = await newKey(service.call, appId, "temporary helper");
+      const made = ok(await api.createPolicy({ name: "Made by a temporary key" }, temp.key), 201);
+      ok(await service.call("DELETE", `/api/v1/applications/${appId}/api-keys/${temp.keyId}`));
+      const [event] = ok(await api.auditLog(`?targetId=${made.policyId}`, appKey.key)).events;
+      expect(event).toMatchObject({ type: "policy.created", actorKeyId: temp.keyId, actorKeyName: "temporary helper" });
     });
   });
 

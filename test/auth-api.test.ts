@@ -46,6 +46,8 @@ const refused: Row[] = [
   { name: "missing key on check", key: "none", method: "POST", path: "/api/v1/authorization/check", body: {}, status: 401, code: "unauthenticated" },
   { name: "missing key on an app's policies", key: "none", method: "GET", path: "/api/v1/applications/alpha/policies", status: 401, code: "unauthenticated" },
   { name: "missing key on an app's roles", key: "none", method: "POST", path: "/api/v1/applications/alpha/roles", body: { name: "r" }, status: 401, code: "unauthenticated" },
+  { name: "missing key on who-am-I", key: "none", method: "GET", path: "/api/v1/api-keys/current", status: 401, code: "unauthenticated", fragments: ["X-API-Key"] },
+  { name: "unknown key on who-am-I", key: "unknown", method: "GET", path: "/api/v1/api-keys/current", status: 401, code: "unauthenticated" },
   { name: "empty key header", key: "empty", method: "GET", path: "/api/v1/applications/alpha", status: 401, code: "unauthenticated" },
   // 401: unknown key
   { name: "unknown key on an app route", key: "unknown", method: "GET", path: "/api/v1/applications/alpha", status: 401, code: "unauthenticated", fragments: ["not valid"] },
@@ -93,6 +95,7 @@ const allowed: Row[] = [
   { name: "app key listing its keys", key: "alpha", method: "GET", path: "/api/v1/applications/alpha/api-keys", status: 200 },
   { name: "app key creating a key of its application", key: "alpha", method: "POST", path: "/api/v1/applications/alpha/api-keys", body: { name: "second" }, status: 201 },
   { name: "app key reading its audit log", key: "alpha", method: "GET", path: "/api/v1/applications/alpha/audit-log", status: 200 },
+  { name: "operator key on who-am-I", key: "operator", method: "GET", path: "/api/v1/api-keys/current", status: 200, expect: { keyId: "operator", kind: "operator", scopes: ["check", "read", "write"] } },
   { name: "app key on check", key: "alpha", method: "POST", path: "/api/v1/authorization/check", body: { userId: "u", resource: "document", resourceId: "1", action: "read" }, status: 200, expect: { allowed: false } },
   { name: "app key on check of a resource not in its catalog (let in, then 400)", key: "alpha", method: "POST", path: "/api/v1/authorization/check", body: { userId: "u", resource: "invoice", resourceId: "1", action: "read" }, status: 400, code: "invalid_argument" },
   { name: "app key on batch check", key: "alpha", method: "POST", path: "/api/v1/authorization/check/batch", body: { checks: [] }, status: 200, expect: { results: [] } },
@@ -192,6 +195,8 @@ describe.each(engines)("authentication and authorization on %s", (engine) => {
 
     expectError(await service.call("GET", "/api/v1/applications/alpha", { key }), 401, "unauthenticated");
     expectError(await service.call("GET", "/api/v1/applications/alpha/resources", { key }), 401, "unauthenticated");
+    // The console's sign-in asks who the key is: a revoked key is nobody.
+    expectError(await service.call("GET", "/api/v1/api-keys/current", { key }), 401, "unauthenticated");
     // The application's other keys still work.
     expect((await service.call("GET", "/api/v1/applications/alpha", { key: keys.alpha })).status).toBe(200);
   });

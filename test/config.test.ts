@@ -29,6 +29,7 @@ describe("loadConfig", () => {
       readReplicaMaxLagMs: 50,
       grantSweepIntervalMs: 60_000,
       grantSweepBatch: 1_000,
+      consoleDir: undefined,
     });
   });
 
@@ -52,6 +53,7 @@ describe("loadConfig", () => {
     },
     { env: { DATABASE_URL: "postgres://db/x", READ_REPLICA_MAX_LAG_MS: "250" }, expected: { readReplicaMaxLagMs: 250 } },
     { env: { GRANT_SWEEP_INTERVAL_MS: "0", GRANT_SWEEP_BATCH: "200" }, expected: { grantSweepIntervalMs: 0, grantSweepBatch: 200 } },
+    { env: { CONSOLE_DIR: "/srv/console" }, expected: { consoleDir: "/srv/console" } },
   ])("reads $env", ({ env, expected }) => {
     expect(loadConfig(env)).toMatchObject(expected);
   });

@@ -71,7 +71,10 @@ function bruteForce(model: Model, policyId: string, permissions: string[]) {
     if (gains) gaining.push(userId);
     if (loses) losing.push(userId);
   }
-  return { gaining: gaining.length, losing: losing.length, gainingSample: gaining.slice(0, 20), losingSample: losing.slice(0, 20) };
+  const reached = [...model.assignments.values()].filter((roleIds) =>
+    roleIds.some((roleId) => model.roles.find((r) => r.roleId === roleId)!.policyIds.includes(policyId)),
+  ).length;
+  return { gaining: gaining.length, losing: losing.length, gainingSample: gaining.slice(0, 20), losingSample: losing.slice(0, 20), reached };
 }
 
 describe.each(engines)("impact preview on %s", (engine) => {
@@ -190,6 +193,7 @@ describe.each(engines)("impact preview on %s", (engine) => {
         losing: 3,
         gainingSample: ["b-one", "c-two", "d-tenant-keep", "e-tenant", "f-tenant-two", "g-tenant-wide"],
         losingSample: ["b-one", "d-tenant-keep", "e-tenant"],
+        reached: 6, // b to g; c, f and g keep document:delete through another role
       },
     });
     // gRPC answers the same (but for proto-loader's "_tenantId" oneof name of the optional field).
@@ -210,10 +214,10 @@ describe.each(engines)("impact preview on %s", (engine) => {
       added: [],
       removed: [],
       roles: [{ roleId: role, name: "Readers", assignmentCount: 45 }],
-      users: { gaining: 0, losing: 0, gainingSample: [], losingSample: [] },
+      users: { gaining: 0, losing: 0, gainingSample: [], losingSample: [], reached: 45 },
     });
     const cleared = await preview(appId, policy, { permissions: [] });
-    expect(cleared.body.users).toEqual({ gaining: 0, losing: 45, gainingSample: [], losingSample: [...users].sort().slice(0, 20) });
+    expect(cleared.body.users).toEqual({ gaining: 0, losing: 45, gainingSample: [], losingSample: [...users].sort().slice(0, 20), reached: 45 });
   });
 
   it("refuses what the PATCH refuses, naming the field; changes nothing", async () => {

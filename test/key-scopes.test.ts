@@ -30,7 +30,9 @@ const CATALOG = { resources: [{ resource: "document", description: "", actions: 
 const OPERATOR_ONLY = new Set(["CreateApplication", "ListApplications"]);
 
 const bindings = httpBindings([ApplicationService, CatalogService, PolicyService, RoleService, RelationshipService, CheckService, AuditService]);
-const routes = bindings.filter((b) => !OPERATOR_ONLY.has(b.method.name));
+/** Any valid key may ask who it is (the console's sign-in), whatever its scopes: tested below. */
+const SCOPE_FREE = new Set(["GetCurrentKey"]);
+const routes = bindings.filter((b) => !OPERATOR_ONLY.has(b.method.name) && !SCOPE_FREE.has(b.method.name));
 
 /** The scope a route takes, by the contract: the questions "check", GETs "read", the rest "write". */
 const scopeOf = (b: HttpBinding): Scope => (b.method.parent.name === "CheckService" ? "check" : b.verb === "GET" ? "read" : "write");
@@ -49,6 +51,7 @@ function requestOf(b: HttpBinding, ids: { policyId: string; roleId: string }, n:
     CreateApiKey: { name: `k${n}` }, // the creator's own scopes: a key cannot grant more (tested below)
     ListApiKeys: {},
     DeleteApiKey: { keyId: "key_nope" },
+    GetCurrentKey: {},
     PutCatalog: { resources: CATALOG.resources },
     GetCatalog: {},
     CreatePolicy: { name: `policy ${n}`, permissions: ["document:read"] },
@@ -131,7 +134,7 @@ describe.each(engines)("key scopes on %s", (engine) => {
   });
 
   it("the table covers every annotated route an application key may call", () => {
-    expect(routes.length + OPERATOR_ONLY.size).toBe(bindings.length);
+    expect(routes.length + OPERATOR_ONLY.size + SCOPE_FREE.size).toBe(bindings.length);
     expect(routes.length).toBe(35);
     expect(new Set(routes.map(scopeOf))).toEqual(new Set(["check", "read", "write"]));
   });
@@ -185,6 +188,17 @@ describe.each(engines)("key scopes on %s", (engine) => {
         (e: { code: number }) => e.code,
       );
       expect(code, `${label} over gRPC with ${scopes}`).not.toBe(GRPC.PERMISSION_DENIED);
+    }
+  });
+
+  it("GET /api/v1/api-keys/current answers every key, whatever its scopes, over REST and gRPC", async () => {
+    for (const scopes of SCOPE_SETS) {
+      const key = keys.get(scopes.join("+"))!;
+      const res = await service.call("GET", "/api/v1/api-keys/current", { key });
+      expectStatus(res, 200);
+      expect(res.body).toEqual({ keyId: expect.stringMatching(/^key_/), kind: "application", appId: APP, scopes });
+      const answer = await grpc.call("ApplicationService", "GetCurrentKey", {}, key);
+      expect({ keyId: answer.keyId, kind: answer.kind, appId: answer.appId, scopes: answer.scopes }).toEqual(res.body);
     }
   });
 

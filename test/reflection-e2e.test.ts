@@ -122,6 +122,7 @@ describe("buf curl with server reflection (pglite)", () => {
       "authz.v1.ApplicationService/CreateApplication",
       "authz.v1.ApplicationService/DeleteApiKey",
       "authz.v1.ApplicationService/GetApplication",
+      "authz.v1.ApplicationService/GetCurrentKey",
       "authz.v1.ApplicationService/ListApiKeys",
       "authz.v1.ApplicationService/ListApplications",
     ]);
@@ -134,7 +135,7 @@ describe("buf curl with server reflection (pglite)", () => {
       "authz.v1.CheckService/Permissions",
     ]);
     // Seven services: 6 + 1 + 2 + 6 + 6 + 4 + 9 methods.
-    expect(methods.filter((m) => m.startsWith("authz.v1."))).toHaveLength(37);
+    expect(methods.filter((m) => m.startsWith("authz.v1."))).toHaveLength(38);
   }, 90_000);
 
   it("calls GetCatalog over gRPC with the schema from reflection only", async () => {

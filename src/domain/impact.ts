@@ -7,6 +7,8 @@ export interface UserImpact {
   losing: number;
   gainingSample: string[];
   losingSample: string[];
+  /** Distinct users assigned a role the policy is attached to. */
+  reached: number;
 }
 
 /** Code point order (what Postgres's "C" collation gives), the order of the samples. */
@@ -51,5 +53,5 @@ export function userImpact(
   }
   const sample = (of: RoleSetGroup[]) => of.flatMap((g) => g.sample).sort(byCodePoint).slice(0, SAMPLE_SIZE);
   const count = (of: RoleSetGroup[]) => of.reduce((n, g) => n + g.users, 0);
-  return { gaining: count(gaining), losing: count(losing), gainingSample: sample(gaining), losingSample: sample(losing) };
+  return { gaining: count(gaining), losing: count(losing), gainingSample: sample(gaining), losingSample: sample(losing), reached: count([...groups]) };
 }

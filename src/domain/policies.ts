@@ -158,10 +158,10 @@ export class Policies {
       const permissions = change.permissions === undefined ? undefined : await resolvePermissions(tx, appId, change.permissions);
       const { added, removed } = permissions === undefined ? { added: [], removed: [] } : listChange(before.permissions, permissions);
       const roles = await impactStore.roles(tx, appId, policyId);
-      if (added.length === 0 && removed.length === 0) {
-        return { added, removed, roles, users: { gaining: 0, losing: 0, gainingSample: [], losingSample: [] } };
-      }
       const groups = await impactStore.roleSets(tx, appId, policyId);
+      if (added.length === 0 && removed.length === 0) {
+        return { added, removed, roles, users: userImpact(groups, [], roles, [], []) };
+      }
       const sources = await impactStore.sources(tx, appId, policyId, [...added, ...removed]);
       return { added, removed, roles, users: userImpact(groups, sources, roles, added, removed) };
     }, options);

@@ -20,9 +20,10 @@ export type Principal =
  *   key of that very application;
  * - own-application: /authorization/*, acting on the key's own application,
  *   so an application key only.
+ * - any: any valid key, about itself (GET /api/v1/api-keys/current).
  * Reflection and health need no key; they are not guarded at all.
  */
-export type Access = "operator" | "application" | "own-application";
+export type Access = "operator" | "application" | "own-application" | "any";
 
 /** The key id the AUTHZ_ADMIN_KEY operator key is recorded under in the audit log. */
 export const ENV_OPERATOR_KEY_ID = "operator";

@@ -40,6 +40,15 @@ export function applicationService(apps: Applications): ServiceImpl<typeof Appli
         nextPageToken,
       };
     },
+    getCurrentKey(_req, ctx) {
+      const caller = principalOf(ctx);
+      return {
+        keyId: caller.keyId,
+        kind: caller.kind,
+        ...(caller.kind === "application" ? { appId: caller.appId } : {}),
+        scopes: [...caller.scopes],
+      };
+    },
     async deleteApiKey(req, ctx) {
       const row = await apps.revokeKey(principalOf(ctx), req.appId, req.keyId, callLimits(ctx));
       return { keyId: row.keyId, deleted: true };

@@ -14,6 +14,7 @@ export function auditService(audit: AuditLog): ServiceImpl<typeof AuditService> 
           type: e.type,
           occurredAt: timestampFromDate(e.occurredAt),
           actorKeyId: e.actorKeyId,
+          actorKeyName: e.actorKeyName,
           targetType: e.targetType,
           targetId: e.targetId,
           data: e.data as JsonObject,

@@ -89,6 +89,18 @@ export const applicationsStore = {
     return rows;
   },
 
+  /**
+   * The names of keys by id, revoked ones included (the audit log names its
+   * actors). api_keys is a reference table and is read alone here.
+   */
+  async keyNames(q: Queryable, keyIds: string[]): Promise<Map<string, string>> {
+    const { rows } = await q.query<{ keyId: string; name: string }>(
+      `SELECT key_id AS "keyId", name FROM api_keys WHERE key_id = ANY($1::text[])`,
+      [keyIds],
+    );
+    return new Map(rows.map((r) => [r.keyId, r.name]));
+  },
+
   async hasOperatorKey(q: Queryable): Promise<boolean> {
     const { rows } = await q.query("SELECT 1 FROM api_keys WHERE kind = 'operator' AND revoked_at IS NULL");
     return rows.length > 0;

@@ -15,6 +15,7 @@ import { headerOf } from "./call-context.js";
 const methodAccess: Record<string, Access> = {
   "authz.v1.ApplicationService.CreateApplication": "operator",
   "authz.v1.ApplicationService.ListApplications": "operator",
+  "authz.v1.ApplicationService.GetCurrentKey": "any",
 };
 
 /** Services acting on the calling key's own application (/api/v1/authorization/*). */
@@ -96,6 +97,10 @@ export async function authorizeCall(
         );
       }
       break;
+    case "any":
+      // About the calling key itself: every valid key may ask, whatever its scopes.
+      ctx.values.set(principalKey, principal);
+      return;
   }
   const { scope, route } = scopeOf(method);
   requireScope(principal.scopes, scope, route);

@@ -36,6 +36,7 @@ import { strictJsonText } from "./utf8.js";
 import type { RequestLog } from "./request-log.js";
 import { connectContextValues, decorateForRequestLines, noteGrpcOutcomes, RequestLines } from "./fastify-request-log.js";
 import { registerRestGateway, restRoutes } from "./rest-gateway.js";
+import { registerConsole } from "./console-static.js";
 
 export interface AppDeps {
   bindings: ServiceBinding[];
@@ -50,6 +51,8 @@ export interface AppDeps {
   timeouts: HttpTimeouts;
   /** The HTTP/2 server; required for the "http2" app. */
   h2?: H2Server;
+  /** The built console to serve at /console/ (undefined: none is built; /console/ says so). */
+  consoleDir?: string | undefined;
 }
 
 export type HttpTimeouts = Pick<Config, "headersTimeoutMs" | "requestTimeoutMs" | "idleTimeoutMs">;
@@ -181,6 +184,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
   await app.register(async (scope) => {
     registerRestGateway(scope, routes, { keys, log });
   });
+  await registerConsole(app, deps.consoleDir);
 
   const services: DescService[] = bindings.map((b) => b.service);
   await app.register(fastifyConnectPlugin, {

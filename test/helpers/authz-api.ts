@@ -46,6 +46,7 @@ export interface AuditEvent {
   type: string;
   occurredAt: string;
   actorKeyId: string;
+  actorKeyName: string;
   targetType: string;
   targetId: string;
   data: Json;

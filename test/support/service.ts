@@ -31,6 +31,7 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     // Off: tests that need expired rows keep them; the sweep's own tests turn it on.
     grantSweepIntervalMs: 0,
     grantSweepBatch: 1_000,
+    consoleDir: undefined,
     ...overrides,
   };
 }

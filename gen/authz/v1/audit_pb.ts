@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/audit.proto.
  */
 export const file_authz_v1_audit: GenFile = /*@__PURE__*/
-  fileDesc("ChRhdXRoei92MS9hdWRpdC5wcm90bxIIYXV0aHoudjEiwgEKCkF1ZGl0RXZlbnQSEAoIZXZlbnRfaWQYASABKAkSDAoEdHlwZRgCIAEoCRIvCgtvY2N1cnJlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMYWN0b3Jfa2V5X2lkGAQgASgJEhMKC3RhcmdldF90eXBlGAUgASgJEhEKCXRhcmdldF9pZBgGIAEoCRIlCgRkYXRhGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKkAQoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIOCgZhcHBfaWQYASABKAkSEQoEdHlwZRgCIAEoCUgAiAEBEhYKCXRhcmdldF9pZBgDIAEoCUgBiAEBEhYKCXBhZ2Vfc2l6ZRgEIAEoBUgCiAEBEhIKCnBhZ2VfdG9rZW4YBSABKAlCBwoFX3R5cGVCDAoKX3RhcmdldF9pZEIMCgpfcGFnZV9zaXplIlgKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULmF1dGh6LnYxLkF1ZGl0RXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJMpgBCgxBdWRpdFNlcnZpY2UShwEKD0xpc3RBdWRpdEV2ZW50cxIgLmF1dGh6LnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaIS5hdXRoei52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIvgtPkkwIpEicvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9hdWRpdC1sb2diBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChRhdXRoei92MS9hdWRpdC5wcm90bxIIYXV0aHoudjEi2gEKCkF1ZGl0RXZlbnQSEAoIZXZlbnRfaWQYASABKAkSDAoEdHlwZRgCIAEoCRIvCgtvY2N1cnJlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMYWN0b3Jfa2V5X2lkGAQgASgJEhMKC3RhcmdldF90eXBlGAUgASgJEhEKCXRhcmdldF9pZBgGIAEoCRIlCgRkYXRhGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIWCg5hY3Rvcl9rZXlfbmFtZRgIIAEoCSKkAQoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIOCgZhcHBfaWQYASABKAkSEQoEdHlwZRgCIAEoCUgAiAEBEhYKCXRhcmdldF9pZBgDIAEoCUgBiAEBEhYKCXBhZ2Vfc2l6ZRgEIAEoBUgCiAEBEhIKCnBhZ2VfdG9rZW4YBSABKAlCBwoFX3R5cGVCDAoKX3RhcmdldF9pZEIMCgpfcGFnZV9zaXplIlgKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULmF1dGh6LnYxLkF1ZGl0RXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJMpgBCgxBdWRpdFNlcnZpY2UShwEKD0xpc3RBdWRpdEV2ZW50cxIgLmF1dGh6LnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaIS5hdXRoei52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIvgtPkkwIpEicvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9hdWRpdC1sb2diBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message authz.v1.AuditEvent
@@ -59,6 +59,14 @@ export type AuditEvent = Message<"authz.v1.AuditEvent"> & {
    * @generated from field: google.protobuf.Struct data = 7;
    */
   data?: JsonObject | undefined;
+
+  /**
+   * The name of that key (revoked keys keep theirs); "operator" for the
+   * AUTHZ_ADMIN_KEY.
+   *
+   * @generated from field: string actor_key_name = 8;
+   */
+  actorKeyName: string;
 };
 
 /**

@@ -1,0 +1,150 @@
+/**
+ * Ask a question and read why: allowed or denied, and the explain answer as a
+ * path a person can follow (a grant, or role → policy → permission), or, when
+ * denied, what the user holds there. The questions act on the calling key's
+ * own application, so they take an application key.
+ */
+import { useMutation, useQuery } from "@connectrpc/connect-query";
+import { useState, type FormEvent } from "react";
+import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
+import { CatalogService } from "../../../gen/authz/v1/catalog_pb.js";
+import { CheckService, type ExplainResponse } from "../../../gen/authz/v1/check_pb.js";
+import { ErrorNote, FieldError } from "../components/error-note";
+import { apiProblem } from "../lib/errors";
+
+export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrentKeyResponse }) {
+  const catalog = useQuery(CatalogService.method.getCatalog, { appId });
+  const explain = useMutation(CheckService.method.explain);
+  const [form, setForm] = useState({ userId: "", resource: "", resourceId: "", action: "", tenantId: "" });
+  const resources = catalog.data?.resources ?? [];
+  const resource = resources.find((r) => r.resource === form.resource);
+  const problem = explain.error ? apiProblem(explain.error) : undefined;
+  const set = (field: keyof typeof form) => (value: string) => setForm((f) => ({ ...f, [field]: value }));
+
+  if (caller.kind === "operator") {
+    return (
+      <>
+        <h1>Check</h1>
+        <p>
+          The questions act on the calling key's own application: create a key on the API keys page and sign in with it to ask them.
+        </p>
+      </>
+    );
+  }
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    explain.mutate({
+      userId: form.userId,
+      resource: form.resource,
+      resourceId: form.resourceId,
+      action: form.action,
+      ...(form.tenantId === "" ? {} : { tenantId: form.tenantId }),
+    });
+  };
+  const fieldProps = (field: keyof typeof form) => ({
+    id: `check-${field}`,
+    value: form[field],
+    "aria-describedby": `check-${field}-error`,
+  });
+  return (
+    <>
+      <h1>Check</h1>
+      {catalog.isError && <ErrorNote error={catalog.error} title="The catalog could not be read" />}
+      <form onSubmit={submit} className="grid-form">
+        <div className="field">
+          <label htmlFor="check-userId">User</label>
+          <input {...fieldProps("userId")} onChange={(e) => set("userId")(e.target.value)} required />
+          <FieldError id="check-userId-error" reason={problem?.fields.get("userId")} />
+        </div>
+        <div className="field">
+          <label htmlFor="check-resource">Resource</label>
+          <select {...fieldProps("resource")} onChange={(e) => setForm((f) => ({ ...f, resource: e.target.value, action: "" }))} required>
+            <option value="">Choose a resource</option>
+            {resources.map((r) => (
+              <option key={r.resource} value={r.resource}>
+                {r.resource}
+              </option>
+            ))}
+          </select>
+          <FieldError id="check-resource-error" reason={problem?.fields.get("resource")} />
+        </div>
+        <div className="field">
+          <label htmlFor="check-resourceId">Instance</label>
+          <input {...fieldProps("resourceId")} onChange={(e) => set("resourceId")(e.target.value)} required />
+          <FieldError id="check-resourceId-error" reason={problem?.fields.get("resourceId")} />
+        </div>
+        <div className="field">
+          <label htmlFor="check-action">Action</label>
+          <select {...fieldProps("action")} onChange={(e) => set("action")(e.target.value)} required>
+            <option value="">Choose an action</option>
+            {(resource?.actions ?? []).map((a) => (
+              <option key={a} value={a}>
+                {a}
+              </option>
+            ))}
+          </select>
+          <FieldError id="check-action-error" reason={problem?.fields.get("action")} />
+        </div>
+        <div className="field">
+          <label htmlFor="check-tenantId">Tenant (optional)</label>
+          <input {...fieldProps("tenantId")} onChange={(e) => set("tenantId")(e.target.value)} />
+          <FieldError id="check-tenantId-error" reason={problem?.fields.get("tenantId")} />
+        </div>
+        <button type="submit" disabled={explain.isPending}>
+          Check
+        </button>
+      </form>
+      {problem !== undefined && problem.fields.size === 0 && <ErrorNote error={explain.error} />}
+      {explain.data !== undefined && <Answer answer={explain.data} />}
+    </>
+  );
+}
+
+const when = (ts: { seconds: bigint; nanos: number } | undefined) =>
+  ts === undefined ? "" : new Date(Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1e6)).toISOString();
+
+function Answer({ answer }: { answer: ExplainResponse }) {
+  return (
+    <section aria-labelledby="answer" className={answer.allowed ? "answer allowed" : "answer denied"}>
+      <h2 id="answer">{answer.allowed ? "Allowed" : "Denied"}</h2>
+      {answer.allowed ? (
+        <>
+          <p>Every way it is allowed:</p>
+          <ol className="reasons">
+            {answer.reasons.map((r, i) =>
+              r.kind === "relation" ? (
+                <li key={i}>
+                  Grant: <strong>{r.relation}</strong> on this instance, given {when(r.grant?.createdAt)}
+                  {r.grant?.expiresAt !== undefined && <>, until {when(r.grant.expiresAt)}</>}
+                </li>
+              ) : (
+                <li key={i}>
+                  Role <strong>{r.roleName}</strong>
+                  {r.tenantId !== undefined && <> (tenant {r.tenantId})</>} → policy <strong>{r.policyName}</strong> → permission <code>{r.permission}</code>
+                </li>
+              ),
+            )}
+          </ol>
+        </>
+      ) : (
+        <>
+          <p>What the user holds here:</p>
+          <ul>
+            {answer.considered?.relations.map((r) => (
+              <li key={r.relation}>
+                Relation <strong>{r.relation}</strong>, which allows {r.actions.length === 0 ? "nothing" : r.actions.join(", ")}
+              </li>
+            ))}
+            {answer.considered?.roles.map((r) => (
+              <li key={r.roleId}>
+                Role <strong>{r.roleName}</strong>
+                {r.tenantId !== undefined && <> (tenant {r.tenantId})</>}, whose policies do not hold this permission
+              </li>
+            ))}
+            {(answer.considered?.relations.length ?? 0) + (answer.considered?.roles.length ?? 0) === 0 && <li>Nothing: no grant on this instance and no role in scope.</li>}
+          </ul>
+        </>
+      )}
+    </section>
+  );
+}

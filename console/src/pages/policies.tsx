@@ -1,0 +1,395 @@
+/**
+ * Policies: the list (each with its tenant and how many roles it is attached
+ * to), creating one with the permission picker, and a policy's page: edit
+ * with the impact preview before saving, and delete (a delete the API blocks
+ * shows the attached roles and offers the forced delete behind a typed
+ * confirmation).
+ */
+import { Code } from "@connectrpc/connect";
+import { useMutation, useQuery } from "@connectrpc/connect-query";
+import { useQueryClient } from "@tanstack/react-query";
+import { useState, type FormEvent } from "react";
+import { Link, Route, Switch, useLocation } from "wouter";
+import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
+import { CatalogService } from "../../../gen/authz/v1/catalog_pb.js";
+import { PolicyService, type Policy, type PreviewPolicyUpdateResponse } from "../../../gen/authz/v1/policies_pb.js";
+import { ErrorNote, FieldError } from "../components/error-note";
+import { PagerControls } from "../components/pager";
+import { PermissionPicker } from "../components/permission-picker";
+import { When } from "../components/timestamp";
+import { apiProblem, type ApiProblem } from "../lib/errors";
+import { usePager } from "../lib/pager";
+import { policyChanges } from "../lib/policy-changes";
+
+const count = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString()} ${n === 1 ? one : many}`;
+
+/** The first reason the API gave for a field or anything under it (permissions[3] → permissions). */
+function reasonFor(problem: ApiProblem | undefined, field: string): string | undefined {
+  if (problem === undefined) return undefined;
+  for (const [path, reason] of problem.fields) if (path === field || path.startsWith(`${field}[`)) return reason;
+  return undefined;
+}
+
+export function PoliciesPage({ appId }: { appId: string; caller: GetCurrentKeyResponse }) {
+  return (
+    <Switch>
+      <Route path="/">
+        <PolicyList appId={appId} />
+      </Route>
+      <Route path="/:policyId">{(params) => <PolicyPage appId={appId} policyId={params.policyId} />}</Route>
+    </Switch>
+  );
+}
+
+function PolicyList({ appId }: { appId: string }) {
+  const pager = usePager();
+  const policies = useQuery(PolicyService.method.listPolicies, { appId, pageSize: 50, pageToken: pager.token });
+  return (
+    <>
+      <h1>Policies</h1>
+      <p>A policy is a named set of permissions; roles attach policies, and users are assigned roles.</p>
+      {policies.isError && <ErrorNote error={policies.error} title="The policies could not be read" />}
+      <table>
+        <caption className="visually-hidden">Policies of this application</caption>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Description</th>
+            <th scope="col">Tenant</th>
+            <th scope="col">Permissions</th>
+            <th scope="col">Roles attached</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(policies.data?.policies ?? []).map((p) => (
+            <tr key={p.policyId}>
+              <td>
+                <Link href={`/${p.policyId}`}>{p.name}</Link>
+              </td>
+              <td>{p.description}</td>
+              <td>{p.tenantId ?? "Application-wide"}</td>
+              <td>{p.permissions.length}</td>
+              <td>{p.roleCount}</td>
+            </tr>
+          ))}
+          {policies.data?.policies.length === 0 && (
+            <tr>
+              <td colSpan={5}>No policies yet.</td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+      <PagerControls pager={pager} nextPageToken={policies.data?.nextPageToken} label="Policies" />
+      <NewPolicy appId={appId} />
+    </>
+  );
+}
+
+function NewPolicy({ appId }: { appId: string }) {
+  const queryClient = useQueryClient();
+  const [, navigate] = useLocation();
+  const catalog = useQuery(CatalogService.method.getCatalog, { appId });
+  const createPolicy = useMutation(PolicyService.method.createPolicy, { onSuccess: () => queryClient.invalidateQueries() });
+  const [form, setForm] = useState({ name: "", description: "", tenantId: "", permissions: [] as string[] });
+  const problem = createPolicy.error ? apiProblem(createPolicy.error) : undefined;
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    createPolicy.mutate(
+      { appId, name: form.name, description: form.description, permissions: form.permissions, ...(form.tenantId === "" ? {} : { tenantId: form.tenantId }) },
+      { onSuccess: (answer) => navigate(`/${answer.policy?.policyId ?? ""}`) },
+    );
+  };
+  return (
+    <section aria-labelledby="new-policy">
+      <h2 id="new-policy">New policy</h2>
+      <form onSubmit={submit} noValidate>
+        <div className="grid-form">
+          <div className="field">
+            <label htmlFor="policy-new-name">Name</label>
+            <input id="policy-new-name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} aria-describedby="policy-new-name-error" />
+            <FieldError id="policy-new-name-error" reason={reasonFor(problem, "name")} />
+          </div>
+          <div className="field wide">
+            <label htmlFor="policy-new-description">Description</label>
+            <input
+              id="policy-new-description"
+              value={form.description}
+              onChange={(e) => setForm({ ...form, description: e.target.value })}
+              aria-describedby="policy-new-description-error"
+            />
+            <FieldError id="policy-new-description-error" reason={reasonFor(problem, "description")} />
+          </div>
+          <div className="field">
+            <label htmlFor="policy-new-tenant">Tenant (empty: application-wide)</label>
+            <input id="policy-new-tenant" value={form.tenantId} onChange={(e) => setForm({ ...form, tenantId: e.target.value })} aria-describedby="policy-new-tenant-error" />
+            <FieldError id="policy-new-tenant-error" reason={reasonFor(problem, "tenantId")} />
+          </div>
+        </div>
+        {catalog.isError && <ErrorNote error={catalog.error} title="The catalog could not be read" />}
+        <PermissionPicker
+          idPrefix="policy-new"
+          resources={catalog.data?.resources ?? []}
+          selected={form.permissions}
+          onChange={(permissions) => setForm({ ...form, permissions })}
+          error={reasonFor(problem, "permissions")}
+        />
+        <button type="submit" disabled={createPolicy.isPending}>
+          Create policy
+        </button>
+        {problem !== undefined && problem.fields.size === 0 && <ErrorNote error={createPolicy.error} title="The policy was not created" />}
+      </form>
+    </section>
+  );
+}
+
+function PolicyPage({ appId, policyId }: { appId: string; policyId: string }) {
+  const policy = useQuery(PolicyService.method.getPolicy, { appId, policyId });
+  // Held here: a save remounts the editor (keyed by the stored version).
+  const [saved, setSaved] = useState(false);
+  if (policy.isPending) return <p role="status">Loading the policy…</p>;
+  if (policy.isError) {
+    return (
+      <>
+        <p>
+          <Link href="/">All policies</Link>
+        </p>
+        <ErrorNote error={policy.error} title="The policy could not be read" />
+      </>
+    );
+  }
+  const stored = policy.data.policy;
+  if (stored === undefined) return null;
+  // Keyed by the stored version: a save (or another editor's) starts the form again from what is stored.
+  return (
+    <PolicyEditor
+      key={`${stored.policyId}@${stored.updatedAt?.seconds ?? 0}.${stored.updatedAt?.nanos ?? 0}`}
+      appId={appId}
+      stored={stored}
+      saved={saved}
+      setSaved={setSaved}
+    />
+  );
+}
+
+function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; stored: Policy; saved: boolean; setSaved: (saved: boolean) => void }) {
+  const queryClient = useQueryClient();
+  const catalog = useQuery(CatalogService.method.getCatalog, { appId });
+  const roles = useQuery(PolicyService.method.listPolicyRoles, { appId, policyId: stored.policyId, pageSize: 100 });
+  const preview = useMutation(PolicyService.method.previewPolicyUpdate);
+  const update = useMutation(PolicyService.method.updatePolicy, {
+    onSuccess: () => {
+      // Here, not in mutate's own callback: the refetch remounts this editor, and a mutate callback does not outlive its component.
+      setSaved(true);
+      void queryClient.invalidateQueries();
+    },
+  });
+  const [form, setForm] = useState({ name: stored.name, description: stored.description, permissions: [...stored.permissions] });
+  const changes = policyChanges(stored, form);
+  const problem = (update.error ?? preview.error) ? apiProblem(update.error ?? preview.error) : undefined;
+
+  const edit = (change: Partial<typeof form>) => {
+    // What was previewed no longer describes the form.
+    preview.reset();
+    update.reset();
+    setSaved(false);
+    setForm((f) => ({ ...f, ...change }));
+  };
+  const request = { appId, policyId: stored.policyId, ...changes.fields, updateMask: { paths: changes.paths } };
+  const review = (event: FormEvent) => {
+    event.preventDefault();
+    preview.mutate(request);
+  };
+
+  return (
+    <>
+      <p>
+        <Link href="/">All policies</Link>
+      </p>
+      <h1>Policy {stored.name}</h1>
+      <p className="muted">
+        {stored.tenantId === undefined ? "Application-wide" : `Tenant ${stored.tenantId}`} · attached to {count(stored.roleCount, "role")} · updated{" "}
+        <When ts={stored.updatedAt} />
+      </p>
+      <form onSubmit={review} noValidate>
+        <div className="grid-form">
+          <div className="field">
+            <label htmlFor="policy-edit-name">Name</label>
+            <input id="policy-edit-name" value={form.name} onChange={(e) => edit({ name: e.target.value })} aria-describedby="policy-edit-name-error" />
+            <FieldError id="policy-edit-name-error" reason={reasonFor(problem, "name")} />
+          </div>
+          <div className="field wide">
+            <label htmlFor="policy-edit-description">Description</label>
+            <input
+              id="policy-edit-description"
+              value={form.description}
+              onChange={(e) => edit({ description: e.target.value })}
+              aria-describedby="policy-edit-description-error"
+            />
+            <FieldError id="policy-edit-description-error" reason={reasonFor(problem, "description")} />
+          </div>
+        </div>
+        {catalog.isError && <ErrorNote error={catalog.error} title="The catalog could not be read" />}
+        <PermissionPicker
+          idPrefix="policy-edit"
+          resources={catalog.data?.resources ?? []}
+          selected={form.permissions}
+          onChange={(permissions) => edit({ permissions })}
+          error={reasonFor(problem, "permissions")}
+        />
+        <button type="submit" disabled={changes.paths.length === 0 || preview.isPending}>
+          Review changes
+        </button>
+        {saved && (
+          <p role="status" className="ok-note">
+            Policy saved.
+          </p>
+        )}
+        {problem !== undefined && problem.fields.size === 0 && <ErrorNote error={update.error ?? preview.error} />}
+      </form>
+      {preview.data !== undefined && (
+        <Impact
+          impact={preview.data}
+          saving={update.isPending}
+          onSave={() => update.mutate(request)}
+          onCancel={() => preview.reset()}
+        />
+      )}
+      <section aria-labelledby="policy-roles">
+        <h2 id="policy-roles">Roles it is attached to</h2>
+        {roles.isError && <ErrorNote error={roles.error} />}
+        <ul>
+          {(roles.data?.roles ?? []).map((r) => (
+            <li key={r.roleId}>
+              <Link href={`~/apps/${appId}/roles/${r.roleId}`}>{r.name}</Link> {r.tenantId !== undefined && <span className="muted">(tenant {r.tenantId})</span>}
+            </li>
+          ))}
+          {roles.data?.roles.length === 0 && <li>None.</li>}
+          {roles.data !== undefined && roles.data.nextPageToken !== "" && <li>… and more.</li>}
+        </ul>
+      </section>
+      <DeletePolicy appId={appId} policy={stored} />
+    </>
+  );
+}
+
+/** What saving would do to who may do what, in the words of the issue: "removes document:delete from 1,204 users, 17 keep it". */
+function Impact({ impact, saving, onSave, onCancel }: { impact: PreviewPolicyUpdateResponse; saving: boolean; onSave: () => void; onCancel: () => void }) {
+  const users = impact.users;
+  const reached = users?.reached ?? 0;
+  const permissionsChange = impact.added.length > 0 || impact.removed.length > 0;
+  return (
+    <section aria-labelledby="impact" className="impact" role="region">
+      <h2 id="impact">Before you save</h2>
+      {!permissionsChange && <p>The permissions do not change: nobody gains or loses access.</p>}
+      {impact.removed.length > 0 && (
+        <p>
+          Removes {impact.removed.map((p, i) => <Perm key={p} p={p} last={i === impact.removed.length - 1} />)} from{" "}
+          <strong>{count(users?.losing ?? 0, "user")}</strong>
+          {reached - (users?.losing ?? 0) > 0 && (
+            <>
+              ; {count(reached - (users?.losing ?? 0), "other user")} of its roles {reached - (users?.losing ?? 0) === 1 ? "keeps" : "keep"}{" "}
+              {impact.removed.length === 1 ? "it" : "them"} through another role
+            </>
+          )}
+          .
+        </p>
+      )}
+      {impact.added.length > 0 && (
+        <p>
+          Adds {impact.added.map((p, i) => <Perm key={p} p={p} last={i === impact.added.length - 1} />)} for <strong>{count(users?.gaining ?? 0, "user")}</strong>
+          {reached - (users?.gaining ?? 0) > 0 && (
+            <>
+              ; {count(reached - (users?.gaining ?? 0), "other user")} of its roles already {reached - (users?.gaining ?? 0) === 1 ? "holds" : "hold"}{" "}
+              {impact.added.length === 1 ? "it" : "them"}
+            </>
+          )}
+          .
+        </p>
+      )}
+      {(users?.losingSample.length ?? 0) > 0 && <p className="muted">Losing, for example: {users?.losingSample.join(", ")}</p>}
+      {(users?.gainingSample.length ?? 0) > 0 && <p className="muted">Gaining, for example: {users?.gainingSample.join(", ")}</p>}
+      {impact.roles.length > 0 && (
+        <p>
+          Through {impact.roles.length === 1 ? "its role" : `its ${impact.roles.length} roles`}:{" "}
+          {impact.roles.map((r) => `${r.name}${r.tenantId === undefined ? "" : ` (tenant ${r.tenantId})`}, ${count(r.assignmentCount, "user")}`).join("; ")}.
+        </p>
+      )}
+      <button type="button" onClick={onSave} disabled={saving}>
+        Save changes
+      </button>
+      <button type="button" className="secondary" onClick={onCancel}>
+        Keep editing
+      </button>
+    </section>
+  );
+}
+
+function Perm({ p, last }: { p: string; last: boolean }) {
+  return (
+    <>
+      <code>{p}</code>
+      {last ? "" : ", "}
+    </>
+  );
+}
+
+function DeletePolicy({ appId, policy }: { appId: string; policy: Policy }) {
+  const queryClient = useQueryClient();
+  const [, navigate] = useLocation();
+  const remove = useMutation(PolicyService.method.deletePolicy, {
+    onSuccess: () => {
+      void queryClient.invalidateQueries();
+      navigate("/");
+    },
+  });
+  const [typed, setTyped] = useState("");
+  const problem = remove.error ? apiProblem(remove.error) : undefined;
+  const blocked = problem?.code === Code.FailedPrecondition;
+  const blockers = useQuery(PolicyService.method.listPolicyRoles, { appId, policyId: policy.policyId, pageSize: 100 }, { enabled: blocked });
+  return (
+    <section aria-labelledby="delete-policy">
+      <h2 id="delete-policy">Delete</h2>
+      {!blocked && (
+        <button type="button" className="danger" onClick={() => remove.mutate({ appId, policyId: policy.policyId })} disabled={remove.isPending}>
+          Delete policy {policy.name}
+        </button>
+      )}
+      {problem !== undefined && !blocked && <ErrorNote error={remove.error} />}
+      {blocked && (
+        <div role="alert" className="error-note">
+          <p>{problem.message}</p>
+          <p>Attached to:</p>
+          <ul>
+            {(blockers.data?.roles ?? []).map((r) => (
+              <li key={r.roleId}>
+                {r.name}
+                {r.tenantId !== undefined && ` (tenant ${r.tenantId})`}
+              </li>
+            ))}
+            {blockers.data !== undefined && blockers.data.nextPageToken !== "" && <li>… and more.</li>}
+          </ul>
+          <form
+            onSubmit={(event) => {
+              event.preventDefault();
+              remove.mutate({ appId, policyId: policy.policyId, force: true });
+            }}
+          >
+            <div className="field">
+              <label htmlFor="policy-delete-confirm">
+                To delete it anyway and detach it from these roles, type its name, <strong>{policy.name}</strong>
+              </label>
+              <input id="policy-delete-confirm" value={typed} onChange={(e) => setTyped(e.target.value)} autoComplete="off" />
+            </div>
+            <button type="submit" className="danger" disabled={typed !== policy.name || remove.isPending}>
+              Delete and detach
+            </button>
+            <button type="button" className="secondary" onClick={() => remove.reset()}>
+              Cancel
+            </button>
+          </form>
+        </div>
+      )}
+    </section>
+  );
+}
+

@@ -1,0 +1,79 @@
+/**
+ * The console's end-to-end tests drive a real Chromium (Debian's, at
+ * /usr/bin/chromium, or CHROMIUM_PATH) through playwright-core, against a
+ * real Vite build of console/ served by a real service. This module builds
+ * the console once into a temporary folder, launches the browser, and gives
+ * each test a fresh context (its own sessionStorage) that records what a
+ * page must never do: a script error, a Content-Security-Policy violation,
+ * a request whose URL carries the key.
+ */
+import { AxeBuilder } from "@axe-core/playwright";
+import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { build } from "vite";
+
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+export const chromiumAvailable = existsSync(CHROMIUM);
+
+/** Where the tests leave their screenshots (gitignored; the README's two live in docs/console/). */
+export const SCREENSHOTS = path.resolve("test-results", "console");
+
+/** Builds console/ with its own Vite config into a fresh folder; returns the folder. */
+export async function buildConsole(): Promise<string> {
+  const outDir = mkdtempSync(path.join(os.tmpdir(), "portcullis-console-build-"));
+  await build({ configFile: path.resolve("console/vite.config.ts"), logLevel: "warn", build: { outDir, emptyOutDir: true } });
+  return outDir;
+}
+
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+  });
+}
+
+export interface Tab {
+  context: BrowserContext;
+  page: Page;
+  /** Script errors, console errors (CSP violations among them), and failed requests to this origin. */
+  problems: string[];
+  /** Every URL the page requested. */
+  urls: string[];
+  close(): Promise<void>;
+}
+
+export async function openTab(browser: Browser, baseUrl: string): Promise<Tab> {
+  const context = await browser.newContext({ baseURL: baseUrl, viewport: { width: 1280, height: 900 } });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: baseUrl });
+  const page = await context.newPage();
+  page.setDefaultTimeout(15_000);
+  const problems: string[] = [];
+  const urls: string[] = [];
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  page.on("console", (message) => {
+    // The API's refusals the pages show on purpose are logged by Chromium as failed loads; only other errors count.
+    if (message.type() === "error" && !/Failed to load resource: the server responded with a status of (4\d\d)/.test(message.text())) {
+      problems.push(`console error: ${message.text()}`);
+    }
+  });
+  page.on("request", (request) => urls.push(request.url()));
+  return { context, page, problems, urls, close: () => context.close() };
+}
+
+/** axe-core's serious and critical findings on the page as it is now, as readable lines. */
+export async function accessibilityProblems(page: Page): Promise<string[]> {
+  const results = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]).analyze();
+  return results.violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+}
+
+export async function screenshot(page: Page, name: string): Promise<void> {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+/** An expression evaluated in the page (a string: the test's own types have no DOM). */
+export const inPage = <T>(page: Page, expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
