@@ -15,9 +15,5 @@ export default defineConfig({
     manifest: true,
     target: "es2022",
     reportCompressedSize: true,
-    // The limit that counts is the build's own check: the initial JavaScript
-    // under 250 KB gzipped (scripts/console-size.mjs). Rollup's warning is on
-    // minified size, which React and the protobuf runtime alone pass.
-    chunkSizeWarningLimit: 800,
   },
 });

@@ -1,14 +1,19 @@
-/** An application's pages, under /apps/{appId}/. */
+/**
+ * An application's pages, under /apps/{appId}/. Each page is its own chunk,
+ * loaded when first opened: the first paint needs only the frame.
+ */
+import { lazy, Suspense } from "react";
 import { Redirect, Route, Switch } from "wouter";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { Layout, type NavItem } from "../components/layout";
-import { AuditPage } from "./audit";
-import { CatalogPage } from "./catalog";
-import { CheckPage } from "./check";
-import { GrantsPage } from "./grants";
-import { KeysPage } from "./keys";
-import { PoliciesPage } from "./policies";
-import { RolesPage } from "./roles";
+
+const AuditPage = lazy(() => import("./audit").then((m) => ({ default: m.AuditPage })));
+const CatalogPage = lazy(() => import("./catalog").then((m) => ({ default: m.CatalogPage })));
+const CheckPage = lazy(() => import("./check").then((m) => ({ default: m.CheckPage })));
+const GrantsPage = lazy(() => import("./grants").then((m) => ({ default: m.GrantsPage })));
+const KeysPage = lazy(() => import("./keys").then((m) => ({ default: m.KeysPage })));
+const PoliciesPage = lazy(() => import("./policies").then((m) => ({ default: m.PoliciesPage })));
+const RolesPage = lazy(() => import("./roles").then((m) => ({ default: m.RolesPage })));
 
 export function AppPages({ appId, caller, onSignOut }: { appId: string; caller: GetCurrentKeyResponse; onSignOut: () => void }) {
   const nav: NavItem[] = [
@@ -23,32 +28,34 @@ export function AppPages({ appId, caller, onSignOut }: { appId: string; caller: 
   ];
   return (
     <Layout title={`Application ${appId}`} nav={nav} onSignOut={onSignOut}>
-      <Switch>
-        <Route path="/catalog">
-          <CatalogPage appId={appId} caller={caller} />
-        </Route>
-        <Route path="/policies" nest>
-          <PoliciesPage appId={appId} caller={caller} />
-        </Route>
-        <Route path="/roles" nest>
-          <RolesPage appId={appId} caller={caller} />
-        </Route>
-        <Route path="/grants">
-          <GrantsPage appId={appId} caller={caller} />
-        </Route>
-        <Route path="/audit">
-          <AuditPage appId={appId} caller={caller} />
-        </Route>
-        <Route path="/check">
-          <CheckPage appId={appId} caller={caller} />
-        </Route>
-        <Route path="/keys">
-          <KeysPage appId={appId} />
-        </Route>
-        <Route>
-          <Redirect to="/catalog" replace />
-        </Route>
-      </Switch>
+      <Suspense fallback={<p role="status">Loading…</p>}>
+        <Switch>
+          <Route path="/catalog">
+            <CatalogPage appId={appId} caller={caller} />
+          </Route>
+          <Route path="/policies" nest>
+            <PoliciesPage appId={appId} caller={caller} />
+          </Route>
+          <Route path="/roles" nest>
+            <RolesPage appId={appId} caller={caller} />
+          </Route>
+          <Route path="/grants">
+            <GrantsPage appId={appId} caller={caller} />
+          </Route>
+          <Route path="/audit">
+            <AuditPage appId={appId} caller={caller} />
+          </Route>
+          <Route path="/check">
+            <CheckPage appId={appId} caller={caller} />
+          </Route>
+          <Route path="/keys">
+            <KeysPage appId={appId} />
+          </Route>
+          <Route>
+            <Redirect to="/catalog" replace />
+          </Route>
+        </Switch>
+      </Suspense>
     </Layout>
   );
 }
