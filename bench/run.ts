@@ -7,7 +7,13 @@
  *
  *   npm run bench -- [--grants 100000 | --grants 10000,1000000] [--seconds 10]
  *                    [--connections 50] [--profile] [--out FILE] [--keep]
- *                    [--only ceiling,rest,grpc,external,batch,list,bulk,questions,upkeep]
+ *                    [--only ceiling,rest,grpc,external,batch,list,bulk,questions,upkeep,telemetry]
+ *
+ * The telemetry group (last, as it restarts the service) measures the REST
+ * check on the same data with the service started three ways, alternated
+ * twice: as by default (metrics on, tracing off), with METRICS_ENABLED=false,
+ * and with tracing on (OTEL_EXPORTER_OTLP_ENDPOINT at a sink in this
+ * process that takes the spans and drops them), and reports the ratios.
  *
  * With `--replicas 1` it measures read replicas instead: it starts a Postgres
  * primary and a hot standby of its own (bench/pg-cluster.ts; DATABASE_URL
@@ -16,6 +22,8 @@
  * with the CPU per check of the service and of each Postgres server.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -57,7 +65,7 @@ const KEEP = process.argv.includes("--keep");
  * and h2load, when installed), batch, list, bulk, questions (permissions,
  * explain and lookup, as ratios to a single check measured in the same run).
  */
-const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,bulk,questions,upkeep").split(","));
+const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,bulk,questions,upkeep,telemetry").split(","));
 const OUT = arg("out", join(ROOT, "bench", "results", `bench-${new Date().toISOString().replace(/[:.]/g, "-")}.json`));
 const ADMIN_KEY = `bench-${randomBytes(16).toString("hex")}`;
 /** Hot standbys to measure checks on (0: the usual figures). */
@@ -284,6 +292,9 @@ async function main(): Promise<void> {
   let externalRatio: number | undefined;
   let questions: QuestionFigures | undefined;
   let upkeep: UpkeepFigures | undefined;
+  let telemetry: TelemetryFigures | undefined;
+  /** The service's peak RSS, read before the telemetry group stops it. */
+  let peak: number | undefined;
   try {
     const t0 = Date.now();
     const key = await loadBase(url);
@@ -413,12 +424,18 @@ async function main(): Promise<void> {
         }
         times.sort((a, b) => a - b);
         rows.push({ figure: "bulk write of 5,000 (median of 7 calls)", rps: 5000 / (times[3]! / 1000), unit: "grants/s", p50: times[3]!, p99: times[6]! });
+        rows.push(await measureCliImport(url, key, grants + 2_000_000, tmp));
+      }
+      if (ONLY.has("telemetry")) {
+        // Last: it stops this service (PGlite's data folder takes one process) and starts others on its data.
+        peak = peakRssMb(service.pid!);
+        await stopProcess(service);
+        telemetry = await measureTelemetry({ env, serviceArgs, key, grants, row, rows });
       }
     }
   } finally {
-    const peak = peakRssMb(service.pid!);
-    service.kill("SIGTERM");
-    await new Promise((r) => service.once("exit", r));
+    peak ??= peakRssMb(service.pid!);
+    await stopProcess(service);
     ceilingServer.kill("SIGKILL");
     if (benchDb && KEEP) say(`kept database ${benchDb.name}`);
     else if (benchDb) {
@@ -432,9 +449,160 @@ async function main(): Promise<void> {
     for (const r of rows) {
       if (r.versusCeiling && ceilings.length > 0) r.ofCeiling = r.rps / ceilingRps;
     }
-    report(rows, scale, peak, engine, externalRatio, questions, upkeep);
+    report(rows, scale, peak, engine, externalRatio, questions, upkeep, telemetry);
     if (serviceLog.includes('"level":50')) say(`the service logged errors:\n${serviceLog.slice(-2000)}`);
   }
+}
+
+/** Grants the CLI import figure writes. */
+const CLI_IMPORT_ROWS = 50_000;
+
+/**
+ * The bulk route through the command line, next to the route's own figure:
+ * a generated CSV file of new grants imported by the CLI as its own process
+ * (compiled, as `npx portcullis` runs it), in its default batches of 5,000,
+ * one call at a time. Wall time from the process's start to its exit, so the
+ * figure includes starting Node, reading the file and writing the state file.
+ */
+async function measureCliImport(url: string, key: string, first: number, tmp: string): Promise<Row> {
+  const file = join(tmp, "cli-import.csv");
+  const lines = Array.from({ length: CLI_IMPORT_ROWS }, (_, j) => {
+    const g = data.grant(first + j);
+    return `${g.userId},${g.resource},${g.resourceId},${g.relation}`;
+  });
+  writeFileSync(file, `userId,resource,resourceId,relation\n${lines.join("\n")}\n`);
+  progress(`running: import of ${CLI_IMPORT_ROWS.toLocaleString("en-US")} grants through the CLI`);
+  const t = performance.now();
+  const cli = node([join(TREE, `src/cli/main${EXT}`), "grants", "import", file, "--json", "--no-progress"], { PORTCULLIS_KEY: key, PORTCULLIS_URL: url });
+  let stderr = "";
+  cli.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<number | null>((resolve) => cli.once("exit", resolve));
+  const summary = JSON.parse(await firstLine(cli)) as { rows: number; refused: number };
+  const code = await exited;
+  const wallMs = performance.now() - t;
+  if (code !== 0 || summary.rows !== CLI_IMPORT_ROWS || summary.refused !== 0) {
+    throw new Error(`the CLI import ended with ${code}: ${JSON.stringify(summary)} ${stderr.slice(-500)}`);
+  }
+  return {
+    figure: `import of ${CLI_IMPORT_ROWS.toLocaleString("en-US")} grants through the CLI (a CSV file, one process; p50: its wall time)`,
+    rps: CLI_IMPORT_ROWS / (wallMs / 1000),
+    unit: "grants/s",
+    p50: wallMs,
+    p99: Number.NaN,
+  };
+}
+
+/** SIGTERM, and the process's exit (at once when it already exited). */
+async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill("SIGTERM");
+  await exited;
+}
+
+/** The REST check with metrics on and off, tracing off and on: ratios of one run. */
+interface TelemetryFigures {
+  /** Metrics on (the default) ÷ METRICS_ENABLED=false, req/s, mean of the rounds. */
+  metricsOnOverOff: number;
+  /** Tracing on ÷ off (metrics on in both), req/s, mean of the rounds. */
+  tracingOnOverOff: number;
+  /** Service CPU µs per check, mean of the rounds, by variant. */
+  cpuUs: Record<TelemetryVariant, number | undefined>;
+  /** Spans the sink received while tracing was on, per check answered (the batch processor drops what its queue cannot hold). */
+  spansPerCheck: number;
+  rounds: number;
+}
+
+type TelemetryVariant = "default" | "metrics off" | "tracing on";
+
+/**
+ * Starts the service on the data set loaded by the main run (the same
+ * Postgres database, or the same PGlite folder) three ways in turn,
+ * alternated twice, and drives REST checks allowed by a grant at each.
+ */
+async function measureTelemetry({
+  env,
+  serviceArgs,
+  key,
+  grants,
+  row,
+  rows,
+}: {
+  env: Record<string, string>;
+  serviceArgs: string[];
+  key: string;
+  grants: number;
+  row: GroupRun["row"];
+  rows: Row[];
+}): Promise<TelemetryFigures> {
+  // An OTLP/HTTP sink: takes each export and drops it, counting the spans.
+  let spans = 0;
+  const sink = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      // One "kind" per span (links carry span ids, not kinds).
+      spans += (Buffer.concat(chunks).toString("utf8").match(/"kind":/g) ?? []).length;
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    });
+  });
+  await new Promise<void>((resolve) => sink.listen(0, "127.0.0.1", resolve));
+  const sinkUrl = `http://127.0.0.1:${(sink.address() as AddressInfo).port}`;
+  const variants: Record<TelemetryVariant, Record<string, string>> = {
+    default: {},
+    "metrics off": { METRICS_ENABLED: "false" },
+    "tracing on": { OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl },
+  };
+  const bodies = data.grantChecks(grants, 1000);
+  const results: Record<TelemetryVariant, Measured[]> = { default: [], "metrics off": [], "tracing on": [] };
+  let tracedChecks = 0;
+  let tracedSpans = 0;
+  try {
+    for (const round of [1, 2]) {
+      for (const [variant, extra] of Object.entries(variants) as [TelemetryVariant, Record<string, string>][]) {
+        const port = String(await freePort());
+        const child = node(serviceArgs, { ...env, ...extra, PORT: port });
+        const url = `http://127.0.0.1:${port}`;
+        try {
+          await waitReady(url, child);
+          const spansBefore = spans;
+          const result = await drive({ kind: "rest", url, method: "POST", path: "/api/v1/authorization/check", key, bodies }, `telemetry: REST check, ${variant} (${round})`, child.pid);
+          results[variant].push(result);
+          if (variant === "tracing on") {
+            // Every check this process answered (the warm-up's too), from its own metrics.
+            const metrics = await (await fetch(`${url}/metrics`)).text();
+            const checks = /^portcullis_requests_total\{protocol="rest",rpc="\/authz\.v1\.CheckService\/Check",code="200"\} (\d+)$/m.exec(metrics);
+            await stopProcess(child); // flushes the last spans
+            tracedChecks += Number(checks?.[1] ?? 0);
+            tracedSpans += spans - spansBefore;
+          }
+        } finally {
+          await stopProcess(child);
+        }
+      }
+    }
+  } finally {
+    sink.close();
+  }
+  const mean = (rs: Measured[], pick: (r: Measured) => number | undefined) => {
+    const values = rs.map(pick);
+    return values.some((v) => v === undefined) ? undefined : values.reduce((a, b) => a! + b!, 0)! / values.length;
+  };
+  const rps = (v: TelemetryVariant) => mean(results[v], (r) => r.rps)!;
+  for (const variant of Object.keys(variants) as TelemetryVariant[]) {
+    rows.push(row(`REST check, allowed by a grant, ${variant === "default" ? "metrics on, tracing off (default)" : variant} (1st of 2)`, results[variant][0]!));
+  }
+  return {
+    metricsOnOverOff: rps("default") / rps("metrics off"),
+    tracingOnOverOff: rps("tracing on") / rps("default"),
+    cpuUs: {
+      default: mean(results.default, (r) => r.serverCpuUs),
+      "metrics off": mean(results["metrics off"], (r) => r.serverCpuUs),
+      "tracing on": mean(results["tracing on"], (r) => r.serverCpuUs),
+    },
+    spansPerCheck: tracedChecks === 0 ? 0 : tracedSpans / tracedChecks,
+    rounds: 2,
+  };
 }
 
 /** The questions' figures as ratios to the single REST check, all measured in one run. */
@@ -630,6 +798,7 @@ function report(
   externalRatio: number | undefined,
   questions: QuestionFigures | undefined,
   upkeep: UpkeepFigures | undefined,
+  telemetry: TelemetryFigures | undefined,
 ) {
   progress("");
   const lines = [
@@ -672,13 +841,24 @@ function report(
       `| impact preview, policy on ${upkeep.previewRoles} roles, ${upkeep.previewUsers.toLocaleString("en-US")} users: p50 (p99) | ${upkeep.previewP50.toFixed(1)} ms (${upkeep.previewP99.toFixed(1)}) | p50 < 100 ms |`,
     );
   }
+  if (telemetry !== undefined) {
+    const cpu = telemetry.cpuUs;
+    lines.push(
+      "",
+      `| REST check, allowed by a grant, the service started each way in turn (alternated, mean of ${telemetry.rounds}) | req/s ratio | service CPU µs/check |`,
+      "|---|---:|---|",
+      `| metrics on (default) ÷ METRICS_ENABLED=false | ${telemetry.metricsOnOverOff.toFixed(2)} | ${micros(cpu.default)} against ${micros(cpu["metrics off"])} |`,
+      `| tracing on ÷ tracing off (metrics on in both) | ${telemetry.tracingOnOverOff.toFixed(2)} | ${micros(cpu["tracing on"])} against ${micros(cpu.default)} |`,
+      `| spans received per check with tracing on (the batch processor drops what its queue cannot hold) | ${telemetry.spansPerCheck.toFixed(2)} | |`,
+    );
+  }
   lines.push("", `service peak RSS: ${peakRss === undefined ? "n/a" : `${Math.round(peakRss)} MB`} (${engine})`);
   process.stdout.write(`\n${lines.join("\n")}\n`);
   mkdirSync(join(ROOT, "bench", "results"), { recursive: true });
   writeFileSync(
     OUT,
     JSON.stringify(
-      { engine, grants: GRANT_STEPS, seconds: SECONDS, connections: CONNECTIONS, rows, scale, externalRatio, questions, upkeep, peakRssMb: peakRss, at: new Date().toISOString() },
+      { engine, grants: GRANT_STEPS, seconds: SECONDS, connections: CONNECTIONS, rows, scale, externalRatio, questions, upkeep, telemetry, peakRssMb: peakRss, at: new Date().toISOString() },
       null,
       2,
     ),

@@ -46,10 +46,17 @@ import { effectiveConnectionCap, openFilesLimit } from "./transport/descriptor-l
 import { guard, type ServiceBinding } from "./transport/guard.js";
 import { listen } from "./transport/listener.js";
 import { RequestLog } from "./transport/request-log.js";
+import { serveMetrics, type MetricsServer } from "./transport/metrics-server.js";
+import { Metrics } from "./lib/metrics.js";
+import { NO_TELEMETRY, type Telemetry } from "./lib/telemetry.js";
+import { Tracing } from "./lib/tracing.js";
+import { TracedDb } from "./store/traced-db.js";
 
 export interface Portcullis {
   readonly url: string;
   readonly port: number;
+  /** The port of /metrics when METRICS_PORT is set (its own server), else undefined. */
+  readonly metricsPort: number | undefined;
   readonly db: Db;
   /**
    * Resolves when the database is open and migrated and the service answers
@@ -99,20 +106,22 @@ export async function openDb(config: Config, log: Logger): Promise<Db> {
   return PgliteDb.open(config.dataDir);
 }
 
-/** The hot standbys of DATABASE_READ_URLS, each with its own pool; undefined when there are none. */
-export function openReadReplicas(config: Config, primary: Db, log: Logger): ReadReplicas | undefined {
+/**
+ * The hot standbys of DATABASE_READ_URLS, each with its own pool (watched by
+ * the metrics, traced when tracing is on); undefined when there are none.
+ */
+export function openReadReplicas(config: Config, primary: Db, log: Logger, telemetry: Telemetry = NO_TELEMETRY): ReadReplicas | undefined {
   if (config.databaseReadUrls.length === 0) return undefined;
   const replicas = config.databaseReadUrls.map((url) => {
     const name = replicaName(url);
-    return {
-      name,
-      db: new PgDb(url, {
-        max: config.pgPoolMax,
-        // A replica that does not answer is skipped, not waited for.
-        connectionTimeoutMs: 1_000,
-        onError: (error) => log.warn({ err: error, replica: name }, "idle read replica connection failed"),
-      }),
-    };
+    const db = new PgDb(url, {
+      max: config.pgPoolMax,
+      // A replica that does not answer is skipped, not waited for.
+      connectionTimeoutMs: 1_000,
+      onError: (error) => log.warn({ err: error, replica: name }, "idle read replica connection failed"),
+    });
+    telemetry.metrics.watchPool(name, db);
+    return { name, db: telemetry.tracing.enabled ? new TracedDb(db, telemetry.tracing) : db };
   });
   return new ReadReplicas(primary, replicas, {
     maxLagMs: config.readReplicaMaxLagMs,
@@ -121,6 +130,9 @@ export function openReadReplicas(config: Config, primary: Db, log: Logger): Read
     log,
   });
 }
+
+/** A host as a URL writes it (an IPv6 address in brackets). */
+const metricsHostOf = (host: string) => (host.includes(":") ? `[${host}]` : host);
 
 /** host:port/database of a connection string: what logs and /readyz may show of it. */
 function replicaName(url: string): string {
@@ -133,6 +145,16 @@ export async function startPortcullis(
   options: { log?: Logger; db?: Db } = {},
 ): Promise<Portcullis> {
   const log = options.log ?? createLogger(config);
+  // Metrics in a registry of this service's own; traces only when an OTLP
+  // endpoint is configured (each part tests `enabled` once: off costs nothing).
+  const telemetry: Telemetry = {
+    metrics: config.metricsEnabled ? Metrics.create() : Metrics.off,
+    tracing:
+      config.otelTracesUrl === undefined
+        ? Tracing.off
+        : Tracing.start({ url: config.otelTracesUrl, onError: (error) => log.warn({ err: error }, "spans could not be sent to the OTLP endpoint") }),
+  };
+  const { metrics, tracing } = telemetry;
   const engine = options.db?.engine ?? (config.databaseUrl === undefined ? "pglite" : "postgres");
   // Listen first, open the database behind: creating a fresh embedded
   // database takes seconds, and health checks should not wait for it.
@@ -152,8 +174,11 @@ export async function startPortcullis(
     }
     return opened;
   });
-  const replicas = openReadReplicas(config, db, log);
-  const keys = new KeyAuthenticator(db, config.adminKey);
+  metrics.watchPool("primary", db);
+  // The database the domain uses: with tracing on, each statement an RPC waits for is a span.
+  const data: Db = tracing.enabled ? new TracedDb(db, tracing) : db;
+  const replicas = openReadReplicas(config, data, log, telemetry);
+  const keys = new KeyAuthenticator(data, config.adminKey, telemetry);
   const sweep =
     config.grantSweepIntervalMs > 0
       ? new ExpirySweep(db, {
@@ -171,23 +196,32 @@ export async function startPortcullis(
   });
   ready.catch(() => undefined); // observed by the caller
 
+  let metricsServer: MetricsServer | undefined;
   try {
-    const deps = { keys, log, limiter: new CallLimiter(config.maxRunningCalls) };
+    const deps = { keys, log, limiter: new CallLimiter(config.maxRunningCalls), tracing };
     const bindings: ServiceBinding[] = [
-      guard(ApplicationService, applicationService(new Applications(db)), deps),
-      guard(CatalogService, catalogService(new Catalog(db)), deps),
-      guard(PolicyService, policyService(new Policies(db)), deps),
-      guard(RoleService, roleService(new Roles(db)), deps),
-      guard(RelationshipService, relationshipService(new Relationships(db)), deps),
+      guard(ApplicationService, applicationService(new Applications(data)), deps),
+      guard(CatalogService, catalogService(new Catalog(data)), deps),
+      guard(PolicyService, policyService(new Policies(data)), deps),
+      guard(RoleService, roleService(new Roles(data)), deps),
+      guard(RelationshipService, relationshipService(new Relationships(data)), deps),
       guard(
         CheckService,
-        checkService({ checker: new Checker(db, replicas), explainer: new Explainer(db, replicas), lookup: new Lookup(db, replicas) }),
+        checkService(
+          {
+            checker: new Checker(data, replicas, telemetry),
+            explainer: new Explainer(data, replicas, telemetry),
+            lookup: new Lookup(data, replicas, telemetry),
+          },
+          metrics,
+        ),
         deps,
       ),
-      guard(AuditService, auditService(new AuditLog(db)), deps),
+      guard(AuditService, auditService(new AuditLog(data)), deps),
     ] as ServiceBinding[];
+    metrics.knownRpcs(bindings.flatMap(({ service }) => service.methods.map((m) => `/${service.typeName}/${m.name}`)));
 
-    const requestLog = new RequestLog(log);
+    const requestLog = new RequestLog(log, telemetry);
     const h2 = new H2Server(
       {
         maxConcurrentStreams: config.h2MaxConcurrentStreams,
@@ -195,12 +229,20 @@ export async function startPortcullis(
         requestTimeoutMs: config.requestTimeoutMs,
         idleTimeoutMs: config.idleTimeoutMs,
       },
-      new UnaryGrpc(bindings, log, requestLog),
+      new UnaryGrpc(bindings, log, requestLog, tracing),
       log,
+      requestLog,
     );
     const consoleDir = config.consoleDir ?? defaultConsoleDir();
-    const app1 = await buildFastifyApp("http1", { bindings, db, replicas, keys, log, requestLog, timeouts: config, consoleDir });
-    const app2 = await buildFastifyApp("http2", { bindings, db, replicas, keys, log, requestLog, timeouts: config, h2, consoleDir });
+    // /metrics on the main port, unless METRICS_PORT gives it one of its own.
+    const metricsRoute = metrics.enabled && config.metricsPort === undefined ? metrics : undefined;
+    const appDeps = { bindings, db, replicas, keys, log, requestLog, timeouts: config, consoleDir, tracing, metricsRoute };
+    const app1 = await buildFastifyApp("http1", appDeps);
+    const app2 = await buildFastifyApp("http2", { ...appDeps, h2 });
+    metricsServer =
+      metrics.enabled && config.metricsPort !== undefined
+        ? await serveMetrics(metrics, { host: config.metricsHost, port: config.metricsPort }, log)
+        : undefined;
     const descriptors = openFilesLimit();
     const maxConnections = effectiveConnectionCap(config.maxConnections, descriptors);
     if (maxConnections < config.maxConnections) {
@@ -216,26 +258,34 @@ export async function startPortcullis(
     );
     const host = config.host.includes(":") ? `[${config.host}]` : config.host;
     const url = `http://${host}:${listener.port}`;
-    log.info({ url, database: db.engine }, "portcullis listening (REST, Connect, gRPC, gRPC-Web)");
+    log.info(
+      { url, database: db.engine, ...(metricsServer === undefined ? {} : { metrics: `http://${metricsHostOf(config.metricsHost)}:${metricsServer.port}/metrics` }) },
+      "portcullis listening (REST, Connect, gRPC, gRPC-Web)",
+    );
 
     return {
       url,
       port: listener.port,
+      metricsPort: metricsServer?.port,
       db,
       ready,
       async close() {
         await sweep?.stop();
         await listener.close(config.shutdownGraceMs);
-        await Promise.allSettled([app1.close(), app2.close()]);
+        await Promise.allSettled([app1.close(), app2.close(), metricsServer?.close()]);
         await replicas?.close();
         if (options.db === undefined) await db.close().catch(() => undefined);
+        // The spans of the last requests, sent before the process goes.
+        await tracing.shutdown().catch((error: unknown) => log.warn({ err: error }, "the last spans could not be sent"));
         log.info("portcullis stopped");
       },
     };
   } catch (error) {
     await sweep?.stop();
+    await metricsServer?.close();
     await replicas?.close();
     if (options.db === undefined) await db.close().catch(() => undefined);
+    await tracing.shutdown().catch(() => undefined);
     throw error;
   }
 }

@@ -67,6 +67,21 @@ export interface Config {
   readonly grantSweepBatch: number;
   /** The built console served at /console/; undefined: the build beside the service (dist/console). */
   readonly consoleDir: string | undefined;
+  /** Prometheus metrics recorded and served at /metrics; false: neither (the bench's "without metrics"). */
+  readonly metricsEnabled: boolean;
+  /**
+   * A port of its own for /metrics (a small server of its own, on
+   * metricsHost); the main port then answers 404 there. undefined: /metrics
+   * on the main port.
+   */
+  readonly metricsPort: number | undefined;
+  /** The interface metricsPort listens on (default: HOST). */
+  readonly metricsHost: string;
+  /**
+   * Where traces go, OTLP over HTTP (JSON): OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+   * or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. undefined: no tracing at all.
+   */
+  readonly otelTracesUrl: string | undefined;
 }
 
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
@@ -100,7 +115,51 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     grantSweepIntervalMs: intVar(env, "GRANT_SWEEP_INTERVAL_MS", 60_000, 0, 86_400_000),
     grantSweepBatch: intVar(env, "GRANT_SWEEP_BATCH", 1_000, 1, 100_000),
     consoleDir: nonEmpty(env.CONSOLE_DIR),
+    ...telemetry(env),
   };
+}
+
+/** Metrics and traces (README: Metrics, traces and request ids). */
+function telemetry(env: Readonly<Record<string, string | undefined>>) {
+  const metricsEnabled = boolVar(env, "METRICS_ENABLED", true);
+  const metricsPort = nonEmpty(env.METRICS_PORT) === undefined ? undefined : intVar(env, "METRICS_PORT", 0, 0, 65535);
+  if (metricsPort !== undefined && !metricsEnabled) throw new ConfigError("METRICS_PORT is set but METRICS_ENABLED is false: nothing would be served there");
+  const port = intVar(env, "PORT", 8080, 0, 65535);
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === port) {
+    throw new ConfigError(`METRICS_PORT must differ from PORT (both ${port}): /metrics is then served on its own port only`);
+  }
+  return {
+    metricsEnabled,
+    metricsPort,
+    metricsHost: nonEmpty(env.METRICS_HOST) ?? nonEmpty(env.HOST) ?? "127.0.0.1",
+    otelTracesUrl: otelTracesUrl(env),
+  };
+}
+
+/**
+ * The OTLP/HTTP traces URL, from the standard variables. The exporter would
+ * read them itself; they are read here so that whether tracing is on is
+ * decided by this config, and a bad value stops the service at start.
+ */
+function otelTracesUrl(env: Readonly<Record<string, string | undefined>>): string | undefined {
+  const disabled = nonEmpty(env.OTEL_SDK_DISABLED)?.trim().toLowerCase();
+  if (disabled === "true") return undefined;
+  if (disabled !== undefined && disabled !== "false") throw new ConfigError(`OTEL_SDK_DISABLED must be true or false, got "${env.OTEL_SDK_DISABLED}"`);
+  const protocolName = nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) !== undefined ? "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" : "OTEL_EXPORTER_OTLP_PROTOCOL";
+  const protocol = nonEmpty(env[protocolName]);
+  const signal = nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)?.trim();
+  const base = nonEmpty(env.OTEL_EXPORTER_OTLP_ENDPOINT)?.trim();
+  const url = signal ?? (base === undefined ? undefined : `${base.replace(/\/+$/, "")}/v1/traces`);
+  if (url === undefined) return undefined;
+  const name = signal !== undefined ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" : "OTEL_EXPORTER_OTLP_ENDPOINT";
+  // Only the URL's shape is named: an endpoint may carry credentials.
+  if (!/^https?:\/\//i.test(url) || !URL.canParse(url)) throw new ConfigError(`${name} must be an http:// or https:// URL`);
+  // The exporter sends OTLP/HTTP with JSON bodies, which a collector's
+  // OTLP/HTTP receiver takes beside protobuf; gRPC is another port and protocol.
+  if (protocol !== undefined && !["http/json", "http/protobuf"].includes(protocol.trim().toLowerCase())) {
+    throw new ConfigError(`${protocolName} must be http/json or http/protobuf (traces are sent as OTLP/HTTP JSON), got "${protocol}"`);
+  }
+  return url;
 }
 
 function scaleOut(env: Readonly<Record<string, string | undefined>>, databaseUrl: string | undefined) {
@@ -143,6 +202,13 @@ function connectionLimits(env: Readonly<Record<string, string | undefined>>) {
     h2MaxConcurrentStreams: intVar(env, "H2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000),
     h2MaxSessionMemoryMb: intVar(env, "H2_MAX_SESSION_MEMORY_MB", 10, 1, 1024),
   };
+}
+
+function boolVar(env: Readonly<Record<string, string | undefined>>, name: string, fallback: boolean): boolean {
+  const raw = nonEmpty(env[name])?.trim().toLowerCase();
+  if (raw === undefined) return fallback;
+  if (raw === "true" || raw === "false") return raw === "true";
+  throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

@@ -3,6 +3,7 @@
  * relations, validation, the orphan rule, and atomicity.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { expectErrorBody } from "./helpers/error-body.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { createAppWithKey, startTestService, type RestAnswer, type TestService } from "./support/service.js";
 
@@ -30,10 +31,10 @@ interface EntryJson {
   relations?: RelationJson[];
 }
 
-/** Every non-2xx answer: exactly {code, message, details}, details an array. */
+/** Every non-2xx answer: exactly {code, message, details, requestId}, details an array, requestId the answer's x-request-id. */
 function expectError(res: RestAnswer, status: number, code: string, ...fragments: string[]): void {
   expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(Object.keys(res.body as object).sort()).toEqual(["code", "details", "message"]);
+  expectErrorBody(res.body, res.headers.get("x-request-id"));
   expect(res.body.code).toBe(code);
   expect(typeof res.body.message).toBe("string");
   expect(Array.isArray(res.body.details)).toBe(true);

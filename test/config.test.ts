@@ -30,6 +30,10 @@ describe("loadConfig", () => {
       grantSweepIntervalMs: 60_000,
       grantSweepBatch: 1_000,
       consoleDir: undefined,
+      metricsEnabled: true,
+      metricsPort: undefined,
+      metricsHost: "127.0.0.1",
+      otelTracesUrl: undefined,
     });
   });
 
@@ -54,6 +58,21 @@ describe("loadConfig", () => {
     { env: { DATABASE_URL: "postgres://db/x", READ_REPLICA_MAX_LAG_MS: "250" }, expected: { readReplicaMaxLagMs: 250 } },
     { env: { GRANT_SWEEP_INTERVAL_MS: "0", GRANT_SWEEP_BATCH: "200" }, expected: { grantSweepIntervalMs: 0, grantSweepBatch: 200 } },
     { env: { CONSOLE_DIR: "/srv/console" }, expected: { consoleDir: "/srv/console" } },
+    { env: { METRICS_ENABLED: "false" }, expected: { metricsEnabled: false, metricsPort: undefined } },
+    { env: { METRICS_ENABLED: "TRUE", METRICS_PORT: "9464" }, expected: { metricsEnabled: true, metricsPort: 9464, metricsHost: "127.0.0.1" } },
+    { env: { HOST: "0.0.0.0", METRICS_PORT: "9464" }, expected: { metricsPort: 9464, metricsHost: "0.0.0.0" } },
+    { env: { HOST: "0.0.0.0", METRICS_PORT: "9464", METRICS_HOST: "10.0.0.5" }, expected: { metricsHost: "10.0.0.5" } },
+    { env: { PORT: "0", METRICS_PORT: "0" }, expected: { port: 0, metricsPort: 0 } },
+    { env: { METRICS_PORT: " " }, expected: { metricsPort: undefined } },
+    { env: { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }, expected: { otelTracesUrl: "http://collector:4318/v1/traces" } },
+    { env: { OTEL_EXPORTER_OTLP_ENDPOINT: "https://collector:4318/otlp/" }, expected: { otelTracesUrl: "https://collector:4318/otlp/v1/traces" } },
+    {
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://traces:4318/custom" },
+      expected: { otelTracesUrl: "http://traces:4318/custom" },
+    },
+    { env: { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_SDK_DISABLED: "true" }, expected: { otelTracesUrl: undefined } },
+    { env: { OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" }, expected: { otelTracesUrl: "http://c:4318/v1/traces" } },
+    { env: { OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, expected: { otelTracesUrl: undefined } },
   ])("reads $env", ({ env, expected }) => {
     expect(loadConfig(env)).toMatchObject(expected);
   });
@@ -81,6 +100,17 @@ describe("loadConfig", () => {
     [{ DATABASE_READ_URLS: "postgres://r1/x" }, /^DATABASE_READ_URLS needs DATABASE_URL/],
     [{ DATABASE_URL: "postgres://db/x", DATABASE_READ_URLS: "postgres://r1/x,mysql://u:secret@r2/x" }, /^DATABASE_READ_URLS entry 2 must be a postgres:\/\/ URL$/],
     [{ DATABASE_URL: "postgres://db/x", READ_REPLICA_MAX_LAG_MS: "0" }, /^READ_REPLICA_MAX_LAG_MS must be between 1/],
+    [{ METRICS_ENABLED: "yes" }, /^METRICS_ENABLED must be true or false/],
+    [{ METRICS_PORT: "abc" }, /^METRICS_PORT must be a whole number/],
+    [{ METRICS_PORT: "70000" }, /^METRICS_PORT must be between 0 and 65535/],
+    [{ METRICS_PORT: "8080" }, /^METRICS_PORT must differ from PORT/],
+    [{ PORT: "9000", METRICS_PORT: "9000" }, /^METRICS_PORT must differ from PORT/],
+    [{ METRICS_ENABLED: "false", METRICS_PORT: "9464" }, /^METRICS_PORT is set but METRICS_ENABLED is false/],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" }, /^OTEL_EXPORTER_OTLP_ENDPOINT must be an http:\/\/ or https:\/\/ URL$/],
+    [{ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "ftp://u:secret@c/x" }, /^OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must be an http:\/\/ or https:\/\/ URL$/],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, /^OTEL_EXPORTER_OTLP_PROTOCOL must be http\/json or http\/protobuf/],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "grpc" }, /^OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be http\/json/],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_SDK_DISABLED: "maybe" }, /^OTEL_SDK_DISABLED must be true or false/],
   ])("refuses %j, naming the variable", (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

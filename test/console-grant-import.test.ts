@@ -1,8 +1,9 @@
 /**
- * The console's grant import (console/src/lib/grant-import.ts): CSV and
- * NDJSON parsing with source lines, chunking at the bulk limit, and the
+ * The grant import of the console and the command line (src/lib/grant-import.ts):
+ * CSV and NDJSON parsing with source lines, chunking at the bulk limit, and the
  * runner that works around the bulk route's all-or-nothing rule. Pure: no
  * service, no browser; `send` is a fake that keeps the real route's rules.
+ * The incremental readers' own cases are in grant-import-stream.test.ts.
  */
 import { describe, expect, it } from "vitest";
 import {
@@ -20,7 +21,7 @@ import {
   type BulkCounts,
   type GrantRow,
   type ImportProgress,
-} from "../console/src/lib/grant-import.js";
+} from "../src/lib/grant-import.js";
 
 const HEADER = "userId,resource,resourceId,relation";
 const plain = (r: GrantRow) => ({

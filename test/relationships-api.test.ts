@@ -78,7 +78,6 @@ const oddButValid: { name: string; g: Grant }[] = [
 /** Query combinations the list refuses, naming the accepted ones. */
 const badListQueries: Record<string, string>[] = [
   {},
-  { resource: "document" },
   { resourceId: "d1" },
   { userId: "ann" },
   { relation: "owner" },
@@ -267,6 +266,27 @@ describe.each(engines)("direct grants on %s", (engine) => {
       expect(keys(res.body.relationships)).toEqual(keys(expected));
     });
 
+    it("resource alone: every grant on instances of that type, in (resourceId, relation, userId) order", async () => {
+      const all = await a.listAll({ resource: "document", pageSize: 1000 });
+      expect(all.every((g) => g.resource === "document")).toBe(true);
+      const ofType = [...onL1, ...annElsewhere, ...noise].filter((g) => g.resource === "document");
+      expect(keys(all)).toEqual(expect.arrayContaining(keys(ofType)));
+      const order = (g: Grant) => [g.resourceId, g.relation, g.userId];
+      const sorted = [...all].sort((x, y) => {
+        const [p, q] = [order(x), order(y)];
+        for (let i = 0; i < 3; i++) if (p[i] !== q[i]) return p[i]! < q[i]! ? -1 : 1;
+        return 0;
+      });
+      expect(all).toEqual(sorted);
+      // The other modes see the same grants: the instance l1's and ann's are all in it.
+      expect(keys(all.filter((g) => g.resourceId === "l1"))).toEqual(keys(await a.listAll({ resource: "document", resourceId: "l1" })));
+      expect(keys(all.filter((g) => g.userId === "ann"))).toEqual(keys(await a.listAll({ userId: "ann", resource: "document" })));
+      // relation narrows it.
+      expect(keys(await a.listAll({ resource: "document", relation: "viewer" }))).toEqual(keys(all.filter((g) => g.relation === "viewer")));
+      // Another application's grants never show.
+      expect(await b.listAll({ resource: "document", relation: "commenter" })).toEqual([]);
+    });
+
     it.each([
       { params: { resource: "document", resourceId: "l1", relation: "viewer" }, expected: () => onL1.filter((g) => g.relation === "viewer") },
       { params: { userId: "ann", resource: "document", relation: "viewer" }, expected: () => [onL1[5]!, annElsewhere[0]!, annElsewhere[2]!] },
@@ -283,6 +303,7 @@ describe.each(engines)("direct grants on %s", (engine) => {
       for (const params of [
         { resource: "document", resourceId: "l1", pageSize },
         { userId: "ann", resource: "document", pageSize },
+        { resource: "document", pageSize },
       ]) {
         const pages: number[] = [];
         let pageToken: string | undefined;
@@ -316,18 +337,28 @@ describe.each(engines)("direct grants on %s", (engine) => {
       { name: "relation not of the resource", params: { relation: "reviewer", resource: "folder" }, field: "reviewer" },
       { name: "relation malformed", params: { relation: "Viewer" }, field: "relation" },
     ])("$name → 400 naming it", async ({ params, field }) => {
-      for (const base of [{ resource: "document", resourceId: "l1" }, { userId: "ann", resource: "document" }]) {
+      for (const base of [{ resource: "document", resourceId: "l1" }, { userId: "ann", resource: "document" }, { resource: "document" }]) {
         expectError(await a.list({ ...base, ...params }), 400, "invalid_argument", field);
       }
     });
 
-    it("a page token of one list mode is refused by the other", async () => {
-      const byInstance = await a.list({ resource: "document", resourceId: "l1", pageSize: 1 });
-      const byUser = await a.list({ userId: "ann", resource: "document", pageSize: 1 });
-      expect(byInstance.body.nextPageToken).toBeTruthy();
-      expect(byUser.body.nextPageToken).toBeTruthy();
-      expectError(await a.list({ userId: "ann", resource: "document", pageToken: byInstance.body.nextPageToken }), 400, "invalid_argument", "pageToken");
-      expectError(await a.list({ resource: "document", resourceId: "l1", pageToken: byUser.body.nextPageToken }), 400, "invalid_argument", "pageToken");
+    it("a page token of one list mode is refused by the others", async () => {
+      const modes = [
+        { resource: "document", resourceId: "l1" },
+        { userId: "ann", resource: "document" },
+        { resource: "document" },
+      ];
+      const tokens: string[] = [];
+      for (const params of modes) {
+        const res = await a.list({ ...params, pageSize: 1 });
+        expect(res.body.nextPageToken).toBeTruthy();
+        tokens.push(res.body.nextPageToken);
+      }
+      for (const [i, params] of modes.entries()) {
+        for (const [j, pageToken] of tokens.entries()) {
+          if (i !== j) expectError(await a.list({ ...params, pageToken }), 400, "invalid_argument", "pageToken");
+        }
+      }
     });
 
     it("over gRPC: both modes, paging, and the bad combination", async () => {

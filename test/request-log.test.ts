@@ -302,7 +302,7 @@ describe("request lines", () => {
     }
   });
 
-  it("unary gRPC sends a caller's well-formed x-request-id back in its response headers, on success and on error", async () => {
+  it("unary gRPC sends the request id back in its response headers, on success and on error: the caller's well-formed one, else one made here", async () => {
     const session = http2.connect(url);
     session.on("error", () => undefined);
     const call = (requestId: string, apiKey: string | null) =>
@@ -334,8 +334,10 @@ describe("request lines", () => {
     try {
       expect(await call("grpc-trace-1", key)).toEqual({ header: "grpc-trace-1", status: "0" });
       expect(await call("grpc-trace-2", null)).toEqual({ header: "grpc-trace-2", status: "16" });
-      // A malformed one is not sent back (nor logged): the line gets an id made here.
-      expect(await call("has space", key)).toEqual({ header: undefined, status: "0" });
+      // A malformed one is not sent back (nor logged): the answer and the line get an id made here.
+      const made = await call("has space", key);
+      expect(made).toEqual({ header: expect.stringMatching(/^req_[a-z0-9]+$/), status: "0" });
+      await linesOf(lines, made.header!);
       await linesOf(lines, "grpc-trace-1");
       await linesOf(lines, "grpc-trace-2");
     } finally {

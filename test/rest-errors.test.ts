@@ -6,17 +6,18 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { expectErrorBody } from "./helpers/error-body.js";
 import { createTestDatabase, engines, POSTGRES_ADMIN_URL, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type RestAnswer, type TestService } from "./support/service.js";
 
 const MiB = 1024 * 1024;
 const BODY_LIMIT = 8 * MiB;
 
-/** Every non-2xx answer: exactly {code, message, details}, details an array, sent as JSON. */
+/** Every non-2xx answer: exactly {code, message, details, requestId}, details an array, requestId the answer's x-request-id, sent as JSON. */
 function expectError(res: RestAnswer, status: number, code: string, ...fragments: string[]): void {
   expect(res.status, JSON.stringify(res.body)).toBe(status);
   expect(res.headers.get("content-type")).toMatch(/^application\/json/);
-  expect(Object.keys(res.body as object).sort()).toEqual(["code", "details", "message"]);
+  expectErrorBody(res.body, res.headers.get("x-request-id"));
   expect(res.body.code).toBe(code);
   expect(typeof res.body.message).toBe("string");
   expect(Array.isArray(res.body.details)).toBe(true);

@@ -136,7 +136,8 @@ describe("REST fast path on pglite", () => {
     { name: "non-ASCII ids", path: CHECK, body: JSON.stringify({ ...JSON.parse(question), userId: "zoë-名前" }), status: 200 },
     { name: "a batch over the limit", path: BATCH, body: big, status: 400 },
   ])("answers $name the same either way", async ({ path, body, key: given, status }) => {
-    const headers: Record<string, string> = { ...json };
+    // One request id both ways: an error body carries it (its requestId), and the bytes must match.
+    const headers: Record<string, string> = { ...json, "x-request-id": "same-id-both-ways" };
     const k = given === undefined ? key : given;
     if (k !== null) headers["x-api-key"] = k;
     const fast = await send(service.url, path, body, headers);

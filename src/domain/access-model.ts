@@ -1,3 +1,4 @@
+import { Metrics } from "../lib/metrics.js";
 import type { Db, Queryable } from "../store/db.js";
 import { modelStore, type ModelRows } from "../store/model-store.js";
 
@@ -102,7 +103,10 @@ export class AccessModels {
   /** Loads in flight, per application, with where they read from. */
   private readonly loading = new Map<string, { from: Queryable; model: Promise<AccessModel | undefined> }>();
 
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    private readonly metrics: Metrics = Metrics.off,
+  ) {}
 
   /** The cached model of the application when it is at `version`. */
   cached(appId: string, version: string): AccessModel | undefined {
@@ -121,6 +125,7 @@ export class AccessModels {
   load(appId: string, from: Queryable = this.db): Promise<AccessModel | undefined> {
     const pending = this.loading.get(appId);
     if (pending !== undefined && pending.from === from) return pending.model;
+    this.metrics.modelReloaded(this.models.has(appId) ? "changed" : "first");
     const model = modelStore.load(from, appId).then(
       (rows) => {
         if (this.loading.get(appId)?.model === model) this.loading.delete(appId);

@@ -1,4 +1,5 @@
 import { Coalescer } from "../lib/coalescer.js";
+import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db, Queryable } from "../store/db.js";
 import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
 import { checkStore, type CheckInput } from "../store/check-store.js";
@@ -61,11 +62,14 @@ export class Checker {
   constructor(
     private readonly db: Db,
     private readonly replicas?: ReadReplicas,
+    telemetry: Telemetry = NO_TELEMETRY,
   ) {
-    this.models = new AccessModels(db);
+    this.models = new AccessModels(db, telemetry.metrics);
     this.coalesced = new Coalescer((inputs) => this.answer(inputs), {
       maxBatch: LIMITS.batchChecks,
       ...db.reads,
+      reads: "checks",
+      telemetry,
     });
   }
 

@@ -1,4 +1,5 @@
 import { Coalescer } from "../lib/coalescer.js";
+import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db } from "../store/db.js";
 import { explainStore, type ExplainInput, type ExplainRow } from "../store/explain-store.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
@@ -44,14 +45,14 @@ export interface Explanation {
 export class Explainer {
   private readonly coalesced: Coalescer<ExplainInput, ExplainRow>;
 
-  constructor(db: Db, replicas?: ReadReplicas) {
+  constructor(db: Db, replicas?: ReadReplicas, telemetry: Telemetry = NO_TELEMETRY) {
     this.coalesced = new Coalescer(
       (inputs) =>
         exactRead(db, replicas, async (q, onReplica) => {
           const read = await explainStore.explain(q, inputs, { replayed: onReplica });
           return { value: read.rows, replayed: read.replayed };
         }),
-      { ...db.reads, maxBatch: 100 },
+      { ...db.reads, maxBatch: 100, reads: "explain", telemetry },
     );
   }
 

@@ -1,6 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
 import type { Db } from "../store/db.js";
 import { Coalescer } from "../lib/coalescer.js";
+import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import { applicationsStore, type ApiKeyRow } from "../store/applications-store.js";
 import { unauthenticated } from "./errors.js";
 import { hashKey, newId, newKeySecret } from "./ids.js";
@@ -26,6 +27,7 @@ export class KeyAuthenticator {
   constructor(
     private readonly db: Db,
     adminKey: string | undefined,
+    telemetry: Telemetry = NO_TELEMETRY,
   ) {
     this.envOperatorHash = adminKey === undefined ? undefined : Buffer.from(hashKey(adminKey), "hex");
     this.lookup = new Coalescer(
@@ -34,7 +36,7 @@ export class KeyAuthenticator {
         const byHash = new Map(rows.map((r) => [r.secretHash, r]));
         return hashes.map((h): ApiKeyRow | undefined => byHash.get(h));
       },
-      { maxBatch: 1000, ...db.reads },
+      { maxBatch: 1000, ...db.reads, reads: "keys", telemetry },
     );
   }
 

@@ -1,4 +1,5 @@
 import { Coalescer } from "../lib/coalescer.js";
+import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db } from "../store/db.js";
 import { lookupStore, type LookupInput, type LookupRow } from "../store/lookup-store.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
@@ -35,7 +36,7 @@ export interface LookupAnswer {
 export class Lookup {
   private readonly coalesced: Coalescer<LookupInput, LookupRow>;
 
-  constructor(db: Db, replicas?: ReadReplicas) {
+  constructor(db: Db, replicas?: ReadReplicas, telemetry: Telemetry = NO_TELEMETRY) {
     this.coalesced = new Coalescer(
       (inputs) =>
         exactRead(db, replicas, async (q, onReplica) => {
@@ -43,7 +44,7 @@ export class Lookup {
           return { value: read.rows, replayed: read.replayed };
         }),
       // A page may hold 1,000 ids: a batch of 50 pages answers 50,000 at most.
-      { ...db.reads, maxBatch: 50 },
+      { ...db.reads, maxBatch: 50, reads: "lookup", telemetry },
     );
   }
 

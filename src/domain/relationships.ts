@@ -61,7 +61,8 @@ const tupleKey = (t: Tuple) => JSON.stringify([t.resource, t.resourceId, t.relat
 
 export type ListQuery =
   | { mode: "instance"; resource: string; resourceId: string; relation: string | undefined; includeExpired: boolean }
-  | { mode: "user"; userId: string; resource: string; relation: string | undefined; includeExpired: boolean };
+  | { mode: "user"; userId: string; resource: string; relation: string | undefined; includeExpired: boolean }
+  | { mode: "resource"; resource: string; relation: string | undefined; includeExpired: boolean };
 
 /** The filters a delete by filter accepts (relation may narrow each), as API.md lists them. */
 const DELETE_FILTERS: readonly (readonly (keyof GrantFilter)[])[] = [["userId"], ["resource", "resourceId"], ["userId", "resource"]];
@@ -191,7 +192,7 @@ export class Relationships {
     const v = new Violations();
     check(v, "resource", tokenProblem(query.resource));
     if (query.mode === "instance") check(v, "resourceId", identifierProblem(query.resourceId));
-    else check(v, "userId", identifierProblem(query.userId));
+    else if (query.mode === "user") check(v, "userId", identifierProblem(query.userId));
     if (query.relation !== undefined) check(v, "relation", tokenProblem(query.relation));
     v.throwIfAny();
     if (query.mode === "instance") {
@@ -205,6 +206,19 @@ export class Relationships {
       );
       requireInCatalog(listed.catalogRelations, query.resource, query.relation);
       return page(listed.rows, limit, (last) => ({ relation: last.relation, userId: last.userId }));
+    }
+    if (query.mode === "resource") {
+      // Every grant on the type, in primary-key order: what an export pages through.
+      const position = decodePageToken(token, { resourceId: "string", relation: "string", userId: "string" });
+      const listed = await relationshipsStore.listByResource(
+        this.db,
+        appId,
+        query,
+        position && { resourceId: position.resourceId as string, relation: position.relation as string, userId: position.userId as string },
+        limit + 1,
+      );
+      requireInCatalog(listed.catalogRelations, query.resource, query.relation);
+      return page(listed.rows, limit, (last) => ({ resourceId: last.resourceId, relation: last.relation, userId: last.userId }));
     }
     const position = decodePageToken(token, { resourceId: "string", relation: "string" });
     const listed = await relationshipsStore.listByUser(

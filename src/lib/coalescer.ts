@@ -1,3 +1,6 @@
+import type { Telemetry } from "./telemetry.js";
+import { Tracing, type Span } from "./tracing.js";
+
 /**
  * Coalesces calls that arrive together into one batched call. The first call
  * runs at once; calls arriving while `concurrency` batches are in flight
@@ -21,12 +24,19 @@
  *
  * Freshness is kept: a call's batch starts after the call arrived, so it
  * reads everything committed before the call.
+ *
+ * With `telemetry` (named by `reads`): each batch's size goes to the
+ * metrics, which read the batches in flight when scraped; with tracing on,
+ * each batch runs in a span of its own linked from the span of every call
+ * it answers (lib/tracing.ts). Off, a call costs one test of a constant.
  */
 export class Coalescer<I, O> {
-  private queue: { inputs: readonly I[]; resolve: (o: O[]) => void; reject: (e: unknown) => void }[] = [];
+  private queue: Waiting<I, O>[] = [];
   private inFlight = 0;
   private queued = 0;
   private scheduled = false;
+  private readonly batchSize: ((size: number) => void) | undefined;
+  private readonly tracing: Tracing;
 
   constructor(
     private readonly run: (inputs: I[]) => Promise<O[]>,
@@ -35,12 +45,19 @@ export class Coalescer<I, O> {
       concurrency: number;
       burst?: { at: number; concurrency: number };
       gather?: boolean;
+      /** What is coalesced ("checks", "keys"...), for the metrics and spans. */
+      reads?: string;
+      telemetry?: Telemetry;
     },
-  ) {}
+  ) {
+    const { reads = "reads", telemetry } = options;
+    this.batchSize = telemetry?.metrics.coalescer(reads, () => this.inFlight);
+    this.tracing = telemetry?.tracing ?? Tracing.off;
+  }
 
   call(input: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.queue.push({ inputs: [input], resolve: (outputs) => resolve(outputs[0]!), reject });
+      this.queue.push({ inputs: [input], resolve: (outputs) => resolve(outputs[0]!), reject, span: this.tracing.enabled ? this.tracing.activeSpan() : undefined });
       this.queued++;
       this.schedule();
     });
@@ -49,7 +66,7 @@ export class Coalescer<I, O> {
   /** Answers `inputs` in order, all from the same batch. */
   callAll(inputs: readonly I[]): Promise<O[]> {
     return new Promise<O[]>((resolve, reject) => {
-      this.queue.push({ inputs, resolve, reject });
+      this.queue.push({ inputs, resolve, reject, span: this.tracing.enabled ? this.tracing.activeSpan() : undefined });
       this.queued += inputs.length;
       this.schedule();
     });
@@ -78,7 +95,9 @@ export class Coalescer<I, O> {
       const batch = this.queue.splice(0, take);
       this.queued -= size;
       this.inFlight++;
-      this.run(batch.flatMap((b) => b.inputs)).then(
+      this.batchSize?.(size);
+      const inputs = batch.flatMap((b) => b.inputs);
+      (this.tracing.enabled ? this.traced(batch, inputs) : this.run(inputs)).then(
         (outputs) => {
           let at = 0;
           for (const b of batch) {
@@ -93,4 +112,27 @@ export class Coalescer<I, O> {
       });
     }
   }
+
+  /** The batch in a span of its own, linked from each call's span; its statements are the span's children. */
+  private traced(batch: readonly Waiting<I, O>[], inputs: I[]): Promise<O[]> {
+    const span = this.tracing.startBatch(this.options.reads ?? "reads", inputs.length, batch.map((b) => b.span));
+    return this.tracing.within(span, () => this.run(inputs)).then(
+      (outputs) => {
+        this.tracing.end(span);
+        return outputs;
+      },
+      (error: unknown) => {
+        this.tracing.end(span, error);
+        throw error;
+      },
+    );
+  }
+}
+
+interface Waiting<I, O> {
+  inputs: readonly I[];
+  resolve: (o: O[]) => void;
+  reject: (e: unknown) => void;
+  /** The span of the call's RPC, when tracing is on. */
+  span: Span | undefined;
 }

@@ -4,6 +4,7 @@ import { CheckService } from "../../gen/authz/v1/check_pb.js";
 import type { CheckQuestion, Checker, PermissionsQuestion } from "../domain/check.js";
 import type { Explainer, ExplainReason } from "../domain/explain.js";
 import type { Lookup } from "../domain/lookup.js";
+import { Metrics } from "../lib/metrics.js";
 import { callerKeyOf } from "../transport/auth.js";
 
 const question = (c: Omit<CheckQuestion, "tenantId"> & { tenantId?: string }): CheckQuestion => ({
@@ -44,14 +45,21 @@ export interface Questions {
   lookup: Lookup;
 }
 
-/** The questions about access; each acts on the calling key's own application. */
-export function checkService({ checker, explainer, lookup }: Questions): ServiceImpl<typeof CheckService> {
+/**
+ * The questions about access; each acts on the calling key's own
+ * application. The answers of checks and batch checks are counted (allowed
+ * or denied) in the metrics.
+ */
+export function checkService({ checker, explainer, lookup }: Questions, metrics: Metrics = Metrics.off): ServiceImpl<typeof CheckService> {
   return {
     async check(req, ctx) {
-      return { allowed: await checker.check(callerKeyOf(ctx), question(req)) };
+      const allowed = await checker.check(callerKeyOf(ctx), question(req));
+      metrics.checkAnswered(allowed);
+      return { allowed };
     },
     async batchCheck(req, ctx) {
       const results = await checker.batch(callerKeyOf(ctx), req.checks.map(question));
+      metrics.batchAnswered(results);
       return { results: results.map((allowed) => ({ allowed })) };
     },
     async explain(req, ctx) {

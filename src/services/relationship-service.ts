@@ -38,7 +38,7 @@ function filterOf(req: DeleteRelationshipsRequest): GrantFilter {
 }
 
 /**
- * The two list modes, told apart by which fields are given; any other
+ * The three list modes, told apart by which fields are given; any other
  * combination is a 400 naming the accepted ones.
  */
 function listQuery(req: ListRelationshipsRequest): ListQuery {
@@ -50,10 +50,13 @@ function listQuery(req: ListRelationshipsRequest): ListQuery {
   if (has.userId && has.resource && !has.resourceId) {
     return { mode: "user", userId: req.userId, resource: req.resource, relation, includeExpired: req.includeExpired };
   }
+  if (has.resource && !has.userId && !has.resourceId) {
+    return { mode: "resource", resource: req.resource, relation, includeExpired: req.includeExpired };
+  }
   const given = Object.entries(has).filter(([, v]) => v).map(([k]) => k);
   throw invalidArgument(
-    `list grants with resource and resourceId (who has a relation on that instance), or with userId and resource (what that user has); optionally relation, includeExpired, pageSize, pageToken. Given: ${given.length === 0 ? "none" : given.join(", ")}`,
-    [{ field: "query", reason: "accepted combinations: resource+resourceId, or userId+resource" }],
+    `list grants with resource and resourceId (who has a relation on that instance), with userId and resource (what that user has), or with resource alone (every grant on that type); optionally relation, includeExpired, pageSize, pageToken. Given: ${given.length === 0 ? "none" : given.join(", ")}`,
+    [{ field: "query", reason: "accepted combinations: resource+resourceId, userId+resource, or resource alone" }],
   );
 }
 

@@ -1,3 +1,7 @@
+import type { PoolUse } from "../lib/metrics.js";
+
+export type { PoolUse };
+
 /**
  * The database engine seam. Portcullis speaks one SQL dialect (Postgres), so
  * the SQL of the stores is written once against `Queryable`; what differs per
@@ -109,6 +113,10 @@ export interface Db extends Queryable {
   /** Runs a script of several statements without parameters (migrations). */
   exec(sql: string): Promise<void>;
   close(): Promise<void>;
+  /** The pool's connections now, for the metrics (a pg pool; PGlite has none). */
+  poolUse?(): PoolUse | undefined;
+  /** Tells `observer` the seconds each statement or transaction waited for a connection (a pg pool). */
+  watchConnectWait?(observer: (seconds: number) => void): void;
 }
 
 /** A page position in (created_at, id) order; createdAt is ISO 8601 with milliseconds. */

@@ -1,4 +1,4 @@
-import type { AbortOptions, Db, Queryable, QueryResult, ReadBatching } from "./db.js";
+import type { AbortOptions, Db, PoolUse, Queryable, QueryResult, ReadBatching } from "./db.js";
 import { DatabaseUnavailableError } from "./sqlstate.js";
 
 /**
@@ -44,6 +44,14 @@ export class DeferredDb implements Db {
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: AbortOptions): Promise<T> {
     return (this.db ?? (await this.target())).transaction(fn, options);
+  }
+
+  poolUse(): PoolUse | undefined {
+    return this.db?.poolUse?.();
+  }
+
+  watchConnectWait(observer: (seconds: number) => void): void {
+    this.opened.then((db) => db.watchConnectWait?.(observer), () => undefined);
   }
 
   async close(): Promise<void> {

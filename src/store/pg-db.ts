@@ -9,6 +9,7 @@ import {
   throwIfStopped,
   type AbortOptions,
   type Db,
+  type PoolUse,
   type Queryable,
   type QueryResult,
   type ReadBatching,
@@ -69,6 +70,8 @@ export class PgDb implements Db {
   private readonly pool: pg.Pool;
   /** Clients whose connection failed while checked out, with the error. */
   private readonly lost = new WeakMap<pg.PoolClient, Error>();
+  /** Told how long each checkout waited (the metrics), when watched. */
+  private connectWait: ((seconds: number) => void) | undefined;
 
   constructor(connectionString: string, options: { max: number; connectionTimeoutMs?: number; onError: (error: Error) => void }) {
     this.pool = new pg.Pool({
@@ -189,6 +192,15 @@ export class PgDb implements Db {
     await this.pool.end();
   }
 
+  poolUse(): PoolUse {
+    const { totalCount, idleCount, waitingCount, options } = this.pool;
+    return { total: totalCount, idle: idleCount, waiting: waitingCount, max: options.max ?? 10 };
+  }
+
+  watchConnectWait(observer: (seconds: number) => void): void {
+    this.connectWait = observer;
+  }
+
   /**
    * An error from a client whose connection broke carries no SQLSTATE;
    * known by the client's own error event, it becomes "unavailable".
@@ -198,8 +210,12 @@ export class PgDb implements Db {
   }
 
   private async connect(): Promise<pg.PoolClient> {
+    const watch = this.connectWait;
+    const started = watch === undefined ? 0 : performance.now();
     try {
-      return await this.pool.connect();
+      const client = await this.pool.connect();
+      watch?.((performance.now() - started) / 1000);
+      return client;
     } catch (cause) {
       throw new DatabaseUnavailableError({ cause });
     }

@@ -217,6 +217,30 @@ export const relationshipsStore = {
     );
   },
 
+  /**
+   * Every grant on instances of a type, in (resourceId, relation, userId)
+   * order, the primary key's: an export pages through a whole type on the
+   * index. With the resource's relations.
+   */
+  async listByResource(
+    q: Queryable,
+    appId: string,
+    filter: { resource: string; relation: string | undefined; includeExpired: boolean },
+    after: { resourceId: string; relation: string; userId: string } | undefined,
+    limit: number,
+  ): Promise<ListedPage> {
+    return listWithCatalog(
+      q,
+      `SELECT ${COLUMNS} FROM relationships
+       WHERE app_id = $1 AND resource = $2 AND ($3::text IS NULL OR relation = $3)
+         AND ($4::text IS NULL OR (resource_id, relation, user_id) > ($4, $5, $6))
+         AND ($8::boolean OR ${LIVE_GRANT("relationships")})
+       ORDER BY resource_id, relation, user_id LIMIT $7`,
+      `page."resourceId", page.relation, page."userId"`,
+      [appId, filter.resource, filter.relation ?? null, after?.resourceId ?? null, after?.relation ?? "", after?.userId ?? "", limit, filter.includeExpired],
+    );
+  },
+
   /** The application's effective relations: resource → relation → implied actions. */
   async relationsOf(q: Queryable, appId: string): Promise<Map<string, Map<string, string[]>>> {
     const { rows } = await q.query<{ resource: string; relation: string; actions: string[] }>(

@@ -1,6 +1,7 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextValues, type ContextValues, type HandlerContext } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey, createContextValues, type ContextValues, type HandlerContext } from "@connectrpc/connect";
 import type { IncomingHttpHeaders } from "node:http";
+import type { Span } from "../lib/tracing.js";
 
 /**
  * The HandlerContext of a call the REST gateway or the unary gRPC path
@@ -37,6 +38,10 @@ export class CallContext implements HandlerContext {
     readonly rawHeaders: IncomingHttpHeaders,
     /** When the call's caller stops waiting (Date.now() milliseconds), if it said. */
     readonly deadline?: number,
+    /** The request's id (request-log.ts), for the lines logged about the call. */
+    readonly requestId?: string,
+    /** The call's span, when tracing is on. */
+    readonly span?: Span,
   ) {}
 
   get service(): DescService {
@@ -100,6 +105,29 @@ export class CallContext implements HandlerContext {
 
 function deadlineExceeded(): ConnectError {
   return new ConnectError("the call's deadline passed", Code.DeadlineExceeded);
+}
+
+const requestIdKey = createContextKey<string | undefined>(undefined, { description: "the request's id" });
+const spanKey = createContextKey<Span | undefined>(undefined, { description: "the call's span" });
+
+/**
+ * Keeps the request's id and span (when tracing is on) in the values of a
+ * call connect-node's router serves, as CallContext holds them for the
+ * others, so the guard finds both whatever the protocol.
+ */
+export function noteCall(values: ContextValues, requestId: string, span: Span | undefined): void {
+  values.set(requestIdKey, requestId);
+  if (span !== undefined) values.set(spanKey, span);
+}
+
+/** The request id of a call. */
+export function requestIdOf(ctx: HandlerContext): string | undefined {
+  return ctx instanceof CallContext ? ctx.requestId : ctx.values.get(requestIdKey);
+}
+
+/** The span of a call, when tracing is on and the transport made one. */
+export function spanOf(ctx: HandlerContext): Span | undefined {
+  return ctx instanceof CallContext ? ctx.span : ctx.values.get(spanKey);
 }
 
 /** One request header: the first value when the header came more than once. */

@@ -58,8 +58,8 @@ export async function registerConsole(app: FastifyInstance, dir: string | undefi
   };
   app.get("/console", (_req, reply) => reply.redirect("/console/", 301));
   if (dir === undefined || !isConsoleBuild(dir)) {
-    app.get("/console/*", (_req, reply) =>
-      reply.code(404).send(restErrorBody("not_found", "the console is not built: run npm run build (npm start builds it)")),
+    app.get("/console/*", (req, reply) =>
+      reply.code(404).send(restErrorBody(req.id, "not_found", "the console is not built: run npm run build (npm start builds it)")),
     );
     return;
   }
@@ -83,5 +83,5 @@ export async function registerConsole(app: FastifyInstance, dir: string | undefi
   app.get("/console/", page);
   app.get("/console/*", page);
   // A missing asset is a 404, not the page (a stale tab asking for an old build's chunk must fail, not parse HTML as JS).
-  app.get("/console/assets/*", (_req, reply) => reply.code(404).send(restErrorBody("not_found", "no such console asset")));
+  app.get("/console/assets/*", (req, reply) => reply.code(404).send(restErrorBody(req.id, "not_found", "no such console asset")));
 }

@@ -1,7 +1,10 @@
 /**
  * Errors are mapped here and nowhere else: domain and database errors to
  * Connect codes (toConnectError), and Connect codes to the REST status and
- * error body (restError).
+ * error body (restError). Every REST error body, whoever answers it (the
+ * gateway, the fast path, Fastify's handlers, the HTTP layer's refusals), is
+ * made by restErrorBody, which takes the request's id: {code, message,
+ * details, requestId}.
  */
 import { create, fromJson, toJson, type JsonObject as PbJsonObject } from "@bufbuild/protobuf";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
@@ -54,7 +57,7 @@ export const connectToRest: Record<Code, { code: string; status: number }> = {
  * nothing of the SQL or the database's words; anything else is INTERNAL with
  * its text kept in the log only.
  */
-export function toConnectError(error: unknown, log: Logger): ConnectError {
+export function toConnectError(error: unknown, log: Logger, requestId?: string): ConnectError {
   if (error instanceof ConnectError) return error;
   if (error instanceof DomainError) {
     // A message may quote a client's string before the guard has checked it
@@ -76,19 +79,19 @@ export function toConnectError(error: unknown, log: Logger): ConnectError {
     return new ConnectError("the call was cancelled before the database finished; nothing was changed", Code.Canceled);
   }
   if (isUnavailable(error)) {
-    log.error({ err: error }, "database unavailable");
+    log.error({ err: error, requestId }, "database unavailable");
     return new ConnectError("the database cannot be reached; try again shortly", Code.Unavailable);
   }
   if (isBadValue(error)) {
     // Logged: it means an edge check let something through.
-    log.warn({ err: error }, "the database refused a value of a request");
+    log.warn({ err: error, requestId }, "the database refused a value of a request");
     return new ConnectError(
       `a value in the request is malformed, out of range or too large (SQLSTATE ${sqlState(error)})`,
       Code.InvalidArgument,
     );
   }
   const errorId = randomBytes(6).toString("hex");
-  log.error({ err: error, errorId }, "internal error");
+  log.error({ err: error, errorId, requestId }, "internal error");
   return new ConnectError(`internal error (error id ${errorId}; the server log has the details)`, Code.Internal);
 }
 
@@ -107,16 +110,18 @@ export interface RestErrorBody {
   code: string;
   message: string;
   details: JsonObject[];
+  /** The request's id, as its x-request-id header and its log lines carry it. */
+  requestId: string;
 }
 
 /** The REST status and body of a ConnectError. */
-export function restError(error: ConnectError): { status: number; body: RestErrorBody } {
+export function restError(error: ConnectError, requestId: string): { status: number; body: RestErrorBody } {
   const { code, status } = connectToRest[error.code];
   const details = error.findDetails(StructSchema).map((s) => toJson(StructSchema, create(StructSchema, s)) as JsonObject);
-  return { status, body: { code, message: error.rawMessage, details } };
+  return { status, body: restErrorBody(requestId, code, error.rawMessage, details) };
 }
 
-/** A REST error raised by the gateway itself (bad JSON, unknown route, body too large). */
-export function restErrorBody(code: string, message: string, details: JsonObject[] = []): RestErrorBody {
-  return { code, message, details };
+/** The one REST error body: a ConnectError's (restError), or an error of the HTTP layer itself (bad JSON, unknown route, body too large). */
+export function restErrorBody(requestId: string, code: string, message: string, details: JsonObject[] = []): RestErrorBody {
+  return { code, message, details, requestId };
 }

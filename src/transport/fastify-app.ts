@@ -34,9 +34,12 @@ import type { H2Server } from "./h2-server.js";
 import { restFastPath } from "./rest-fast-path.js";
 import { strictJsonText } from "./utf8.js";
 import type { RequestLog } from "./request-log.js";
+import type { Metrics } from "../lib/metrics.js";
+import { Tracing } from "../lib/tracing.js";
 import { connectContextValues, decorateForRequestLines, noteGrpcOutcomes, RequestLines } from "./fastify-request-log.js";
 import { registerRestGateway, restRoutes } from "./rest-gateway.js";
 import { registerConsole } from "./console-static.js";
+import { registerApiDocs } from "./api-docs.js";
 
 export interface AppDeps {
   bindings: ServiceBinding[];
@@ -53,6 +56,10 @@ export interface AppDeps {
   h2?: H2Server;
   /** The built console to serve at /console/ (undefined: none is built; /console/ says so). */
   consoleDir?: string | undefined;
+  /** Traces (spans of RPCs start in the transport); off when not given. */
+  tracing?: Tracing;
+  /** The metrics to serve at GET /metrics on this port (undefined: /metrics is a 404 here). */
+  metricsRoute?: Metrics | undefined;
 }
 
 export type HttpTimeouts = Pick<Config, "headersTimeoutMs" | "requestTimeoutMs" | "idleTimeoutMs">;
@@ -94,17 +101,19 @@ function h1Server(limits: HttpTimeouts, handler: http.RequestListener): http.Ser
 
 export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Promise<FastifyInstance> {
   const { bindings, db, replicas, keys, log } = deps;
+  const tracing = deps.tracing ?? Tracing.off;
   const routes = restRoutes(bindings);
   const options = {
     loggerInstance: log,
     bodyLimit: LIMITS.bodyBytes,
     // Fastify's own request lines off; ours, one per request, in the format
     // every path shares (fastify-request-log.ts).
-    logController: new RequestLines(deps.requestLog, routes),
+    logController: new RequestLines(deps.requestLog, tracing),
     // One id per request, the same generator as the REST fast path and unary
-    // gRPC: the caller's well-formed x-request-id, else a new one.
+    // gRPC: the caller's well-formed x-request-id, else its traceparent's
+    // trace id, else a new one (named requestId in Fastify's own lines: RequestLines).
     requestIdHeader: false as const,
-    genReqId: (req: http.IncomingMessage | http2.Http2ServerRequest) => deps.requestLog.requestId(req.headers["x-request-id"]),
+    genReqId: (req: http.IncomingMessage | http2.Http2ServerRequest) => deps.requestLog.requestId(req.headers),
     return503OnClosing: true,
     // Path segments carry user and resource ids of up to 256 characters,
     // which percent-encoding can triple.
@@ -112,7 +121,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     // Errors before routing, and Node's parser errors, in the JSON error shape (http-errors.ts).
     // Fastify types this option per route generics; ours is generic enough.
     frameworkErrors: frameworkErrorHandler(routes) as never,
-    clientErrorHandler,
+    clientErrorHandler: clientErrorHandler(deps.requestLog),
   };
   const app = (
     version === "http2"
@@ -120,9 +129,9 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
       : Fastify({
           ...options,
           serverFactory: (handler) => {
-            const fast = restFastPath(routes, { keys, log }, deps.requestLog);
+            const fast = restFastPath(routes, { keys, log, tracing }, deps.requestLog);
             return h1Server(deps.timeouts, (req, res) => {
-              if (!refuseMissingHost(req, res) && !fast(req, res)) handler(req, res);
+              if (!refuseMissingHost(req, res, deps.requestLog) && !fast(req, res)) handler(req, res);
             });
           },
         })
@@ -150,25 +159,25 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
       reply.raw.end();
       return;
     }
-    return reply.code(404).send(restErrorBody("not_found", `no route for ${req.method} ${path}`));
+    return reply.code(404).send(restErrorBody(req.id, "not_found", `no route for ${req.method} ${path}`));
   });
 
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, req, reply) => {
-    const { status, body } = fastifyErrorAnswer(error);
+    const { status, body } = fastifyErrorAnswer(error, req.id);
     if (status >= 500) req.log.error({ err: error }, "unhandled error");
     return reply.code(status).send(body);
   });
   // An Expect other than 100-continue: Node would answer 417 with no body.
   if (version === "http1") {
-    app.server.on("checkExpectation", expectationFailed);
+    app.server.on("checkExpectation", expectationFailed(deps.requestLog));
     // CONNECT never reaches a handler: Node would close the socket without an answer.
-    app.server.on("connect", refuseConnectMethod);
+    app.server.on("connect", refuseConnectMethod(deps.requestLog));
   }
 
   app.get("/healthz", async () => ({ status: "ok" }));
-  app.get("/readyz", async (_req, reply) => {
+  app.get("/readyz", async (req, reply) => {
     if (db instanceof DeferredDb && !db.isOpen) {
-      return reply.code(503).send(restErrorBody("unavailable", "the database is still opening"));
+      return reply.code(503).send(restErrorBody(req.id, "unavailable", "the database is still opening"));
     }
     try {
       await withTimeout(db.query("SELECT 1"), 2_000);
@@ -176,15 +185,22 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
       // answers its checks. It is reported, with why, for the operator.
       return replicas === undefined ? { status: "ready", database: db.engine } : { status: "ready", database: db.engine, replicas: replicas.status() };
     } catch (error) {
-      log.warn({ err: error }, "readiness check failed");
-      return reply.code(503).send(restErrorBody("unavailable", "the database cannot be reached"));
+      req.log.warn({ err: error }, "readiness check failed");
+      return reply.code(503).send(restErrorBody(req.id, "unavailable", "the database cannot be reached"));
     }
   });
+  // Prometheus's scrape, without a key: nothing in it is a secret (see lib/metrics.ts).
+  const metrics = deps.metricsRoute;
+  if (metrics !== undefined) {
+    app.get("/metrics", async (_req, reply) => reply.type(metrics.contentType).send(await metrics.text()));
+  }
 
   await app.register(async (scope) => {
-    registerRestGateway(scope, routes, { keys, log });
+    registerRestGateway(scope, routes, { keys, log, tracing });
   });
   await registerConsole(app, deps.consoleDir);
+  // /openapi.json and /docs, made from the routes registered above (no key).
+  await registerApiDocs(app, routes.map((r) => r.route));
 
   const services: DescService[] = bindings.map((b) => b.service);
   await app.register(fastifyConnectPlugin, {

@@ -3,7 +3,11 @@
  * gRPC-Web, gRPC streams relayed by the HTTP/2 layer, reflection, health,
  * 404s, requests its router refuses): written once, when the answer is
  * finished, through the RequestLog the REST fast path and unary gRPC use
- * too, so every path writes the same line.
+ * too, so every path writes the same line (and records the same metrics).
+ *
+ * - With tracing on, an RPC's span starts here, on arrival; REST routes and
+ *   Connect calls run in it (the gateway, and the guard through the call's
+ *   context values), and the request log ends it with the answer's code.
  *
  * - The request id is Fastify's own (`genReqId` is RequestLog.requestId, see
  *   fastify-app.ts) and goes back in `x-request-id`, set on the raw response
@@ -23,16 +27,24 @@ import { Code, createContextKey, createContextValues, type ContextValues } from 
 import type { UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { trailerFlag, trailerParse } from "@connectrpc/connect/protocol-grpc-web";
 import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import { rpcOfPath, Tracing, type RpcName, type Span } from "../lib/tracing.js";
 import { callerOf } from "./auth.js";
-import type { RequestLog } from "./request-log.js";
+import { noteCall } from "./call-context.js";
+import { NO_ROUTE, type RequestLog } from "./request-log.js";
 import type { RestRoute } from "./rest-gateway.js";
 
 declare module "fastify" {
+  interface FastifyContextConfig {
+    /** The REST route a Fastify route serves (set by the REST gateway). */
+    restRoute?: RestRoute;
+  }
   interface FastifyRequest {
     /** The key id of the REST call this request carried, once authorized (set by the REST gateway). */
     callerKeyId: string | undefined;
     /** The context values of the Connect call this request carried. */
     callValues: ContextValues | undefined;
+    /** The span of the RPC this request carries, when tracing is on. */
+    rpcSpan: Span | undefined;
   }
 }
 
@@ -42,8 +54,6 @@ interface Outcome {
 }
 const outcomeKey = createContextKey<Outcome | undefined>(undefined, { description: "the gRPC status of the answer" });
 
-const NO_ROUTE = "(no route)";
-
 /**
  * Fastify's LogController (its `logController` option) is told of every
  * request it takes, before any hook: routed requests, 404s, and the requests
@@ -52,24 +62,50 @@ const NO_ROUTE = "(no route)";
  * request lines stay off (disableRequestLogging).
  */
 export class RequestLines extends LogController {
-  /** Fastify's route paths (`:app_id`) back to the annotated templates (`{app_id}`). */
-  private readonly templates: Map<string, string>;
+  // Private fields (#), not properties: Fastify deep-clones its options to
+  // validate them, the controller included, and these hold loggers and
+  // registries it must not walk.
+  /** Fastify's route paths of Connect and gRPC routes, to their RPCs (made on first use). */
+  readonly #rpcs = new Map<string, RpcName | undefined>();
+  readonly #requestLog: RequestLog;
+  readonly #tracing: Tracing;
 
-  constructor(
-    private readonly requestLog: RequestLog,
-    routes: RestRoute[],
-  ) {
-    super({ disableRequestLogging: true });
-    this.templates = new Map(routes.map((r) => [r.route.routePath, r.route.template]));
+  constructor(requestLog: RequestLog, tracing: Tracing = Tracing.off) {
+    // Fastify's own lines (an error it logs) name the request's id as ours do.
+    super({ disableRequestLogging: true, requestIdLogLabel: "requestId" });
+    this.#requestLog = requestLog;
+    this.#tracing = tracing;
   }
 
   override incomingRequest(request: FastifyRequest, reply: FastifyReply): void {
     reply.raw.setHeader("x-request-id", request.id);
-    if (!this.requestLog.enabled) return; // the line would not be written: no listener at all
+    if (!this.#requestLog.recording) return; // nothing would be recorded: no listener at all
     const started = performance.now();
+    if (this.#tracing.enabled) this.startSpan(request, reply);
     // "finish": the whole answer was handed to the connection (a client that
     // leaves first gets no line: nothing was answered).
     reply.raw.once("finish", () => this.write(request, reply, performance.now() - started));
+  }
+
+  /** An RPC's span (not one for health checks, scrapes, the console or a 404), ended with the answer or when the client leaves. */
+  private startSpan(request: FastifyRequest, reply: FastifyReply): void {
+    const routePath = request.routeOptions.url;
+    if (routePath === undefined) return;
+    const rest = request.routeOptions.config?.restRoute;
+    const rpc = rest?.rpc ?? this.rpcOf(routePath);
+    if (rpc === undefined) return;
+    const protocol = rest !== undefined ? "rest" : (grpcProtocol(request) ?? "connect");
+    const span = (request.rpcSpan = this.#tracing.startRpc(request.headers, protocol, rpc, request.id, rest?.http));
+    reply.raw.once("close", () => {
+      if (!reply.raw.writableFinished) this.#tracing.endAbandoned(span);
+    });
+  }
+
+  private rpcOf(routePath: string): RpcName | undefined {
+    if (this.#rpcs.has(routePath)) return this.#rpcs.get(routePath);
+    const rpc = rpcOfPath(routePath);
+    this.#rpcs.set(routePath, rpc);
+    return rpc;
   }
 
   private write(req: FastifyRequest, reply: FastifyReply, ms: number): void {
@@ -82,14 +118,17 @@ export class RequestLines extends LogController {
       // The 404 handler answers an unknown RPC with UNIMPLEMENTED in the trailers.
       if (routePath === undefined) status = Code.Unimplemented;
     }
-    this.requestLog.write({
+    const rest = req.routeOptions.config?.restRoute;
+    this.#requestLog.write({
       protocol,
       method: req.method,
-      route: routePath === undefined ? NO_ROUTE : (this.templates.get(routePath) ?? routePath),
+      route: routePath === undefined ? NO_ROUTE : (rest?.route.template ?? routePath),
+      rpc: rest?.rpc.path,
       status,
       ms,
       requestId: req.id,
       keyId: req.callerKeyId ?? (values === undefined ? undefined : callerOf({ values })?.keyId),
+      span: req.rpcSpan,
     });
   }
 }
@@ -98,11 +137,16 @@ export class RequestLines extends LogController {
 export function decorateForRequestLines(app: FastifyInstance): void {
   app.decorateRequest("callerKeyId", undefined);
   app.decorateRequest("callValues", undefined);
+  app.decorateRequest("rpcSpan", undefined);
 }
 
-/** The Connect plugin's `contextValues` option: the call's values, kept on the request for the line. */
+/**
+ * The Connect plugin's `contextValues` option: the call's values, kept on
+ * the request for the line, holding the request's id and span for the guard.
+ */
 export function connectContextValues(req: FastifyRequest): ContextValues {
   const values = createContextValues();
+  noteCall(values, req.id, req.rpcSpan);
   req.callValues = values;
   return values;
 }
@@ -155,8 +199,12 @@ function grpcStatusHeader(value: unknown): number | undefined {
 }
 
 function protocolOf(req: FastifyRequest): string {
+  return grpcProtocol(req) ?? (req.callValues === undefined ? "rest" : "connect");
+}
+
+function grpcProtocol(req: FastifyRequest): "grpc" | "grpc-web" | undefined {
   const type = req.headers["content-type"] ?? "";
   if (type.startsWith("application/grpc-web")) return "grpc-web";
   if (type.startsWith("application/grpc")) return "grpc";
-  return req.callValues === undefined ? "rest" : "connect";
+  return undefined;
 }

@@ -10,9 +10,10 @@
  * h2c) is left to Fastify (see h2-server.ts).
  *
  * Per call: one small record, shared listener functions (the stream points
- * to its call), constant header and trailer objects on success; no promise
- * chain beyond the implementation's, no timer unless the client sent a
- * deadline.
+ * to its call), constant trailer objects on success; no promise chain
+ * beyond the implementation's, no timer unless the client sent a deadline.
+ * The request id goes back in x-request-id on every answer; each call is
+ * recorded by the request log (its line, metrics and span: request-log.ts).
  *
  * Supported: proto and JSON codecs; identity and gzip request compression
  * (answers are not compressed); grpc-status-details-bin on errors;
@@ -36,6 +37,7 @@ import type { ServiceBinding } from "./guard.js";
 import { flatProtoReader, flatProtoWriter } from "./flat-proto.js";
 import type { SessionWork, StreamServer } from "./h2-server.js";
 import { specEncodeGrpcMessage } from "./grpc-message.js";
+import { rpcName, Tracing, type RpcName, type Span } from "../lib/tracing.js";
 import type { RequestLog } from "./request-log.js";
 import { strictJsonDecoder } from "./utf8.js";
 
@@ -44,6 +46,7 @@ type Codec = "proto" | "json";
 
 interface Route {
   path: string;
+  rpc: RpcName;
   method: DescMethodUnary;
   call: UnaryFn;
   /** Table-driven protobuf for flat messages (flat-proto.ts), when the types are flat. */
@@ -53,7 +56,7 @@ interface Route {
 
 const GRPC = /^application\/grpc(\+(proto|json))?(;.*)?$/i;
 
-/** Success: the trailers of every answered call, and the headers of calls that set none. */
+/** Success: the trailers of every answered call; the headers, to which each answer adds its request id. */
 const OK_TRAILERS = { "grpc-status": "0" };
 const HEADERS = {
   proto: { ":status": 200, "content-type": "application/grpc+proto", "grpc-accept-encoding": "gzip" },
@@ -86,6 +89,7 @@ export class UnaryGrpc implements StreamServer {
     bindings: ServiceBinding[],
     readonly log: Logger,
     readonly requestLog: RequestLog,
+    readonly tracing: Tracing = Tracing.off,
   ) {
     for (const { service, impl } of bindings) {
       for (const method of service.methods) {
@@ -94,6 +98,7 @@ export class UnaryGrpc implements StreamServer {
         const path = `/${service.typeName}/${method.name}`;
         this.routes.set(path, {
           path,
+          rpc: rpcName(service.typeName, method.name),
           method: method as DescMethodUnary,
           call,
           readInput: flatProtoReader(method.input),
@@ -170,10 +175,13 @@ class UnaryCall {
   private running = false;
   /** The answer, or a reset, went out: nothing more is written. */
   private answered = false;
-  /** performance.now() at arrival, when request lines are written. */
+  /** performance.now() at arrival, when requests are recorded. */
   private readonly started: number;
   /** Date.now() at arrival, when the client sent a deadline (it counts from there). */
   private readonly arrived: number;
+  private readonly requestId: string;
+  /** The call's span, when tracing is on. */
+  private readonly span: Span | undefined;
 
   constructor(
     private readonly owner: UnaryGrpc,
@@ -183,8 +191,10 @@ class UnaryCall {
     private readonly headers: IncomingHttpHeaders,
     private readonly work: SessionWork,
   ) {
-    this.started = owner.requestLog.enabled ? performance.now() : 0;
+    this.started = owner.requestLog.recording ? performance.now() : 0;
     this.arrived = headers["grpc-timeout"] === undefined ? 0 : Date.now();
+    this.requestId = owner.requestLog.requestId(headers);
+    this.span = owner.tracing.enabled ? owner.tracing.startRpc(headers, "grpc", route.rpc, this.requestId) : undefined;
   }
 
   data(chunk: Buffer): void {
@@ -210,9 +220,10 @@ class UnaryCall {
     this.answered = true;
     if (this.running) {
       this.ctx?.abort();
-      this.logLine(Code.Canceled);
+      this.record(Code.Canceled);
     } else {
       this.work.finished();
+      if (this.span !== undefined) this.owner.tracing.endAbandoned(this.span);
     }
   }
 
@@ -228,7 +239,7 @@ class UnaryCall {
     let failure: ConnectError | undefined;
     try {
       const deadline = deadlineOf(headers["grpc-timeout"], this.arrived);
-      const ctx = (this.ctx = new CallContext(route.method, "grpc", "POST", route.path, headers, deadline));
+      const ctx = (this.ctx = new CallContext(route.method, "grpc", "POST", route.path, headers, deadline, this.requestId, this.span));
       if (deadline !== undefined) this.watchDeadline(ctx);
       const decoded = decode(route, this.codec, this.unwrap(), headers["grpc-encoding"]);
       // Only a compressed message waits for zlib; awaiting a plain value would still cost a turn.
@@ -237,7 +248,7 @@ class UnaryCall {
       // Nobody is left to read an answer to a call whose stream closed: no encoding it.
       if (!this.answered) out = this.encode(result);
     } catch (error) {
-      failure = error instanceof ConnectError ? error : toConnectError(error, this.owner.log);
+      failure = error instanceof ConnectError ? error : toConnectError(error, this.owner.log, this.requestId);
     }
     this.work.finished();
     this.ctx?.done();
@@ -246,7 +257,7 @@ class UnaryCall {
       this.answer(out, failure);
     } catch (error) {
       // The stream went away between the check and the write: nobody is left to answer.
-      this.owner.log.debug({ err: error }, "gRPC answer not written");
+      this.owner.log.debug({ err: error, requestId: this.requestId }, "gRPC answer not written");
     }
   }
 
@@ -284,21 +295,14 @@ class UnaryCall {
     if (stream.destroyed || stream.closed) return;
     const setHeaders = this.ctx?.setResponseHeaders();
     const setTrailers = this.ctx?.setResponseTrailers();
-    let responseHeaders: Record<string, string | number> = HEADERS[this.codec];
-    // The caller's own request id goes back, as on every path; one made here
-    // is only logged (a unique header per answer would cost every call an
-    // uncompressible header field).
-    const givenId = this.owner.requestLog.givenId(this.headers["x-request-id"]);
-    if (setHeaders !== undefined || givenId !== undefined) {
-      responseHeaders = { ...responseHeaders };
-      setHeaders?.forEach((value, key) => (responseHeaders[key] = value));
-      if (givenId !== undefined) responseHeaders["x-request-id"] = givenId;
-    }
+    // The request id goes back on every answer, as on every path.
+    const responseHeaders: Record<string, string | number> = { ...HEADERS[this.codec], "x-request-id": this.requestId };
+    setHeaders?.forEach((value, key) => (responseHeaders[key] = value));
     if (failure === undefined && setTrailers === undefined) {
       stream.respond(responseHeaders, RESPOND_WITH_TRAILERS);
       stream.on("wantTrailers", sendOkTrailers);
       stream.end(out);
-      this.logLine(0);
+      this.record(0);
       return;
     }
     const trailers: Record<string, string> = {};
@@ -310,7 +314,7 @@ class UnaryCall {
         if (!stream.closed) stream.sendTrailers(trailers);
       });
       stream.end(out);
-      this.logLine(0);
+      this.record(0);
       return;
     }
     setTrailerStatus(new Headers(), failure).forEach((value, key) => {
@@ -318,20 +322,22 @@ class UnaryCall {
     });
     // Trailers-only: an error has no message, so headers and trailers go in one block.
     stream.respond({ ...responseHeaders, ...trailers }, RESPOND_TRAILERS_ONLY);
-    this.logLine(failure.code);
+    this.record(failure.code);
   }
 
-  private logLine(status: number): void {
+  /** The call's outcome, to the request log (its line, metrics and span). */
+  private record(status: number): void {
     const log = this.owner.requestLog;
-    if (!log.enabled) return;
+    if (!log.recording) return;
     log.write({
       protocol: "grpc",
       method: "POST",
       route: this.route.path,
       status,
       ms: performance.now() - this.started,
-      requestId: log.requestId(this.headers["x-request-id"]),
+      requestId: this.requestId,
       keyId: this.ctx === undefined ? undefined : callerOf(this.ctx)?.keyId,
+      span: this.span,
     });
   }
 

@@ -2,7 +2,9 @@ import type { DescService } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { KeyAuthenticator } from "../domain/keys.js";
+import { Tracing } from "../lib/tracing.js";
 import { authorizeCall } from "./auth.js";
+import { requestIdOf, spanOf } from "./call-context.js";
 import type { CallLimiter } from "./call-limiter.js";
 import { toConnectError } from "./errors.js";
 import { checkTextFields } from "./text-fields.js";
@@ -25,28 +27,39 @@ type UnaryFn = (request: { appId?: unknown }, ctx: HandlerContext) => Promise<un
  * in the request (no NUL, well-formed Unicode: the edge, before anything
  * reaches SQL) and the one error mapping, so Connect, gRPC, gRPC-Web and REST
  * all run exactly the same checks.
+ *
+ * With tracing on, the implementation runs with the call's span current,
+ * so the database spans it waits for become its children (lib/tracing.ts);
+ * off, the wrapper is the same as before tracing existed.
  */
 export function guard<S extends DescService>(
   service: S,
   impl: ServiceImpl<S>,
-  deps: { keys: KeyAuthenticator; log: Logger; limiter?: CallLimiter },
+  deps: { keys: KeyAuthenticator; log: Logger; limiter?: CallLimiter; tracing?: Tracing },
 ): ServiceBinding<S> {
   const guarded: Record<string, UnaryFn> = {};
   const methods = impl as unknown as Record<string, UnaryFn>;
+  const tracing = deps.tracing ?? Tracing.off;
   for (const method of service.methods) {
     if (method.methodKind !== "unary") throw new Error(`${service.typeName}.${method.name}: only unary RPCs are guarded`);
     const fn = methods[method.localName]!;
     // Calls that hold a database connection a while wait for a place (see call-limiter).
     const limiter = deps.limiter?.limits(method) === true ? deps.limiter : undefined;
-    guarded[method.localName] = async (request, ctx) => {
+    const run: UnaryFn = async (request, ctx) => {
       try {
         await authorizeCall(deps.keys, method, ctx, typeof request.appId === "string" ? request.appId : undefined);
         checkTextFields(method.input, request);
         return await (limiter === undefined ? fn(request, ctx) : limiter.run(ctx, () => fn(request, ctx)));
       } catch (error) {
-        throw toConnectError(error, deps.log);
+        throw toConnectError(error, deps.log, requestIdOf(ctx));
       }
     };
+    guarded[method.localName] = !tracing.enabled
+      ? run
+      : (request, ctx) => {
+          const span = spanOf(ctx);
+          return span === undefined ? run(request, ctx) : tracing.within(span, () => run(request, ctx));
+        };
   }
   return { service, impl: guarded as unknown as ServiceImpl<S> };
 }

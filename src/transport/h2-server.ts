@@ -39,7 +39,8 @@ import http2, {
 } from "node:http2";
 import type { Logger } from "pino";
 import { restErrorBody } from "./errors.js";
-import { expectationFailedBody, sendErrorBody } from "./http-errors.js";
+import { expectationFailedBody, refuse } from "./http-errors.js";
+import { RequestLog } from "./request-log.js";
 
 export interface H2Limits {
   /** SETTINGS_MAX_CONCURRENT_STREAMS; calls in progress per connection are capped at twice this. */
@@ -120,6 +121,8 @@ export class H2Server {
     limits: H2Limits,
     private readonly unary: StreamServer | undefined,
     private readonly log: Logger,
+    /** Records the requests refused here, before Fastify (a request log of its own when not given). */
+    private readonly requestLog: RequestLog = new RequestLog(log),
   ) {
     this.maxCallsPerSession = 2 * limits.maxConcurrentStreams;
     for (let i = 0; i < GENERATIONS; i++) this.generations.push(new Set());
@@ -232,19 +235,20 @@ export class H2Server {
     const req = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
     const res = new http2.Http2ServerResponse(stream);
     // Refused before Fastify, in the documented error body all the same (http-errors.ts).
+    const request = { method: headers[":method"], headers };
     if (headers[":method"] === "CONNECT") {
-      sendErrorBody(res, 405, restErrorBody("invalid_argument", "CONNECT is not supported"), false);
+      refuse(this.requestLog, request, res, 405, (id) => restErrorBody(id, "invalid_argument", "CONNECT is not supported"), false);
       return;
     }
     if (headers.expect !== undefined) {
       if (headers.expect !== "100-continue") {
-        sendErrorBody(res, 417, expectationFailedBody(headers.expect), false);
+        refuse(this.requestLog, request, res, 417, (id) => expectationFailedBody(id, headers.expect), false);
         return;
       }
       res.writeContinue();
     }
     if (this.compat === undefined) {
-      sendErrorBody(res, 503, restErrorBody("unavailable", "the service is not ready yet"), false);
+      refuse(this.requestLog, request, res, 503, (id) => restErrorBody(id, "unavailable", "the service is not ready yet"), false);
       return;
     }
     this.compat(req, res);

@@ -11,14 +11,16 @@
  * chunked body, a length over the limit (Fastify answers the 413), a query
  * string, another media type, an Expect header.
  *
- * Each request it answers gets its request line here (request-log.ts), the
- * one Fastify's hook writes for the others: the route's template, the status,
- * the time from arrival, the request id (also sent back in x-request-id) and
- * the calling key's id.
+ * Each request it answers is recorded here (request-log.ts: its line, its
+ * metrics, the end of its span), as Fastify's request lines record the
+ * others: the route's template and RPC, the status, the time from arrival,
+ * the request id (also sent back in x-request-id, and in an error body) and
+ * the calling key's id. With tracing on, its span starts on arrival.
  */
 import type http from "node:http";
 import { LIMITS } from "../domain/formats.js";
 import { onClientGone } from "./client-gone.js";
+import { Tracing } from "../lib/tracing.js";
 import type { RequestLog } from "./request-log.js";
 import { serveRest, type RestDeps, type RestRoute } from "./rest-gateway.js";
 
@@ -32,6 +34,7 @@ const JSON_REQUEST = /^application\/json\s*(;|$)/i;
 export type RestFastPath = (req: http.IncomingMessage, res: http.ServerResponse) => boolean;
 
 export function restFastPath(routes: RestRoute[], deps: RestDeps, requestLog: RequestLog): RestFastPath {
+  const tracing = deps.tracing ?? Tracing.off;
   const byPath = new Map<string, RestRoute>();
   for (const r of routes) {
     const { route } = r;
@@ -48,32 +51,38 @@ export function restFastPath(routes: RestRoute[], deps: RestDeps, requestLog: Re
     const length = headers["content-length"];
     if (length === undefined || headers["transfer-encoding"] !== undefined || headers.expect !== undefined) return false;
     if (!JSON_REQUEST.test(headers["content-type"] ?? "") || !(Number(length) <= LIMITS.bodyBytes)) return false;
-    serve(r, req, res, deps, requestLog);
+    serve(r, req, res, deps, requestLog, tracing);
     return true;
   };
 }
 
-function serve(r: RestRoute, req: http.IncomingMessage, res: http.ServerResponse, deps: RestDeps, requestLog: RequestLog): void {
-  const started = requestLog.enabled ? performance.now() : 0;
-  const requestId = requestLog.requestId(req.headers["x-request-id"]);
+function serve(r: RestRoute, req: http.IncomingMessage, res: http.ServerResponse, deps: RestDeps, requestLog: RequestLog, tracing: Tracing): void {
+  const started = requestLog.recording ? performance.now() : 0;
+  const requestId = requestLog.requestId(req.headers);
+  const span = tracing.enabled ? tracing.startRpc(req.headers, "rest", r.rpc, requestId, r.http) : undefined;
   const chunks: Buffer[] = [];
   req.on("data", (chunk: Buffer) => chunks.push(chunk));
   req.once("end", () => {
     const body = chunks.length === 0 ? undefined : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
     const request = { method: "POST", url: r.route.template, headers: req.headers, params: NO_PARAMS, query: NO_QUERY, body };
-    serveRest(r, request, deps, (abort) => onClientGone(res, abort)).then(
+    serveRest(r, request, deps, requestId, (abort) => onClientGone(res, abort), span).then(
       ({ status, payload, keyId }) => {
-        if (res.destroyed) return; // the client went away while the call ran
+        if (res.destroyed) {
+          // The client went away while the call ran: nothing was answered.
+          if (span !== undefined) tracing.endAbandoned(span);
+          return;
+        }
         const json = JSON.stringify(payload);
         res.writeHead(status, { "content-type": JSON_TYPE, "content-length": Buffer.byteLength(json), "x-request-id": requestId });
         res.end(json);
-        if (requestLog.enabled) {
+        if (requestLog.recording) {
           const ms = performance.now() - started;
-          requestLog.write({ protocol: "rest", method: "POST", route: r.route.template, status, ms, requestId, keyId });
+          requestLog.write({ protocol: "rest", method: "POST", route: r.route.template, rpc: r.rpc.path, status, ms, requestId, keyId, span });
         }
       },
       (error: unknown) => {
-        deps.log.error({ err: error }, "unhandled error");
+        deps.log.error({ err: error, requestId }, "unhandled error");
+        if (span !== undefined) tracing.end(span, error);
         res.destroy();
       },
     );

@@ -12,6 +12,7 @@ import type { Logger } from "pino";
 import { invalidArgument, Violations } from "../domain/errors.js";
 import { LIMITS, show } from "../domain/formats.js";
 import type { KeyAuthenticator } from "../domain/keys.js";
+import { rpcName, type RpcName, type Span, type Tracing } from "../lib/tracing.js";
 import { authorizeCall, callerOf, wasCreated } from "./auth.js";
 import { CallContext } from "./call-context.js";
 import { onClientGone } from "./client-gone.js";
@@ -32,6 +33,10 @@ export interface RestRoute {
   call: UnaryFn;
   read: (json: Record<string, unknown>) => Message;
   write: (result: object) => unknown;
+  /** The RPC it calls, named once (the metrics and spans go by RPC). */
+  rpc: RpcName;
+  /** Its method and template, as a span records them. */
+  http: { method: string; route: string };
 }
 
 /** What the gateway reads of a request, whether Fastify or the fast path (rest-fast-path) took it. */
@@ -48,6 +53,8 @@ export interface RestRequest {
 export interface RestDeps {
   keys: KeyAuthenticator;
   log: Logger;
+  /** Spans of REST calls are made by the transport (the fast path, the request lines); the call runs in its span. */
+  tracing?: Tracing;
 }
 
 /** Every annotated RPC of the bindings, with its reader and writer made once. */
@@ -55,7 +62,8 @@ export function restRoutes(bindings: ServiceBinding[]): RestRoute[] {
   return httpBindings(bindings.map((b) => b.service)).map((route) => {
     const binding = bindings.find((b) => b.service === route.method.parent)!;
     const call = (binding.impl as unknown as Record<string, UnaryFn>)[route.method.localName]!;
-    return { route, call, read: readerOf(route), write: writerOf(route) };
+    const rpc = rpcName(route.method.parent.typeName, route.method.name);
+    return { route, call, read: readerOf(route), write: writerOf(route), rpc, http: { method: route.verb, route: route.template } };
   });
 }
 
@@ -72,8 +80,10 @@ export function registerRestGateway(app: FastifyInstance, routes: RestRoute[], d
     app.route({
       method: r.route.verb,
       url: r.route.routePath,
+      // For the request lines (fastify-request-log.ts): one path serves several verbs.
+      config: { restRoute: r },
       handler: async (req, reply) => {
-        const { status, payload, keyId } = await serveRest(r, req as unknown as RestRequest, deps, (abort) => onClientGone(reply.raw, abort));
+        const { status, payload, keyId } = await serveRest(r, req as unknown as RestRequest, deps, req.id, (abort) => onClientGone(reply.raw, abort), req.rpcSpan);
         req.callerKeyId = keyId; // for the request line (fastify-request-log.ts)
         return reply.code(status).send(payload);
       },
@@ -81,20 +91,38 @@ export function registerRestGateway(app: FastifyInstance, routes: RestRoute[], d
   }
 }
 
+type RestAnswer = { status: number; payload: unknown; keyId: string | undefined };
+
 /**
  * Answers one request of a route: the status and the JSON value to send, an
- * error body on failure. `onAbort` registers what stops the call when the
- * client goes away first (its writes then roll back).
+ * error body on failure (carrying `requestId`). `onAbort` registers what
+ * stops the call when the client goes away first (its writes then roll
+ * back). With a span (tracing on), the call runs with it current, its key
+ * lookup included.
  */
-export async function serveRest(
+export function serveRest(
   r: RestRoute,
   req: RestRequest,
   deps: RestDeps,
+  requestId: string,
   onAbort?: (abort: () => void) => void,
-): Promise<{ status: number; payload: unknown; keyId: string | undefined }> {
+  span?: Span,
+): Promise<RestAnswer> {
+  if (span === undefined || deps.tracing === undefined) return answerRest(r, req, deps, requestId, onAbort, undefined);
+  return deps.tracing.within(span, () => answerRest(r, req, deps, requestId, onAbort, span));
+}
+
+async function answerRest(
+  r: RestRoute,
+  req: RestRequest,
+  deps: RestDeps,
+  requestId: string,
+  onAbort: ((abort: () => void) => void) | undefined,
+  span: Span | undefined,
+): Promise<RestAnswer> {
   let ctx: CallContext | undefined;
   try {
-    const call = (ctx = new CallContext(r.route.method, "rest", req.method, req.url, req.headers));
+    const call = (ctx = new CallContext(r.route.method, "rest", req.method, req.url, req.headers, undefined, requestId, span));
     onAbort?.(() => call.abort());
     // Credentials before content: a caller without a valid key learns
     // nothing about the request format (401/403 before any 400).
@@ -103,7 +131,7 @@ export async function serveRest(
     const result = await r.call(request, ctx);
     return { status: wasCreated(ctx) ? 201 : 200, payload: r.write(result as object), keyId: callerOf(ctx)?.keyId };
   } catch (error) {
-    const { status, body } = restError(error instanceof ConnectError ? error : toConnectError(error, deps.log));
+    const { status, body } = restError(error instanceof ConnectError ? error : toConnectError(error, deps.log, requestId), requestId);
     // The caller's key id for the request line, when the key was recognised before the failure.
     return { status, payload: body, keyId: ctx === undefined ? undefined : callerOf(ctx)?.keyId };
   }

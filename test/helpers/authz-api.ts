@@ -5,6 +5,7 @@
  * service over HTTP; nothing is mocked.
  */
 import { expect } from "vitest";
+import { expectErrorBody } from "./error-body.js";
 import type { ServiceError } from "@grpc/grpc-js";
 import type { GrpcCaller, GrpcService } from "../support/grpc-client.js";
 import type { RestAnswer, TestService } from "../support/service.js";
@@ -22,10 +23,10 @@ export const CATALOG = {
   ],
 };
 
-/** Every non-2xx answer: exactly {code, message, details}, details an array; the message contains each fragment. */
+/** Every non-2xx answer: exactly {code, message, details, requestId}, details an array, requestId the answer's x-request-id; the message contains each fragment. */
 export function expectError(res: RestAnswer, status: number, code: string, ...fragments: string[]): void {
   expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(Object.keys(res.body as object).sort()).toEqual(["code", "details", "message"]);
+  expectErrorBody(res.body, res.headers.get("x-request-id"));
   expect(res.body.code).toBe(code);
   expect(typeof res.body.message).toBe("string");
   expect(Array.isArray(res.body.details)).toBe(true);

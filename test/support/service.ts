@@ -32,6 +32,10 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     grantSweepIntervalMs: 0,
     grantSweepBatch: 1_000,
     consoleDir: undefined,
+    metricsEnabled: true,
+    metricsPort: undefined,
+    metricsHost: "127.0.0.1",
+    otelTracesUrl: undefined,
     ...overrides,
   };
 }

@@ -2,8 +2,9 @@
  * Direct grants of the calling key's application: find them (on one instance,
  * or a user's on one resource type), add one (with an optional expiry),
  * delete one or every grant matching a filter, and import a CSV or NDJSON
- * file through the bulk route (lib/grant-import.ts does the parsing, the
- * chunking and the retries around bad entries). The /authorization/* routes
+ * file through the bulk route (src/lib/grant-import.ts, shared with the
+ * command line, does the parsing, the chunking and the retries around bad
+ * entries). The /authorization/* routes
  * act on the calling key's own application, so they take an application key.
  */
 import { Code, createClient } from "@connectrpc/connect";
@@ -32,7 +33,7 @@ import {
   type LineIssue,
   type ParseResult,
   type Rejection,
-} from "../lib/grant-import";
+} from "../../../src/lib/grant-import.js";
 import { usePager } from "../lib/pager";
 
 const PAGE_SIZE = 50;
@@ -590,8 +591,9 @@ function ImportSection() {
     setReadProblem(undefined);
     if (chosen === undefined) return;
     try {
-      const text = await chosen.text();
-      setFile({ name: chosen.name, parsed: parseGrantFile(text, chosen.name) });
+      // Bytes, not text: a row that is not UTF-8 is reported, never read as U+FFFD.
+      const bytes = new Uint8Array(await chosen.arrayBuffer());
+      setFile({ name: chosen.name, parsed: parseGrantFile(bytes, chosen.name) });
     } catch (error) {
       setReadProblem(`The file could not be read: ${error instanceof Error ? error.message : String(error)}`);
     }

@@ -479,8 +479,8 @@ export const ApplicationService: GenService<{
   },
   /**
    * Who the calling key is: the operator key, or a key of one application
-   * (which it names), with its scopes. Any key with the read scope may ask
-   * about itself; the console opens with it.
+   * (which it names), with its scopes. Any valid key may ask about itself,
+   * whatever its scopes; the console opens with it.
    *
    * @generated from rpc authz.v1.ApplicationService.GetCurrentKey
    */

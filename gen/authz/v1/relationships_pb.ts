@@ -411,8 +411,10 @@ export const RelationshipService: GenService<{
   },
   /**
    * Lists either everyone with a relation on one instance (resource and
-   * resource_id) or every instance of a type a user has a relation on
-   * (user_id and resource); relation narrows either.
+   * resource_id), every instance of a type a user has a relation on
+   * (user_id and resource), or every grant on instances of a type (resource
+   * alone: an export, paged in (resource_id, relation, user_id) order);
+   * relation narrows any of them.
    *
    * @generated from rpc authz.v1.RelationshipService.ListRelationships
    */

@@ -1,0 +1,119 @@
+/**
+ * `portcullis grants export`: grants as NDJSON, one per line with the keys
+ * `grants import` reads (userId, resource, resourceId, relation, expiresAt
+ * when set, and createdAt, which the import ignores), streamed page by page
+ * (1,000 a call) to stdout or a file: never more than a page in memory.
+ *
+ * What is exported, by the list route's modes: one instance (--resource and
+ * --resource-id), a user's grants on a type (--user and --resource), every
+ * grant on a type (--resource), and with neither, every type of the
+ * application's catalog in turn (a user's grants everywhere with --user
+ * alone); --relation narrows any of them. Pages are separate reads, so a
+ * grant written or deleted during an export may or may not be in it.
+ *
+ * With --out the grants go to a temporary file renamed at the end: a failed
+ * export never leaves a file that looks complete.
+ */
+import { once } from "node:events";
+import { createWriteStream } from "node:fs";
+import { rename, rm } from "node:fs/promises";
+import { basename, dirname, join, resolve } from "node:path";
+import type { Api } from "./client.js";
+import { usageError } from "./errors.js";
+
+export interface ExportOptions {
+  resource?: string | undefined;
+  resourceId?: string | undefined;
+  user?: string | undefined;
+  relation?: string | undefined;
+  includeExpired: boolean;
+  out?: string | undefined;
+}
+
+interface Grant {
+  userId: string;
+  resource: string;
+  resourceId: string;
+  relation: string;
+  createdAt?: string;
+  expiresAt?: string;
+}
+
+const PAGE_SIZE = 1000;
+
+export async function exportGrants(api: Api, options: ExportOptions, stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream): Promise<void> {
+  if (options.resourceId !== undefined && options.resource === undefined) throw usageError("--resource-id needs --resource (the instance's type)");
+  if (options.resourceId !== undefined && options.user !== undefined) throw usageError("--resource-id and --user cannot go together: export one instance, or one user's grants");
+  const started = performance.now();
+  const resources = options.resource !== undefined ? [options.resource] : await catalogResources(api);
+
+  const target = options.out === undefined ? undefined : resolve(options.out);
+  const temp = target === undefined ? undefined : join(dirname(target), `.${basename(target)}.${process.pid}.tmp`);
+  const out = temp === undefined ? stdout : createWriteStream(temp, { mode: 0o600 });
+  const write = async (text: string) => {
+    if (!out.write(text)) await once(out, "drain");
+  };
+  let count = 0;
+  try {
+    for (const resource of resources) {
+      let pageToken = "";
+      do {
+        const page = await api.get<{ relationships?: Grant[]; nextPageToken?: string }>("/api/v1/authorization/relationships", {
+          resource,
+          resourceId: options.resourceId,
+          userId: options.user,
+          relation: options.relation,
+          includeExpired: options.includeExpired ? true : undefined,
+          pageSize: PAGE_SIZE,
+          pageToken,
+        });
+        const grants = page.relationships ?? [];
+        if (grants.length > 0) await write(grants.map((g) => `${JSON.stringify(line(g))}\n`).join(""));
+        count += grants.length;
+        pageToken = page.nextPageToken ?? "";
+      } while (pageToken !== "");
+    }
+    if (temp !== undefined && target !== undefined) {
+      out.end();
+      await once(out, "finish");
+      await rename(temp, target);
+    }
+  } catch (error) {
+    if (temp !== undefined) {
+      (out as ReturnType<typeof createWriteStream>).destroy();
+      await rm(temp, { force: true });
+    }
+    throw error;
+  }
+  const seconds = (performance.now() - started) / 1000;
+  stderr.write(
+    `exported ${count.toLocaleString("en-US")} grant${count === 1 ? "" : "s"} (${resources.length === 1 ? `resource ${resources[0]}` : `${resources.length} resources`}) ` +
+      `in ${seconds.toFixed(1)} s${target === undefined ? "" : ` to ${options.out}`}\n`,
+  );
+}
+
+/** A grant in the import's keys, in its order. */
+const line = (g: Grant) => ({
+  userId: g.userId,
+  resource: g.resource,
+  resourceId: g.resourceId,
+  relation: g.relation,
+  ...(g.expiresAt === undefined ? {} : { expiresAt: g.expiresAt }),
+  ...(g.createdAt === undefined ? {} : { createdAt: g.createdAt }),
+});
+
+/** The resource types of the calling key's application, from its catalog. */
+async function catalogResources(api: Api): Promise<string[]> {
+  const appId = await ownApplication(api, "grants export");
+  const catalog = await api.get<{ resources?: { resource: string }[] }>(`/api/v1/applications/${encodeURIComponent(appId)}/resources`);
+  return (catalog.resources ?? []).map((r) => r.resource);
+}
+
+/** The application of the calling key; the /authorization routes act on it, so they take an application key. */
+export async function ownApplication(api: Api, command: string): Promise<string> {
+  const me = await api.get<{ kind?: string; appId?: string }>("/api/v1/api-keys/current");
+  if (me.appId === undefined || me.kind !== "application") {
+    throw usageError(`${command} needs an application key (grants belong to the key's own application); this is the operator key`);
+  }
+  return me.appId;
+}

@@ -1,0 +1,209 @@
+/**
+ * The command line's commands and flags (commander): what each takes, its
+ * help, and how its outcome becomes an exit code (see errors.ts). The
+ * commands talk to a running service over its REST API (client.ts); main.ts
+ * hands in the environment it read.
+ */
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { BULK_LIMIT } from "../lib/grant-import.js";
+import { catalogGet, catalogPut, keysCreate, scopesList } from "./admin.js";
+import { Api, ApiError, NetworkError } from "./client.js";
+import { CliError, EXIT, usageError } from "./errors.js";
+import { exportGrants } from "./grants-export.js";
+import { importGrants } from "./grants-import.js";
+import { resolveKey } from "./key.js";
+import { check, explain, question } from "./questions.js";
+
+/** What main read from the environment: the only place the command line looks at it. */
+export interface Env {
+  /** PORTCULLIS_KEY. */
+  key: string | undefined;
+  /** PORTCULLIS_URL. */
+  url: string | undefined;
+}
+
+export interface Io {
+  out: NodeJS.WritableStream;
+  err: NodeJS.WriteStream;
+  stdin: NodeJS.ReadableStream;
+}
+
+export const DEFAULT_URL = "http://127.0.0.1:8080";
+/** Batches in flight at most with --concurrency: more only queues calls at the service (see README, Limits). */
+const MAX_CONCURRENCY = 4;
+
+interface Globals {
+  url: string;
+  keyFile?: string;
+  key?: string;
+}
+
+/** A parser for a whole-number flag in [min, max]; commander names the flag in the error. */
+const wholeNumber = (min: number, max: number) => (value: string) => {
+  const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
+  if (!(n >= min && n <= max)) throw new InvalidArgumentError(`it must be a whole number from ${min} to ${max}.`);
+  return n;
+};
+
+/** Runs the command line; resolves to the exit code. */
+export async function run(argv: readonly string[], env: Env, io: Io): Promise<number> {
+  let exitCode: number = EXIT.ok;
+  const program = new Command("portcullis");
+
+  /** The API of the service the flags name, with the key. */
+  const api = async (command: Command): Promise<Api> => {
+    const g = command.optsWithGlobals<Globals>();
+    if (g.key !== undefined) {
+      throw usageError("--key is not taken: a key on the command line shows in ps and in shell history; set PORTCULLIS_KEY or pass --key-file FILE");
+    }
+    let url: URL;
+    try {
+      url = new URL(g.url);
+    } catch {
+      throw usageError(`--url ${g.url}: not a URL (for example ${DEFAULT_URL})`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw usageError(`--url ${g.url}: not an http or https URL`);
+    return new Api(url.href, await resolveKey(g.keyFile, env.key));
+  };
+
+  program
+    .description(
+      "Portcullis from the command line: import and export grants, ask a check, keep the catalog and API keys.\n" +
+        "It talks to a running service over its REST API, with the key in PORTCULLIS_KEY or the file --key-file names.",
+    )
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => io.out.write(s), writeErr: (s) => io.err.write(s) })
+    .showHelpAfterError("(add --help for usage)")
+    .option("--url <url>", "the service's base URL (or PORTCULLIS_URL)", env.url ?? DEFAULT_URL)
+    .option("--key-file <file>", "read the API key from this file (default: the PORTCULLIS_KEY variable)")
+    .addOption(new Option("--key <key>").hideHelp())
+    .addHelpText(
+      "after",
+      `
+Exit codes: 0 done; 1 a negative answer (a check denied, rows an import refused);
+2 a usage error; 3 stopped (the service refused or could not be reached).
+
+Examples:
+  export PORTCULLIS_KEY=pcl_...                 # an application key (grants, check, explain)
+  portcullis grants import grants.csv
+  portcullis grants export --out grants.ndjson
+  portcullis check alice document:d7 read
+  portcullis --key-file ~/.portcullis-operator catalog get --app docs`,
+    );
+
+  const grants = program.command("grants").summary("import and export grants").description("import and export the direct grants of the key's application");
+
+  grants
+    .command("import")
+    .description(
+      "import grants from a CSV file (a header row naming userId,resource,resourceId,relation[,expiresAt][,op]) or NDJSON " +
+        "(one object a line with those keys), streamed through the bulk route; bad rows go to the error report, the rest is written once",
+    )
+    .argument("<FILE>", "the CSV or NDJSON file (.csv, .ndjson or .jsonl; otherwise see --format)")
+    .addOption(new Option("--format <format>", "the file's format when its name does not say (default: NDJSON if it starts with {)").choices(["csv", "ndjson"]))
+    .option("--batch <rows>", `rows per bulk call, 1 to ${BULK_LIMIT}`, wholeNumber(1, BULK_LIMIT), BULK_LIMIT)
+    .option(
+      "--concurrency <calls>",
+      `bulk calls in flight, 1 to ${MAX_CONCURRENCY}; above 1, batches may commit out of file order (keep 1 when a file writes and deletes the same grant)`,
+      wholeNumber(1, MAX_CONCURRENCY),
+      1,
+    )
+    .option("--errors <file>", "the error report: one JSON line per bad row, {line, reason, row} (default: FILE.errors.ndjson)")
+    .option("--state <file>", "the resumable position, written after each batch (default: FILE.import-state.json)")
+    .option("--resume", "continue an import that stopped, from its state file")
+    .option("--no-progress", "no progress on stderr")
+    .option("--json", "print the summary as JSON")
+    .action(async (file: string, options: { format?: "csv" | "ndjson"; batch: number; concurrency: number; errors?: string; state?: string; resume?: boolean; progress: boolean; json?: boolean }, command: Command) => {
+      exitCode = await importGrants(await api(command), { file, ...options, resume: options.resume === true, json: options.json === true }, io);
+    });
+
+  grants
+    .command("export")
+    .description(
+      "write grants as NDJSON (the keys grants import reads), paged: every type of the catalog, or what the flags select " +
+        "(--resource; --resource with --resource-id; --user, with or without --resource; --relation narrows)",
+    )
+    .option("--resource <type>", "grants on instances of this resource type")
+    .option("--resource-id <id>", "grants on this one instance (with --resource)")
+    .option("--user <userId>", "this user's grants")
+    .option("--relation <relation>", "only this relation")
+    .option("--include-expired", "also grants whose expiry has passed and that no sweep has deleted yet")
+    .option("--out <file>", "write to this file (whole or not at all) instead of stdout")
+    .action(async (options: { resource?: string; resourceId?: string; user?: string; relation?: string; includeExpired?: boolean; out?: string }, command: Command) => {
+      await exportGrants(await api(command), { ...options, includeExpired: options.includeExpired === true }, io.out, io.err);
+    });
+
+  const ask = (name: "check" | "explain") =>
+    program
+      .command(name)
+      .summary(name === "check" ? "may USER do ACTION on RESOURCE:ID?" : "why: the grants and roles behind the answer")
+      .description(
+        name === "check"
+          ? "may USER perform ACTION on RESOURCE:ID? prints allowed or denied; exit 0 when allowed, 1 when denied"
+          : "why the check answers as it does: the grants and roles that allow it, and what the user holds; exit 0 when allowed, 1 when denied",
+      )
+      .argument("<USER>", "the user's id")
+      .argument("<RESOURCE:ID>", "the instance, e.g. document:d7")
+      .argument("<ACTION>", "an action of the resource, e.g. read")
+      .option("--tenant <tenantId>", "roles of this tenant count too")
+      .option("--json", "print the API's answer as JSON")
+      .action(async (user: string, instance: string, action: string, options: { tenant?: string; json?: boolean }, command: Command) => {
+        const q = question(user, instance, action, options.tenant);
+        exitCode = await (name === "check" ? check : explain)(await api(command), q, options.json === true, io.out);
+      });
+  ask("check");
+  ask("explain");
+
+  const catalog = program.command("catalog").summary("get or put the catalog").description("read or replace an application's resource catalog");
+  catalog
+    .command("get")
+    .description("print the catalog as JSON (what catalog put takes back)")
+    .option("--app <appId>", "the application (default: the key's own)")
+    .action(async (options: { app?: string }, command: Command) => {
+      await catalogGet(await api(command), options.app, io.out);
+    });
+  catalog
+    .command("put")
+    .description("replace the whole catalog with a JSON file's ({\"resources\": [...]}, as catalog get prints it), atomically")
+    .argument("<FILE>", "the catalog's JSON file, or - for stdin")
+    .requiredOption("--app <appId>", "the application")
+    .option("--json", "print the API's answer as JSON")
+    .action(async (file: string, options: { app: string; json?: boolean }, command: Command) => {
+      await catalogPut(await api(command), file, options.app, options.json === true, io);
+    });
+
+  program
+    .command("keys")
+    .summary("create an API key")
+    .description("API keys")
+    .command("create")
+    .description("create an API key and print its secret, once, alone on stdout (what it is goes to stderr)")
+    .requiredOption("--app <appId>", "the application")
+    .requiredOption("--name <name>", "the key's name (1 to 200 characters)")
+    .option("--scopes <list>", "what it may call, from check, read, write (default: all three)", scopesList)
+    .option("--json", "print the API's answer (secret included) as JSON")
+    .action(async (options: { app: string; name: string; scopes?: string[]; json?: boolean }, command: Command) => {
+      await keysCreate(await api(command), { ...options, json: options.json === true }, io);
+    });
+
+  try {
+    await program.parseAsync([...argv], { from: "user" });
+    return exitCode;
+  } catch (error) {
+    // Commander has printed its own message (it names the flag or argument).
+    if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    if (error instanceof CliError) {
+      io.err.write(`portcullis: ${error.message}\n`);
+      return error.exitCode;
+    }
+    if (error instanceof ApiError) {
+      io.err.write(`portcullis: the service refused: ${error.describe()}\n`);
+      return EXIT.stopped;
+    }
+    if (error instanceof NetworkError) {
+      io.err.write(`portcullis: ${error.message}\n`);
+      return EXIT.stopped;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,108 @@
+/**
+ * `portcullis check` and `portcullis explain`: one question to the check
+ * routes, answered for people (allowed or denied; explain's reasons as
+ * role → policy → permission or grant → relation) or, with --json, as the
+ * API's JSON. The exit code is the answer: 0 allowed, 1 denied.
+ */
+import type { Api } from "./client.js";
+import { EXIT, usageError } from "./errors.js";
+
+export interface Question {
+  userId: string;
+  resource: string;
+  resourceId: string;
+  action: string;
+  tenantId?: string;
+}
+
+/** USER RESOURCE:ID ACTION → a question; the instance splits at its first colon (resource names have none, ids may). */
+export function question(user: string, instance: string, action: string, tenant: string | undefined): Question {
+  const colon = instance.indexOf(":");
+  if (colon <= 0 || colon === instance.length - 1) {
+    throw usageError(`RESOURCE:ID "${instance}": give the resource type and the instance's id with a colon between, e.g. document:d7`);
+  }
+  return {
+    userId: user,
+    resource: instance.slice(0, colon),
+    resourceId: instance.slice(colon + 1),
+    action,
+    ...(tenant === undefined ? {} : { tenantId: tenant }),
+  };
+}
+
+const said = (q: Question) => `${q.userId} ${q.resource}:${q.resourceId} ${q.action}${q.tenantId === undefined ? "" : ` (tenant ${q.tenantId})`}`;
+
+export async function check(api: Api, q: Question, json: boolean, out: NodeJS.WritableStream): Promise<number> {
+  const answer = await api.post<{ allowed?: boolean }>("/api/v1/authorization/check", q);
+  const allowed = answer.allowed === true;
+  out.write(json ? `${JSON.stringify({ allowed })}\n` : `${allowed ? "allowed" : "denied"}: ${said(q)}\n`);
+  return allowed ? EXIT.ok : EXIT.negative;
+}
+
+interface ExplainGrant {
+  userId: string;
+  resource: string;
+  resourceId: string;
+  relation: string;
+  createdAt?: string;
+  expiresAt?: string;
+}
+
+interface ExplainAnswer {
+  allowed?: boolean;
+  reasons?: {
+    kind: string;
+    relation?: string;
+    grant?: ExplainGrant;
+    roleId?: string;
+    roleName?: string;
+    tenantId?: string;
+    policyId?: string;
+    policyName?: string;
+    permission?: string;
+  }[];
+  considered?: {
+    relations?: { relation: string; actions?: string[] }[];
+    roles?: { roleId: string; roleName: string; tenantId?: string }[];
+  };
+}
+
+export async function explain(api: Api, q: Question, json: boolean, out: NodeJS.WritableStream): Promise<number> {
+  const answer = await api.post<ExplainAnswer>("/api/v1/authorization/check/explain", q);
+  const allowed = answer.allowed === true;
+  if (json) {
+    out.write(`${JSON.stringify(answer, null, 2)}\n`);
+    return allowed ? EXIT.ok : EXIT.negative;
+  }
+  const lines = [`${allowed ? "allowed" : "denied"}: ${said(q)}`];
+  const reasons = answer.reasons ?? [];
+  if (reasons.length > 0) {
+    lines.push("because:");
+    for (const r of reasons) {
+      if (r.kind === "role") {
+        const tenant = r.tenantId === undefined ? "" : ` in tenant ${r.tenantId}`;
+        lines.push(`  role "${r.roleName}" (${r.roleId})${tenant} → policy "${r.policyName}" (${r.policyId}) → ${r.permission}`);
+      } else {
+        const g = r.grant;
+        const expiry = g?.expiresAt === undefined ? "" : `, until ${g.expiresAt}`;
+        const since = g?.createdAt === undefined ? "" : ` (granted ${g.createdAt}${expiry})`;
+        lines.push(`  grant: ${q.userId} is ${r.relation} of ${q.resource}:${q.resourceId}${since}`);
+      }
+    }
+  } else if (!allowed) {
+    lines.push("no grant or role allows it");
+  }
+  const relations = answer.considered?.relations ?? [];
+  const roles = answer.considered?.roles ?? [];
+  lines.push("considered:");
+  lines.push(
+    `  relations on ${q.resource}:${q.resourceId}: ${
+      relations.length === 0 ? "none" : relations.map((r) => `${r.relation} (${(r.actions ?? []).join(", ") || "no actions"})`).join("; ")
+    }`,
+  );
+  lines.push(
+    `  roles: ${roles.length === 0 ? "none" : roles.map((r) => `"${r.roleName}" (${r.roleId})${r.tenantId === undefined ? "" : ` in tenant ${r.tenantId}`}`).join(", ")}`,
+  );
+  out.write(`${lines.join("\n")}\n`);
+  return allowed ? EXIT.ok : EXIT.negative;
+}

@@ -1,0 +1,423 @@
+/**
+ * The command line (src/cli/) as a real process, `node --import tsx
+ * src/cli/main.ts`, against a real service (in this process, on PGlite):
+ * importing 50,000 grants with bad rows (unreadable, and refused by the
+ * service) spread across batches writes every good row once and reports
+ * every bad one by line, twice over with nothing changed the second time, in
+ * CSV and NDJSON; an import killed midway resumes to the same grants and the
+ * same report; a stop on a refused key, then a resume; export then import
+ * into another application; check, explain, catalog, keys; usage errors name
+ * their flag; a wrong key is refused and never printed.
+ */
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "./support/engines.js";
+import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const CATALOG = {
+  resources: [
+    { resource: "document", description: "A document", actions: ["read", "update", "delete", "comment"], relations: [{ name: "reviewer", actions: ["read", "comment"] }] },
+    { resource: "folder", description: "", actions: ["read", "list"] },
+  ],
+};
+const FUTURE = "2099-01-01T00:00:00Z";
+
+interface Run {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** The CLI as a child process; `key` goes in PORTCULLIS_KEY (null: none), the URL in PORTCULLIS_URL. */
+function cli(service: TestService, args: string[], options: { key?: string | null; stdin?: string; onSpawn?: (kill: () => void) => void } = {}): Promise<Run> {
+  const env = { ...process.env };
+  for (const name of ["PORTCULLIS_KEY", "PORTCULLIS_URL", "NODE_OPTIONS"]) delete env[name];
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+    cwd: ROOT,
+    env: { ...env, PORTCULLIS_URL: service.url, ...(options.key === null ? {} : { PORTCULLIS_KEY: options.key ?? ADMIN_KEY }) },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
+  child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+  child.stdin.end(options.stdin ?? "");
+  options.onSpawn?.(() => child.kill("SIGKILL"));
+  return new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal, stdout, stderr })));
+}
+
+/* ------------------------------------------------------------------------ */
+/* A data set with bad rows, and what importing it must give                 */
+/* ------------------------------------------------------------------------ */
+
+interface Dataset {
+  text: string;
+  /** The good rows' grants, as grantKey. */
+  good: Set<string>;
+  /** Bad rows: line → a fragment of the reason. */
+  bad: Map<number, string>;
+}
+
+const grantKey = (g: { userId: string; resource: string; resourceId: string; relation: string; expiresAt?: string | null }) =>
+  `${g.userId}|${g.resource}|${g.resourceId}|${g.relation}|${g.expiresAt ? new Date(g.expiresAt).toISOString() : ""}`;
+
+type Cell = { userId: string; resource: string; resourceId: string; relation: string; expiresAt?: string };
+
+/**
+ * n rows; bad ones spread over every batch: unreadable (a missing value, a
+ * bad date, a wrong field count or key), and refused by the service (a
+ * relation or resource outside the catalog, an expiry in the past, a control
+ * character in a quoted multi-line id, which also shifts every later line).
+ */
+function dataset(n: number, format: "csv" | "ndjson", tag: string, denseRefusals = false): Dataset {
+  const good = new Set<string>();
+  const bad = new Map<number, string>();
+  const out: string[] = [];
+  let line = 1;
+  const columns = ["relation", "userId", "resource", "resourceId", "expiresAt"] as const;
+  if (format === "csv") {
+    out.push(columns.join(","));
+    line++;
+  }
+  const emit = (cell: Cell, outcome: string | null, raw?: string, lines = 1) => {
+    if (raw !== undefined) out.push(raw);
+    else if (format === "csv") out.push(columns.map((c) => (c === "userId" && cell.userId.includes("\n") ? `"${cell.userId}"` : (cell[c] ?? ""))).join(","));
+    else out.push(JSON.stringify(cell));
+    if (outcome === null) good.add(grantKey(cell));
+    else bad.set(line, outcome);
+    line += lines;
+  };
+  for (let i = 0; i < n; i++) {
+    const base: Cell = { userId: `${tag}u${i % 977}`, resource: "document", resourceId: `${tag}d${i}`, relation: "viewer" };
+    if (i % 1000 === 7) emit({ ...base, resourceId: "" }, "missing resourceId");
+    else if (i % 1000 === 500) emit({ ...base, expiresAt: "tomorrow" }, "expiresAt is not a date");
+    else if (i % 2000 === 1234) emit(base, format === "csv" ? "3 fields, the header has 5" : "not JSON", format === "csv" ? `viewer,${base.userId},document` : `{"userId": "${base.userId}",`);
+    else if (format === "ndjson" && i % 2000 === 1500) emit(base, 'unknown key "expires_at"', JSON.stringify({ ...base, expires_at: FUTURE }));
+    else if (format === "ndjson" && i % 3000 === 2222) emit(base, "userId is not a string", JSON.stringify({ ...base, userId: 42 }));
+    else if (i % 1000 === 250 || (denseRefusals && i % 40 === 5)) emit({ ...base, relation: "owner_x" }, "is not a relation of resource");
+    else if (i % 1500 === 3) emit({ ...base, expiresAt: "2001-01-01T00:00:00Z" }, "is not in the future");
+    else if (i % 5000 === 4999) emit({ ...base, resource: "spaceship" }, "is not a resource of the catalog");
+    else if (format === "csv" && i % 3000 === 10) emit({ ...base, userId: `multi\nline${i}` }, "must not contain control characters", undefined, 2);
+    else if (i % 100 === 42) emit({ ...base, expiresAt: FUTURE }, null);
+    else if (i % 250 === 17) emit({ ...base, resource: "folder", relation: "owner", resourceId: `${tag}f${i}` }, null);
+    else emit(base, null);
+  }
+  return { text: `${out.join("\n")}\n`, good, bad };
+}
+
+/** Every grant of the key's application, as grantKey, through the list route (every type, paged). */
+async function grantsOf(service: TestService, key: string): Promise<Set<string>> {
+  const all = new Set<string>();
+  for (const resource of ["document", "folder"]) {
+    let pageToken = "";
+    do {
+      const res = await service.call("GET", `/api/v1/authorization/relationships?resource=${resource}&pageSize=1000&pageToken=${encodeURIComponent(pageToken)}`, { key });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      for (const g of res.body.relationships) {
+        const k = grantKey(g);
+        expect(all.has(k), `listed twice: ${k}`).toBe(false);
+        all.add(k);
+      }
+      pageToken = res.body.nextPageToken;
+    } while (pageToken !== "");
+  }
+  return all;
+}
+
+interface ReportLine {
+  line: number;
+  reason: string;
+  row: unknown;
+}
+
+async function report(file: string): Promise<ReportLine[]> {
+  const text = await readFile(file, "utf8");
+  return text === "" ? [] : text.trimEnd().split("\n").map((l) => JSON.parse(l) as ReportLine);
+}
+
+/** The report holds every bad row once, in line order, each with its reason. */
+function expectReport(lines: ReportLine[], bad: Map<number, string>): void {
+  expect(lines.map((l) => l.line)).toEqual([...bad.keys()].sort((a, b) => a - b));
+  for (const l of lines) expect(l.reason, `line ${l.line}`).toContain(bad.get(l.line)!);
+}
+
+const summaryOf = (run: Run) => JSON.parse(run.stdout.trim().split("\n").at(-1)!) as Record<string, number | string | boolean>;
+
+/* ------------------------------------------------------------------------ */
+
+describe("portcullis, the command line", () => {
+  let database: TestDatabase;
+  let service: TestService;
+  let dir: string;
+  const keys: Record<string, string> = {};
+
+  const app = async (appId: string, scopes?: string[]) => {
+    expect((await service.call("POST", "/api/v1/applications", { body: { appId } })).status).toBe(201);
+    expect((await service.call("PUT", `/api/v1/applications/${appId}/resources`, { body: CATALOG })).status).toBe(200);
+    const key = await service.call("POST", `/api/v1/applications/${appId}/api-keys`, { body: { name: "cli", ...(scopes ? { scopes } : {}) } });
+    expect(key.status).toBe(201);
+    return key.body.key as string;
+  };
+
+  beforeAll(async () => {
+    database = await createTestDatabase("pglite");
+    service = await startTestService(database.db);
+    dir = await mkdtemp(join(tmpdir(), "portcullis-cli-"));
+    for (const appId of ["csv", "ndjson", "copy", "resume", "stop", "small"]) keys[appId] = await app(appId);
+  });
+  afterAll(async () => {
+    await service?.close();
+    await database?.dispose();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  describe("grants import", () => {
+    const formats = [
+      { format: "csv" as const, rows: 50_000, denseRefusals: false, flags: [] },
+      // Over 100 refusals a batch (the route names 100 an answer), two batches in flight.
+      { format: "ndjson" as const, rows: 12_000, denseRefusals: true, flags: ["--concurrency", "2", "--batch", "4000"] },
+    ];
+    it.each(formats)(
+      "$format, $rows rows: every good row written once, every bad row reported by line; a second run changes nothing",
+      async ({ format, rows, denseRefusals, flags }) => {
+        const data = dataset(rows, format, format[0]!, denseRefusals);
+        const file = join(dir, `grants.${format}`);
+        await writeFile(file, data.text);
+        expect(data.bad.size).toBeGreaterThan(rows / 400);
+
+        const first = await cli(service, ["grants", "import", file, "--json", ...flags], { key: keys[format]! });
+        expect(first.code, first.stderr).toBe(1);
+        expect(summaryOf(first)).toMatchObject({ rows, written: data.good.size, unchanged: 0, deleted: 0, refused: data.bad.size, errorsFile: `${file}.errors.ndjson` });
+        expectReport(await report(`${file}.errors.ndjson`), data.bad);
+        expect(await grantsOf(service, keys[format]!)).toEqual(data.good);
+        expect(existsSync(`${file}.import-state.json`), "the state file is removed once done").toBe(false);
+
+        const second = await cli(service, ["grants", "import", file, "--json", "--no-progress", ...flags], { key: keys[format]! });
+        expect(second.code, second.stderr).toBe(1);
+        expect(summaryOf(second)).toMatchObject({ rows, written: 0, unchanged: data.good.size, deleted: 0, refused: data.bad.size });
+        expectReport(await report(`${file}.errors.ndjson`), data.bad);
+        expect(await grantsOf(service, keys[format]!)).toEqual(data.good);
+      },
+      180_000,
+    );
+
+    it("a run killed midway resumes: the same grants, each bad row reported once", async () => {
+      const data = dataset(20_000, "csv", "r");
+      const file = join(dir, "resume.csv");
+      const stateFile = `${file}.import-state.json`;
+      await writeFile(file, data.text);
+      let polling: NodeJS.Timeout | undefined;
+      let killedAt: { line: number; rows: number } | undefined;
+      const first = await cli(service, ["grants", "import", file, "--batch", "500"], {
+        key: keys.resume!,
+        onSpawn: (kill) => {
+          polling = setInterval(() => {
+            void readFile(stateFile, "utf8").then(
+              (text) => {
+                const state = JSON.parse(text) as { line: number; counts: { rows: number } };
+                if (state.counts.rows >= 3_000 && killedAt === undefined) {
+                  killedAt = { line: state.line, rows: state.counts.rows };
+                  kill();
+                }
+              },
+              () => undefined,
+            );
+          }, 10);
+        },
+      });
+      clearInterval(polling);
+      expect(first.signal, `the import finished before it could be killed: ${first.stdout}`).toBe("SIGKILL");
+      expect(killedAt!.rows).toBeLessThan(20_000);
+
+      const resumed = await cli(service, ["grants", "import", file, "--batch", "500", "--resume", "--json"], { key: keys.resume! });
+      expect(resumed.code, resumed.stderr).toBe(1);
+      const summary = summaryOf(resumed);
+      expect(summary).toMatchObject({ rows: 20_000, refused: data.bad.size, resumed: true });
+      // A batch written but not yet recorded when the kill came is sent again: it counts as unchanged.
+      expect((summary.written as number) + (summary.unchanged as number)).toBe(data.good.size);
+      expect(summary.unchanged as number).toBeLessThanOrEqual(500);
+      expectReport(await report(`${file}.errors.ndjson`), data.bad);
+      expect(await grantsOf(service, keys.resume!)).toEqual(data.good);
+      expect(existsSync(stateFile)).toBe(false);
+    }, 120_000);
+
+    it("stops on a refusal that names no rows (a key without the write scope), and resumes with a key that has it", async () => {
+      const data = dataset(3_000, "csv", "s");
+      const file = join(dir, "stop.csv");
+      await writeFile(file, data.text);
+      const readOnly = (await service.call("POST", "/api/v1/applications/stop/api-keys", { body: { name: "read-only", scopes: ["check", "read"] } })).body.key as string;
+
+      const stopped = await cli(service, ["grants", "import", file], { key: readOnly });
+      expect(stopped.code).toBe(3);
+      expect(stopped.stderr).toContain("403 permission_denied");
+      expect(stopped.stderr).toContain('lacks the "write" scope');
+      expect(stopped.stderr).toContain("--resume");
+      expect(JSON.parse(await readFile(`${file}.import-state.json`, "utf8"))).toMatchObject({ line: 2, counts: { rows: 0 } });
+      expect(await grantsOf(service, keys.stop!)).toEqual(new Set());
+
+      const resumed = await cli(service, ["grants", "import", file, "--resume", "--json"], { key: keys.stop! });
+      expect(resumed.code, resumed.stderr).toBe(1);
+      expect(summaryOf(resumed)).toMatchObject({ rows: 3_000, written: data.good.size, refused: data.bad.size });
+      expect(await grantsOf(service, keys.stop!)).toEqual(data.good);
+    }, 60_000);
+  });
+
+  describe("grants export", () => {
+    it("export, then import into another application: the same grants, expiries included", async () => {
+      const source = await grantsOf(service, keys.csv!);
+      expect(source.size).toBeGreaterThan(40_000);
+      const file = join(dir, "export.ndjson");
+      const exported = await cli(service, ["grants", "export", "--out", file], { key: keys.csv! });
+      expect(exported.code, exported.stderr).toBe(0);
+      expect(exported.stdout).toBe("");
+      expect(exported.stderr).toContain(`exported ${source.size.toLocaleString("en-US")} grants`);
+      const lines = (await readFile(file, "utf8")).trimEnd().split("\n").map((l) => JSON.parse(l) as Cell & { createdAt?: string });
+      expect(new Set(lines.map(grantKey))).toEqual(source);
+      expect(Object.keys(lines.find((l) => l.expiresAt !== undefined)!)).toEqual(["userId", "resource", "resourceId", "relation", "expiresAt", "createdAt"]);
+
+      const imported = await cli(service, ["grants", "import", file, "--json"], { key: keys.copy! });
+      expect(imported.code, imported.stderr).toBe(0);
+      expect(summaryOf(imported)).toMatchObject({ written: source.size, refused: 0 });
+      expect(existsSync(`${file}.errors.ndjson`), "no error report when no row is bad").toBe(false);
+      expect(await grantsOf(service, keys.copy!)).toEqual(source);
+
+      // Exported again from the copy, to stdout: the same lines but createdAt.
+      const again = await cli(service, ["grants", "export"], { key: keys.copy! });
+      expect(again.code, again.stderr).toBe(0);
+      expect(new Set(again.stdout.trimEnd().split("\n").map((l) => grantKey(JSON.parse(l))))).toEqual(source);
+    }, 120_000);
+
+    it.each([
+      { args: ["--resource", "folder"], keep: (k: string[]) => k[1] === "folder" },
+      { args: ["--resource", "document", "--resource-id", "cd42"], keep: (k: string[]) => k[1] === "document" && k[2] === "cd42" },
+      { args: ["--user", "cu17"], keep: (k: string[]) => k[0] === "cu17" },
+      { args: ["--user", "cu17", "--resource", "folder"], keep: (k: string[]) => k[0] === "cu17" && k[1] === "folder" },
+      { args: ["--resource", "document", "--relation", "viewer"], keep: (k: string[]) => k[1] === "document" && k[3] === "viewer" },
+    ])("a selection: $args", async ({ args, keep }) => {
+      const expected = new Set([...(await grantsOf(service, keys.csv!))].filter((k) => keep(k.split("|"))));
+      expect(expected.size).toBeGreaterThan(0);
+      const run = await cli(service, ["grants", "export", ...args], { key: keys.csv! });
+      expect(run.code, run.stderr).toBe(0);
+      expect(new Set(run.stdout.trimEnd().split("\n").map((l) => grantKey(JSON.parse(l))))).toEqual(expected);
+    }, 60_000);
+  });
+
+  describe("check, explain, catalog, keys", () => {
+    it("catalog put then get; keys create; check and explain with the new key", async () => {
+      const catalogFile = join(dir, "catalog.json");
+      const catalog = { resources: [{ resource: "report", description: "Quarterly reports", actions: ["read", "sign"], relations: [{ name: "signer", actions: ["read", "sign"] }] }] };
+      await writeFile(catalogFile, JSON.stringify(catalog));
+      const keyFile = join(dir, "operator.key");
+      await writeFile(keyFile, `${ADMIN_KEY}\n`);
+
+      const put = await cli(service, ["--key-file", keyFile, "catalog", "put", catalogFile, "--app", "small"], { key: null });
+      expect(put.code, put.stderr).toBe(0);
+      expect(put.stdout).toBe("catalog of small replaced: 1 resource (report)\n");
+      const got = await cli(service, ["catalog", "get", "--app", "small", "--url", service.url]);
+      expect(got.code, got.stderr).toBe(0);
+      expect(JSON.parse(got.stdout)).toEqual((await service.call("GET", "/api/v1/applications/small/resources")).body);
+      expect(JSON.parse(got.stdout).resources[0]).toMatchObject({ resource: "report", actions: ["read", "sign"] });
+
+      const created = await cli(service, ["keys", "create", "--app", "small", "--name", "from-cli", "--scopes", "check,read,write"]);
+      expect(created.code, created.stderr).toBe(0);
+      expect(created.stdout).toMatch(/^pcl_[a-z2-7]+\n$/);
+      expect(created.stderr).toContain('"from-cli" of application small, scopes check, read, write');
+      const key = created.stdout.trim();
+      // The application key reads its own catalog without --app.
+      const own = await cli(service, ["catalog", "get"], { key });
+      expect(JSON.parse(own.stdout)).toEqual(JSON.parse(got.stdout));
+
+      await service.call("POST", "/api/v1/authorization/relationships", { key, body: { userId: "alice", resource: "report", resourceId: "q3", relation: "signer" } });
+      const allowed = await cli(service, ["check", "alice", "report:q3", "sign"], { key });
+      expect([allowed.code, allowed.stdout]).toEqual([0, "allowed: alice report:q3 sign\n"]);
+      const denied = await cli(service, ["check", "bob", "report:q3", "sign", "--tenant", "acme"], { key });
+      expect([denied.code, denied.stdout]).toEqual([1, "denied: bob report:q3 sign (tenant acme)\n"]);
+
+      const why = await cli(service, ["explain", "alice", "report:q3", "sign"], { key });
+      expect(why.code, why.stderr).toBe(0);
+      expect(why.stdout).toContain("allowed: alice report:q3 sign\nbecause:\n  grant: alice is signer of report:q3 (granted ");
+      expect(why.stdout).toContain("relations on report:q3: signer (read, sign)");
+      const whyNot = await cli(service, ["explain", "bob", "report:q3", "sign", "--json"], { key });
+      expect(whyNot.code).toBe(1);
+      expect(JSON.parse(whyNot.stdout)).toMatchObject({ allowed: false });
+
+      // An import deletes too (op), and --format reads a file whose name does not say.
+      const changes = join(dir, "changes.txt");
+      await writeFile(
+        changes,
+        [
+          { op: "delete", userId: "alice", resource: "report", resourceId: "q3", relation: "signer" },
+          { userId: "bob", resource: "report", resourceId: "q3", relation: "signer", expiresAt: FUTURE },
+        ]
+          .map((g) => JSON.stringify(g))
+          .join("\r\n"),
+      );
+      const applied = await cli(service, ["grants", "import", changes, "--format", "ndjson"], { key });
+      expect(applied.code, applied.stderr).toBe(0);
+      expect(applied.stdout).toMatch(/^imported .*changes\.txt: 2 rows; this run [\d.]+ s, [\d,]+ rows\/s\n  written +1\n  unchanged +0\n  deleted +1\n  refused +0\n$/);
+      expect((await cli(service, ["check", "alice", "report:q3", "sign"], { key })).code).toBe(1);
+      expect((await cli(service, ["check", "bob", "report:q3", "sign"], { key })).code).toBe(0);
+    }, 60_000);
+  });
+
+  describe("usage errors and keys", () => {
+    it.each([
+      { args: ["grants", "import"], says: "missing required argument 'FILE'" },
+      { args: ["grants", "import", "nowhere.csv"], says: "FILE nowhere.csv: cannot read it (ENOENT)" },
+      { args: ["grants", "import", "x.csv", "--batch", "5001"], says: "option '--batch <rows>' argument '5001' is invalid" },
+      { args: ["grants", "import", "x.csv", "--concurrency", "0"], says: "option '--concurrency <calls>' argument '0' is invalid" },
+      { args: ["grants", "import", "x.csv", "--format", "xml"], says: "option '--format <format>' argument 'xml' is invalid" },
+      { args: ["grants", "import", "package.json", "--resume", "--state", "/nonexistent/state.json"], says: "--resume: no state file /nonexistent/state.json" },
+      { args: ["grants", "export", "--resource-id", "d1"], says: "--resource-id needs --resource" },
+      { args: ["grants", "export", "--bogus"], says: "unknown option '--bogus'" },
+      { args: ["check", "alice", "document:d1"], says: "missing required argument 'ACTION'" },
+      { args: ["check", "alice", "d1", "read"], says: 'RESOURCE:ID "d1"' },
+      { args: ["keys", "create", "--name", "x"], says: "required option '--app <appId>' not specified" },
+      { args: ["keys", "create", "--app", "small", "--name", "x", "--scopes", "check,,read"], says: "--scopes" },
+      { args: ["catalog", "put", "--app", "small"], says: "missing required argument 'FILE'" },
+      { args: ["--url", "ftp://example.com", "check", "a", "d:1", "read"], says: "--url ftp://example.com: not an http or https URL" },
+      { args: ["--key-file", "/nonexistent/key", "check", "a", "d:1", "read"], says: "--key-file /nonexistent/key: cannot read it" },
+      { args: ["frobnicate"], says: "unknown command 'frobnicate'" },
+    ])("$args → exit 2: $says", async ({ args, says }) => {
+      const run = await cli(service, args);
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toContain(says);
+    });
+
+    it("no key: exit 2 naming where a key comes from", async () => {
+      const run = await cli(service, ["check", "a", "document:d1", "read"], { key: null });
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain("no API key: set PORTCULLIS_KEY, or pass --key-file FILE");
+    });
+
+    it("a key as an argument is refused without being echoed", async () => {
+      const secret = "pcl_thisshouldneverbeprinted";
+      const run = await cli(service, ["check", "a", "document:d1", "read", "--key", secret]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain("--key is not taken");
+      expect(run.stdout + run.stderr).not.toContain(secret);
+    });
+
+    it.each([
+      { name: "in PORTCULLIS_KEY", via: "env" },
+      { name: "in --key-file", via: "file" },
+    ])("a wrong key $name: exit 3 with the API's message, the key never printed", async ({ via }) => {
+      const wrong = "pcl_wrongwrongwrongwrongwrongwrong";
+      const keyFile = join(dir, "wrong.key");
+      await writeFile(keyFile, wrong);
+      for (const args of [["check", "a", "document:d1", "read"], ["grants", "export"], ["catalog", "get", "--app", "small"]]) {
+        const run = await cli(service, via === "env" ? args : ["--key-file", keyFile, ...args], { key: via === "env" ? wrong : null });
+        expect(run.code, run.stderr).toBe(3);
+        expect(run.stderr).toContain("401 unauthenticated");
+        expect(run.stdout + run.stderr).not.toContain(wrong);
+      }
+    });
+  });
+});
