@@ -23,6 +23,7 @@ import { createRequire } from "node:module";
 import { dirname } from "node:path";
 import type { HttpBinding } from "./http-rules.js";
 import { openApiDocument } from "./openapi.js";
+import { pageSecurityHeaders, strictCsp } from "./page-headers.js";
 
 /**
  * The docs page's policy, as strict as the console's (CONSOLE_CSP, less the
@@ -39,25 +40,9 @@ import { openApiDocument } from "./openapi.js";
  *   violation and the icons vanish.
  * - connect-src 'self': the document and "Try it out" calls, this origin only.
  */
-export const DOCS_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "font-src 'self'",
-  "connect-src 'self'",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join("; ");
+export const DOCS_CSP = strictCsp();
 
-const SECURITY_HEADERS: Record<string, string> = {
-  "content-security-policy": DOCS_CSP,
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-  "cross-origin-opener-policy": "same-origin",
-  "x-frame-options": "DENY",
-};
+const SECURITY_HEADERS = pageSecurityHeaders(DOCS_CSP);
 
 /** The files of swagger-ui-dist the page uses; anything else under /docs/ is a 404. */
 const SWAGGER_FILES = new Set(["/swagger-ui-bundle.js", "/swagger-ui.css", "/favicon-32x32.png", "/favicon-16x16.png"]);

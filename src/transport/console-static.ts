@@ -17,27 +17,11 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { restErrorBody } from "./errors.js";
+import { pageSecurityHeaders, strictCsp } from "./page-headers.js";
 
-export const CONSOLE_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "font-src 'self'",
-  "connect-src 'self'",
-  "manifest-src 'self'",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join("; ");
+export const CONSOLE_CSP = strictCsp("manifest-src 'self'");
 
-const SECURITY_HEADERS: Record<string, string> = {
-  "content-security-policy": CONSOLE_CSP,
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-  "cross-origin-opener-policy": "same-origin",
-  "x-frame-options": "DENY",
-};
+const SECURITY_HEADERS = pageSecurityHeaders(CONSOLE_CSP);
 
 /** Whether `dir` holds a Vite build of the console (its manifest marks a build, not the source folder). */
 export const isConsoleBuild = (dir: string): boolean => existsSync(join(dir, "index.html")) && existsSync(join(dir, ".vite", "manifest.json"));

@@ -25,3 +25,15 @@ export function apiProblem(error: unknown): ApiProblem {
   }
   return { code: e.code, message: e.rawMessage, details, fields };
 }
+
+/**
+ * The first reason the API gave for a field path or anything under it
+ * (`permissions` for `permissions[3]`, `resources[0]` for `resources[0].actions[1]`).
+ */
+export function reasonAt(problem: ApiProblem | undefined, path: string): string | undefined {
+  if (problem === undefined) return undefined;
+  for (const [field, reason] of problem.fields) {
+    if (field === path || field.startsWith(`${path}[`) || field.startsWith(`${path}.`)) return reason;
+  }
+  return undefined;
+}

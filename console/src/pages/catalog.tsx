@@ -13,7 +13,7 @@ import { Code } from "@connectrpc/connect";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { CatalogResourceSchema, CatalogService, RelationSchema, type CatalogResource } from "../../../gen/authz/v1/catalog_pb.js";
 import { ErrorNote, FieldError } from "../components/error-note";
-import { apiProblem, type ApiProblem } from "../lib/errors";
+import { apiProblem, reasonAt, type ApiProblem } from "../lib/errors";
 import { draftFromCatalog, draftToRequest, nextKey, splitTokens, type ResourceDraft } from "../lib/catalog-draft";
 
 export function CatalogPage({ appId }: { appId: string; caller: GetCurrentKeyResponse }) {
@@ -141,15 +141,6 @@ function SaveProblem({ problem, error }: { problem: ApiProblem; error: unknown }
   return <ErrorNote error={error} title="The catalog was not saved" />;
 }
 
-/** The first reason the API gave for a field path or anything under it. */
-function reasonUnder(problem: ApiProblem | undefined, path: string): string | undefined {
-  if (problem === undefined) return undefined;
-  for (const [field, reason] of problem.fields) {
-    if (field === path || field.startsWith(`${path}[`) || field.startsWith(`${path}.`)) return reason;
-  }
-  return undefined;
-}
-
 function ResourceEditor({
   index,
   draft,
@@ -170,9 +161,9 @@ function ResourceEditor({
   const actions = splitTokens(draft.actions);
   const builtIns = (stored?.relations ?? []).filter((r) => r.builtIn && !draft.relations.some((c) => c.name === r.name));
   const errors = {
-    resource: reasonUnder(problem, `${at}.resource`),
-    description: reasonUnder(problem, `${at}.description`),
-    actions: reasonUnder(problem, `${at}.actions`),
+    resource: reasonAt(problem, `${at}.resource`),
+    description: reasonAt(problem, `${at}.description`),
+    actions: reasonAt(problem, `${at}.actions`),
   };
   return (
     <fieldset className="resource">
@@ -225,8 +216,8 @@ function ResourceEditor({
       {draft.relations.map((relation, k) => {
         const rid = `${id}-relation-${relation.key}`;
         const rat = `${at}.relations[${k}]`;
-        const nameError = reasonUnder(problem, `${rat}.name`) ?? reasonUnder(problem, `${rat}.builtIn`);
-        const actionsError = reasonUnder(problem, `${rat}.actions`);
+        const nameError = reasonAt(problem, `${rat}.name`) ?? reasonAt(problem, `${rat}.builtIn`);
+        const actionsError = reasonAt(problem, `${rat}.actions`);
         const setRelation = (change: Partial<ResourceDraft["relations"][number]>) =>
           onChange({ relations: draft.relations.map((x, j) => (j === k ? { ...x, ...change } : x)) });
         return (

@@ -17,18 +17,11 @@ import { ErrorNote, FieldError } from "../components/error-note";
 import { PagerControls } from "../components/pager";
 import { PermissionPicker } from "../components/permission-picker";
 import { When } from "../components/timestamp";
-import { apiProblem, type ApiProblem } from "../lib/errors";
+import { apiProblem, reasonAt } from "../lib/errors";
 import { usePager } from "../lib/pager";
 import { policyChanges } from "../lib/policy-changes";
 
 const count = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString()} ${n === 1 ? one : many}`;
-
-/** The first reason the API gave for a field or anything under it (permissions[3] → permissions). */
-function reasonFor(problem: ApiProblem | undefined, field: string): string | undefined {
-  if (problem === undefined) return undefined;
-  for (const [path, reason] of problem.fields) if (path === field || path.startsWith(`${field}[`)) return reason;
-  return undefined;
-}
 
 export function PoliciesPage({ appId }: { appId: string; caller: GetCurrentKeyResponse }) {
   return (
@@ -107,7 +100,7 @@ function NewPolicy({ appId }: { appId: string }) {
           <div className="field">
             <label htmlFor="policy-new-name">Name</label>
             <input id="policy-new-name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} aria-describedby="policy-new-name-error" />
-            <FieldError id="policy-new-name-error" reason={reasonFor(problem, "name")} />
+            <FieldError id="policy-new-name-error" reason={reasonAt(problem, "name")} />
           </div>
           <div className="field wide">
             <label htmlFor="policy-new-description">Description</label>
@@ -117,12 +110,12 @@ function NewPolicy({ appId }: { appId: string }) {
               onChange={(e) => setForm({ ...form, description: e.target.value })}
               aria-describedby="policy-new-description-error"
             />
-            <FieldError id="policy-new-description-error" reason={reasonFor(problem, "description")} />
+            <FieldError id="policy-new-description-error" reason={reasonAt(problem, "description")} />
           </div>
           <div className="field">
             <label htmlFor="policy-new-tenant">Tenant (empty: application-wide)</label>
             <input id="policy-new-tenant" value={form.tenantId} onChange={(e) => setForm({ ...form, tenantId: e.target.value })} aria-describedby="policy-new-tenant-error" />
-            <FieldError id="policy-new-tenant-error" reason={reasonFor(problem, "tenantId")} />
+            <FieldError id="policy-new-tenant-error" reason={reasonAt(problem, "tenantId")} />
           </div>
         </div>
         {catalog.isError && <ErrorNote error={catalog.error} title="The catalog could not be read" />}
@@ -131,7 +124,7 @@ function NewPolicy({ appId }: { appId: string }) {
           resources={catalog.data?.resources ?? []}
           selected={form.permissions}
           onChange={(permissions) => setForm({ ...form, permissions })}
-          error={reasonFor(problem, "permissions")}
+          error={reasonAt(problem, "permissions")}
         />
         <button type="submit" disabled={createPolicy.isPending}>
           Create policy
@@ -215,7 +208,7 @@ function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; store
           <div className="field">
             <label htmlFor="policy-edit-name">Name</label>
             <input id="policy-edit-name" value={form.name} onChange={(e) => edit({ name: e.target.value })} aria-describedby="policy-edit-name-error" />
-            <FieldError id="policy-edit-name-error" reason={reasonFor(problem, "name")} />
+            <FieldError id="policy-edit-name-error" reason={reasonAt(problem, "name")} />
           </div>
           <div className="field wide">
             <label htmlFor="policy-edit-description">Description</label>
@@ -225,7 +218,7 @@ function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; store
               onChange={(e) => edit({ description: e.target.value })}
               aria-describedby="policy-edit-description-error"
             />
-            <FieldError id="policy-edit-description-error" reason={reasonFor(problem, "description")} />
+            <FieldError id="policy-edit-description-error" reason={reasonAt(problem, "description")} />
           </div>
         </div>
         {catalog.isError && <ErrorNote error={catalog.error} title="The catalog could not be read" />}
@@ -234,7 +227,7 @@ function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; store
           resources={catalog.data?.resources ?? []}
           selected={form.permissions}
           onChange={(permissions) => edit({ permissions })}
-          error={reasonFor(problem, "permissions")}
+          error={reasonAt(problem, "permissions")}
         />
         <button type="submit" disabled={changes.paths.length === 0 || preview.isPending}>
           Review changes
