@@ -1,6 +1,6 @@
-// Writes src/transport/proto-comments.ts: the comments of proto/authz (each
+// Writes src/transport/pages/proto-comments.ts: the comments of proto/authz (each
 // service's, RPC's, message's and field's leading comment), which the OpenAPI
-// document (src/transport/openapi.ts) uses as descriptions.
+// document (src/transport/pages/openapi.ts) uses as descriptions.
 //
 // Why a script: the descriptors protoc-gen-es embeds in gen/ carry no source
 // info, so the comments exist only as JSDoc in gen/ and in proto/, and the
@@ -20,7 +20,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
-const target = `${root}src/transport/proto-comments.ts`;
+const target = `${root}src/transport/pages/proto-comments.ts`;
 const PREFIX = "authz/";
 
 // descriptor.proto field numbers, as source-info paths use them.
@@ -107,7 +107,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       // missing: stale
     }
     if (current !== text) {
-      console.error("src/transport/proto-comments.ts differs from the comments in proto/: run npm run generate");
+      console.error("src/transport/pages/proto-comments.ts differs from the comments in proto/: run npm run generate");
       process.exit(1);
     }
   } else {

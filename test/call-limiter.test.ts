@@ -7,7 +7,7 @@ import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
-import { CallLimiter } from "../src/transport/call-limiter.js";
+import { CallLimiter } from "../src/transport/call/call-limiter.js";
 
 function context(): { ctx: HandlerContext; abort(): void } {
   const controller = new AbortController();

@@ -21,7 +21,7 @@ import {
   type BulkCounts,
   type GrantRow,
   type ImportProgress,
-} from "../src/lib/grant-import.js";
+} from "../src/lib/grant-import/index.js";
 
 const HEADER = "userId,resource,resourceId,relation";
 const plain = (r: GrantRow) => ({

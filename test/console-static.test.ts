@@ -1,5 +1,5 @@
 /**
- * How the service answers under /console/ (src/transport/console-static.ts),
+ * How the service answers under /console/ (src/transport/pages/console-static.ts),
  * through a real port with fetch: the strict Content-Security-Policy and the
  * other security headers on every answer, caching (hashed assets for a year,
  * the page revalidated), the console router's deep links, 404s for missing
@@ -12,7 +12,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CONSOLE_CSP } from "../src/transport/console-static.js";
+import { CONSOLE_CSP } from "../src/transport/pages/console-static.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 

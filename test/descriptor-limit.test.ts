@@ -1,6 +1,6 @@
 /** The connection cap fitted under the process's descriptor limit. */
 import { describe, expect, it } from "vitest";
-import { effectiveConnectionCap, openFilesLimit, parseOpenFilesLimit, RESERVED_DESCRIPTORS } from "../src/transport/descriptor-limit.js";
+import { effectiveConnectionCap, openFilesLimit, parseOpenFilesLimit, RESERVED_DESCRIPTORS } from "../src/transport/http/descriptor-limit.js";
 
 const limits = (soft: string, hard: string) =>
   [

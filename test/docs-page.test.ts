@@ -1,5 +1,5 @@
 /**
- * /openapi.json and the docs page at /docs (src/transport/api-docs.ts) over
+ * /openapi.json and the docs page at /docs (src/transport/pages/api-docs.ts) over
  * a real port: headers, caching and conditional requests, the Swagger UI
  * files served from node_modules and nothing else of that folder; then the
  * page in a real Chromium (playwright-core), which must render every
@@ -12,8 +12,8 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DOCS_CSP } from "../src/transport/api-docs.js";
-import type { OpenApiDocument } from "../src/transport/openapi.js";
+import { DOCS_CSP } from "../src/transport/pages/api-docs.js";
+import type { OpenApiDocument } from "../src/transport/pages/openapi.js";
 import { inPage, launchChromium, openTab, SCREENSHOTS } from "./support/browser.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { createAppWithKey, startTestService, type TestService } from "./support/service.js";

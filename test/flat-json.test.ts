@@ -15,7 +15,7 @@ import {
 } from "../gen/authz/v1/check_pb.js";
 import { CreateApiKeyRequestSchema } from "../gen/authz/v1/applications_pb.js";
 import { PutCatalogRequestSchema } from "../gen/authz/v1/catalog_pb.js";
-import { flatReader, flatWriter } from "../src/transport/flat-json.js";
+import { flatReader, flatWriter } from "../src/transport/rest/flat-json.js";
 
 const read = flatReader(CheckRequestSchema)!;
 const write = flatWriter(CheckResponseSchema)!;

@@ -13,7 +13,7 @@ import {
   CheckRequestSchema,
   CheckResponseSchema,
 } from "../gen/authz/v1/check_pb.js";
-import { flatProtoReader, flatProtoWriter } from "../src/transport/flat-proto.js";
+import { flatProtoReader, flatProtoWriter } from "../src/transport/grpc/flat-proto.js";
 
 const long = "r".repeat(300); // a length of two varint bytes
 const messages: [string, DescMessage, Record<string, unknown>][] = [

@@ -6,7 +6,7 @@
  * errors that leave the next row alone.
  */
 import { describe, expect, it } from "vitest";
-import { CsvRecordReader, LineReader, MAX_RECORD_BYTES, readCsvRecords, type CsvRecord, type ReadStart, type TextLine } from "../src/lib/grant-import.js";
+import { CsvRecordReader, LineReader, MAX_RECORD_BYTES, readCsvRecords, type CsvRecord, type ReadStart, type TextLine } from "../src/lib/grant-import/index.js";
 
 const encode = (text: string) => new TextEncoder().encode(text);
 const bytesOf = (input: string | Uint8Array) => (typeof input === "string" ? encode(input) : input);

@@ -11,7 +11,8 @@ import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from "node:ht
 import { setTimeout as delay } from "node:timers/promises";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { H2Server, MAX_HEADER_LIST_BYTES, type SessionWork, type StreamServer } from "../src/transport/h2-server.js";
+import type { StreamServer, StreamWork } from "../src/transport/grpc/stream-server.js";
+import { H2Server, MAX_HEADER_LIST_BYTES } from "../src/transport/http/h2-server.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { encodeHeaders, ErrorCode, Flag, frame, FrameType, RawH2, Setting, settingsPayload, u32 } from "./support/raw-h2.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
@@ -233,7 +234,7 @@ describe("calls in progress per connection", () => {
   /** Calls that run until released; reset or not, they count until then. */
   class HeldCalls implements StreamServer {
     readonly running: { release(): void }[] = [];
-    serve(stream: ServerHttp2Stream, _headers: IncomingHttpHeaders, work: SessionWork): boolean {
+    serve(stream: ServerHttp2Stream, _headers: IncomingHttpHeaders, work: StreamWork): boolean {
       stream.on("close", () => work.streamClosed(stream));
       stream.resume();
       this.running.push({ release: () => work.finished() });

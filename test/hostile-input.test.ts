@@ -16,7 +16,7 @@ import { Code } from "@connectrpc/connect";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { expectErrorBody } from "./helpers/error-body.js";
-import { toConnectError } from "../src/transport/errors.js";
+import { toConnectError } from "../src/transport/call/errors.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type RestAnswer, type TestService } from "./support/service.js";

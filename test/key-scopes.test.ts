@@ -15,7 +15,7 @@ import { PolicyService } from "../gen/authz/v1/policies_pb.js";
 import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
 import { RoleService } from "../gen/authz/v1/roles_pb.js";
 import { loadMigrations, migrate } from "../src/store/migrate.js";
-import { httpBindings, type HttpBinding } from "../src/transport/http-rules.js";
+import { httpBindings, type HttpBinding } from "../src/transport/rest/http-rules.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { grpcCaller, type GrpcCaller, type GrpcService } from "./support/grpc-client.js";
 import { startTestService, type TestService } from "./support/service.js";

@@ -445,7 +445,7 @@ describe.each(engines)("one port on %s", (engine) => {
       }
     });
 
-    // REST over h2c is relayed to Node's HTTP/2 server (src/transport/h2/proxy.ts):
+    // REST over h2c is relayed to Node's HTTP/2 server (src/transport/http/h2-server.ts):
     // bodies larger than every flow-control window must pass through whole.
     it("relays REST bodies larger than the HTTP/2 windows, and refuses one over the limit with 413", async () => {
       const session = await h2Connect(service.url);

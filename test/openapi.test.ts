@@ -1,5 +1,5 @@
 /**
- * The OpenAPI document (src/transport/openapi.ts) as a real service serves it
+ * The OpenAPI document (src/transport/pages/openapi.ts) as a real service serves it
  * at /openapi.json: it validates as OpenAPI 3.1 (@seriousme/openapi-schema-validator)
  * and its schemas as JSON Schema 2020-12 (ajv, strict); its routes are exactly
  * the gateway's (the google.api.http bindings of every service, and the
@@ -24,8 +24,8 @@ import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { PolicyService } from "../gen/authz/v1/policies_pb.js";
 import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
 import { RoleService } from "../gen/authz/v1/roles_pb.js";
-import { httpBindings } from "../src/transport/http-rules.js";
-import type { OpenApiDocument, Operation } from "../src/transport/openapi.js";
+import { httpBindings } from "../src/transport/rest/http-rules.js";
+import type { OpenApiDocument, Operation } from "../src/transport/pages/openapi.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
 

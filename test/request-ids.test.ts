@@ -1,5 +1,5 @@
 /**
- * Request ids (src/transport/request-log.ts): a caller's well-formed
+ * Request ids (src/transport/call/request-log.ts): a caller's well-formed
  * X-Request-Id is kept; without one (or with an ill-formed one), the trace
  * id of a well-formed W3C traceparent; else one is made. The id goes back in
  * x-request-id on every protocol, is in the request's log line and in the

@@ -1,5 +1,5 @@
 /**
- * The REST fast path (src/transport/rest-fast-path.ts): which requests it
+ * The REST fast path (src/transport/rest/rest-fast-path.ts): which requests it
  * takes and which it leaves to Fastify, and that a request answered either
  * way gets the very same answer, byte for byte in its JSON, over real
  * HTTP/1.1 connections.
@@ -14,10 +14,10 @@ import { Explainer } from "../src/domain/explain.js";
 import { Lookup } from "../src/domain/lookup.js";
 import { KeyAuthenticator } from "../src/domain/keys.js";
 import { checkService } from "../src/services/check-service.js";
-import { guard, type ServiceBinding } from "../src/transport/guard.js";
-import { restFastPath } from "../src/transport/rest-fast-path.js";
-import { RequestLog } from "../src/transport/request-log.js";
-import { restRoutes } from "../src/transport/rest-gateway.js";
+import { guard, type ServiceBinding } from "../src/transport/call/guard.js";
+import { restFastPath } from "../src/transport/rest/rest-fast-path.js";
+import { RequestLog } from "../src/transport/call/request-log.js";
+import { restRoutes } from "../src/transport/rest/rest-gateway.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type TestService } from "./support/service.js";
 

@@ -1,5 +1,5 @@
 /**
- * The guard's check of every string in a request (src/transport/text-fields.ts),
+ * The guard's check of every string in a request (src/transport/call/text-fields.ts),
  * on message shapes the API's requests do not all have yet: nested and
  * repeated messages, maps, oneofs and a recursive type (google.protobuf.Struct).
  */
@@ -8,7 +8,7 @@ import { ListValueSchema, StructSchema, ValueSchema } from "@bufbuild/protobuf/w
 import { describe, expect, it } from "vitest";
 import { BatchCheckRequestSchema, CheckRequestSchema } from "../gen/authz/v1/check_pb.js";
 import { DomainError } from "../src/domain/errors.js";
-import { checkTextFields } from "../src/transport/text-fields.js";
+import { checkTextFields } from "../src/transport/call/text-fields.js";
 
 function fieldsNamed(run: () => void): string[] {
   try {

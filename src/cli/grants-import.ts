@@ -3,7 +3,7 @@
  * (never the whole file in memory), through the bulk route in batches of up
  * to 5,000, one call at a time by default.
  *
- * The bulk route is all or nothing; sendBatch (src/lib/grant-import.ts, the
+ * The bulk route is all or nothing; sendBatch (src/lib/grant-import/bulk-runner.ts, the
  * console's import too) reports the entries a 400 names and sends the rest
  * again, so every good row is written once. Rows that cannot be read are
  * reported the same way. Both go to the error report (one JSON line per bad
@@ -42,7 +42,7 @@ import {
   type ReadStart,
   type Rejection,
   type TextLine,
-} from "../lib/grant-import.js";
+} from "../lib/grant-import/index.js";
 import { ApiError, type Api } from "./client.js";
 import { CliError, EXIT, stopError, usageError } from "./errors.js";
 import { importProgress } from "./import-progress.js";

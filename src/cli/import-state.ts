@@ -6,7 +6,7 @@
  */
 import { open, readFile, rename, rm, stat } from "node:fs/promises";
 import { dirname, join, basename } from "node:path";
-import type { Column, GrantFormat } from "../lib/grant-import.js";
+import type { Column, GrantFormat } from "../lib/grant-import/index.js";
 import { usageError } from "./errors.js";
 
 export interface ImportCounts {

@@ -5,7 +5,7 @@
  * hands in the environment it read.
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
-import { BULK_LIMIT } from "../lib/grant-import.js";
+import { BULK_LIMIT } from "../lib/grant-import/index.js";
 import { catalogGet, catalogPut, keysCreate, scopesList } from "./admin.js";
 import { Api, ApiError, NetworkError } from "./client.js";
 import { CliError, EXIT, usageError } from "./errors.js";

@@ -4,7 +4,7 @@ import { applicationsStore, type ApiKeyRow, type ApplicationRow } from "../store
 import { auditStore } from "../store/audit-store.js";
 import { alreadyExists, notFound } from "./errors.js";
 import { appIdProblem, ensure, nameProblem, pageSize } from "./formats.js";
-import { hashKey, newId, newKeySecret } from "./ids.js";
+import { hashKey, newId, newKeySecret } from "../lib/ids.js";
 import { decodePageToken, decodeTimeCursor, page, timeCursor } from "./paging.js";
 import type { Principal } from "./principal.js";
 import { scopesOfNewKey } from "./scopes.js";

@@ -4,6 +4,9 @@
  */
 import { Violations } from "./errors.js";
 import { check, descriptionProblem, LIMITS, tokenProblem } from "./formats.js";
+import type { CatalogEntry, EffectiveRelation } from "../store/catalog-store.js";
+
+export type { CatalogEntry, EffectiveRelation };
 
 export interface RelationInput {
   name: string;
@@ -17,19 +20,6 @@ export interface CatalogEntryInput {
   description: string;
   actions: string[];
   relations: RelationInput[];
-}
-
-export interface EffectiveRelation {
-  name: string;
-  actions: string[];
-  builtIn: boolean;
-}
-
-export interface CatalogEntry {
-  resource: string;
-  description: string;
-  actions: string[];
-  relations: EffectiveRelation[];
 }
 
 /**

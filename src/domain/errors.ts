@@ -1,7 +1,9 @@
 /**
- * Typed domain errors. The domain and store throw these; the transport maps
- * them once (see transport/errors.ts) to Connect codes and HTTP statuses.
+ * Typed domain errors. The domain throws these; the transport maps
+ * them once (see transport/call/errors.ts) to Connect codes and HTTP statuses.
  */
+import type { JsonObject, JsonValue } from "../lib/json.js";
+
 export type ErrorCode =
   | "invalid_argument"
   | "unauthenticated"
@@ -14,9 +16,7 @@ export type ErrorCode =
   | "unimplemented"
   | "internal";
 
-/** A plain JSON object, as carried in an error's details. */
-export type JsonObject = { [key: string]: JsonValue };
-export type JsonValue = string | number | boolean | null | JsonValue[] | JsonObject;
+export type { JsonObject, JsonValue };
 
 export class DomainError extends Error {
   constructor(

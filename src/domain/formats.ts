@@ -52,7 +52,7 @@ export const toWellFormed = (value: string): string => (value as unknown as { to
  * Text Postgres can store and that means what the client sent: no NUL
  * (Postgres text cannot hold one) and well-formed Unicode (an unpaired
  * surrogate from JSON's "\ud800", or bytes that were not UTF-8, which the
- * decoders turn into one; see transport/text-input). Undefined when good.
+ * decoders turn into one; see transport/call/text-fields.ts). Undefined when good.
  */
 export function textProblem(value: string): string | undefined {
   if (!SUSPECT_TEXT.test(value)) return undefined;

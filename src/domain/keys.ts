@@ -4,7 +4,7 @@ import { Coalescer } from "../lib/coalescer.js";
 import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import { applicationsStore, type ApiKeyRow } from "../store/applications-store.js";
 import { unauthenticated } from "./errors.js";
-import { hashKey, newId, newKeySecret } from "./ids.js";
+import { hashKey, newId, newKeySecret } from "../lib/ids.js";
 import { ENV_OPERATOR_KEY_ID, type Principal } from "./principal.js";
 import { ALL_SCOPES, storedScopes } from "./scopes.js";
 

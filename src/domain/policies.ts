@@ -9,7 +9,7 @@ import { isUniqueViolation } from "../store/sqlstate.js";
 import { lockApplication, requireApplication, type Page } from "./applications.js";
 import { alreadyExists, failedPrecondition, notFound, Violations } from "./errors.js";
 import { check, descriptionProblem, ensure, identifierProblem, nameProblem, pageSize } from "./formats.js";
-import { newId } from "./ids.js";
+import { newId } from "../lib/ids.js";
 import { decodeTimeCursor, page, timeCursor } from "./paging.js";
 import { listChange, resolvePermissions } from "./permissions.js";
 import type { Principal } from "./principal.js";

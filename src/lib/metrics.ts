@@ -5,7 +5,7 @@
  *
  * - Requests: counted by RPC, protocol and code, and timed by RPC and
  *   protocol, at the one place every request's outcome is recorded (the
- *   request log, transport/request-log.ts), whichever path answered it.
+ *   request log, transport/call/request-log.ts), whichever path answered it.
  *   `rpc` is the RPC's path (`/authz.v1.CheckService/Check`) on every
  *   protocol, REST included; other requests carry their route (`/healthz`,
  *   `(no route)`). `code` is what the request line's `status` says: the HTTP

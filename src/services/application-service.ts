@@ -5,7 +5,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ApplicationSchema } from "../../gen/authz/v1/applications_pb.js";
 import type { Applications } from "../domain/applications.js";
 import type { ApplicationRow } from "../store/applications-store.js";
-import { markCreated, principalOf } from "../transport/auth.js";
+import { markCreated, principalOf } from "./call-values.js";
 import { callLimits } from "./call-limits.js";
 
 const application = (row: ApplicationRow): MessageInitShape<typeof ApplicationSchema> => ({

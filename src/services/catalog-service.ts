@@ -2,7 +2,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { CatalogService, type CatalogResource } from "../../gen/authz/v1/catalog_pb.js";
 import type { Catalog } from "../domain/catalog.js";
 import type { CatalogEntry } from "../domain/catalog-rules.js";
-import { principalOf } from "../transport/auth.js";
+import { principalOf } from "./call-values.js";
 import { callLimits } from "./call-limits.js";
 
 const toProto = (entries: CatalogEntry[]) =>

@@ -5,7 +5,7 @@ import type { CheckQuestion, Checker, PermissionsQuestion } from "../domain/chec
 import type { Explainer, ExplainReason } from "../domain/explain.js";
 import type { Lookup } from "../domain/lookup.js";
 import { Metrics } from "../lib/metrics.js";
-import { callerKeyOf } from "../transport/auth.js";
+import { callerKeyOf } from "./call-values.js";
 
 const question = (c: Omit<CheckQuestion, "tenantId"> & { tenantId?: string }): CheckQuestion => ({
   userId: c.userId,

@@ -9,7 +9,7 @@ import {
 } from "../../gen/authz/v1/policies_pb.js";
 import type { Policies, PolicyChange } from "../domain/policies.js";
 import type { PolicyRow } from "../store/policies-store.js";
-import { markCreated, principalOf } from "../transport/auth.js";
+import { markCreated, principalOf } from "./call-values.js";
 import { roleMessage } from "./role-service.js";
 import { maskedFields } from "./update-mask.js";
 import { callLimits } from "./call-limits.js";

@@ -4,7 +4,7 @@ import { RelationshipService, type DeleteRelationshipsRequest, type ListRelation
 import { invalidArgument } from "../domain/errors.js";
 import type { GrantInput, ListQuery, Relationships } from "../domain/relationships.js";
 import type { GrantFilter, RelationshipRow, Tuple } from "../store/relationships-store.js";
-import { markCreated, ownAppOf } from "../transport/auth.js";
+import { markCreated, ownAppOf } from "./call-values.js";
 import { callLimits } from "./call-limits.js";
 import { instantOf } from "./instants.js";
 

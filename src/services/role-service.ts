@@ -4,7 +4,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { RoleService, type RoleAssignmentSchema, type RoleSchema } from "../../gen/authz/v1/roles_pb.js";
 import type { Roles } from "../domain/roles.js";
 import type { AssignmentRow, RoleRow } from "../store/roles-store.js";
-import { markCreated, principalOf } from "../transport/auth.js";
+import { markCreated, principalOf } from "./call-values.js";
 import { maskedFields } from "./update-mask.js";
 import { callLimits } from "./call-limits.js";
 

@@ -1,5 +1,5 @@
-import type { JsonObject } from "../domain/errors.js";
-import { newId } from "../domain/ids.js";
+import type { JsonObject } from "../lib/json.js";
+import { newId } from "../lib/ids.js";
 import type { Queryable } from "./db.js";
 
 export interface AuditEventInput {

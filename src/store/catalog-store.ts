@@ -1,6 +1,20 @@
-import type { CatalogEntry } from "../domain/catalog-rules.js";
 import type { Queryable } from "./db.js";
 import { LIVE_GRANT } from "./relationships-store.js";
+
+/** A relation of a resource as the catalog holds it: a built-in (derived) or a custom one. */
+export interface EffectiveRelation {
+  name: string;
+  actions: string[];
+  builtIn: boolean;
+}
+
+/** One resource of an application's catalog, as stored and as answered. */
+export interface CatalogEntry {
+  resource: string;
+  description: string;
+  actions: string[];
+  relations: EffectiveRelation[];
+}
 
 interface ResourceRow {
   resource: string;

@@ -2,7 +2,7 @@
  * Direct grants of the calling key's application: find them (on one instance,
  * or a user's on one resource type), add one (with an optional expiry),
  * delete one or every grant matching a filter, and import a CSV or NDJSON
- * file through the bulk route (src/lib/grant-import.ts, shared with the
+ * file through the bulk route (src/lib/grant-import/, shared with the
  * command line, does the parsing, the chunking and the retries around bad
  * entries). The /authorization/* routes
  * act on the calling key's own application, so they take an application key.
@@ -33,7 +33,7 @@ import {
   type LineIssue,
   type ParseResult,
   type Rejection,
-} from "../../../src/lib/grant-import.js";
+} from "../../../src/lib/grant-import/index.js";
 import { usePager } from "../lib/pager";
 
 const PAGE_SIZE = 50;

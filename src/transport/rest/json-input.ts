@@ -11,8 +11,8 @@
  * nesting depth (jsonDepthExceeds) before anything here walks it.
  */
 import { fromJson, ScalarType, type DescField, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
-import { Violations, invalidArgument } from "../domain/errors.js";
-import { instantProblem, show, showJson, textProblem } from "../domain/formats.js";
+import { Violations, invalidArgument } from "../../domain/errors.js";
+import { instantProblem, show, showJson, textProblem } from "../../domain/formats.js";
 
 /** The fields of `desc` by every name JSON may use: the lowerCamelCase name and the proto name. */
 export function fieldByJsonKey(desc: DescMessage, key: string): DescField | undefined {

@@ -21,7 +21,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname } from "node:path";
-import type { HttpBinding } from "./http-rules.js";
+import type { HttpBinding } from "../rest/http-rules.js";
 import { openApiDocument } from "./openapi.js";
 import { pageSecurityHeaders, strictCsp } from "./page-headers.js";
 

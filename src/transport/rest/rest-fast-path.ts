@@ -18,10 +18,10 @@
  * the calling key's id. With tracing on, its span starts on arrival.
  */
 import type http from "node:http";
-import { LIMITS } from "../domain/formats.js";
-import { onClientGone } from "./client-gone.js";
-import { Tracing } from "../lib/tracing.js";
-import type { RequestLog } from "./request-log.js";
+import { LIMITS } from "../../domain/formats.js";
+import { onClientGone } from "../call/client-gone.js";
+import { Tracing } from "../../lib/tracing.js";
+import type { RequestLog } from "../call/request-log.js";
 import { serveRest, type RestDeps, type RestRoute } from "./rest-gateway.js";
 
 const NO_PARAMS: Record<string, string | undefined> = Object.freeze({});

@@ -8,7 +8,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
-import type { Metrics } from "../lib/metrics.js";
+import type { Metrics } from "../../lib/metrics.js";
 
 export interface MetricsServer {
   readonly port: number;

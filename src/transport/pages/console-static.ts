@@ -16,7 +16,7 @@ import type { FastifyInstance, FastifyReply } from "fastify";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { restErrorBody } from "./errors.js";
+import { restErrorBody } from "../call/errors.js";
 import { pageSecurityHeaders, strictCsp } from "./page-headers.js";
 
 export const CONSOLE_CSP = strictCsp("manifest-src 'self'");

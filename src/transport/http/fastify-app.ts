@@ -11,15 +11,15 @@ import http from "node:http";
 import type http2 from "node:http2";
 import type { Http2ServerResponse } from "node:http2";
 import type { Logger } from "pino";
-import type { Config } from "../config.js";
-import { LIMITS } from "../domain/formats.js";
-import { registerReflection } from "../services/reflection-service.js";
-import type { KeyAuthenticator } from "../domain/keys.js";
-import type { Db } from "../store/db.js";
-import { DeferredDb } from "../store/deferred-db.js";
-import type { ReadReplicas } from "../store/read-replicas.js";
-import { restErrorBody } from "./errors.js";
-import { mendConnectAnswers } from "./connect-answers.js";
+import type { Config } from "../../config.js";
+import { LIMITS } from "../../domain/formats.js";
+import { registerReflection } from "../../services/reflection-service.js";
+import type { KeyAuthenticator } from "../../domain/keys.js";
+import type { Db } from "../../store/db.js";
+import { DeferredDb } from "../../store/deferred-db.js";
+import type { ReadReplicas } from "../../store/read-replicas.js";
+import { restErrorBody } from "../call/errors.js";
+import { mendConnectAnswers } from "../grpc/connect-answers.js";
 import {
   clientErrorHandler,
   expectationFailed,
@@ -28,18 +28,18 @@ import {
   refuseConnectMethod,
   refuseMissingHost,
 } from "./http-errors.js";
-import { fixGrpcMessageEncoding, specEncodeGrpcMessage } from "./grpc-message.js";
-import type { ServiceBinding } from "./guard.js";
+import { fixGrpcMessageEncoding, specEncodeGrpcMessage } from "../grpc/grpc-message.js";
+import type { ServiceBinding } from "../call/guard.js";
 import type { H2Server } from "./h2-server.js";
-import { restFastPath } from "./rest-fast-path.js";
-import { strictJsonText } from "./utf8.js";
-import type { RequestLog } from "./request-log.js";
-import type { Metrics } from "../lib/metrics.js";
-import { Tracing } from "../lib/tracing.js";
+import { restFastPath } from "../rest/rest-fast-path.js";
+import { strictJsonText } from "../call/utf8.js";
+import type { RequestLog } from "../call/request-log.js";
+import type { Metrics } from "../../lib/metrics.js";
+import { Tracing } from "../../lib/tracing.js";
 import { connectContextValues, decorateForRequestLines, noteGrpcOutcomes, RequestLines } from "./fastify-request-log.js";
-import { registerRestGateway, restRoutes } from "./rest-gateway.js";
-import { registerConsole } from "./console-static.js";
-import { registerApiDocs } from "./api-docs.js";
+import { registerRestGateway, restRoutes } from "../rest/rest-gateway.js";
+import { registerConsole } from "../pages/console-static.js";
+import { registerApiDocs } from "../pages/api-docs.js";
 
 export interface AppDeps {
   bindings: ServiceBinding[];

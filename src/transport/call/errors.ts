@@ -11,10 +11,10 @@ import { StructSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
-import { DomainError, type ErrorCode, type JsonObject, type JsonValue } from "../domain/errors.js";
-import { toWellFormed } from "../domain/formats.js";
-import { isBadValue, isUnavailable, sqlState, SqlState } from "../store/sqlstate.js";
-import { DeadlinePassedError } from "../store/db.js";
+import { DomainError, type ErrorCode, type JsonObject, type JsonValue } from "../../domain/errors.js";
+import { toWellFormed } from "../../domain/formats.js";
+import { isBadValue, isUnavailable, sqlState, SqlState } from "../../store/sqlstate.js";
+import { DeadlinePassedError } from "../../store/db.js";
 
 const domainToConnect: Record<ErrorCode, Code> = {
   invalid_argument: Code.InvalidArgument,

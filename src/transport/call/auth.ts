@@ -3,12 +3,13 @@
  * before its implementation runs.
  */
 import { getOption, type DescMethod } from "@bufbuild/protobuf";
-import { createContextKey, type HandlerContext } from "@connectrpc/connect";
-import { permissionDenied } from "../domain/errors.js";
-import type { KeyAuthenticator } from "../domain/keys.js";
-import type { Access, Principal } from "../domain/principal.js";
-import { requireScope, type Scope } from "../domain/scopes.js";
-import { http } from "../../gen/google/api/annotations_pb.js";
+import type { HandlerContext } from "@connectrpc/connect";
+import { permissionDenied } from "../../domain/errors.js";
+import type { KeyAuthenticator } from "../../domain/keys.js";
+import type { Access } from "../../domain/principal.js";
+import { requireScope, type Scope } from "../../domain/scopes.js";
+import { http } from "../../../gen/google/api/annotations_pb.js";
+import { callerOf, setCaller } from "../../services/call-values.js";
 import { headerOf } from "./call-context.js";
 
 /** Routes that differ from their service's default access. */
@@ -58,8 +59,6 @@ export function accessOf(method: DescMethod): Access {
   return access;
 }
 
-const principalKey = createContextKey<Principal | undefined>(undefined, { description: "the authenticated caller" });
-
 /**
  * Authenticates the call's key and checks it may reach `appId`; stores the
  * principal on the context. A second call for the same context (the REST
@@ -75,7 +74,7 @@ export async function authorizeCall(
   const access = accessOf(method);
   const key = headerOf(ctx, "x-api-key");
   const principal =
-    ctx.values.get(principalKey) ??
+    callerOf(ctx) ??
     (keyVerifiedInQuery.has(method.parent.typeName) ? await keys.identify(key) : await keys.authenticate(key));
   switch (access) {
     case "operator":
@@ -99,45 +98,10 @@ export async function authorizeCall(
       break;
     case "any":
       // About the calling key itself: every valid key may ask, whatever its scopes.
-      ctx.values.set(principalKey, principal);
+      setCaller(ctx, principal);
       return;
   }
   const { scope, route } = scopeOf(method);
   requireScope(principal.scopes, scope, route);
-  ctx.values.set(principalKey, principal);
-}
-
-/** The caller of a call, once authorized; undefined before (or when authorization failed). */
-export function callerOf(ctx: Pick<HandlerContext, "values">): Principal | undefined {
-  return ctx.values.get(principalKey);
-}
-
-/** The caller of an authorized call. */
-export function principalOf(ctx: HandlerContext): Principal {
-  const principal = ctx.values.get(principalKey);
-  if (principal === undefined) throw new Error("principalOf called on a call that was not authorized");
-  return principal;
-}
-
-/** The application key of an /authorization/* call, which acts on the key's own application. */
-export function callerKeyOf(ctx: HandlerContext): Extract<Principal, { kind: "application" }> {
-  const principal = principalOf(ctx);
-  if (principal.kind !== "application") throw new Error("an /authorization/* call without an application key");
-  return principal;
-}
-
-/** The application an /authorization/* call acts on: the calling key's own. */
-export function ownAppOf(ctx: HandlerContext): string {
-  return callerKeyOf(ctx).appId;
-}
-
-const createdKey = createContextKey(false, { description: "the call created its resource (REST answers 201)" });
-
-/** Marks the call as having created something new; the REST gateway then answers 201. */
-export function markCreated(ctx: HandlerContext): void {
-  ctx.values.set(createdKey, true);
-}
-
-export function wasCreated(ctx: HandlerContext): boolean {
-  return ctx.values.get(createdKey);
+  setCaller(ctx, principal);
 }

@@ -19,10 +19,10 @@ import { parseTraceParent } from "@opentelemetry/core";
 import { randomBytes } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
-import { base32 } from "../domain/ids.js";
-import type { Metrics } from "../lib/metrics.js";
-import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
-import type { Span, Tracing } from "../lib/tracing.js";
+import { base32 } from "../../lib/ids.js";
+import type { Metrics } from "../../lib/metrics.js";
+import { NO_TELEMETRY, type Telemetry } from "../../lib/telemetry.js";
+import type { Span, Tracing } from "../../lib/tracing.js";
 
 /** The route of a request no route took (an unknown path, a request refused before routing). */
 export const NO_ROUTE = "(no route)";

@@ -27,11 +27,11 @@ import { Code, createContextKey, createContextValues, type ContextValues } from 
 import type { UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { trailerFlag, trailerParse } from "@connectrpc/connect/protocol-grpc-web";
 import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import { rpcOfPath, Tracing, type RpcName, type Span } from "../lib/tracing.js";
-import { callerOf } from "./auth.js";
-import { noteCall } from "./call-context.js";
-import { NO_ROUTE, type RequestLog } from "./request-log.js";
-import type { RestRoute } from "./rest-gateway.js";
+import { rpcOfPath, Tracing, type RpcName, type Span } from "../../lib/tracing.js";
+import { callerOf } from "../../services/call-values.js";
+import { noteCall } from "../call/call-context.js";
+import { NO_ROUTE, type RequestLog } from "../call/request-log.js";
+import type { RestRoute } from "../rest/rest-gateway.js";
 
 declare module "fastify" {
   interface FastifyContextConfig {

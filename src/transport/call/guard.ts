@@ -1,8 +1,8 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import type { KeyAuthenticator } from "../domain/keys.js";
-import { Tracing } from "../lib/tracing.js";
+import type { KeyAuthenticator } from "../../domain/keys.js";
+import { Tracing } from "../../lib/tracing.js";
 import { authorizeCall } from "./auth.js";
 import { requestIdOf, spanOf } from "./call-context.js";
 import type { CallLimiter } from "./call-limiter.js";

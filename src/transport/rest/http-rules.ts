@@ -4,8 +4,8 @@
  * never written by hand.
  */
 import { getOption, type DescField, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
-import { http } from "../../gen/google/api/annotations_pb.js";
-import { FieldBehavior, field_behavior } from "../../gen/google/api/field_behavior_pb.js";
+import { http } from "../../../gen/google/api/annotations_pb.js";
+import { FieldBehavior, field_behavior } from "../../../gen/google/api/field_behavior_pb.js";
 
 export type HttpVerb = "GET" | "PUT" | "POST" | "DELETE" | "PATCH";
 

@@ -29,17 +29,17 @@ import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import { performance } from "node:perf_hooks";
 import { gunzip } from "node:zlib";
 import type { Logger } from "pino";
-import { LIMITS } from "../domain/formats.js";
-import { callerOf } from "./auth.js";
-import { CallContext } from "./call-context.js";
-import { toConnectError } from "./errors.js";
-import type { ServiceBinding } from "./guard.js";
+import { LIMITS } from "../../domain/formats.js";
+import { callerOf } from "../../services/call-values.js";
+import { CallContext } from "../call/call-context.js";
+import { toConnectError } from "../call/errors.js";
+import type { ServiceBinding } from "../call/guard.js";
 import { flatProtoReader, flatProtoWriter } from "./flat-proto.js";
-import type { SessionWork, StreamServer } from "./h2-server.js";
+import type { StreamServer, StreamWork } from "./stream-server.js";
 import { specEncodeGrpcMessage } from "./grpc-message.js";
-import { rpcName, Tracing, type RpcName, type Span } from "../lib/tracing.js";
-import type { RequestLog } from "./request-log.js";
-import { strictJsonDecoder } from "./utf8.js";
+import { rpcName, Tracing, type RpcName, type Span } from "../../lib/tracing.js";
+import type { RequestLog } from "../call/request-log.js";
+import { strictJsonDecoder } from "../call/utf8.js";
 
 type UnaryFn = (request: unknown, ctx: HandlerContext) => Promise<unknown>;
 type Codec = "proto" | "json";
@@ -113,7 +113,7 @@ export class UnaryGrpc implements StreamServer {
    * application/grpc[+proto|+json] to a unary method); false leaves it to
    * the next owner.
    */
-  serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, work: SessionWork): boolean {
+  serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, work: StreamWork): boolean {
     if (headers[":method"] !== "POST") return false;
     const route = this.routes.get(headers[":path"] ?? "");
     if (route === undefined) return false;
@@ -189,7 +189,7 @@ class UnaryCall {
     private readonly codec: Codec,
     private readonly stream: ServerHttp2Stream,
     private readonly headers: IncomingHttpHeaders,
-    private readonly work: SessionWork,
+    private readonly work: StreamWork,
   ) {
     this.started = owner.requestLog.recording ? performance.now() : 0;
     this.arrived = headers["grpc-timeout"] === undefined ? 0 : Date.now();

@@ -6,7 +6,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
 import { isUtf8 } from "node:buffer";
-import { invalidArgument } from "../domain/errors.js";
+import { invalidArgument } from "../../domain/errors.js";
 
 const NOT_UTF8 = "request body is not valid UTF-8";
 

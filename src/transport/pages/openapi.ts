@@ -23,10 +23,10 @@
  */
 import { ScalarType, type DescEnum, type DescField, type DescMessage } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
-import { LIMITS } from "../domain/formats.js";
-import { accessOf, scopeOf } from "./auth.js";
-import { connectToRest } from "./errors.js";
-import type { HttpBinding } from "./http-rules.js";
+import { LIMITS } from "../../domain/formats.js";
+import { accessOf, scopeOf } from "../call/auth.js";
+import { connectToRest } from "../call/errors.js";
+import type { HttpBinding } from "../rest/http-rules.js";
 import { protoComments } from "./proto-comments.js";
 
 export type JsonSchema = { [key: string]: unknown };

@@ -1,7 +1,7 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextKey, createContextValues, type ContextValues, type HandlerContext } from "@connectrpc/connect";
 import type { IncomingHttpHeaders } from "node:http";
-import type { Span } from "../lib/tracing.js";
+import type { Span } from "../../lib/tracing.js";
 
 /**
  * The HandlerContext of a call the REST gateway or the unary gRPC path

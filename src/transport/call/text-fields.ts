@@ -10,8 +10,8 @@
  * field paths are built only when something is wrong, in a second walk.
  */
 import { ScalarType, type DescField, type DescMessage, type DescOneof } from "@bufbuild/protobuf";
-import { Violations } from "../domain/errors.js";
-import { show, textProblem } from "../domain/formats.js";
+import { Violations } from "../../domain/errors.js";
+import { show, textProblem } from "../../domain/formats.js";
 
 type Values = Record<string, unknown>;
 

@@ -14,10 +14,10 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import http from "node:http";
 import type { Duplex } from "node:stream";
-import { LIMITS } from "../domain/formats.js";
-import { restErrorBody, type RestErrorBody } from "./errors.js";
-import type { RequestLog } from "./request-log.js";
-import { badPathProblem, type RestRoute } from "./rest-gateway.js";
+import { LIMITS } from "../../domain/formats.js";
+import { restErrorBody, type RestErrorBody } from "../call/errors.js";
+import type { RequestLog } from "../call/request-log.js";
+import { badPathProblem, type RestRoute } from "../rest/rest-gateway.js";
 
 const JSON_TYPE = "application/json; charset=utf-8";
 

@@ -38,9 +38,10 @@ import http2, {
   type ServerHttp2Stream,
 } from "node:http2";
 import type { Logger } from "pino";
-import { restErrorBody } from "./errors.js";
+import { restErrorBody } from "../call/errors.js";
 import { expectationFailedBody, refuse } from "./http-errors.js";
-import { RequestLog } from "./request-log.js";
+import { RequestLog } from "../call/request-log.js";
+import type { StreamServer, StreamWork } from "../grpc/stream-server.js";
 
 export interface H2Limits {
   /** SETTINGS_MAX_CONCURRENT_STREAMS; calls in progress per connection are capped at twice this. */
@@ -56,10 +57,6 @@ export interface H2Limits {
 /** Request headers, as the HTTP/1.1 server allows (431 there above it; here the stream is reset). */
 export const MAX_HEADER_LIST_BYTES = 64 << 10;
 
-/** Takes a stream when it is a call it answers; false leaves it to the next owner. */
-export interface StreamServer {
-  serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, work: SessionWork): boolean;
-}
 
 type CompatHandler = (req: Http2ServerRequest, res: Http2ServerResponse) => void;
 
@@ -72,7 +69,7 @@ type CompatHandler = (req: Http2ServerRequest, res: Http2ServerResponse) => void
 const GENERATIONS = 5;
 
 /** One HTTP/2 connection's bookkeeping. */
-export class SessionWork {
+export class SessionWork implements StreamWork {
   /** Calls started on this connection whose handler has not finished, reset streams included. */
   inFlight = 0;
   /** The sweep tick at which the last stream started (or the connection did). */

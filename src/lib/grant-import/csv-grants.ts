@@ -1,0 +1,57 @@
+/** Grants from CSV: a header row naming the columns, then one grant a record. */
+
+import { readCsvRecords, type CsvRecord } from "./csv-records.js";
+import { collect, KNOWN_COLUMNS, REQUIRED_COLUMNS, toRow, type Column, type GrantRow, type LineIssue, type ParseResult, type RawRow } from "./rows.js";
+
+export const CSV_HEADER_HELP = "userId,resource,resourceId,relation[,expiresAt][,op]";
+
+/**
+ * The columns a header row names, in any order: userId, resource,
+ * resourceId, relation, and optionally expiresAt (RFC 3339 with a zone;
+ * empty for none) and op (write or delete; empty means write). Names are
+ * matched ignoring case and spaces around them; an unknown or repeated
+ * column refuses the file (a misspelt "expires_at" must not quietly write
+ * grants that never expire).
+ */
+export function csvColumns(header: CsvRecord): Column[] | LineIssue {
+  const canonical = new Map(KNOWN_COLUMNS.map((c) => [c.toLowerCase(), c]));
+  const columns: Column[] = [];
+  const problems: string[] = [];
+  if (header.problem !== undefined) problems.push(header.problem);
+  header.fields.forEach((name, index) => {
+    const column = canonical.get(name.trim().toLowerCase());
+    if (column === undefined) problems.push(`unknown column "${name}" (columns: ${KNOWN_COLUMNS.join(", ")})`);
+    else if (columns.includes(column)) problems.push(`column ${column} appears twice`);
+    else columns[index] = column;
+  });
+  for (const required of REQUIRED_COLUMNS) {
+    if (!columns.includes(required)) problems.push(`missing column ${required}`);
+  }
+  return problems.length > 0 ? { line: header.line, reason: `header row: ${problems.join("; ")}` } : columns;
+}
+
+export const EMPTY_FILE: LineIssue = { line: 1, reason: `the file is empty: a header row is required (${CSV_HEADER_HELP})` };
+
+/** A CSV record under its header's columns: a row, or why it is none. */
+export function csvGrant(columns: readonly Column[], record: CsvRecord): GrantRow | LineIssue {
+  if (record.problem !== undefined) return { line: record.line, reason: record.problem };
+  if (record.fields.length !== columns.length) {
+    return { line: record.line, reason: `${record.fields.length} field${record.fields.length === 1 ? "" : "s"}, the header has ${columns.length}` };
+  }
+  const raw: RawRow = { line: record.line };
+  record.fields.forEach((value, index) => {
+    raw[columns[index]!] = value;
+  });
+  const row = toRow(raw);
+  return Array.isArray(row) ? { line: record.line, reason: row.join("; ") } : row;
+}
+
+/** Grants from CSV text or bytes: the header row (see csvColumns), then one grant a record. */
+export function parseCsv(input: string | Uint8Array): ParseResult {
+  const records = readCsvRecords(input);
+  const header = records[0];
+  if (header === undefined) return { format: "csv", rows: [], errors: [EMPTY_FILE] };
+  const columns = csvColumns(header);
+  if (!Array.isArray(columns)) return { format: "csv", rows: [], errors: [columns] };
+  return collect("csv", records.slice(1).map((record) => csvGrant(columns, record)));
+}
