@@ -45,6 +45,7 @@ import { defaultConsoleDir } from "./transport/pages/console-static.js";
 import { effectiveConnectionCap, openFilesLimit } from "./transport/http/descriptor-limit.js";
 import { guard, type ServiceBinding } from "./transport/call/guard.js";
 import { listen } from "./transport/http/listener.js";
+import { portError } from "./transport/http/port-error.js";
 import { RequestLog } from "./transport/call/request-log.js";
 import { serveMetrics, type MetricsServer } from "./transport/http/metrics-server.js";
 import { Metrics } from "./lib/metrics.js";
@@ -157,7 +158,8 @@ export async function startPortcullis(
   const { metrics, tracing } = telemetry;
   const engine = options.db?.engine ?? (config.databaseUrl === undefined ? "pglite" : "postgres");
   // Listen first, open the database behind: creating a fresh embedded
-  // database takes seconds, and health checks should not wait for it.
+  // database takes seconds, and health checks should not wait for it; and a
+  // start whose port is taken must not open (or lock) the database at all.
   const reads = options.db?.reads ?? (engine === "pglite" ? PGLITE_READS : PG_READS);
   const db = new DeferredDb(engine, reads, async () => {
     const opened = options.db ?? (await openDb(config, log));
@@ -241,7 +243,9 @@ export async function startPortcullis(
     const app2 = await buildFastifyApp("http2", { ...appDeps, h2 });
     metricsServer =
       metrics.enabled && config.metricsPort !== undefined
-        ? await serveMetrics(metrics, { host: config.metricsHost, port: config.metricsPort }, log)
+        ? await serveMetrics(metrics, { host: config.metricsHost, port: config.metricsPort }, log).catch((error: unknown) => {
+            throw portError(error, { portVariable: "METRICS_PORT", hostVariable: "METRICS_HOST", host: config.metricsHost, port: config.metricsPort! });
+          })
         : undefined;
     const descriptors = openFilesLimit();
     const maxConnections = effectiveConnectionCap(config.maxConnections, descriptors);
@@ -255,7 +259,11 @@ export async function startPortcullis(
       { host: config.host, port: config.port, headersTimeoutMs: config.headersTimeoutMs, maxConnections },
       app1.server as unknown as Http1Server,
       h2,
-    );
+    ).catch((error: unknown) => {
+      throw portError(error, { portVariable: "PORT", hostVariable: "HOST", host: config.host, port: config.port });
+    });
+    // The ports are ours: only now is the database opened (and, embedded, its folder locked).
+    db.start();
     const host = config.host.includes(":") ? `[${config.host}]` : config.host;
     const url = `http://${host}:${listener.port}`;
     log.info(

@@ -4,6 +4,7 @@
  */
 import { createLogger, startPortcullis } from "./app.js";
 import { ConfigError, loadConfig } from "./config.js";
+import { StartupError } from "./lib/startup-error.js";
 
 async function main(): Promise<void> {
   let config;
@@ -58,6 +59,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`portcullis: failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  // A mistake the operator can fix is one line; anything else keeps its stack.
+  const text = error instanceof StartupError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
+  process.stderr.write(`portcullis: failed to start: ${text}\n`);
   process.exit(1);
 });

@@ -125,8 +125,11 @@ describe("HTTP/2 limits", () => {
       await client.write(fragmented(1, [...get(), ["x-large", "a".repeat(60_000)]], true));
       await client.next((f) => f.type === FrameType.HEADERS && f.streamId === 1);
       await client.write(fragmented(3, [...get(), ["x-large", "a".repeat(70_000)]], true));
-      // The HPACK state is shared by the connection: a block cut short ends it.
+      // The HPACK state is shared by the connection: a block cut short ends it,
+      // and promptly: a client that waits for the close (grpc's C core does)
+      // must not hang until the idle timeout.
       expect((await client.goaway()).code).toBe(ErrorCode.COMPRESSION_ERROR);
+      expect(await client.whenClosed(4_000), "the connection closed within 4 s of its GOAWAY (not the idle timeout)").toBe(true);
     } finally {
       client.close();
     }

@@ -44,6 +44,8 @@ interface PythonResult {
   code: string;
   details: string;
   response: string | null;
+  /** Seconds the call took, as the client measured it. */
+  elapsed: number;
 }
 
 /** Runs the Python client once for all calls; a fixed bound on the whole run. */
@@ -95,6 +97,10 @@ describe("gRPC interop: Python grpcio (C-core)", () => {
         { name: "unknown method", path: "/authz.v1.CheckService/Nothing", request: "", metadata: withKey, timeout: 10, compression: null },
         // A deadline already past when the call starts: the client gives up, whatever the server.
         { name: "past deadline", path: CHECK, request: hex(CheckRequestSchema, ask("ann", "read")), metadata: withKey, timeout: 0.000001, compression: null },
+        // Metadata over the 64 KiB header list: nghttp2 ends the connection
+        // (COMPRESSION_ERROR), and the server closes it at once, so the C
+        // core gives up in seconds rather than at its 20 s deadline.
+        { name: "metadata over 64 KiB", path: CHECK, request: hex(CheckRequestSchema, ask("ann", "read")), metadata: [...withKey, ["x-large", "a".repeat(70_000)]], timeout: 20, compression: null },
         // And the channel still serves calls after all of the above.
         { name: "allowed again", path: CHECK, request: hex(CheckRequestSchema, ask("ann", "read")), metadata: withKey, timeout: 10, compression: "gzip" },
       ];
@@ -117,6 +123,12 @@ describe("gRPC interop: Python grpcio (C-core)", () => {
     ])("the check: %s → allowed=%s", (name, allowed) => {
       expect(result(name)).toMatchObject({ code: "OK" });
       expect(decode(CheckResponseSchema, result(name)).allowed).toBe(allowed);
+    });
+
+    it("metadata over 64 KiB fails within seconds (the connection is closed), not at the deadline", () => {
+      expect(result("metadata over 64 KiB").code).not.toBe("OK");
+      expect(result("metadata over 64 KiB").code).not.toBe("DEADLINE_EXCEEDED");
+      expect(result("metadata over 64 KiB").elapsed).toBeLessThan(5);
     });
 
     it("the batch check answers in order", () => {

@@ -6,19 +6,31 @@ import { DatabaseUnavailableError } from "./sqlstate.js";
  * answers while a fresh embedded database is being created, which takes
  * seconds), and calls that arrive meanwhile wait for the database instead of
  * failing. Once open, it is a thin pass-through.
+ *
+ * Nothing is opened until start(): the service first binds its port, so a
+ * start that cannot serve (the port is taken) never touches the database.
  */
 export class DeferredDb implements Db {
   private db: Db | undefined;
   readonly opened: Promise<Db>;
+  private begin: (() => void) | undefined;
+  private started = false;
 
   constructor(
     readonly engine: Db["engine"],
     readonly reads: ReadBatching,
     open: () => Promise<Db>,
   ) {
-    this.opened = open().then((db) => (this.db = db));
+    this.opened = new Promise<void>((resolve) => (this.begin = resolve)).then(open).then((db) => (this.db = db));
     // Callers see the failure through `opened` and through each call.
     this.opened.catch(() => undefined);
+  }
+
+  /** Opens the database (once). */
+  start(): void {
+    this.started = true;
+    this.begin?.();
+    this.begin = undefined;
   }
 
   get isOpen(): boolean {
@@ -55,6 +67,7 @@ export class DeferredDb implements Db {
   }
 
   async close(): Promise<void> {
+    if (!this.started) return; // never opened: nothing to close
     const db = await this.opened.catch(() => undefined);
     await db?.close();
   }

@@ -10,6 +10,7 @@ import {
   type QueryResult,
   type ReadBatching,
 } from "./db.js";
+import { lockDataDir, type DataDirLock } from "./data-dir-lock.js";
 import { isRetryable } from "./sqlstate.js";
 
 const MAX_ATTEMPTS = 5;
@@ -30,15 +31,28 @@ export class PgliteDb implements Db {
   readonly engine = "pglite" as const;
   readonly reads = PGLITE_READS;
 
-  private constructor(private readonly pg: PGlite) {}
+  private constructor(
+    private readonly pg: PGlite,
+    private readonly lock: DataDirLock | undefined,
+  ) {}
 
-  /** Opens (creating when needed) the database in `dataDir`; in memory when undefined. */
+  /**
+   * Opens (creating when needed) the database in `dataDir`, whose lock it
+   * takes first (data-dir-lock.ts: a folder held by a live process is
+   * refused, before a byte of it is read); in memory when undefined.
+   */
   static async open(dataDir: string | undefined): Promise<PgliteDb> {
-    const pg = await PGlite.create({
-      ...(dataDir === undefined ? {} : { dataDir }),
-      parsers: { [pgliteTypes.INT8]: parseInt8 },
-    });
-    return new PgliteDb(pg);
+    const lock = dataDir === undefined ? undefined : lockDataDir(dataDir);
+    try {
+      const pg = await PGlite.create({
+        ...(dataDir === undefined ? {} : { dataDir }),
+        parsers: { [pgliteTypes.INT8]: parseInt8 },
+      });
+      return new PgliteDb(pg, lock);
+    } catch (error) {
+      lock?.release();
+      throw error;
+    }
   }
 
   async query<R>(sql: string, params?: readonly unknown[], options?: AbortOptions): Promise<QueryResult<R>> {
@@ -55,7 +69,10 @@ export class PgliteDb implements Db {
    * be cancelled while it runs (nothing here runs until it ends); the
    * caller's signal and deadline are checked when the transaction gets the
    * connection, before every statement and before COMMIT, and a throw there
-   * rolls back.
+   * rolls back. Before COMMIT the event loop reads what arrived while the
+   * statements ran, so a caller who gave up during them is seen. What cannot
+   * be honoured: a cancel that reaches the socket after that read, while
+   * COMMIT itself runs (on Postgres, likewise, once COMMIT is sent).
    */
   async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: AbortOptions): Promise<T> {
     for (let attempt = 1; ; attempt++) {
@@ -69,6 +86,12 @@ export class PgliteDb implements Db {
               return toResult<R>(await handle.query<R>(sql, params as unknown[]));
             },
           });
+          if (options?.signal !== undefined) {
+            // The statements ran on this thread, so a cancel that arrived
+            // meanwhile is still unread on its socket: let the event loop's
+            // I/O phase read it (setImmediate runs after it) before deciding.
+            await new Promise((resolve) => setImmediate(resolve));
+          }
           throwIfStopped(options); // never COMMIT for a caller who gave up
           return result;
         });
@@ -81,7 +104,11 @@ export class PgliteDb implements Db {
   }
 
   async close(): Promise<void> {
-    await this.pg.close();
+    try {
+      await this.pg.close();
+    } finally {
+      this.lock?.release();
+    }
   }
 }
 

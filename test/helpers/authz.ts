@@ -108,7 +108,7 @@ export function authz(service: TestService, key: string) {
 export type Authz = ReturnType<typeof authz>;
 
 /** Operator-side shortcuts (catalog, policies, roles, assignments) of one application. */
-export function admin(service: TestService, appId: string) {
+export function admin(service: Pick<TestService, "call">, appId: string) {
   const base = `/api/v1/applications/${appId}`;
   const ok = async (res: Promise<RestAnswer>, status: number[] = [200, 201]) => {
     const answer = await res;
@@ -141,7 +141,7 @@ export function admin(service: TestService, appId: string) {
 export type Admin = ReturnType<typeof admin>;
 
 /** Creates `appId` with an application key and `catalog`; returns the key. */
-export async function createApp(service: TestService, appId: string, catalog: unknown[]): Promise<string> {
+export async function createApp(service: Pick<TestService, "call">, appId: string, catalog: unknown[]): Promise<string> {
   const app = await service.call("POST", "/api/v1/applications", { body: { appId } });
   expectStatus(app, 201);
   const key = await service.call("POST", `/api/v1/applications/${appId}/api-keys`, { body: { name: "test" } });

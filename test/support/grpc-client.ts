@@ -73,3 +73,9 @@ export function grpcCaller(url: string): GrpcCaller {
 }
 
 export { grpc };
+
+/** A grpc-js client of one service on its own channel, for calls a test drives itself (a cancel, a deadline). */
+export function grpcServiceClient(url: string, service: GrpcService): grpc.Client {
+  const Ctor = ((loadAuthz().authz as grpc.GrpcObject).v1 as grpc.GrpcObject)[service] as grpc.ServiceClientConstructor;
+  return new Ctor(new URL(url).host, grpc.credentials.createInsecure());
+}

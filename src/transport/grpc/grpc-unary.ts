@@ -213,18 +213,18 @@ class UnaryCall {
     if (!this.tooLarge) this.start();
   }
 
-  /** The stream closed: a call still running is aborted; one never started frees its slot. */
+  /**
+   * The stream closed before the answer: the client cancelled. A call still
+   * running is aborted; one never started (its message was still arriving)
+   * frees its slot. Either way the call is recorded as CANCELLED.
+   */
   closed(): void {
     this.work.streamClosed(this.stream);
     if (this.answered) return;
     this.answered = true;
-    if (this.running) {
-      this.ctx?.abort();
-      this.record(Code.Canceled);
-    } else {
-      this.work.finished();
-      if (this.span !== undefined) this.owner.tracing.endAbandoned(this.span);
-    }
+    if (this.running) this.ctx?.abort();
+    else this.work.finished();
+    this.record(Code.Canceled);
   }
 
   private start(): void {

@@ -37,6 +37,7 @@ import http2, {
   type IncomingHttpHeaders,
   type ServerHttp2Stream,
 } from "node:http2";
+import { performance } from "node:perf_hooks";
 import type { Logger } from "pino";
 import { restErrorBody } from "../call/errors.js";
 import { expectationFailedBody, refuse } from "./http-errors.js";
@@ -68,12 +69,19 @@ type CompatHandler = (req: Http2ServerRequest, res: Http2ServerResponse) => void
  */
 const GENERATIONS = 5;
 
+/** How long a connection has to acknowledge the PING that asks whether nghttp2 still serves it. */
+const PROBE_MS = 1_000;
+
 /** One HTTP/2 connection's bookkeeping. */
 export class SessionWork implements StreamWork {
   /** Calls started on this connection whose handler has not finished, reset streams included. */
   inFlight = 0;
   /** The sweep tick at which the last stream started (or the connection did). */
   lastStreamTick: number;
+  /** The highest stream id that reached this server as a stream, or that a probe found the connection alive past. */
+  seenStreamId = 0;
+  /** performance.now() when a PING probe was sent and is not yet acknowledged. */
+  probeSince: number | undefined;
 
   constructor(
     private readonly server: H2Server,
@@ -214,6 +222,7 @@ export class H2Server {
     }
     work.inFlight++;
     work.lastStreamTick = this.tick;
+    work.seenStreamId = stream.id ?? work.seenStreamId;
     this.generations[0]!.add(stream);
     if (this.unary?.serve(stream, headers, work)) return;
     this.serveCompat(stream, headers, rawHeaders, work);
@@ -251,6 +260,35 @@ export class H2Server {
     this.compat(req, res);
   }
 
+  /**
+   * A connection nghttp2 has given up on is closed at once. When nghttp2
+   * finds a connection error itself (a header field over its 64 KiB HPACK
+   * limit is a COMPRESSION_ERROR), it sends GOAWAY and stops reading, and
+   * Node neither closes the socket nor tells anyone: the client (grpc's C
+   * core waits for the close) would hang until the idle timeout. What shows
+   * it: nghttp2 processed a stream's headers (lastProcStreamID) that never
+   * reached this server as a stream. A PING then asks whether the connection
+   * is still served; nghttp2 sends nothing more on a connection it ended, so
+   * no acknowledgement within PROBE_MS means it is gone, and it is destroyed.
+   * (A stream nghttp2 refused without a connection error is acknowledged,
+   * and the connection lives on.)
+   */
+  private watchForTermination(session: Http2Session, work: SessionWork): void {
+    if (work.probeSince !== undefined) {
+      if (performance.now() - work.probeSince >= PROBE_MS) session.destroy();
+      return;
+    }
+    const processed = session.state.lastProcStreamID ?? 0;
+    if (processed <= work.seenStreamId) return;
+    work.probeSince = performance.now();
+    const sent = session.ping((error) => {
+      if (error !== null) return; // the session ended meanwhile
+      work.probeSince = undefined;
+      work.seenStreamId = Math.max(work.seenStreamId, processed);
+    });
+    if (!sent) session.destroy();
+  }
+
   private sweep(): void {
     this.tick++;
     if (++this.streamTick >= this.streamTicks) {
@@ -265,6 +303,7 @@ export class H2Server {
     }
     for (const session of this.sessions) {
       const work = (session as WithWork)[kWork]!;
+      if (!session.closed && !session.destroyed) this.watchForTermination(session, work);
       // More than idleTicks whole ticks: at least the idle timeout, whatever the phase of the timer.
       if (work.inFlight === 0 && this.tick - work.lastStreamTick > this.idleTicks && !session.closed) {
         // GOAWAY (NO_ERROR): the client reconnects when it has a call to make.
