@@ -2,7 +2,7 @@
 // copies the SQL migrations beside the compiled migrator, which reads them
 // from its own folder. The service runs compiled: under tsx, esbuild's
 // keepNames wraps every named closure in a defineProperty call, which the
-// check's hot path creates per request (see README, Performance).
+// check's hot path creates per request (see docs/performance.md).
 //
 // `--if-stale` (npm start, npm run bench) skips the build when dist/ was
 // built from exactly the current inputs: a full tsc run takes seconds, a

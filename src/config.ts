@@ -119,7 +119,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   };
 }
 
-/** Metrics and traces (README: Metrics, traces and request ids). */
+/** Metrics and traces (docs/api.md: Metrics, traces and request ids). */
 function telemetry(env: Readonly<Record<string, string | undefined>>) {
   const metricsEnabled = boolVar(env, "METRICS_ENABLED", true);
   const metricsPort = nonEmpty(env.METRICS_PORT) === undefined ? undefined : intVar(env, "METRICS_PORT", 0, 0, 65535);

@@ -5,12 +5,12 @@
  * the gateway's (the google.api.http bindings of every service, and the
  * health routes), each of which the server answers; a call of every route,
  * in an order that builds what the next needs, answers a status the document
- * lists with a body its schema accepts; and every JSON body of the README's
- * curl commands is accepted by the schema of the route it calls. About the
- * API's description, not storage: PGlite only.
+ * lists with a body its schema accepts; and every JSON body of the curl
+ * commands of the README and of docs/ is accepted by the schema of the route
+ * it calls. About the API's description, not storage: PGlite only.
  */
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { Validator } from "@seriousme/openapi-schema-validator";
 // ajv is not a dependency of ours: it comes with the validator above (and is
 // resolvable from here because npm hoists it), as does ajv-formats.
@@ -373,15 +373,16 @@ describe("the OpenAPI document", () => {
     expect([...ops.keys()].filter((route) => !succeeded.has(route))).toEqual([]);
   });
 
-  /** Every `curl ... -d '{...}'` of the README, with its method and path. */
-  const readmeCurls = curlsOf(readFileSync(new URL("../README.md", import.meta.url), "utf8")).filter((c) => c.body !== undefined);
+  /** Every `curl ... -d '{...}'` of the README and of docs/, with its method and path. */
+  const pageCurls = DOC_PAGES.flatMap(curlsOfPage);
+  const bodyCurls = pageCurls.filter((c) => c.body !== undefined);
 
-  it("finds the README's curl bodies", () => {
-    expect(readmeCurls.length).toBeGreaterThan(20);
+  it("finds the pages' curl bodies", () => {
+    expect(bodyCurls.length).toBeGreaterThan(20);
   });
 
-  it.each(readmeCurls.map((c) => [`${c.method} ${c.path} (README line ${c.line})`, c] as const))(
-    "accepts the README's body of %s",
+  it.each(bodyCurls.map((c) => [`${c.method} ${c.path} (${c.page} line ${c.line})`, c] as const))(
+    "accepts the body of %s",
     (_, curl) => {
       const template = templateOf(doc, curl.path);
       expect(template, `no route for ${curl.path}`).toBeDefined();
@@ -397,20 +398,29 @@ describe("the OpenAPI document", () => {
     },
   );
 
-  it("reads the README's bodyless curl commands' query parameters as parameters of their route", () => {
-    const bodyless = curlsOf(readFileSync(new URL("../README.md", import.meta.url), "utf8")).filter((c) => c.body === undefined && c.path.startsWith("/api/"));
+  it("reads the pages' bodyless curl commands' query parameters as parameters of their route", () => {
+    const bodyless = pageCurls.filter((c) => c.body === undefined && c.path.startsWith("/api/"));
     expect(bodyless.length).toBeGreaterThan(15);
     for (const curl of bodyless) {
       const template = templateOf(doc, curl.path);
       const op = template === undefined ? undefined : ops.get(`${curl.method} ${template}`);
-      expect(op, `README line ${curl.line}: ${curl.method} ${curl.path}`).toBeDefined();
+      expect(op, `${curl.page} line ${curl.line}: ${curl.method} ${curl.path}`).toBeDefined();
       const accepted = new Set((op!.parameters ?? []).filter((p) => p.in === "query").map((p) => p.name));
-      for (const name of curl.query) expect(accepted, `README line ${curl.line}: query parameter ${name}`).toContain(name);
+      for (const name of curl.query) expect(accepted, `${curl.page} line ${curl.line}: query parameter ${name}`).toContain(name);
     }
   });
 });
 
+/** The pages whose curl commands are checked: the README and every page of docs/. */
+const DOC_PAGES = ["README.md", ...readdirSync(new URL("../docs/", import.meta.url)).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+
+function curlsOfPage(page: string): Curl[] {
+  return curlsOf(readFileSync(new URL(`../${page}`, import.meta.url), "utf8")).map((c) => ({ ...c, page }));
+}
+
 interface Curl {
+  /** The page it is on, once known. */
+  page?: string;
   line: number;
   method: string;
   /** The path, $URL removed, variables ($POL) left as they are. */
@@ -420,10 +430,12 @@ interface Curl {
 }
 
 /**
- * The curl commands of the README's sh blocks, read as a shell would split
+ * The curl commands of a page's sh blocks, read as a shell would split
  * them into words: single quotes literal, double quotes with \" and \\
  * escapes, a backslash before a newline continues the line, # starts a
- * comment at a word's start. Variables are kept as written.
+ * comment at a word's start. Variables are kept as written. A curl may open
+ * a command substitution (`A=$(curl ...); echo "$A"`), whose `)` ends it, and
+ * a pipe or a `;` ends it too.
  */
 function curlsOf(readme: string): Curl[] {
   const curls: Curl[] = [];
@@ -431,15 +443,27 @@ function curlsOf(readme: string): Curl[] {
   for (const block of blocks) {
     const startLine = readme.slice(0, block.index).split("\n").length + 1;
     for (const { words, line } of shellCommands(block[1]!)) {
-      if (words[0] !== "curl") continue;
+      // curl itself, or its answer kept in a variable (`A=$(curl ...`); not `buf curl`.
+      const substituted = /^\w+=\$\(curl$/.test(words[0] ?? "");
+      if (words[0] !== "curl" && !substituted) continue;
+      // The curl's own words: up to a pipe or a `;`, or the `)` that closes its substitution.
+      const own: string[] = [];
+      for (const word of words.slice(1)) {
+        if (["|", ";", "&&", ">"].includes(word)) break;
+        if (substituted && /\);?$/.test(word)) {
+          own.push(word.replace(/\);?$/, ""));
+          break;
+        }
+        own.push(word);
+      }
       let method: string | undefined;
       let body: string | undefined;
       let url: string | undefined;
-      for (let i = 1; i < words.length; i++) {
-        const word = words[i]!;
-        if (word === "-X") method = words[++i];
-        else if (word === "-d" || word === "--data") body = words[++i];
-        else if (word === "-H") i++;
+      for (let i = 0; i < own.length; i++) {
+        const word = own[i]!;
+        if (word === "-X") method = own[++i];
+        else if (word === "-d" || word === "--data") body = own[++i];
+        else if (word === "-H" || word === "-w" || word === "-o") i++;
         else if (!word.startsWith("-")) url = word;
       }
       if (url === undefined || !url.startsWith("$URL")) continue;

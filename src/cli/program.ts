@@ -29,7 +29,7 @@ export interface Io {
 }
 
 export const DEFAULT_URL = "http://127.0.0.1:8080";
-/** Batches in flight at most with --concurrency: more only queues calls at the service (see README, Limits). */
+/** Batches in flight at most with --concurrency: more only queues calls at the service (see docs/limits.md). */
 const MAX_CONCURRENCY = 4;
 
 interface Globals {

@@ -17,7 +17,7 @@ import { build } from "vite";
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 export const chromiumAvailable = existsSync(CHROMIUM);
 
-/** Where the tests leave their screenshots (gitignored; the README's two live in docs/console/). */
+/** Where the tests leave their screenshots (gitignored; the two docs/console.md shows live in docs/console/). */
 export const SCREENSHOTS = path.resolve("test-results", "console");
 
 /** Builds console/ with its own Vite config into a fresh folder; returns the folder. */

@@ -1,6 +1,6 @@
 /**
  * What the API said, for people: the message, and the field errors its
- * details carry ({field, reason}, see the README's error table), so a page
+ * details carry ({field, reason}, see the error table in docs/api.md), so a page
  * can show each next to its field.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
