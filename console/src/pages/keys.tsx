@@ -8,6 +8,8 @@ import { useState, type FormEvent } from "react";
 import { ApplicationService } from "../../../gen/authz/v1/applications_pb.js";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { apiProblem } from "../lib/errors";
+import { reloadAt } from "../components/page-link";
+import { homePath } from "../lib/routes";
 import { storeKey } from "../lib/session";
 
 const SCOPES = [
@@ -81,7 +83,7 @@ export function KeysPage({ appId }: { appId: string }) {
               onClick={() => {
                 // The console starts again as the new key (sessionStorage outlives the reload; no answer of the old key does).
                 storeKey(created.key);
-                window.location.assign("/console/");
+                reloadAt(homePath());
               }}
             >
               Sign in with this key

@@ -9,17 +9,19 @@ import { Code } from "@connectrpc/connect";
 import { useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { Link, Route, Switch, useLocation } from "wouter";
+import { Route, Switch } from "wouter";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { CatalogService } from "../../../gen/authz/v1/catalog_pb.js";
 import { PolicyService, type Policy, type PreviewPolicyUpdateResponse } from "../../../gen/authz/v1/policies_pb.js";
 import { ErrorNote, FieldError } from "../components/error-note";
+import { PageLink, useGo } from "../components/page-link";
 import { PagerControls } from "../components/pager";
 import { PermissionPicker } from "../components/permission-picker";
 import { When } from "../components/timestamp";
 import { apiProblem, reasonAt } from "../lib/errors";
 import { usePager } from "../lib/pager";
 import { policyChanges } from "../lib/policy-changes";
+import { appPaths } from "../lib/routes";
 
 const count = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString()} ${n === 1 ? one : many}`;
 
@@ -57,7 +59,7 @@ function PolicyList({ appId }: { appId: string }) {
           {(policies.data?.policies ?? []).map((p) => (
             <tr key={p.policyId}>
               <td>
-                <Link href={`/${p.policyId}`}>{p.name}</Link>
+                <PageLink to={appPaths(appId).policy(p.policyId)}>{p.name}</PageLink>
               </td>
               <td>{p.description}</td>
               <td>{p.tenantId ?? "Application-wide"}</td>
@@ -80,7 +82,7 @@ function PolicyList({ appId }: { appId: string }) {
 
 function NewPolicy({ appId }: { appId: string }) {
   const queryClient = useQueryClient();
-  const [, navigate] = useLocation();
+  const go = useGo();
   const catalog = useQuery(CatalogService.method.getCatalog, { appId });
   const createPolicy = useMutation(PolicyService.method.createPolicy, { onSuccess: () => queryClient.invalidateQueries() });
   const [form, setForm] = useState({ name: "", description: "", tenantId: "", permissions: [] as string[] });
@@ -89,7 +91,7 @@ function NewPolicy({ appId }: { appId: string }) {
     event.preventDefault();
     createPolicy.mutate(
       { appId, name: form.name, description: form.description, permissions: form.permissions, ...(form.tenantId === "" ? {} : { tenantId: form.tenantId }) },
-      { onSuccess: (answer) => navigate(`/${answer.policy?.policyId ?? ""}`) },
+      { onSuccess: (answer) => go(answer.policy === undefined ? appPaths(appId).policies : appPaths(appId).policy(answer.policy.policyId)) },
     );
   };
   return (
@@ -144,7 +146,7 @@ function PolicyPage({ appId, policyId }: { appId: string; policyId: string }) {
     return (
       <>
         <p>
-          <Link href="/">All policies</Link>
+          <PageLink to={appPaths(appId).policies}>All policies</PageLink>
         </p>
         <ErrorNote error={policy.error} title="The policy could not be read" />
       </>
@@ -196,7 +198,7 @@ function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; store
   return (
     <>
       <p>
-        <Link href="/">All policies</Link>
+        <PageLink to={appPaths(appId).policies}>All policies</PageLink>
       </p>
       <h1>Policy {stored.name}</h1>
       <p className="muted">
@@ -253,7 +255,7 @@ function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; store
         <ul>
           {(roles.data?.roles ?? []).map((r) => (
             <li key={r.roleId}>
-              <Link href={`~/apps/${appId}/roles/${r.roleId}`}>{r.name}</Link> {r.tenantId !== undefined && <span className="muted">(tenant {r.tenantId})</span>}
+              <PageLink to={appPaths(appId).role(r.roleId)}>{r.name}</PageLink> {r.tenantId !== undefined && <span className="muted">(tenant {r.tenantId})</span>}
             </li>
           ))}
           {roles.data?.roles.length === 0 && <li>None.</li>}
@@ -328,11 +330,11 @@ function Perm({ p, last }: { p: string; last: boolean }) {
 
 function DeletePolicy({ appId, policy }: { appId: string; policy: Policy }) {
   const queryClient = useQueryClient();
-  const [, navigate] = useLocation();
+  const go = useGo();
   const remove = useMutation(PolicyService.method.deletePolicy, {
     onSuccess: () => {
       void queryClient.invalidateQueries();
-      navigate("/");
+      go(appPaths(appId).policies);
     },
   });
   const [typed, setTyped] = useState("");

@@ -8,15 +8,17 @@
 import { skipToken, useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { Link, Route, Switch, useLocation } from "wouter";
+import { Route, Switch } from "wouter";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { PolicyService, type Policy } from "../../../gen/authz/v1/policies_pb.js";
 import { RoleService, type Role } from "../../../gen/authz/v1/roles_pb.js";
 import { ErrorNote, FieldError } from "../components/error-note";
+import { PageLink, useGo } from "../components/page-link";
 import { PagerControls } from "../components/pager";
 import { When } from "../components/timestamp";
 import { apiProblem, type ApiProblem } from "../lib/errors";
 import { usePager } from "../lib/pager";
+import { appPaths } from "../lib/routes";
 
 const PAGE_SIZE = 50;
 
@@ -144,7 +146,7 @@ function PolicyChecklist({
   );
 }
 
-function RolesTable({ roles, names, caption }: { roles: Role[]; names: Map<string, string>; caption: string }) {
+function RolesTable({ appId, roles, names, caption }: { appId: string; roles: Role[]; names: Map<string, string>; caption: string }) {
   return (
     <table>
       <caption className="visually-hidden">{caption}</caption>
@@ -160,7 +162,7 @@ function RolesTable({ roles, names, caption }: { roles: Role[]; names: Map<strin
         {roles.map((r) => (
           <tr key={r.roleId}>
             <td>
-              <Link href={`/${encodeURIComponent(r.roleId)}`}>{r.name}</Link>
+              <PageLink to={appPaths(appId).role(r.roleId)}>{r.name}</PageLink>
             </td>
             <td>{r.description === "" ? <span className="muted">—</span> : r.description}</td>
             <td>{scopeText(r.tenantId)}</td>
@@ -198,7 +200,7 @@ function RoleList({ appId, canWrite }: { appId: string; canWrite: boolean }) {
         {roles.isSuccess && list.length === 0 && pager.page === 1 ? (
           <p>No roles yet.</p>
         ) : (
-          roles.isSuccess && <RolesTable roles={list} names={policies.names} caption="All roles" />
+          roles.isSuccess && <RolesTable appId={appId} roles={list} names={policies.names} caption="All roles" />
         )}
         <PagerControls pager={pager} nextPageToken={roles.data?.nextPageToken} label="Roles" />
       </section>
@@ -283,7 +285,7 @@ function NewRole({ appId, policies }: { appId: string; policies: Policy[] }) {
       {needsNote(problem, showsField) && <ErrorNote error={create.error} />}
       {created !== undefined && !create.isError && (
         <p role="status" className="ra-notice">
-          Role <Link href={`/${encodeURIComponent(created.roleId)}`}>{created.name}</Link> created.
+          Role <PageLink to={appPaths(appId).role(created.roleId)}>{created.name}</PageLink> created.
         </p>
       )}
     </section>
@@ -333,7 +335,7 @@ function UserRoles({ appId, canWrite, names }: { appId: string; canWrite: boolea
               <p>
                 Roles of user <strong>{userId}</strong>:
               </p>
-              <RolesTable roles={list} names={names} caption={`Roles of user ${userId}`} />
+              <RolesTable appId={appId} roles={list} names={names} caption={`Roles of user ${userId}`} />
             </>
           )}
           <PagerControls pager={pager} nextPageToken={roles.data.nextPageToken} label={`Roles of ${userId}`} />
@@ -383,7 +385,7 @@ function RoleDetail({ appId, roleId, canWrite }: { appId: string; roleId: string
   return (
     <>
       <p>
-        <Link href="">← All roles</Link>
+        <PageLink to={appPaths(appId).roles}>← All roles</PageLink>
       </p>
       {role.isPending && (
         <>
@@ -634,11 +636,11 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
 
 function DeleteRole({ appId, role }: { appId: string; role: Role }) {
   const queryClient = useQueryClient();
-  const [, navigate] = useLocation();
+  const go = useGo();
   const [confirming, setConfirming] = useState(false);
   const remove = useMutation(RoleService.method.deleteRole, {
     onSuccess: () => {
-      navigate(""); // the list itself, without a trailing slash
+      go(appPaths(appId).roles);
       void queryClient.invalidateQueries();
     },
   });
