@@ -4,14 +4,15 @@
  * the data set up and read back through the REST API. Each test opens a
  * fresh browser context (its own sessionStorage) and fails on any script
  * error or Content-Security-Policy violation; every page is checked by
- * axe-core (no serious or critical finding). About the console, not
- * storage, so it runs on PGlite only.
+ * axe-core (no serious or critical finding) and for its destructive buttons
+ * (one look, on those only). About the console, not storage, so it runs on
+ * PGlite only. (test/console-links.test.ts follows every link.)
  */
 import type { Browser, Page } from "playwright-core";
 import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { initialJavaScript, INITIAL_JS_LIMIT_BYTES } from "../scripts/console-size.mjs";
-import { accessibilityProblems, buildConsole, inPage, launchChromium, openTab, screenshot, type Tab } from "./support/browser.js";
+import { accessibilityProblems, buildConsole, destructiveButtonProblems, inPage, launchChromium, openTab, screenshot, type Tab } from "./support/browser.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 import { admin, createApp, expectStatus, type Admin } from "./helpers/authz.js";
@@ -71,9 +72,10 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     return tab;
   }
 
-  /** What every page must be: no script error or CSP violation, nothing serious for axe, the key in no URL. */
+  /** What every page must be: no script error or CSP violation, nothing serious for axe, one look for destructive buttons, the key in no URL. */
   async function expectClean(tab: Tab, key: string, screenshotName?: string): Promise<void> {
     expect(await accessibilityProblems(tab.page), tab.page.url()).toEqual([]);
+    expect(await destructiveButtonProblems(tab.page), tab.page.url()).toEqual([]);
     if (screenshotName !== undefined) await screenshot(tab.page, screenshotName);
     expect(tab.problems).toEqual([]);
     expect(tab.urls.filter((u) => u.includes(key) || u.includes(encodeURIComponent(key)))).toEqual([]);
@@ -120,6 +122,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     expect(await page.content()).not.toContain(key);
 
     await page.getByRole("button", { name: "Revoke ui-key" }).click();
+    await expectClean(tab, ADMIN_KEY);
     await page.getByRole("button", { name: "Revoke ui-key now" }).click();
     await expect.poll(() => page.getByRole("cell", { name: "ui-key", exact: true }).count()).toBe(0);
     expect((await service.call("GET", "/api/v1/api-keys/current", { key })).status).toBe(401);
@@ -267,7 +270,9 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     const blocked = page.getByRole("alert");
     await expect.poll(() => blocked.textContent()).toContain("is attached to 1 role");
     await expect.poll(() => blocked.getByRole("listitem").allTextContents()).toEqual(["Holder"]);
-    const force = page.getByRole("button", { name: "Delete and detach" });
+    // In words: what the forced delete does (not the API's "delete with force=true").
+    expect(await blocked.textContent()).not.toContain("force");
+    const force = page.getByRole("button", { name: "Detach from 1 role and delete" });
     expect(await force.isDisabled()).toBe(true);
     await page.getByLabel(/type its name/).fill("Doome");
     expect(await force.isDisabled()).toBe(true);
@@ -355,6 +360,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     await find.getByRole("button", { name: "Search" }).click();
     await expect.poll(() => rows.count()).toBe(1);
     await find.getByRole("button", { name: /^Delete the grant/ }).click();
+    await expectClean(tab, appKey);
     await find.getByRole("button", { name: /^Delete the grant .* now$/ }).click();
     await expect.poll(() => find.getByText("No grants match.").isVisible()).toBe(true);
 
@@ -363,6 +369,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     await filter.getByLabel("Resource", { exact: true }).selectOption("document");
     await filter.getByLabel("Instance", { exact: true }).fill("big");
     await filter.getByRole("button", { name: "Delete matching grants…" }).click();
+    await expectClean(tab, appKey);
     await filter.getByRole("button", { name: "Delete them" }).click();
     await expect.poll(() => filter.textContent()).toMatch(/59 grants? deleted|Deleted 59/);
     const left = await fetch(`${service.url}/api/v1/authorization/relationships?resource=document&resourceId=big`, { headers: { "x-api-key": appKey } });
@@ -450,6 +457,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     const theirs = page.getByRole("table", { name: "Roles of user u5" });
     await expect.poll(() => theirs.locator("tbody tr").count()).toBe(2);
     await page.getByRole("button", { name: "Remove all of this user's roles" }).click();
+    await expectClean(tab, ADMIN_KEY);
     await page.getByRole("button", { name: "Remove all roles of u5 now" }).click();
     await expect.poll(async () => (await service.call("GET", `/api/v1/applications/${APP}/users/u5/roles`)).body.roles).toEqual([]);
   });

@@ -10,7 +10,8 @@
  * error status, lands somewhere else than the link said, shows a blank page
  * (no text, no main heading) or an error, or when anything logs an error in
  * the browser's console (a 404 for any file, such as a missing favicon, among
- * them). The page names its icon (the console's favicon), which the service
+ * them). Every destructive button on the way wears the one destructive
+ * style. The page names its icon (the console's favicon), which the service
  * serves and the page's CSP allows. The console's sources are also held to
  * the one link mechanism (console/src/components/page-link.tsx), so a raw
  * href cannot miss the prefix again. About the console, not storage: PGlite only.
@@ -19,7 +20,7 @@ import type { Browser, Page } from "playwright-core";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildConsole, inPage, launchChromium, openTab, type Tab } from "./support/browser.js";
+import { buildConsole, buttonLooks, destructiveButtonProblems, inPage, launchChromium, openTab, type Tab } from "./support/browser.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 import { admin, createApp, expectStatus } from "./helpers/authz.js";
@@ -48,13 +49,14 @@ interface Crawl {
 // ---------------------------------------------------------------------------
 // The sources: one way to link
 
-/** Where links and navigation are made (PageLink, GoTo, useGo, reloadAt). */
+/** Where links and navigation are made (PageLink, GoTo, useGo, reloadAt), and the one destructive button. */
 const LINK_MODULE = "components/page-link.tsx";
+const DANGER_MODULE = "components/danger-button.tsx";
 
 /**
- * What in a console source file bypasses the one link mechanism: wouter's
- * Link, Redirect or useLocation, a raw href or <a>, a navigation through
- * window.location or history.
+ * What in a console source file bypasses the one link mechanism or the one
+ * destructive style: wouter's Link, Redirect or useLocation, a raw href or
+ * <a>, a navigation through window.location or history, the danger class.
  */
 export function sourceProblems(file: string, text: string): string[] {
   const problems: string[] = [];
@@ -68,6 +70,7 @@ export function sourceProblems(file: string, text: string): string[] {
     if (/<a[\s>]/.test(text)) problems.push("a raw <a>");
     if (/\blocation\.(assign|replace)\s*\(|\blocation\.href\s*=|\bhistory\.(push|replace)State\s*\(/.test(text)) problems.push("navigates around the router");
   }
+  if (file !== DANGER_MODULE && /className=\{?\s*["'`][^"'`]*\bdanger\b/.test(text)) problems.push("the danger class outside DangerButton");
   return problems;
 }
 
@@ -84,6 +87,7 @@ describe("the console's sources link one way", () => {
     ["pages/x.tsx", '<PageLink to={appPaths(appId).role(r.roleId)}>{r.name}</PageLink>', []],
     ["pages/x.tsx", 'import { Route, Switch } from "wouter";', []],
     ["pages/x.tsx", 'import { usePathname } from "wouter/use-browser-location";', []],
+    ["pages/x.tsx", '<DangerButton onClick={remove}>Delete</DangerButton>', []],
     ["pages/x.tsx", 'import { Link, Route } from "wouter";', ["imports Link from wouter"]],
     ["pages/x.tsx", 'import {\n  Redirect as R,\n  Switch,\n} from "wouter";', ["imports Redirect from wouter"]],
     ["pages/x.tsx", 'import { useLocation } from "wouter";', ["imports useLocation from wouter"]],
@@ -93,14 +97,17 @@ describe("the console's sources link one way", () => {
     ["pages/x.tsx", 'window.location.assign("/console/");', ["navigates around the router"]],
     ["pages/x.tsx", 'window.location.href = "/";', ["navigates around the router"]],
     ["pages/x.tsx", 'history.pushState(null, "", "/x");', ["navigates around the router"]],
+    ["pages/x.tsx", '<button type="button" className="danger">Delete</button>', ["the danger class outside DangerButton"]],
+    ["pages/x.tsx", "<button className={`danger big`}>Delete</button>", ["the danger class outside DangerButton"]],
     [LINK_MODULE, 'import { Link, Redirect, useLocation } from "wouter";\nwindow.location.assign(url);', []],
+    [DANGER_MODULE, '<button {...props} className="danger" />', []],
   ])("%s: %s", (file, text, expected) => {
     expect(sourceProblems(file, text)).toEqual(expected);
   });
 
-  it("every file of console/src keeps to PageLink, GoTo, useGo and reloadAt", () => {
+  it("every file of console/src keeps to PageLink, GoTo, useGo, reloadAt and DangerButton", () => {
     const files = consoleSources(path.resolve("console/src"));
-    expect(files.map((f) => f.file)).toEqual(expect.arrayContaining([LINK_MODULE, "pages/policies.tsx", "pages/roles.tsx"]));
+    expect(files.map((f) => f.file)).toEqual(expect.arrayContaining([LINK_MODULE, DANGER_MODULE, "pages/policies.tsx", "pages/roles.tsx"]));
     expect(files.flatMap((f) => sourceProblems(f.file, f.text).map((p) => `${f.file}: ${p}`))).toEqual([]);
   });
 });
@@ -226,6 +233,7 @@ describe("the console's links in Chromium", { timeout: 600_000 }, () => {
     const queue = [pagePath(page.url())];
     const seen = new Set(queue);
     const loaded = new Set<string>();
+    const dangerLooks = new Set<string>();
     let clicked = 0;
 
     /** Runs `step`, then reports what went wrong in it (as a failure about `what`). */
@@ -248,6 +256,8 @@ describe("the console's links in Chromium", { timeout: 600_000 }, () => {
         if (pagePath(page.url()) !== target) return `landed on ${pagePath(page.url())}`;
         const problem = await settle();
         if (problem !== undefined) return problem;
+        for (const line of await destructiveButtonProblems(page)) failures.push(`${target}: ${line}`);
+        for (const button of await buttonLooks(page)) if (button.danger) dangerLooks.add(button.look);
         return undefined;
       });
 
@@ -295,6 +305,7 @@ describe("the console's links in Chromium", { timeout: 600_000 }, () => {
         }
       }
     }
+    if (dangerLooks.size > 1) failures.push(`destructive buttons in ${dangerLooks.size} looks across pages: ${[...dangerLooks].join("; ")}`);
     return { pages: [...seen].sort(), clicked, failures };
   }
 

@@ -12,6 +12,7 @@ import { useEffect, useState, type FormEvent } from "react";
 import { Code } from "@connectrpc/connect";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { CatalogResourceSchema, CatalogService, RelationSchema, type CatalogResource } from "../../../gen/authz/v1/catalog_pb.js";
+import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { apiProblem, reasonAt, type ApiProblem } from "../lib/errors";
 import { draftFromCatalog, draftToRequest, nextKey, splitTokens, type ResourceDraft } from "../lib/catalog-draft";
@@ -244,9 +245,7 @@ function ResourceEditor({
               ))}
               <FieldError id={`${rid}-actions-error`} reason={actionsError} />
             </fieldset>
-            <button type="button" className="secondary" onClick={() => onChange({ relations: draft.relations.filter((_, j) => j !== k) })}>
-              Remove relation {relation.name}
-            </button>
+            <DangerButton onClick={() => onChange({ relations: draft.relations.filter((_, j) => j !== k) })}>Remove relation {relation.name}</DangerButton>
           </div>
         );
       })}
@@ -257,9 +256,7 @@ function ResourceEditor({
       >
         Add a custom relation
       </button>
-      <button type="button" className="danger" onClick={onRemove}>
-        Remove resource {draft.resource}
-      </button>
+      <DangerButton onClick={onRemove}>Remove resource {draft.resource}</DangerButton>
     </fieldset>
   );
 }

@@ -13,6 +13,7 @@ import { Route, Switch } from "wouter";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { CatalogService } from "../../../gen/authz/v1/catalog_pb.js";
 import { PolicyService, type Policy, type PreviewPolicyUpdateResponse } from "../../../gen/authz/v1/policies_pb.js";
+import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { PageLink, useGo } from "../components/page-link";
 import { PagerControls } from "../components/pager";
@@ -341,18 +342,24 @@ function DeletePolicy({ appId, policy }: { appId: string; policy: Policy }) {
   const problem = remove.error ? apiProblem(remove.error) : undefined;
   const blocked = problem?.code === Code.FailedPrecondition;
   const blockers = useQuery(PolicyService.method.listPolicyRoles, { appId, policyId: policy.policyId, pageSize: 100 }, { enabled: blocked });
+  // The refusal's details name each attached role (the API's message speaks to API clients: "delete with force=true").
+  const attached = problem?.details.filter((d) => typeof d.roleId === "string").length ?? 0;
+  const roles = count(attached, "role");
   return (
     <section aria-labelledby="delete-policy">
       <h2 id="delete-policy">Delete</h2>
       {!blocked && (
-        <button type="button" className="danger" onClick={() => remove.mutate({ appId, policyId: policy.policyId })} disabled={remove.isPending}>
+        <DangerButton onClick={() => remove.mutate({ appId, policyId: policy.policyId })} disabled={remove.isPending}>
           Delete policy {policy.name}
-        </button>
+        </DangerButton>
       )}
       {problem !== undefined && !blocked && <ErrorNote error={remove.error} />}
       {blocked && (
         <div role="alert" className="error-note">
-          <p>{problem.message}</p>
+          <p>
+            Policy {policy.name} is attached to {roles}: deleting it detaches it from {attached === 1 ? "that role" : "them"}, and their users lose what it
+            gave them.
+          </p>
           <p>Attached to:</p>
           <ul>
             {(blockers.data?.roles ?? []).map((r) => (
@@ -371,13 +378,13 @@ function DeletePolicy({ appId, policy }: { appId: string; policy: Policy }) {
           >
             <div className="field">
               <label htmlFor="policy-delete-confirm">
-                To delete it anyway and detach it from these roles, type its name, <strong>{policy.name}</strong>
+                To detach it and delete it, type its name, <strong>{policy.name}</strong>
               </label>
               <input id="policy-delete-confirm" value={typed} onChange={(e) => setTyped(e.target.value)} autoComplete="off" />
             </div>
-            <button type="submit" className="danger" disabled={typed !== policy.name || remove.isPending}>
-              Delete and detach
-            </button>
+            <DangerButton type="submit" disabled={typed !== policy.name || remove.isPending}>
+              Detach from {roles} and delete
+            </DangerButton>
             <button type="button" className="secondary" onClick={() => remove.reset()}>
               Cancel
             </button>
@@ -387,4 +394,3 @@ function DeletePolicy({ appId, policy }: { appId: string; policy: Policy }) {
     </section>
   );
 }
-

@@ -12,6 +12,7 @@ import { Route, Switch } from "wouter";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { PolicyService, type Policy } from "../../../gen/authz/v1/policies_pb.js";
 import { RoleService, type Role } from "../../../gen/authz/v1/roles_pb.js";
+import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { PageLink, useGo } from "../components/page-link";
 import { PagerControls } from "../components/pager";
@@ -344,22 +345,18 @@ function UserRoles({ appId, canWrite, names }: { appId: string; canWrite: boolea
               {confirming ? (
                 <>
                   <span>Remove every role assignment of {userId}?</span>
-                  <button
-                    type="button"
-                    className="danger"
+                  <DangerButton
                     onClick={() => removeAll.mutate({ appId, userId }, { onSettled: () => setConfirming(false), onSuccess: () => pager.reset() })}
                     disabled={removeAll.isPending}
                   >
                     Remove all roles of {userId} now
-                  </button>
-                  <button type="button" onClick={() => setConfirming(false)}>
+                  </DangerButton>
+                  <button type="button" className="secondary" onClick={() => setConfirming(false)}>
                     Cancel
                   </button>
                 </>
               ) : (
-                <button type="button" onClick={() => setConfirming(true)}>
-                  Remove all of this user's roles
-                </button>
+                <DangerButton onClick={() => setConfirming(true)}>Remove all of this user's roles</DangerButton>
               )}
             </div>
           )}
@@ -619,9 +616,9 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
                   </td>
                   {canWrite && (
                     <td>
-                      <button type="button" onClick={() => remove(a.userId)} disabled={unassign.isPending} aria-label={`Remove ${a.userId}`}>
+                      <DangerButton onClick={() => remove(a.userId)} disabled={unassign.isPending} aria-label={`Remove ${a.userId}`}>
                         Remove
-                      </button>
+                      </DangerButton>
                     </td>
                   )}
                 </tr>
@@ -651,17 +648,15 @@ function DeleteRole({ appId, role }: { appId: string; role: Role }) {
       {confirming ? (
         <div className="ra-confirm">
           <span>Delete {role.name}?</span>
-          <button type="button" className="danger" onClick={() => remove.mutate({ appId, roleId: role.roleId }, { onError: () => setConfirming(false) })} disabled={remove.isPending}>
+          <DangerButton onClick={() => remove.mutate({ appId, roleId: role.roleId }, { onError: () => setConfirming(false) })} disabled={remove.isPending}>
             Delete {role.name} now
-          </button>
-          <button type="button" onClick={() => setConfirming(false)}>
+          </DangerButton>
+          <button type="button" className="secondary" onClick={() => setConfirming(false)}>
             Cancel
           </button>
         </div>
       ) : (
-        <button type="button" className="danger" onClick={() => setConfirming(true)}>
-          Delete role
-        </button>
+        <DangerButton onClick={() => setConfirming(true)}>Delete role</DangerButton>
       )}
       {remove.isError && <ErrorNote error={remove.error} />}
     </section>
