@@ -254,7 +254,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     // Not saved until asked.
     expect((await service.call("GET", `/api/v1/applications/${APP}/policies/${ids.deleters}`)).body.permissions.sort()).toEqual(["document:delete", "document:read"]);
     await impact.getByRole("button", { name: "Save changes" }).click();
-    await expect.poll(() => page.getByRole("status").filter({ hasText: "Policy saved." }).isVisible()).toBe(true);
+    await expect.poll(() => page.getByRole("status").filter({ hasText: "Policy Document deleters saved." }).isVisible()).toBe(true);
     expect((await service.call("GET", `/api/v1/applications/${APP}/policies/${ids.deleters}`)).body.permissions).toEqual(["document:read"]);
     const events = await service.call("GET", `/api/v1/applications/${APP}/audit-log?type=policy.updated&targetId=${ids.deleters}`);
     expect(events.body.events[0].data).toEqual({ permissionsAdded: [], permissionsRemoved: ["document:delete"] });
@@ -493,5 +493,93 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     await page.getByRole("button", { name: "Clear filters" }).click();
     await page.getByLabel("Event type").selectOption("role.assigned");
     await expect.poll(async () => new Set(await rows.locator("td:nth-child(2)").allTextContents())).toEqual(new Set(["role.assigned"]));
+  });
+  it("edit forms: Save is disabled until something changes, and again after a revert or a save; the confirmation shows in the window", async () => {
+    const formsKey = await createApp(service, "forms", CATALOG);
+    const forms = admin(service, "forms");
+    const readers = await forms.createPolicy("Readers", ["document:read"]);
+    const staff = await forms.createRole("Staff", [readers]);
+    for (const user of ["f1", "f2", "f3", "f4", "f5", "f6"]) await forms.assign(staff, user);
+    const tab = await signIn(formsKey);
+    const { page } = tab;
+    // A short window: the forms run past its foot, as on a laptop.
+    const height = 600;
+    await page.setViewportSize({ width: 1280, height });
+    /** The confirmation, once shown: within the window, wherever the form was scrolled. */
+    const confirmedInWindow = async (text: string) => {
+      const notice = page.getByRole("status").filter({ hasText: text });
+      await expect.poll(() => notice.isVisible()).toBe(true);
+      const box = (await notice.boundingBox())!;
+      expect(box.y, text).toBeGreaterThanOrEqual(0);
+      expect(box.y + box.height, text).toBeLessThanOrEqual(height);
+    };
+    const stored = async (path: string) => (await service.call("GET", `/api/v1/applications/forms${path}`)).body;
+
+    // The catalog: an edit enables Save and Discard; typing the old text back, or discarding, disables them.
+    await expect.poll(() => heading(page, "Catalog").isVisible()).toBe(true);
+    const saveCatalog = page.getByRole("button", { name: "Save the catalog" });
+    const discard = page.getByRole("button", { name: "Discard changes" });
+    const invoice = page.getByRole("group", { name: "invoice", exact: true }).getByLabel("Description");
+    expect([await saveCatalog.isDisabled(), await discard.isDisabled()]).toEqual([true, true]);
+    await invoice.fill("Invoices we send and receive");
+    expect([await saveCatalog.isDisabled(), await discard.isDisabled()]).toEqual([false, false]);
+    await invoice.fill("Invoices we send");
+    expect([await saveCatalog.isDisabled(), await discard.isDisabled()]).toEqual([true, true]);
+    await page.getByRole("group", { name: "invoice", exact: true }).getByLabel(/^Actions/).fill("read pay");
+    expect(await saveCatalog.isDisabled()).toBe(true); // the same actions, written otherwise
+    await invoice.fill("Invoices we send and receive");
+    await discard.click();
+    expect(await invoice.inputValue()).toBe("Invoices we send");
+    expect(await saveCatalog.isDisabled()).toBe(true);
+    await invoice.fill("Invoices we send and receive");
+    await saveCatalog.click();
+    await confirmedInWindow("Catalog saved.");
+    await expect.poll(() => saveCatalog.isDisabled()).toBe(true);
+    expect((await stored("/resources")).resources.find((r: { resource: string }) => r.resource === "invoice").description).toBe("Invoices we send and receive");
+    await expectClean(tab, formsKey);
+
+    // A policy: Review changes (its save goes through the preview) likewise.
+    await page.goto(`/console/apps/forms/policies/${readers}`);
+    await expect.poll(() => heading(page, "Policy Readers").isVisible()).toBe(true);
+    const review = page.getByRole("button", { name: "Review changes" });
+    const pay = page.getByRole("group", { name: /^invoice/ }).getByLabel("pay");
+    expect(await review.isDisabled()).toBe(true);
+    await pay.check();
+    expect(await review.isDisabled()).toBe(false);
+    await pay.uncheck();
+    expect(await review.isDisabled()).toBe(true);
+    await pay.check();
+    await review.click();
+    await page.getByRole("region", { name: "Before you save" }).getByRole("button", { name: "Save changes" }).click();
+    await confirmedInWindow("Policy Readers saved.");
+    await expect.poll(() => review.isDisabled()).toBe(true);
+    expect((await stored(`/policies/${readers}`)).permissions.sort()).toEqual(["document:read", "invoice:pay"]);
+
+    // A role: its name, description and policies (the same set in another order is no change).
+    await page.goto(`/console/apps/forms/roles/${staff}`);
+    await expect.poll(() => heading(page, "Staff").isVisible()).toBe(true);
+    const saveRole = page.getByRole("button", { name: "Save changes" });
+    const description = page.getByLabel("Description");
+    const attached = page.getByRole("group", { name: "Attached policies" }).getByLabel("Readers");
+    expect(await saveRole.isDisabled()).toBe(true);
+    await description.fill("Front desk");
+    expect(await saveRole.isDisabled()).toBe(false);
+    await description.fill("");
+    expect(await saveRole.isDisabled()).toBe(true);
+    await attached.uncheck();
+    expect(await saveRole.isDisabled()).toBe(false);
+    await attached.check();
+    expect(await saveRole.isDisabled()).toBe(true);
+    await description.fill("Front desk");
+    await saveRole.click();
+    await confirmedInWindow("Role Staff saved.");
+    await expect.poll(() => saveRole.isDisabled()).toBe(true);
+    expect(await stored(`/roles/${staff}`)).toMatchObject({ description: "Front desk", policyIds: [readers] });
+    await expectClean(tab, formsKey);
+
+    // A confirmation belongs to its page: gone on the next one.
+    await page.getByRole("link", { name: "Policies" }).click();
+    await expect.poll(() => heading(page, "Policies").isVisible()).toBe(true);
+    expect(await page.getByText("Role Staff saved.").count()).toBe(0);
   });
 });

@@ -9,10 +9,10 @@
  * /console/ for a page that is not the API's, when its target answers an
  * error status, lands somewhere else than the link said, shows a blank page
  * (no text, no main heading) or an error, or when anything logs an error in
- * the browser's console (a 404 for any file, such as a missing favicon, among
- * them). Every destructive button on the way wears the one destructive
- * style. The page names its icon (the console's favicon), which the service
- * serves and the page's CSP allows. The console's sources are also held to
+ * the browser's console (a 404 for any file among them). Every destructive
+ * button on the way wears the one destructive style. Headless Chromium
+ * fetches no favicon, so the icon is checked on its own: the page names it,
+ * the service serves it as SVG, the page's CSP lets it draw. The console's sources are also held to
  * the one link mechanism (console/src/components/page-link.tsx), so a raw
  * href cannot miss the prefix again. About the console, not storage: PGlite only.
  */

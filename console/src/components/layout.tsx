@@ -1,5 +1,6 @@
 import type { ReactNode } from "react";
 import type { ConsolePath } from "../lib/routes";
+import { NoticeRegion } from "./notice";
 import { PageLink } from "./page-link";
 
 export interface NavItem {
@@ -31,7 +32,10 @@ export function Layout({ title, nav, onSignOut, children }: { title: string; nav
           </ul>
         </nav>
       )}
-      <main>{children}</main>
+      <main>
+        {children}
+        <NoticeRegion />
+      </main>
     </>
   );
 }

@@ -15,6 +15,7 @@ import { CatalogService } from "../../../gen/authz/v1/catalog_pb.js";
 import { PolicyService, type Policy, type PreviewPolicyUpdateResponse } from "../../../gen/authz/v1/policies_pb.js";
 import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
+import { useNotify } from "../components/notice";
 import { PageLink, useGo } from "../components/page-link";
 import { PagerControls } from "../components/pager";
 import { PermissionPicker } from "../components/permission-picker";
@@ -140,8 +141,6 @@ function NewPolicy({ appId }: { appId: string }) {
 
 function PolicyPage({ appId, policyId }: { appId: string; policyId: string }) {
   const policy = useQuery(PolicyService.method.getPolicy, { appId, policyId });
-  // Held here: a save remounts the editor (keyed by the stored version).
-  const [saved, setSaved] = useState(false);
   if (policy.isPending) return <p role="status">Loading the policy…</p>;
   if (policy.isError) {
     return (
@@ -161,21 +160,20 @@ function PolicyPage({ appId, policyId }: { appId: string; policyId: string }) {
       key={`${stored.policyId}@${stored.updatedAt?.seconds ?? 0}.${stored.updatedAt?.nanos ?? 0}`}
       appId={appId}
       stored={stored}
-      saved={saved}
-      setSaved={setSaved}
     />
   );
 }
 
-function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; stored: Policy; saved: boolean; setSaved: (saved: boolean) => void }) {
+function PolicyEditor({ appId, stored }: { appId: string; stored: Policy }) {
   const queryClient = useQueryClient();
+  const notify = useNotify();
   const catalog = useQuery(CatalogService.method.getCatalog, { appId });
   const roles = useQuery(PolicyService.method.listPolicyRoles, { appId, policyId: stored.policyId, pageSize: 100 });
   const preview = useMutation(PolicyService.method.previewPolicyUpdate);
   const update = useMutation(PolicyService.method.updatePolicy, {
-    onSuccess: () => {
+    onSuccess: (answer) => {
       // Here, not in mutate's own callback: the refetch remounts this editor, and a mutate callback does not outlive its component.
-      setSaved(true);
+      notify(`Policy ${answer.policy?.name ?? stored.name} saved.`);
       void queryClient.invalidateQueries();
     },
   });
@@ -187,7 +185,6 @@ function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; store
     // What was previewed no longer describes the form.
     preview.reset();
     update.reset();
-    setSaved(false);
     setForm((f) => ({ ...f, ...change }));
   };
   const request = { appId, policyId: stored.policyId, ...changes.fields, updateMask: { paths: changes.paths } };
@@ -235,11 +232,6 @@ function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; store
         <button type="submit" disabled={changes.paths.length === 0 || preview.isPending}>
           Review changes
         </button>
-        {saved && (
-          <p role="status" className="ok-note">
-            Policy saved.
-          </p>
-        )}
         {problem !== undefined && problem.fields.size === 0 && <ErrorNote error={update.error ?? preview.error} />}
       </form>
       {preview.data !== undefined && (

@@ -14,11 +14,13 @@ import { PolicyService, type Policy } from "../../../gen/authz/v1/policies_pb.js
 import { RoleService, type Role } from "../../../gen/authz/v1/roles_pb.js";
 import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
+import { useNotify } from "../components/notice";
 import { PageLink, useGo } from "../components/page-link";
 import { PagerControls } from "../components/pager";
 import { When } from "../components/timestamp";
 import { apiProblem, type ApiProblem } from "../lib/errors";
 import { usePager } from "../lib/pager";
+import { sameSet } from "../lib/policy-changes";
 import { appPaths } from "../lib/routes";
 
 const PAGE_SIZE = 50;
@@ -431,14 +433,12 @@ function RoleDetail({ appId, roleId, canWrite }: { appId: string; roleId: string
   );
 }
 
-const sameList = (a: string[], b: string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
-
 function EditRole({ appId, role, policies }: { appId: string; role: Role; policies: Policy[] }) {
   const queryClient = useQueryClient();
   const [name, setName] = useState(role.name);
   const [description, setDescription] = useState(role.description);
   const [policyIds, setPolicyIds] = useState<string[]>(role.policyIds);
-  const [notice, setNotice] = useState<string | undefined>();
+  const notify = useNotify();
   const update = useMutation(RoleService.method.updateRole, { onSuccess: () => queryClient.invalidateQueries() });
   const problem = update.error ? apiProblem(update.error) : undefined;
   // The policies this role can attach: application-wide ones and its tenant's, and any attached now.
@@ -458,15 +458,11 @@ function EditRole({ appId, role, policies }: { appId: string; role: Role; polici
   const paths = [
     ...(name !== role.name ? ["name"] : []),
     ...(description !== role.description ? ["description"] : []),
-    ...(!sameList(policyIds, role.policyIds) ? ["policy_ids"] : []),
+    ...(!sameSet(policyIds, role.policyIds) ? ["policy_ids"] : []),
   ];
   const submit = (event: FormEvent) => {
     event.preventDefault();
-    setNotice(undefined);
-    if (paths.length === 0) {
-      setNotice("Nothing to save: nothing changed.");
-      return;
-    }
+    if (paths.length === 0) return;
     update.mutate(
       {
         appId,
@@ -483,7 +479,7 @@ function EditRole({ appId, role, policies }: { appId: string; role: Role; polici
             setDescription(res.role.description);
             setPolicyIds(res.role.policyIds);
           }
-          setNotice("Saved.");
+          notify(`Role ${res.role?.name ?? name} saved.`);
         },
       },
     );
@@ -492,7 +488,6 @@ function EditRole({ appId, role, policies }: { appId: string; role: Role; polici
     setName(role.name);
     setDescription(role.description);
     setPolicyIds(role.policyIds);
-    setNotice(undefined);
     update.reset();
   };
   return (
@@ -528,19 +523,15 @@ function EditRole({ appId, role, policies }: { appId: string; role: Role; polici
             Also attached (not in the first 1,000 policies): {unknownAttached.map((id) => <code key={id}>{id} </code>)}
           </p>
         )}
-        <button type="submit" disabled={update.isPending}>
+        {/* Nothing to save until something changed; a save makes the form the stored role again. */}
+        <button type="submit" disabled={paths.length === 0 || update.isPending}>
           Save changes
         </button>
-        <button type="button" onClick={discard} disabled={paths.length === 0 && !update.isError}>
+        <button type="button" className="secondary" onClick={discard} disabled={paths.length === 0 && !update.isError}>
           Discard changes
         </button>
       </form>
       {needsNote(problem, showsField) && <ErrorNote error={update.error} />}
-      {notice !== undefined && (
-        <p role="status" className="ra-notice">
-          {notice}
-        </p>
-      )}
     </section>
   );
 }
@@ -552,19 +543,17 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
   const assign = useMutation(RoleService.method.assignRole, { onSuccess: () => queryClient.invalidateQueries() });
   const unassign = useMutation(RoleService.method.unassignRole, { onSuccess: () => queryClient.invalidateQueries() });
   const [userId, setUserId] = useState("");
-  const [notice, setNotice] = useState<string | undefined>();
+  const notify = useNotify();
   const problem = assign.error ? apiProblem(assign.error) : undefined;
   const list = assignments.data?.assignments ?? [];
 
   const submit = (event: FormEvent) => {
     event.preventDefault();
-    setNotice(undefined);
     const user = userId;
-    assign.mutate({ appId, roleId: role.roleId, userId: user }, { onSuccess: () => (setUserId(""), setNotice(`Assigned ${role.name} to ${user}.`)) });
+    assign.mutate({ appId, roleId: role.roleId, userId: user }, { onSuccess: () => (setUserId(""), notify(`Assigned ${role.name} to ${user}.`)) });
   };
   const remove = (user: string) => {
-    setNotice(undefined);
-    unassign.mutate({ appId, roleId: role.roleId, userId: user }, { onSuccess: (res) => setNotice(res.deleted ? `Removed ${role.name} from ${user}.` : `${user} did not have ${role.name}.`) });
+    unassign.mutate({ appId, roleId: role.roleId, userId: user }, { onSuccess: (res) => notify(res.deleted ? `Removed ${role.name} from ${user}.` : `${user} did not have ${role.name}.`) });
   };
   return (
     <section aria-labelledby="roles-assignments">
@@ -583,11 +572,6 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
       )}
       {needsNote(problem, (f) => f === "userId") && <ErrorNote error={assign.error} />}
       {unassign.isError && <ErrorNote error={unassign.error} />}
-      {notice !== undefined && (
-        <p role="status" className="ra-notice">
-          {notice}
-        </p>
-      )}
       {assignments.isError && <ErrorNote error={assignments.error} />}
       {assignments.isPending && <p role="status">Loading the assignments…</p>}
       {assignments.isSuccess &&
