@@ -368,36 +368,40 @@ const controlCharacters: FormatCase[] = [
   ["space", "a b", undefined],
 ];
 
+/** The app id's and the names' rules, in words (the console shows the API's reasons as they are). */
+const APP_ID_WORDS = /^".*" must start with a lowercase letter or digit and use only lowercase letters, digits, "_" and "-", at most 64 characters$/;
+const TOKEN_WORDS = /^".*" must start with a lowercase letter and use only lowercase letters, digits and "_", at most 64 characters$/;
+
 formatTable("appIdProblem", appIdProblem, [
   ["one letter", "a", undefined],
   ["one digit", "0", undefined],
   ["letters, digits, _ and -", "my-app_2", undefined],
   ["64 characters", "a".repeat(64), undefined],
-  ["65 characters", "a".repeat(65), /must match/],
+  ["65 characters", "a".repeat(65), APP_ID_WORDS],
   ["empty", "", /is required/],
-  ["leading hyphen", "-app", /must match/],
-  ["leading underscore", "_app", /must match/],
-  ["upper case", "App", /must match/],
-  ["dot", "my.app", /must match/],
-  ["space", "my app", /must match/],
-  ["slash", "my/app", /must match/],
-  ["non-ASCII letter", "appé", /must match/],
-  ["trailing newline", "app\n", /must match/],
+  ["leading hyphen", "-app", APP_ID_WORDS],
+  ["leading underscore", "_app", APP_ID_WORDS],
+  ["upper case", "App", APP_ID_WORDS],
+  ["dot", "my.app", APP_ID_WORDS],
+  ["space", "my app", APP_ID_WORDS],
+  ["slash", "my/app", APP_ID_WORDS],
+  ["non-ASCII letter", "appé", APP_ID_WORDS],
+  ["trailing newline", "app\n", APP_ID_WORDS],
 ]);
 
 formatTable("tokenProblem (resource, action, relation)", tokenProblem, [
   ["one letter", "a", undefined],
   ["letters, digits and _", "read_all2", undefined],
   ["64 characters", "r".repeat(64), undefined],
-  ["65 characters", "r".repeat(65), /must match/],
+  ["65 characters", "r".repeat(65), TOKEN_WORDS],
   ["empty", "", /is required/],
-  ["leading digit", "2read", /must match/],
-  ["leading underscore", "_read", /must match/],
-  ["hyphen", "read-all", /must match/],
-  ["upper case", "Read", /must match/],
-  ["colon", "doc:read", /must match/],
-  ["hash", "doc#owner", /must match/],
-  ["trailing newline", "read\n", /must match/],
+  ["leading digit", "2read", TOKEN_WORDS],
+  ["leading underscore", "_read", TOKEN_WORDS],
+  ["hyphen", "read-all", TOKEN_WORDS],
+  ["upper case", "Read", TOKEN_WORDS],
+  ["colon", "doc:read", TOKEN_WORDS],
+  ["hash", "doc#owner", TOKEN_WORDS],
+  ["trailing newline", "read\n", TOKEN_WORDS],
 ]);
 
 formatTable("identifierProblem (userId, resourceId, tenantId)", identifierProblem, [

@@ -212,9 +212,9 @@ describe.each(engines)("Connect-ES clients on %s", (engine) => {
           ),
         );
         expect(error.code).toBe(Code.InvalidArgument);
-        expect(error.rawMessage).toBe('resources[0].actions[1]: "Bad Action" must match ^[a-z][a-z0-9_]{0,63}$ (and 1 more)');
+        expect(error.rawMessage).toBe('resources[0].actions[1]: "Bad Action" must start with a lowercase letter and use only lowercase letters, digits and "_", at most 64 characters (and 1 more)');
         expect(structDetails(error)).toEqual([
-          { field: "resources[0].actions[1]", reason: '"Bad Action" must match ^[a-z][a-z0-9_]{0,63}$' },
+          { field: "resources[0].actions[1]", reason: '"Bad Action" must start with a lowercase letter and use only lowercase letters, digits and "_", at most 64 characters' },
           { field: "resources[1].resource", reason: '"document" is already defined by resources[0]' },
         ]);
         // Nothing changed.
@@ -358,7 +358,7 @@ describe.each(engines)("Connect-ES clients on %s", (engine) => {
       );
       expect(res.status).toBe(400);
       expect(res.body.code).toBe("invalid_argument");
-      expect(res.body.message).toBe('resources[0].resource: "Bad" must match ^[a-z][a-z0-9_]{0,63}$');
+      expect(res.body.message).toBe('resources[0].resource: "Bad" must start with a lowercase letter and use only lowercase letters, digits and "_", at most 64 characters');
       expect(res.body.details).toHaveLength(1);
       expect(res.body.details[0].type).toBe("google.protobuf.Struct");
       expect(res.body.details[0].value).toMatch(/^[A-Za-z0-9+/]+=*$/);

@@ -4,14 +4,15 @@
  * the data set up and read back through the REST API. Each test opens a
  * fresh browser context (its own sessionStorage) and fails on any script
  * error or Content-Security-Policy violation; every page is checked by
- * axe-core (no serious or critical finding). About the console, not
- * storage, so it runs on PGlite only.
+ * axe-core (no serious or critical finding) and for its destructive buttons
+ * (one look, on those only). About the console, not storage, so it runs on
+ * PGlite only. (test/console-links.test.ts follows every link.)
  */
 import type { Browser, Page } from "playwright-core";
 import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { initialJavaScript, INITIAL_JS_LIMIT_BYTES } from "../scripts/console-size.mjs";
-import { accessibilityProblems, buildConsole, inPage, launchChromium, openTab, screenshot, type Tab } from "./support/browser.js";
+import { accessibilityProblems, buildConsole, destructiveButtonProblems, inPage, launchChromium, openTab, screenshot, type Tab } from "./support/browser.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 import { admin, createApp, expectStatus, type Admin } from "./helpers/authz.js";
@@ -71,9 +72,10 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     return tab;
   }
 
-  /** What every page must be: no script error or CSP violation, nothing serious for axe, the key in no URL. */
+  /** What every page must be: no script error or CSP violation, nothing serious for axe, one look for destructive buttons, the key in no URL. */
   async function expectClean(tab: Tab, key: string, screenshotName?: string): Promise<void> {
     expect(await accessibilityProblems(tab.page), tab.page.url()).toEqual([]);
+    expect(await destructiveButtonProblems(tab.page), tab.page.url()).toEqual([]);
     if (screenshotName !== undefined) await screenshot(tab.page, screenshotName);
     expect(tab.problems).toEqual([]);
     expect(tab.urls.filter((u) => u.includes(key) || u.includes(encodeURIComponent(key)))).toEqual([]);
@@ -120,6 +122,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     expect(await page.content()).not.toContain(key);
 
     await page.getByRole("button", { name: "Revoke ui-key" }).click();
+    await expectClean(tab, ADMIN_KEY);
     await page.getByRole("button", { name: "Revoke ui-key now" }).click();
     await expect.poll(() => page.getByRole("cell", { name: "ui-key", exact: true }).count()).toBe(0);
     expect((await service.call("GET", "/api/v1/api-keys/current", { key })).status).toBe(401);
@@ -251,7 +254,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     // Not saved until asked.
     expect((await service.call("GET", `/api/v1/applications/${APP}/policies/${ids.deleters}`)).body.permissions.sort()).toEqual(["document:delete", "document:read"]);
     await impact.getByRole("button", { name: "Save changes" }).click();
-    await expect.poll(() => page.getByRole("status").filter({ hasText: "Policy saved." }).isVisible()).toBe(true);
+    await expect.poll(() => page.getByRole("status").filter({ hasText: "Policy Document deleters saved." }).isVisible()).toBe(true);
     expect((await service.call("GET", `/api/v1/applications/${APP}/policies/${ids.deleters}`)).body.permissions).toEqual(["document:read"]);
     const events = await service.call("GET", `/api/v1/applications/${APP}/audit-log?type=policy.updated&targetId=${ids.deleters}`);
     expect(events.body.events[0].data).toEqual({ permissionsAdded: [], permissionsRemoved: ["document:delete"] });
@@ -267,7 +270,9 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     const blocked = page.getByRole("alert");
     await expect.poll(() => blocked.textContent()).toContain("is attached to 1 role");
     await expect.poll(() => blocked.getByRole("listitem").allTextContents()).toEqual(["Holder"]);
-    const force = page.getByRole("button", { name: "Delete and detach" });
+    // In words: what the forced delete does (not the API's "delete with force=true").
+    expect(await blocked.textContent()).not.toContain("force");
+    const force = page.getByRole("button", { name: "Detach from 1 role and delete" });
     expect(await force.isDisabled()).toBe(true);
     await page.getByLabel(/type its name/).fill("Doome");
     expect(await force.isDisabled()).toBe(true);
@@ -355,6 +360,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     await find.getByRole("button", { name: "Search" }).click();
     await expect.poll(() => rows.count()).toBe(1);
     await find.getByRole("button", { name: /^Delete the grant/ }).click();
+    await expectClean(tab, appKey);
     await find.getByRole("button", { name: /^Delete the grant .* now$/ }).click();
     await expect.poll(() => find.getByText("No grants match.").isVisible()).toBe(true);
 
@@ -363,6 +369,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     await filter.getByLabel("Resource", { exact: true }).selectOption("document");
     await filter.getByLabel("Instance", { exact: true }).fill("big");
     await filter.getByRole("button", { name: "Delete matching grants…" }).click();
+    await expectClean(tab, appKey);
     await filter.getByRole("button", { name: "Delete them" }).click();
     await expect.poll(() => filter.textContent()).toMatch(/59 grants? deleted|Deleted 59/);
     const left = await fetch(`${service.url}/api/v1/authorization/relationships?resource=document&resourceId=big`, { headers: { "x-api-key": appKey } });
@@ -450,6 +457,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     const theirs = page.getByRole("table", { name: "Roles of user u5" });
     await expect.poll(() => theirs.locator("tbody tr").count()).toBe(2);
     await page.getByRole("button", { name: "Remove all of this user's roles" }).click();
+    await expectClean(tab, ADMIN_KEY);
     await page.getByRole("button", { name: "Remove all roles of u5 now" }).click();
     await expect.poll(async () => (await service.call("GET", `/api/v1/applications/${APP}/users/u5/roles`)).body.roles).toEqual([]);
   });
@@ -485,5 +493,93 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     await page.getByRole("button", { name: "Clear filters" }).click();
     await page.getByLabel("Event type").selectOption("role.assigned");
     await expect.poll(async () => new Set(await rows.locator("td:nth-child(2)").allTextContents())).toEqual(new Set(["role.assigned"]));
+  });
+  it("edit forms: Save is disabled until something changes, and again after a revert or a save; the confirmation shows in the window", async () => {
+    const formsKey = await createApp(service, "forms", CATALOG);
+    const forms = admin(service, "forms");
+    const readers = await forms.createPolicy("Readers", ["document:read"]);
+    const staff = await forms.createRole("Staff", [readers]);
+    for (const user of ["f1", "f2", "f3", "f4", "f5", "f6"]) await forms.assign(staff, user);
+    const tab = await signIn(formsKey);
+    const { page } = tab;
+    // A short window: the forms run past its foot, as on a laptop.
+    const height = 600;
+    await page.setViewportSize({ width: 1280, height });
+    /** The confirmation, once shown: within the window, wherever the form was scrolled. */
+    const confirmedInWindow = async (text: string) => {
+      const notice = page.getByRole("status").filter({ hasText: text });
+      await expect.poll(() => notice.isVisible()).toBe(true);
+      const box = (await notice.boundingBox())!;
+      expect(box.y, text).toBeGreaterThanOrEqual(0);
+      expect(box.y + box.height, text).toBeLessThanOrEqual(height);
+    };
+    const stored = async (path: string) => (await service.call("GET", `/api/v1/applications/forms${path}`)).body;
+
+    // The catalog: an edit enables Save and Discard; typing the old text back, or discarding, disables them.
+    await expect.poll(() => heading(page, "Catalog").isVisible()).toBe(true);
+    const saveCatalog = page.getByRole("button", { name: "Save the catalog" });
+    const discard = page.getByRole("button", { name: "Discard changes" });
+    const invoice = page.getByRole("group", { name: "invoice", exact: true }).getByLabel("Description");
+    expect([await saveCatalog.isDisabled(), await discard.isDisabled()]).toEqual([true, true]);
+    await invoice.fill("Invoices we send and receive");
+    expect([await saveCatalog.isDisabled(), await discard.isDisabled()]).toEqual([false, false]);
+    await invoice.fill("Invoices we send");
+    expect([await saveCatalog.isDisabled(), await discard.isDisabled()]).toEqual([true, true]);
+    await page.getByRole("group", { name: "invoice", exact: true }).getByLabel(/^Actions/).fill("read pay");
+    expect(await saveCatalog.isDisabled()).toBe(true); // the same actions, written otherwise
+    await invoice.fill("Invoices we send and receive");
+    await discard.click();
+    expect(await invoice.inputValue()).toBe("Invoices we send");
+    expect(await saveCatalog.isDisabled()).toBe(true);
+    await invoice.fill("Invoices we send and receive");
+    await saveCatalog.click();
+    await confirmedInWindow("Catalog saved.");
+    await expect.poll(() => saveCatalog.isDisabled()).toBe(true);
+    expect((await stored("/resources")).resources.find((r: { resource: string }) => r.resource === "invoice").description).toBe("Invoices we send and receive");
+    await expectClean(tab, formsKey);
+
+    // A policy: Review changes (its save goes through the preview) likewise.
+    await page.goto(`/console/apps/forms/policies/${readers}`);
+    await expect.poll(() => heading(page, "Policy Readers").isVisible()).toBe(true);
+    const review = page.getByRole("button", { name: "Review changes" });
+    const pay = page.getByRole("group", { name: /^invoice/ }).getByLabel("pay");
+    expect(await review.isDisabled()).toBe(true);
+    await pay.check();
+    expect(await review.isDisabled()).toBe(false);
+    await pay.uncheck();
+    expect(await review.isDisabled()).toBe(true);
+    await pay.check();
+    await review.click();
+    await page.getByRole("region", { name: "Before you save" }).getByRole("button", { name: "Save changes" }).click();
+    await confirmedInWindow("Policy Readers saved.");
+    await expect.poll(() => review.isDisabled()).toBe(true);
+    expect((await stored(`/policies/${readers}`)).permissions.sort()).toEqual(["document:read", "invoice:pay"]);
+
+    // A role: its name, description and policies (the same set in another order is no change).
+    await page.goto(`/console/apps/forms/roles/${staff}`);
+    await expect.poll(() => heading(page, "Staff").isVisible()).toBe(true);
+    const saveRole = page.getByRole("button", { name: "Save changes" });
+    const description = page.getByLabel("Description");
+    const attached = page.getByRole("group", { name: "Attached policies" }).getByLabel("Readers");
+    expect(await saveRole.isDisabled()).toBe(true);
+    await description.fill("Front desk");
+    expect(await saveRole.isDisabled()).toBe(false);
+    await description.fill("");
+    expect(await saveRole.isDisabled()).toBe(true);
+    await attached.uncheck();
+    expect(await saveRole.isDisabled()).toBe(false);
+    await attached.check();
+    expect(await saveRole.isDisabled()).toBe(true);
+    await description.fill("Front desk");
+    await saveRole.click();
+    await confirmedInWindow("Role Staff saved.");
+    await expect.poll(() => saveRole.isDisabled()).toBe(true);
+    expect(await stored(`/roles/${staff}`)).toMatchObject({ description: "Front desk", policyIds: [readers] });
+    await expectClean(tab, formsKey);
+
+    // A confirmation belongs to its page: gone on the next one.
+    await page.getByRole("link", { name: "Policies" }).click();
+    await expect.poll(() => heading(page, "Policies").isVisible()).toBe(true);
+    expect(await page.getByText("Role Staff saved.").count()).toBe(0);
   });
 });

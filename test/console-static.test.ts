@@ -18,6 +18,7 @@ import { ADMIN_KEY, startTestService, type TestService } from "./support/service
 
 const PAGE = '<!doctype html><html><head><script type="module" src="/console/assets/index-abc123.js"></script></head><body><div id="root"></div></body></html>';
 const SCRIPT = "console.log('console');";
+const ICON = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" fill="#1d4ed8"/></svg>';
 
 function standInBuild(): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), "portcullis-console-"));
@@ -26,6 +27,7 @@ function standInBuild(): string {
   writeFileSync(path.join(dir, "index.html"), PAGE);
   writeFileSync(path.join(dir, "assets", "index-abc123.js"), SCRIPT);
   writeFileSync(path.join(dir, "assets", "index-abc123.css"), "body{margin:0}");
+  writeFileSync(path.join(dir, "assets", "favicon-abc123.svg"), ICON);
   writeFileSync(path.join(dir, ".vite", "manifest.json"), JSON.stringify({ "index.html": { file: "assets/index-abc123.js", isEntry: true } }));
   writeFileSync(path.join(dir, "secret.txt"), "outside the assets folder");
   return dir;
@@ -115,6 +117,8 @@ describe("the console's files", () => {
   it.each([
     ["/console/assets/index-abc123.js", /^(application|text)\/javascript/, SCRIPT],
     ["/console/assets/index-abc123.css", /^text\/css/, "body{margin:0}"],
+    // The favicon (console/src/favicon.svg, named by index.html): an image the browser draws only with its own type.
+    ["/console/assets/favicon-abc123.svg", /^image\/svg\+xml/, ICON],
   ])("%s: the hashed file, cached for a year, with the security headers", async (p, type, body) => {
     const res = await get(built, p);
     expect(res.status).toBe(200);

@@ -243,12 +243,12 @@ describe("buf curl with server reflection (pglite)", () => {
     expect(invalid.exitCode).toBe(3 * 8);
     const error = JSON.parse(invalid.stderr);
     expect(error.code).toBe("invalid_argument");
-    expect(error.message).toBe('resources[0].resource: "Bad" must match ^[a-z][a-z0-9_]{0,63}$');
+    expect(error.message).toBe('resources[0].resource: "Bad" must start with a lowercase letter and use only lowercase letters, digits and "_", at most 64 characters');
     expect(error.details).toEqual([
       {
         type: "google.protobuf.Struct",
         value: expect.any(String),
-        debug: { field: "resources[0].resource", reason: '"Bad" must match ^[a-z][a-z0-9_]{0,63}$' },
+        debug: { field: "resources[0].resource", reason: '"Bad" must start with a lowercase letter and use only lowercase letters, digits and "_", at most 64 characters' },
       },
     ]);
 

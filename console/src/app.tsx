@@ -5,13 +5,15 @@
  */
 import { useQuery } from "@connectrpc/connect-query";
 import { useEffect, useState } from "react";
-import { Redirect, Route, Switch } from "wouter";
+import { Route, Switch } from "wouter";
 import { ApplicationService } from "../../gen/authz/v1/applications_pb.js";
 import { AppPages } from "./pages/app-pages";
 import { ApplicationsPage } from "./pages/applications";
 import { SignInPage } from "./pages/sign-in";
 import { storedKey } from "./lib/session";
 import { ErrorNote } from "./components/error-note";
+import { GoTo } from "./components/page-link";
+import { appPaths, homePath } from "./lib/routes";
 
 export function App({ onSignOut }: { onSignOut: () => void }) {
   const [key, setKey] = useState(storedKey());
@@ -52,15 +54,15 @@ function SignedIn({ onSignOut }: { onSignOut: () => void }) {
     );
   }
   const caller = me.data;
-  const home = caller.kind === "operator" ? "/" : `/apps/${caller.appId}/catalog`;
+  const home = caller.kind === "operator" ? homePath() : appPaths(caller.appId ?? "").catalog;
   return (
     <Switch>
-      <Route path="/">{caller.kind === "operator" ? <ApplicationsPage onSignOut={onSignOut} /> : <Redirect to={home} replace />}</Route>
+      <Route path="/">{caller.kind === "operator" ? <ApplicationsPage onSignOut={onSignOut} /> : <GoTo to={home} />}</Route>
       <Route path="/apps/:appId" nest>
         {(params) => <AppPages appId={params.appId} caller={caller} onSignOut={onSignOut} />}
       </Route>
       <Route>
-        <Redirect to={home} replace />
+        <GoTo to={home} />
       </Route>
     </Switch>
   );

@@ -4,6 +4,7 @@ import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";
 import { Router } from "wouter";
 import { App } from "./app";
+import { NoticeProvider } from "./components/notice";
 import { forgetKey } from "./lib/session";
 import { consoleTransport } from "./lib/transport";
 import "./styles.css";
@@ -29,7 +30,9 @@ createRoot(document.getElementById("root")!).render(
     <TransportProvider transport={transport}>
       <QueryClientProvider client={queryClient}>
         <Router base="/console">
-          <App onSignOut={() => signOut()} />
+          <NoticeProvider>
+            <App onSignOut={() => signOut()} />
+          </NoticeProvider>
         </Router>
       </QueryClientProvider>
     </TransportProvider>

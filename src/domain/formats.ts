@@ -7,6 +7,9 @@ import { invalidArgument, type Violations } from "./errors.js";
 
 export const APP_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 export const NAME_TOKEN = /^[a-z][a-z0-9_]{0,63}$/; // resource, action, relation
+// The two patterns above in words, for the people who read the errors (the console shows them as they are).
+const APP_ID_RULE = 'must start with a lowercase letter or digit and use only lowercase letters, digits, "_" and "-", at most 64 characters';
+const NAME_TOKEN_RULE = 'must start with a lowercase letter and use only lowercase letters, digits and "_", at most 64 characters';
 // C0 and C1 control characters and DEL.
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
@@ -63,13 +66,13 @@ export function textProblem(value: string): string | undefined {
 
 export function appIdProblem(value: string): string | undefined {
   if (value === "") return "is required";
-  return APP_ID.test(value) ? undefined : `${show(value)} must match ${APP_ID.source}`;
+  return APP_ID.test(value) ? undefined : `${show(value)} ${APP_ID_RULE}`;
 }
 
 /** resource, action and relation names. */
 export function tokenProblem(value: string): string | undefined {
   if (value === "") return "is required";
-  return NAME_TOKEN.test(value) ? undefined : `${show(value)} must match ${NAME_TOKEN.source}`;
+  return NAME_TOKEN.test(value) ? undefined : `${show(value)} ${NAME_TOKEN_RULE}`;
 }
 
 /** userId, resourceId, tenantId: 1 to 256 characters, no control characters. */

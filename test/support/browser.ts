@@ -75,5 +75,34 @@ export async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
 }
 
+/** Buttons that delete, remove, revoke or detach, by their text or accessible name. */
+export const DESTRUCTIVE = /^(Delete|Remove|Revoke|Detach)\b/;
+
+/**
+ * The visible buttons of the page, each with whether it is destructive (by
+ * its words), whether it wears the one destructive style (the "danger" class
+ * of console/src/components/danger-button.tsx) and its look (colours), to
+ * check that every destructive action looks the same and nothing else does.
+ */
+export async function buttonLooks(page: Page): Promise<{ name: string; destructive: boolean; danger: boolean; look: string }[]> {
+  const buttons = await inPage<{ text: string; label: string; danger: boolean; look: string }[]>(
+    page,
+    `[...document.querySelectorAll("button")].filter((b) => b.offsetParent !== null).map((b) => {
+      const style = getComputedStyle(b);
+      return { text: b.innerText.trim(), label: b.getAttribute("aria-label") ?? "", danger: b.classList.contains("danger"), look: [style.backgroundColor, style.color, style.borderTopColor].join(" ") };
+    })`,
+  );
+  return buttons.map((b) => ({ name: b.label || b.text, destructive: DESTRUCTIVE.test(b.text) || DESTRUCTIVE.test(b.label), danger: b.danger, look: b.look }));
+}
+
+/** What is wrong with the destructive buttons on the page: one not in the style, another button in it, or two looks. */
+export async function destructiveButtonProblems(page: Page): Promise<string[]> {
+  const buttons = await buttonLooks(page);
+  const problems = buttons.filter((b) => b.destructive !== b.danger).map((b) => `"${b.name}" is ${b.destructive ? "destructive but not" : "not destructive but"} styled as such`);
+  const looks = new Set(buttons.filter((b) => b.danger).map((b) => b.look));
+  if (looks.size > 1) problems.push(`destructive buttons in ${looks.size} looks: ${[...looks].join("; ")}`);
+  return problems;
+}
+
 /** An expression evaluated in the page (a string: the test's own types have no DOM). */
 export const inPage = <T>(page: Page, expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;

@@ -1,8 +1,10 @@
 import type { ReactNode } from "react";
-import { Link } from "wouter";
+import type { ConsolePath } from "../lib/routes";
+import { NoticeRegion } from "./notice";
+import { PageLink } from "./page-link";
 
 export interface NavItem {
-  href: string;
+  to: ConsolePath;
   label: string;
 }
 
@@ -21,16 +23,19 @@ export function Layout({ title, nav, onSignOut, children }: { title: string; nav
         <nav aria-label="Sections">
           <ul>
             {nav.map((item) => (
-              <li key={item.href}>
-                <Link href={item.href} className={(active) => (active ? "active" : "")}>
+              <li key={item.to}>
+                <PageLink to={item.to} current>
                   {item.label}
-                </Link>
+                </PageLink>
               </li>
             ))}
           </ul>
         </nav>
       )}
-      <main>{children}</main>
+      <main>
+        {children}
+        <NoticeRegion />
+      </main>
     </>
   );
 }

@@ -55,3 +55,6 @@ export function draftToRequest(draft: readonly ResourceDraft[]): StoredResource[
     };
   });
 }
+
+/** Whether two catalogs, as draftToRequest gives them, would store the same thing (a save of one over the other changes nothing). */
+export const sameCatalog = (a: readonly StoredResource[], b: readonly StoredResource[]): boolean => JSON.stringify(a) === JSON.stringify(b);

@@ -3,9 +3,11 @@
  * loaded when first opened: the first paint needs only the frame.
  */
 import { lazy, Suspense } from "react";
-import { Redirect, Route, Switch } from "wouter";
+import { Route, Switch } from "wouter";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { Layout, type NavItem } from "../components/layout";
+import { GoTo } from "../components/page-link";
+import { appPaths, homePath } from "../lib/routes";
 
 const AuditPage = lazy(() => import("./audit").then((m) => ({ default: m.AuditPage })));
 const CatalogPage = lazy(() => import("./catalog").then((m) => ({ default: m.CatalogPage })));
@@ -16,15 +18,16 @@ const PoliciesPage = lazy(() => import("./policies").then((m) => ({ default: m.P
 const RolesPage = lazy(() => import("./roles").then((m) => ({ default: m.RolesPage })));
 
 export function AppPages({ appId, caller, onSignOut }: { appId: string; caller: GetCurrentKeyResponse; onSignOut: () => void }) {
+  const to = appPaths(appId);
   const nav: NavItem[] = [
-    ...(caller.kind === "operator" ? [{ href: "~/", label: "Applications" }] : []),
-    { href: "/catalog", label: "Catalog" },
-    { href: "/policies", label: "Policies" },
-    { href: "/roles", label: "Roles" },
-    { href: "/grants", label: "Grants" },
-    { href: "/audit", label: "Audit log" },
-    { href: "/check", label: "Check" },
-    { href: "/keys", label: "API keys" },
+    ...(caller.kind === "operator" ? [{ to: homePath(), label: "Applications" }] : []),
+    { to: to.catalog, label: "Catalog" },
+    { to: to.policies, label: "Policies" },
+    { to: to.roles, label: "Roles" },
+    { to: to.grants, label: "Grants" },
+    { to: to.audit, label: "Audit log" },
+    { to: to.check, label: "Check" },
+    { to: to.keys, label: "API keys" },
   ];
   return (
     <Layout title={`Application ${appId}`} nav={nav} onSignOut={onSignOut}>
@@ -52,7 +55,7 @@ export function AppPages({ appId, caller, onSignOut }: { appId: string; caller: 
             <KeysPage appId={appId} />
           </Route>
           <Route>
-            <Redirect to="/catalog" replace />
+            <GoTo to={to.catalog} />
           </Route>
         </Switch>
       </Suspense>

@@ -2,10 +2,11 @@
 import { useInfiniteQuery, useMutation } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { Link } from "wouter";
 import { ApplicationService } from "../../../gen/authz/v1/applications_pb.js";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { Layout } from "../components/layout";
+import { PageLink } from "../components/page-link";
+import { appPaths } from "../lib/routes";
 import { apiProblem } from "../lib/errors";
 
 export function ApplicationsPage({ onSignOut }: { onSignOut: () => void }) {
@@ -63,7 +64,7 @@ export function ApplicationsPage({ onSignOut }: { onSignOut: () => void }) {
             {rows.map((app) => (
               <tr key={app.appId}>
                 <td>
-                  <Link href={`/apps/${app.appId}/keys`}>{app.appId}</Link>
+                  <PageLink to={appPaths(app.appId).keys}>{app.appId}</PageLink>
                 </td>
                 <td>{app.name}</td>
                 <td>{app.createdAt ? new Date(Number(app.createdAt.seconds) * 1000).toLocaleString() : ""}</td>

@@ -12,16 +12,23 @@ import { useEffect, useState, type FormEvent } from "react";
 import { Code } from "@connectrpc/connect";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { CatalogResourceSchema, CatalogService, RelationSchema, type CatalogResource } from "../../../gen/authz/v1/catalog_pb.js";
+import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
+import { useNotify } from "../components/notice";
 import { apiProblem, reasonAt, type ApiProblem } from "../lib/errors";
-import { draftFromCatalog, draftToRequest, nextKey, splitTokens, type ResourceDraft } from "../lib/catalog-draft";
+import { draftFromCatalog, draftToRequest, nextKey, sameCatalog, splitTokens, type ResourceDraft } from "../lib/catalog-draft";
 
 export function CatalogPage({ appId }: { appId: string; caller: GetCurrentKeyResponse }) {
   const queryClient = useQueryClient();
   const catalog = useQuery(CatalogService.method.getCatalog, { appId });
-  const save = useMutation(CatalogService.method.putCatalog, { onSuccess: () => queryClient.invalidateQueries() });
+  const notify = useNotify();
+  const save = useMutation(CatalogService.method.putCatalog, {
+    onSuccess: () => {
+      notify("Catalog saved.");
+      return queryClient.invalidateQueries();
+    },
+  });
   const [draft, setDraft] = useState<ResourceDraft[] | undefined>();
-  const [saved, setSaved] = useState(false);
 
   // The form starts from the stored catalog, and again after each save.
   useEffect(() => {
@@ -33,13 +40,13 @@ export function CatalogPage({ appId }: { appId: string; caller: GetCurrentKeyRes
   if (draft === undefined) return null;
 
   const problem = save.error ? apiProblem(save.error) : undefined;
-  const update = (i: number, change: Partial<ResourceDraft>) => {
-    setSaved(false);
-    setDraft((d) => d?.map((r, j) => (j === i ? { ...r, ...change } : r)));
-  };
+  // What a save would send, against what is stored: nothing to save (or discard) until they differ.
+  const changed = !sameCatalog(draftToRequest(draft), draftToRequest(draftFromCatalog(catalog.data.resources)));
+  const update = (i: number, change: Partial<ResourceDraft>) => setDraft((d) => d?.map((r, j) => (j === i ? { ...r, ...change } : r)));
   const submit = (event: FormEvent) => {
     event.preventDefault();
-    save.mutate({ appId, resources: draftToRequest(draft).map((r) => create(CatalogResourceSchema, { ...r, relations: r.relations.map((x) => create(RelationSchema, x)) })) }, { onSuccess: () => setSaved(true) });
+    if (!changed) return;
+    save.mutate({ appId, resources: draftToRequest(draft).map((r) => create(CatalogResourceSchema, { ...r, relations: r.relations.map((x) => create(RelationSchema, x)) })) });
   };
 
   return (
@@ -58,34 +65,32 @@ export function CatalogPage({ appId }: { appId: string; caller: GetCurrentKeyRes
             stored={catalog.data.resources.find((s) => s.resource === r.resource)}
             problem={problem}
             onChange={(change) => update(i, change)}
-            onRemove={() => {
-              setSaved(false);
-              setDraft((d) => d?.filter((_, j) => j !== i));
-            }}
+            onRemove={() => setDraft((d) => d?.filter((_, j) => j !== i))}
           />
         ))}
         <button
           type="button"
-          onClick={() => {
-            setSaved(false);
-            setDraft((d) => [...(d ?? []), { key: nextKey(), resource: "", description: "", actions: "", relations: [] }]);
-          }}
+          className="secondary"
+          onClick={() => setDraft((d) => [...(d ?? []), { key: nextKey(), resource: "", description: "", actions: "", relations: [] }])}
         >
           Add a resource
         </button>
         <div className="form-actions">
-          <button type="submit" disabled={save.isPending}>
+          <button type="submit" disabled={!changed || save.isPending}>
             Save the catalog
           </button>
-          <button type="button" onClick={() => setDraft(draftFromCatalog(catalog.data.resources))} disabled={save.isPending}>
+          <button
+            type="button"
+            className="secondary"
+            onClick={() => {
+              setDraft(draftFromCatalog(catalog.data.resources));
+              save.reset();
+            }}
+            disabled={!changed || save.isPending}
+          >
             Discard changes
           </button>
         </div>
-        {saved && !save.isPending && save.isSuccess && (
-          <p role="status" className="ok-note">
-            Catalog saved.
-          </p>
-        )}
         {problem !== undefined && <SaveProblem problem={problem} error={save.error} />}
       </form>
     </>
@@ -244,9 +249,7 @@ function ResourceEditor({
               ))}
               <FieldError id={`${rid}-actions-error`} reason={actionsError} />
             </fieldset>
-            <button type="button" className="secondary" onClick={() => onChange({ relations: draft.relations.filter((_, j) => j !== k) })}>
-              Remove relation {relation.name}
-            </button>
+            <DangerButton onClick={() => onChange({ relations: draft.relations.filter((_, j) => j !== k) })}>Remove relation {relation.name}</DangerButton>
           </div>
         );
       })}
@@ -257,9 +260,7 @@ function ResourceEditor({
       >
         Add a custom relation
       </button>
-      <button type="button" className="danger" onClick={onRemove}>
-        Remove resource {draft.resource}
-      </button>
+      <DangerButton onClick={onRemove}>Remove resource {draft.resource}</DangerButton>
     </fieldset>
   );
 }

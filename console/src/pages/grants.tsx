@@ -15,6 +15,7 @@ import { useMemo, useRef, useState, type ChangeEvent, type FormEvent } from "rea
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { CatalogService, type CatalogResource } from "../../../gen/authz/v1/catalog_pb.js";
 import { RelationshipService, type Relationship } from "../../../gen/authz/v1/relationships_pb.js";
+import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { NeedsAppKey } from "../components/needs-app-key";
 import { PagerControls } from "../components/pager";
@@ -303,9 +304,7 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
                       <td>
                         {confirming === key ? (
                           <>
-                            <button
-                              type="button"
-                              className="danger"
+                            <DangerButton
                               disabled={remove.isPending}
                               onClick={() =>
                                 remove.mutate(
@@ -316,15 +315,15 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
                               aria-label={`Delete the grant ${what} now`}
                             >
                               Delete now
-                            </button>
-                            <button type="button" onClick={() => setConfirming(undefined)}>
+                            </DangerButton>
+                            <button type="button" className="secondary" onClick={() => setConfirming(undefined)}>
                               Cancel
                             </button>
                           </>
                         ) : (
-                          <button type="button" onClick={() => setConfirming(key)} aria-label={`Delete the grant ${what}`}>
+                          <DangerButton onClick={() => setConfirming(key)} aria-label={`Delete the grant ${what}`}>
                             Delete
-                          </button>
+                          </DangerButton>
                         )}
                       </td>
                     </tr>
@@ -506,9 +505,9 @@ function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) 
           required={false}
           anyLabel="Any relation"
         />
-        <button type="submit" disabled={removeAll.isPending}>
+        <DangerButton type="submit" disabled={removeAll.isPending}>
           Delete matching grants…
-        </button>
+        </DangerButton>
       </form>
       {localProblem !== undefined && (
         <div role="alert" className="error-note">
@@ -519,9 +518,7 @@ function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) 
       {confirming !== undefined && (
         <div className="grants-confirm" role="alert">
           <p>Delete every grant matching {described(confirming)}?</p>
-          <button
-            type="button"
-            className="danger"
+          <DangerButton
             disabled={removeAll.isPending}
             onClick={() =>
               removeAll.mutate(
@@ -536,8 +533,8 @@ function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) 
             }
           >
             Delete them
-          </button>
-          <button type="button" onClick={() => setConfirming(undefined)}>
+          </DangerButton>
+          <button type="button" className="secondary" onClick={() => setConfirming(undefined)}>
             Cancel
           </button>
         </div>

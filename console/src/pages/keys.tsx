@@ -6,8 +6,11 @@ import { useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { ApplicationService } from "../../../gen/authz/v1/applications_pb.js";
+import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { apiProblem } from "../lib/errors";
+import { reloadAt } from "../components/page-link";
+import { homePath } from "../lib/routes";
 import { storeKey } from "../lib/session";
 
 const SCOPES = [
@@ -81,7 +84,7 @@ export function KeysPage({ appId }: { appId: string }) {
               onClick={() => {
                 // The console starts again as the new key (sessionStorage outlives the reload; no answer of the old key does).
                 storeKey(created.key);
-                window.location.assign("/console/");
+                reloadAt(homePath());
               }}
             >
               Sign in with this key
@@ -115,17 +118,17 @@ export function KeysPage({ appId }: { appId: string }) {
                 <td>
                   {confirming === k.keyId ? (
                     <>
-                      <button type="button" className="danger" onClick={() => revoke.mutate({ appId, keyId: k.keyId }, { onSettled: () => setConfirming(undefined) })}>
+                      <DangerButton onClick={() => revoke.mutate({ appId, keyId: k.keyId }, { onSettled: () => setConfirming(undefined) })}>
                         Revoke {k.name} now
-                      </button>
-                      <button type="button" onClick={() => setConfirming(undefined)}>
+                      </DangerButton>
+                      <button type="button" className="secondary" onClick={() => setConfirming(undefined)}>
                         Cancel
                       </button>
                     </>
                   ) : (
-                    <button type="button" onClick={() => setConfirming(k.keyId)} aria-label={`Revoke ${k.name}`}>
+                    <DangerButton onClick={() => setConfirming(k.keyId)} aria-label={`Revoke ${k.name}`}>
                       Revoke
-                    </button>
+                    </DangerButton>
                   )}
                 </td>
               </tr>

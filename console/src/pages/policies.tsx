@@ -9,17 +9,21 @@ import { Code } from "@connectrpc/connect";
 import { useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { Link, Route, Switch, useLocation } from "wouter";
+import { Route, Switch } from "wouter";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { CatalogService } from "../../../gen/authz/v1/catalog_pb.js";
 import { PolicyService, type Policy, type PreviewPolicyUpdateResponse } from "../../../gen/authz/v1/policies_pb.js";
+import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
+import { useNotify } from "../components/notice";
+import { PageLink, useGo } from "../components/page-link";
 import { PagerControls } from "../components/pager";
 import { PermissionPicker } from "../components/permission-picker";
 import { When } from "../components/timestamp";
 import { apiProblem, reasonAt } from "../lib/errors";
 import { usePager } from "../lib/pager";
 import { policyChanges } from "../lib/policy-changes";
+import { appPaths } from "../lib/routes";
 
 const count = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString()} ${n === 1 ? one : many}`;
 
@@ -57,7 +61,7 @@ function PolicyList({ appId }: { appId: string }) {
           {(policies.data?.policies ?? []).map((p) => (
             <tr key={p.policyId}>
               <td>
-                <Link href={`/${p.policyId}`}>{p.name}</Link>
+                <PageLink to={appPaths(appId).policy(p.policyId)}>{p.name}</PageLink>
               </td>
               <td>{p.description}</td>
               <td>{p.tenantId ?? "Application-wide"}</td>
@@ -80,7 +84,7 @@ function PolicyList({ appId }: { appId: string }) {
 
 function NewPolicy({ appId }: { appId: string }) {
   const queryClient = useQueryClient();
-  const [, navigate] = useLocation();
+  const go = useGo();
   const catalog = useQuery(CatalogService.method.getCatalog, { appId });
   const createPolicy = useMutation(PolicyService.method.createPolicy, { onSuccess: () => queryClient.invalidateQueries() });
   const [form, setForm] = useState({ name: "", description: "", tenantId: "", permissions: [] as string[] });
@@ -89,7 +93,7 @@ function NewPolicy({ appId }: { appId: string }) {
     event.preventDefault();
     createPolicy.mutate(
       { appId, name: form.name, description: form.description, permissions: form.permissions, ...(form.tenantId === "" ? {} : { tenantId: form.tenantId }) },
-      { onSuccess: (answer) => navigate(`/${answer.policy?.policyId ?? ""}`) },
+      { onSuccess: (answer) => go(answer.policy === undefined ? appPaths(appId).policies : appPaths(appId).policy(answer.policy.policyId)) },
     );
   };
   return (
@@ -137,14 +141,12 @@ function NewPolicy({ appId }: { appId: string }) {
 
 function PolicyPage({ appId, policyId }: { appId: string; policyId: string }) {
   const policy = useQuery(PolicyService.method.getPolicy, { appId, policyId });
-  // Held here: a save remounts the editor (keyed by the stored version).
-  const [saved, setSaved] = useState(false);
   if (policy.isPending) return <p role="status">Loading the policy…</p>;
   if (policy.isError) {
     return (
       <>
         <p>
-          <Link href="/">All policies</Link>
+          <PageLink to={appPaths(appId).policies}>All policies</PageLink>
         </p>
         <ErrorNote error={policy.error} title="The policy could not be read" />
       </>
@@ -158,21 +160,20 @@ function PolicyPage({ appId, policyId }: { appId: string; policyId: string }) {
       key={`${stored.policyId}@${stored.updatedAt?.seconds ?? 0}.${stored.updatedAt?.nanos ?? 0}`}
       appId={appId}
       stored={stored}
-      saved={saved}
-      setSaved={setSaved}
     />
   );
 }
 
-function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; stored: Policy; saved: boolean; setSaved: (saved: boolean) => void }) {
+function PolicyEditor({ appId, stored }: { appId: string; stored: Policy }) {
   const queryClient = useQueryClient();
+  const notify = useNotify();
   const catalog = useQuery(CatalogService.method.getCatalog, { appId });
   const roles = useQuery(PolicyService.method.listPolicyRoles, { appId, policyId: stored.policyId, pageSize: 100 });
   const preview = useMutation(PolicyService.method.previewPolicyUpdate);
   const update = useMutation(PolicyService.method.updatePolicy, {
-    onSuccess: () => {
+    onSuccess: (answer) => {
       // Here, not in mutate's own callback: the refetch remounts this editor, and a mutate callback does not outlive its component.
-      setSaved(true);
+      notify(`Policy ${answer.policy?.name ?? stored.name} saved.`);
       void queryClient.invalidateQueries();
     },
   });
@@ -184,7 +185,6 @@ function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; store
     // What was previewed no longer describes the form.
     preview.reset();
     update.reset();
-    setSaved(false);
     setForm((f) => ({ ...f, ...change }));
   };
   const request = { appId, policyId: stored.policyId, ...changes.fields, updateMask: { paths: changes.paths } };
@@ -196,7 +196,7 @@ function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; store
   return (
     <>
       <p>
-        <Link href="/">All policies</Link>
+        <PageLink to={appPaths(appId).policies}>All policies</PageLink>
       </p>
       <h1>Policy {stored.name}</h1>
       <p className="muted">
@@ -232,11 +232,6 @@ function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; store
         <button type="submit" disabled={changes.paths.length === 0 || preview.isPending}>
           Review changes
         </button>
-        {saved && (
-          <p role="status" className="ok-note">
-            Policy saved.
-          </p>
-        )}
         {problem !== undefined && problem.fields.size === 0 && <ErrorNote error={update.error ?? preview.error} />}
       </form>
       {preview.data !== undefined && (
@@ -253,7 +248,7 @@ function PolicyEditor({ appId, stored, saved, setSaved }: { appId: string; store
         <ul>
           {(roles.data?.roles ?? []).map((r) => (
             <li key={r.roleId}>
-              <Link href={`~/apps/${appId}/roles/${r.roleId}`}>{r.name}</Link> {r.tenantId !== undefined && <span className="muted">(tenant {r.tenantId})</span>}
+              <PageLink to={appPaths(appId).role(r.roleId)}>{r.name}</PageLink> {r.tenantId !== undefined && <span className="muted">(tenant {r.tenantId})</span>}
             </li>
           ))}
           {roles.data?.roles.length === 0 && <li>None.</li>}
@@ -328,29 +323,35 @@ function Perm({ p, last }: { p: string; last: boolean }) {
 
 function DeletePolicy({ appId, policy }: { appId: string; policy: Policy }) {
   const queryClient = useQueryClient();
-  const [, navigate] = useLocation();
+  const go = useGo();
   const remove = useMutation(PolicyService.method.deletePolicy, {
     onSuccess: () => {
       void queryClient.invalidateQueries();
-      navigate("/");
+      go(appPaths(appId).policies);
     },
   });
   const [typed, setTyped] = useState("");
   const problem = remove.error ? apiProblem(remove.error) : undefined;
   const blocked = problem?.code === Code.FailedPrecondition;
   const blockers = useQuery(PolicyService.method.listPolicyRoles, { appId, policyId: policy.policyId, pageSize: 100 }, { enabled: blocked });
+  // The refusal's details name each attached role (the API's message speaks to API clients: "delete with force=true").
+  const attached = problem?.details.filter((d) => typeof d.roleId === "string").length ?? 0;
+  const roles = count(attached, "role");
   return (
     <section aria-labelledby="delete-policy">
       <h2 id="delete-policy">Delete</h2>
       {!blocked && (
-        <button type="button" className="danger" onClick={() => remove.mutate({ appId, policyId: policy.policyId })} disabled={remove.isPending}>
+        <DangerButton onClick={() => remove.mutate({ appId, policyId: policy.policyId })} disabled={remove.isPending}>
           Delete policy {policy.name}
-        </button>
+        </DangerButton>
       )}
       {problem !== undefined && !blocked && <ErrorNote error={remove.error} />}
       {blocked && (
         <div role="alert" className="error-note">
-          <p>{problem.message}</p>
+          <p>
+            Policy {policy.name} is attached to {roles}: deleting it detaches it from {attached === 1 ? "that role" : "them"}, and their users lose what it
+            gave them.
+          </p>
           <p>Attached to:</p>
           <ul>
             {(blockers.data?.roles ?? []).map((r) => (
@@ -369,13 +370,13 @@ function DeletePolicy({ appId, policy }: { appId: string; policy: Policy }) {
           >
             <div className="field">
               <label htmlFor="policy-delete-confirm">
-                To delete it anyway and detach it from these roles, type its name, <strong>{policy.name}</strong>
+                To detach it and delete it, type its name, <strong>{policy.name}</strong>
               </label>
               <input id="policy-delete-confirm" value={typed} onChange={(e) => setTyped(e.target.value)} autoComplete="off" />
             </div>
-            <button type="submit" className="danger" disabled={typed !== policy.name || remove.isPending}>
-              Delete and detach
-            </button>
+            <DangerButton type="submit" disabled={typed !== policy.name || remove.isPending}>
+              Detach from {roles} and delete
+            </DangerButton>
             <button type="button" className="secondary" onClick={() => remove.reset()}>
               Cancel
             </button>
@@ -385,4 +386,3 @@ function DeletePolicy({ appId, policy }: { appId: string; policy: Policy }) {
     </section>
   );
 }
-

@@ -8,15 +8,20 @@
 import { skipToken, useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { Link, Route, Switch, useLocation } from "wouter";
+import { Route, Switch } from "wouter";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { PolicyService, type Policy } from "../../../gen/authz/v1/policies_pb.js";
 import { RoleService, type Role } from "../../../gen/authz/v1/roles_pb.js";
+import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
+import { useNotify } from "../components/notice";
+import { PageLink, useGo } from "../components/page-link";
 import { PagerControls } from "../components/pager";
 import { When } from "../components/timestamp";
 import { apiProblem, type ApiProblem } from "../lib/errors";
 import { usePager } from "../lib/pager";
+import { sameSet } from "../lib/policy-changes";
+import { appPaths } from "../lib/routes";
 
 const PAGE_SIZE = 50;
 
@@ -144,7 +149,7 @@ function PolicyChecklist({
   );
 }
 
-function RolesTable({ roles, names, caption }: { roles: Role[]; names: Map<string, string>; caption: string }) {
+function RolesTable({ appId, roles, names, caption }: { appId: string; roles: Role[]; names: Map<string, string>; caption: string }) {
   return (
     <table>
       <caption className="visually-hidden">{caption}</caption>
@@ -160,7 +165,7 @@ function RolesTable({ roles, names, caption }: { roles: Role[]; names: Map<strin
         {roles.map((r) => (
           <tr key={r.roleId}>
             <td>
-              <Link href={`/${encodeURIComponent(r.roleId)}`}>{r.name}</Link>
+              <PageLink to={appPaths(appId).role(r.roleId)}>{r.name}</PageLink>
             </td>
             <td>{r.description === "" ? <span className="muted">—</span> : r.description}</td>
             <td>{scopeText(r.tenantId)}</td>
@@ -198,7 +203,7 @@ function RoleList({ appId, canWrite }: { appId: string; canWrite: boolean }) {
         {roles.isSuccess && list.length === 0 && pager.page === 1 ? (
           <p>No roles yet.</p>
         ) : (
-          roles.isSuccess && <RolesTable roles={list} names={policies.names} caption="All roles" />
+          roles.isSuccess && <RolesTable appId={appId} roles={list} names={policies.names} caption="All roles" />
         )}
         <PagerControls pager={pager} nextPageToken={roles.data?.nextPageToken} label="Roles" />
       </section>
@@ -283,7 +288,7 @@ function NewRole({ appId, policies }: { appId: string; policies: Policy[] }) {
       {needsNote(problem, showsField) && <ErrorNote error={create.error} />}
       {created !== undefined && !create.isError && (
         <p role="status" className="ra-notice">
-          Role <Link href={`/${encodeURIComponent(created.roleId)}`}>{created.name}</Link> created.
+          Role <PageLink to={appPaths(appId).role(created.roleId)}>{created.name}</PageLink> created.
         </p>
       )}
     </section>
@@ -333,7 +338,7 @@ function UserRoles({ appId, canWrite, names }: { appId: string; canWrite: boolea
               <p>
                 Roles of user <strong>{userId}</strong>:
               </p>
-              <RolesTable roles={list} names={names} caption={`Roles of user ${userId}`} />
+              <RolesTable appId={appId} roles={list} names={names} caption={`Roles of user ${userId}`} />
             </>
           )}
           <PagerControls pager={pager} nextPageToken={roles.data.nextPageToken} label={`Roles of ${userId}`} />
@@ -342,22 +347,18 @@ function UserRoles({ appId, canWrite, names }: { appId: string; canWrite: boolea
               {confirming ? (
                 <>
                   <span>Remove every role assignment of {userId}?</span>
-                  <button
-                    type="button"
-                    className="danger"
+                  <DangerButton
                     onClick={() => removeAll.mutate({ appId, userId }, { onSettled: () => setConfirming(false), onSuccess: () => pager.reset() })}
                     disabled={removeAll.isPending}
                   >
                     Remove all roles of {userId} now
-                  </button>
-                  <button type="button" onClick={() => setConfirming(false)}>
+                  </DangerButton>
+                  <button type="button" className="secondary" onClick={() => setConfirming(false)}>
                     Cancel
                   </button>
                 </>
               ) : (
-                <button type="button" onClick={() => setConfirming(true)}>
-                  Remove all of this user's roles
-                </button>
+                <DangerButton onClick={() => setConfirming(true)}>Remove all of this user's roles</DangerButton>
               )}
             </div>
           )}
@@ -383,7 +384,7 @@ function RoleDetail({ appId, roleId, canWrite }: { appId: string; roleId: string
   return (
     <>
       <p>
-        <Link href="">← All roles</Link>
+        <PageLink to={appPaths(appId).roles}>← All roles</PageLink>
       </p>
       {role.isPending && (
         <>
@@ -432,14 +433,12 @@ function RoleDetail({ appId, roleId, canWrite }: { appId: string; roleId: string
   );
 }
 
-const sameList = (a: string[], b: string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
-
 function EditRole({ appId, role, policies }: { appId: string; role: Role; policies: Policy[] }) {
   const queryClient = useQueryClient();
   const [name, setName] = useState(role.name);
   const [description, setDescription] = useState(role.description);
   const [policyIds, setPolicyIds] = useState<string[]>(role.policyIds);
-  const [notice, setNotice] = useState<string | undefined>();
+  const notify = useNotify();
   const update = useMutation(RoleService.method.updateRole, { onSuccess: () => queryClient.invalidateQueries() });
   const problem = update.error ? apiProblem(update.error) : undefined;
   // The policies this role can attach: application-wide ones and its tenant's, and any attached now.
@@ -459,15 +458,11 @@ function EditRole({ appId, role, policies }: { appId: string; role: Role; polici
   const paths = [
     ...(name !== role.name ? ["name"] : []),
     ...(description !== role.description ? ["description"] : []),
-    ...(!sameList(policyIds, role.policyIds) ? ["policy_ids"] : []),
+    ...(!sameSet(policyIds, role.policyIds) ? ["policy_ids"] : []),
   ];
   const submit = (event: FormEvent) => {
     event.preventDefault();
-    setNotice(undefined);
-    if (paths.length === 0) {
-      setNotice("Nothing to save: nothing changed.");
-      return;
-    }
+    if (paths.length === 0) return;
     update.mutate(
       {
         appId,
@@ -484,7 +479,7 @@ function EditRole({ appId, role, policies }: { appId: string; role: Role; polici
             setDescription(res.role.description);
             setPolicyIds(res.role.policyIds);
           }
-          setNotice("Saved.");
+          notify(`Role ${res.role?.name ?? name} saved.`);
         },
       },
     );
@@ -493,7 +488,6 @@ function EditRole({ appId, role, policies }: { appId: string; role: Role; polici
     setName(role.name);
     setDescription(role.description);
     setPolicyIds(role.policyIds);
-    setNotice(undefined);
     update.reset();
   };
   return (
@@ -529,19 +523,15 @@ function EditRole({ appId, role, policies }: { appId: string; role: Role; polici
             Also attached (not in the first 1,000 policies): {unknownAttached.map((id) => <code key={id}>{id} </code>)}
           </p>
         )}
-        <button type="submit" disabled={update.isPending}>
+        {/* Nothing to save until something changed; a save makes the form the stored role again. */}
+        <button type="submit" disabled={paths.length === 0 || update.isPending}>
           Save changes
         </button>
-        <button type="button" onClick={discard} disabled={paths.length === 0 && !update.isError}>
+        <button type="button" className="secondary" onClick={discard} disabled={paths.length === 0 && !update.isError}>
           Discard changes
         </button>
       </form>
       {needsNote(problem, showsField) && <ErrorNote error={update.error} />}
-      {notice !== undefined && (
-        <p role="status" className="ra-notice">
-          {notice}
-        </p>
-      )}
     </section>
   );
 }
@@ -553,19 +543,17 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
   const assign = useMutation(RoleService.method.assignRole, { onSuccess: () => queryClient.invalidateQueries() });
   const unassign = useMutation(RoleService.method.unassignRole, { onSuccess: () => queryClient.invalidateQueries() });
   const [userId, setUserId] = useState("");
-  const [notice, setNotice] = useState<string | undefined>();
+  const notify = useNotify();
   const problem = assign.error ? apiProblem(assign.error) : undefined;
   const list = assignments.data?.assignments ?? [];
 
   const submit = (event: FormEvent) => {
     event.preventDefault();
-    setNotice(undefined);
     const user = userId;
-    assign.mutate({ appId, roleId: role.roleId, userId: user }, { onSuccess: () => (setUserId(""), setNotice(`Assigned ${role.name} to ${user}.`)) });
+    assign.mutate({ appId, roleId: role.roleId, userId: user }, { onSuccess: () => (setUserId(""), notify(`Assigned ${role.name} to ${user}.`)) });
   };
   const remove = (user: string) => {
-    setNotice(undefined);
-    unassign.mutate({ appId, roleId: role.roleId, userId: user }, { onSuccess: (res) => setNotice(res.deleted ? `Removed ${role.name} from ${user}.` : `${user} did not have ${role.name}.`) });
+    unassign.mutate({ appId, roleId: role.roleId, userId: user }, { onSuccess: (res) => notify(res.deleted ? `Removed ${role.name} from ${user}.` : `${user} did not have ${role.name}.`) });
   };
   return (
     <section aria-labelledby="roles-assignments">
@@ -584,11 +572,6 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
       )}
       {needsNote(problem, (f) => f === "userId") && <ErrorNote error={assign.error} />}
       {unassign.isError && <ErrorNote error={unassign.error} />}
-      {notice !== undefined && (
-        <p role="status" className="ra-notice">
-          {notice}
-        </p>
-      )}
       {assignments.isError && <ErrorNote error={assignments.error} />}
       {assignments.isPending && <p role="status">Loading the assignments…</p>}
       {assignments.isSuccess &&
@@ -617,9 +600,9 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
                   </td>
                   {canWrite && (
                     <td>
-                      <button type="button" onClick={() => remove(a.userId)} disabled={unassign.isPending} aria-label={`Remove ${a.userId}`}>
+                      <DangerButton onClick={() => remove(a.userId)} disabled={unassign.isPending} aria-label={`Remove ${a.userId}`}>
                         Remove
-                      </button>
+                      </DangerButton>
                     </td>
                   )}
                 </tr>
@@ -634,11 +617,11 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
 
 function DeleteRole({ appId, role }: { appId: string; role: Role }) {
   const queryClient = useQueryClient();
-  const [, navigate] = useLocation();
+  const go = useGo();
   const [confirming, setConfirming] = useState(false);
   const remove = useMutation(RoleService.method.deleteRole, {
     onSuccess: () => {
-      navigate(""); // the list itself, without a trailing slash
+      go(appPaths(appId).roles);
       void queryClient.invalidateQueries();
     },
   });
@@ -649,17 +632,15 @@ function DeleteRole({ appId, role }: { appId: string; role: Role }) {
       {confirming ? (
         <div className="ra-confirm">
           <span>Delete {role.name}?</span>
-          <button type="button" className="danger" onClick={() => remove.mutate({ appId, roleId: role.roleId }, { onError: () => setConfirming(false) })} disabled={remove.isPending}>
+          <DangerButton onClick={() => remove.mutate({ appId, roleId: role.roleId }, { onError: () => setConfirming(false) })} disabled={remove.isPending}>
             Delete {role.name} now
-          </button>
-          <button type="button" onClick={() => setConfirming(false)}>
+          </DangerButton>
+          <button type="button" className="secondary" onClick={() => setConfirming(false)}>
             Cancel
           </button>
         </div>
       ) : (
-        <button type="button" className="danger" onClick={() => setConfirming(true)}>
-          Delete role
-        </button>
+        <DangerButton onClick={() => setConfirming(true)}>Delete role</DangerButton>
       )}
       {remove.isError && <ErrorNote error={remove.error} />}
     </section>
