@@ -4,14 +4,25 @@
  * the read-replica tests and `npm run bench -- --replicas 1`. Uses the
  * machine's Postgres binaries (initdb, pg_ctl, pg_basebackup); Postgres
  * refuses to run as root, so under root every binary runs as the `postgres`
- * user.
+ * user. Built from the parts in pg-server.ts.
  */
-import { execFile, execFileSync } from "node:child_process";
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, appendFileSync } from "node:fs";
-import { createServer, type AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
+import { appendFileSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import pg from "pg";
+import {
+  appendSettings,
+  checkDatabaseName,
+  giveToPostgres,
+  initDataDir,
+  makeRoot,
+  pgQuery as query,
+  pgServer,
+  runPg as run,
+  until,
+  urlOf,
+  freePort,
+} from "./pg-server.js";
+
+export { freePort, pgBinariesInstalled } from "./pg-server.js";
 
 export interface PgCluster {
   readonly primaryUrl: string;
@@ -31,117 +42,13 @@ export interface PgCluster {
   close(): Promise<void>;
 }
 
-function binDir(): string {
-  try {
-    return execFileSync("pg_config", ["--bindir"], { encoding: "utf8" }).trim();
-  } catch {
-    return "/usr/lib/postgresql/15/bin";
-  }
-}
-
-/** Whether the Postgres server binaries are on this machine. */
-export function pgBinariesInstalled(): boolean {
-  return existsSync(join(binDir(), "initdb")) && existsSync(join(binDir(), "pg_basebackup"));
-}
-
-const asRoot = process.getuid?.() === 0;
-
-/** Runs a Postgres binary (as `postgres` under root); rejects with its stderr. */
-function run(bin: string, args: string[]): Promise<string> {
-  const path = join(binDir(), bin);
-  const [file, argv] = asRoot ? ["runuser", ["-u", "postgres", "--", path, ...args]] : [path, args];
-  return new Promise((resolve, reject) => {
-    execFile(file, argv, { encoding: "utf8", timeout: 120_000 }, (error, stdout, stderr) => {
-      if (error) reject(new Error(`${bin} ${args.join(" ")} failed: ${stderr || error.message}`));
-      else resolve(stdout);
-    });
-  });
-}
-
-/** A loopback port nobody listens on right now. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-function postgresIds(): { uid: number; gid: number } {
-  return {
-    uid: Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim()),
-    gid: Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }).trim()),
-  };
-}
-
-function chownTree(path: string, ids: { uid: number; gid: number }): void {
-  chownSync(path, ids.uid, ids.gid);
-  for (const entry of readdirSync(path, { withFileTypes: true })) {
-    if (entry.isDirectory()) chownTree(join(path, entry.name), ids);
-    else chownSync(join(path, entry.name), ids.uid, ids.gid);
-  }
-}
-
-function postmasterPid(dataDir: string): number | undefined {
-  try {
-    return Number(readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
-  } catch {
-    return undefined;
-  }
-}
-
-/** Clusters still running, stopped when the process exits however it exits. */
-const running = new Set<string>();
-process.on("exit", () => {
-  for (const dir of running) {
-    try {
-      const args = ["-D", dir, "-m", "immediate", "stop"];
-      const path = join(binDir(), "pg_ctl");
-      if (asRoot) execFileSync("runuser", ["-u", "postgres", "--", path, ...args], { stdio: "ignore" });
-      else execFileSync(path, args, { stdio: "ignore" });
-    } catch {
-      // already stopped
-    }
-  }
-});
-
-async function query<R>(url: string, sql: string): Promise<R[]> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
-  try {
-    await client.connect();
-    return (await client.query(sql)).rows as R[];
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms${last ? ` (${String(last)})` : ""}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-const urlOf = (port: number, database = "postgres") => `postgres://postgres@127.0.0.1:${port}/${database}`;
-
 export async function startPgCluster(options: { settings?: Record<string, string | number> } = {}): Promise<PgCluster> {
-  const root = mkdtempSync(join(tmpdir(), "portcullis-pg-"));
-  const primaryDir = join(root, "primary");
-  const standbyDir = join(root, "standby");
-  const ids = asRoot ? postgresIds() : undefined;
-  if (ids) chownTree(root, ids);
+  const root = makeRoot("portcullis-pg-");
   const [primaryPort, standbyPort] = [await freePort(), await freePort()];
+  const primary = pgServer(join(root, "primary"), primaryPort, join(root, "primary.log"));
+  const standby = pgServer(join(root, "standby"), standbyPort, join(root, "standby.log"));
 
-  await run("initdb", ["-D", primaryDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"]);
-  const settings: Record<string, string | number> = {
+  await initDataDir(primary.dataDir, {
     listen_addresses: "'127.0.0.1'",
     unix_socket_directories: `'${root}'`,
     wal_level: "replica",
@@ -153,30 +60,21 @@ export async function startPgCluster(options: { settings?: Record<string, string
     max_connections: 100,
     shared_buffers: "'64MB'",
     ...options.settings,
-  };
-  // Appended as root, so the file is given back to postgres below.
-  appendFileSync(join(primaryDir, "postgresql.conf"), `\n${Object.entries(settings).map(([k, v]) => `${k} = ${v}`).join("\n")}\nport = ${primaryPort}\n`);
-  appendFileSync(join(primaryDir, "pg_hba.conf"), "\nhost replication all 127.0.0.1/32 trust\n");
-  if (ids) chownTree(primaryDir, ids);
-  running.add(primaryDir);
-  await run("pg_ctl", ["-D", primaryDir, "-l", join(root, "primary.log"), "-w", "-t", "60", "start"]);
+    port: primaryPort,
+  });
+  appendFileSync(join(primary.dataDir, "pg_hba.conf"), "\nhost replication all 127.0.0.1/32 trust\n");
+  giveToPostgres(primary.dataDir);
+  await primary.start();
 
-  await run("pg_basebackup", ["-h", "127.0.0.1", "-p", String(primaryPort), "-U", "postgres", "-D", standbyDir, "-R", "-X", "stream", "--checkpoint=fast"]);
+  await run("pg_basebackup", ["-h", "127.0.0.1", "-p", String(primaryPort), "-U", "postgres", "-D", standby.dataDir, "-R", "-X", "stream", "--checkpoint=fast"]);
   // The copy has the primary's configuration: the standby's own port comes last, so it wins.
-  appendFileSync(join(standbyDir, "postgresql.conf"), `\nport = ${standbyPort}\n`);
-  if (ids) chownTree(standbyDir, ids);
+  appendSettings(standby.dataDir, { port: standbyPort });
 
   const startStandby = async () => {
-    running.add(standbyDir);
-    await run("pg_ctl", ["-D", standbyDir, "-l", join(root, "standby.log"), "-w", "-t", "60", "start"]);
+    await standby.start();
     await until("the standby in recovery", async () =>
       (await query<{ r: boolean }>(urlOf(standbyPort), "SELECT pg_is_in_recovery() AS r"))[0]!.r ? true : undefined,
     );
-  };
-  const stop = async (dir: string) => {
-    if (!running.has(dir)) return;
-    running.delete(dir);
-    await run("pg_ctl", ["-D", dir, "-m", "immediate", "-w", "stop"]).catch(() => undefined);
   };
   await startStandby();
 
@@ -195,17 +93,14 @@ export async function startPgCluster(options: { settings?: Record<string, string
     async resumeReplay() {
       await query(urlOf(standbyPort), "SELECT pg_wal_replay_resume()");
     },
-    stopStandby: () => stop(standbyDir),
+    stopStandby: () => standby.stop(),
     startStandby,
-    pids: () => ({
-      primary: running.has(primaryDir) ? postmasterPid(primaryDir) : undefined,
-      standby: running.has(standbyDir) ? postmasterPid(standbyDir) : undefined,
-    }),
+    pids: () => ({ primary: primary.pid(), standby: standby.pid() }),
     async close() {
       if (closed) return;
       closed = true;
-      await stop(standbyDir);
-      await stop(primaryDir);
+      await standby.stop();
+      await primary.stop();
       rmSync(root, { recursive: true, force: true });
     },
   };
@@ -213,8 +108,7 @@ export async function startPgCluster(options: { settings?: Record<string, string
 
 /** Creates a database on the primary and resolves once the standby has it. */
 export async function createDatabase(cluster: PgCluster, name: string): Promise<{ primaryUrl: string; standbyUrl: string }> {
-  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a plain database name: ${name}`);
-  await query(cluster.primaryUrl, `CREATE DATABASE ${name}`);
+  await query(cluster.primaryUrl, `CREATE DATABASE ${checkDatabaseName(name)}`);
   const standbyUrl = urlOf(cluster.standbyPort, name);
   await until(`database ${name} on the standby`, async () => ((await query(standbyUrl, "SELECT 1")).length === 1 ? true : undefined));
   return { primaryUrl: urlOf(cluster.primaryPort, name), standbyUrl };

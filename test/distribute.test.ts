@@ -1,9 +1,11 @@
 /**
  * The Citus layout (src/store/distribute.ts) against the schema the
- * migrations build, on each engine: Citus cannot run in CI, so what it
- * requires of a schema before create_distributed_table succeeds is checked
- * here on the catalogs of the migrated database. And AUTHZ_DISTRIBUTE=citus
- * on a database without Citus stops the start with a message saying what to do.
+ * migrations build, on each engine: what Citus requires of a schema before
+ * create_distributed_table succeeds, checked on the catalogs of the migrated
+ * database, so a migration that breaks it fails on any machine, Citus or not
+ * (test/citus.test.ts distributes the schema on a real Citus cluster where
+ * Citus is installed, and always in CI). And AUTHZ_DISTRIBUTE=citus on a
+ * database without Citus stops the start with a message saying what to do.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DISTRIBUTED_TABLES, distributeOnCitus, DistributionError, REFERENCE_TABLES } from "../src/store/distribute.js";

@@ -28,16 +28,21 @@ export const modelStore = {
     await q.query("UPDATE model_versions SET version = (SELECT nextval('model_version_seq')) WHERE app_id = $1", [appId]);
   },
 
-  /** The whole model and its version, read in one statement, so from one snapshot. Undefined for an unknown application. */
+  /**
+   * The whole model and its version, read in one statement, so from one
+   * snapshot. Undefined for an unknown application. Each subquery names $1
+   * itself rather than `v.app_id`: Citus prunes a scalar subquery by its own
+   * filters, not through its correlation, and ran it on every shard.
+   */
   async load(q: Queryable, appId: string): Promise<ModelRows | undefined> {
     const { rows } = await q.query<ModelRows>(
       `SELECT v.version::text AS version,
          (SELECT coalesce(json_agg(json_build_array(c.resource, c.actions)), '[]')
-          FROM catalog_resources c WHERE c.app_id = v.app_id) AS resources,
+          FROM catalog_resources c WHERE c.app_id = $1) AS resources,
          (SELECT coalesce(json_agg(json_build_array(r.resource, r.relation, r.actions)), '[]')
-          FROM catalog_relations r WHERE r.app_id = v.app_id) AS relations,
+          FROM catalog_relations r WHERE r.app_id = $1) AS relations,
          (SELECT coalesce(json_agg(json_build_array(p.role_id, p.tenant_id, p.resource, p.action)), '[]')
-          FROM role_permissions p WHERE p.app_id = v.app_id) AS permissions
+          FROM role_permissions p WHERE p.app_id = $1) AS permissions
        FROM model_versions v WHERE v.app_id = $1`,
       [appId],
     );

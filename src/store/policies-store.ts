@@ -11,13 +11,18 @@ export interface PolicyRow {
   updatedAt: Date;
 }
 
+/**
+ * Followed by `WHERE p.app_id = $1 ...`. The subqueries name $1 themselves,
+ * not `p.app_id`: Citus prunes a scalar subquery by its own filters, not
+ * through its correlation, and ran these on every shard (docs/scale-out.md).
+ */
 const POLICY_SELECT = `
   SELECT p.policy_id AS "policyId", p.name, p.description, p.tenant_id AS "tenantId",
          p.created_at AS "createdAt", p.updated_at AS "updatedAt",
          COALESCE((SELECT array_agg(pp.resource || ':' || pp.action ORDER BY pp.position)
-                   FROM policy_permissions pp WHERE pp.app_id = p.app_id AND pp.policy_id = p.policy_id),
+                   FROM policy_permissions pp WHERE pp.app_id = $1 AND pp.policy_id = p.policy_id),
                   '{}'::text[]) AS permissions,
-         (SELECT count(*) FROM role_policies rp WHERE rp.app_id = p.app_id AND rp.policy_id = p.policy_id)::int
+         (SELECT count(*) FROM role_policies rp WHERE rp.app_id = $1 AND rp.policy_id = p.policy_id)::int
            AS "roleCount"
   FROM policies p`;
 

@@ -16,11 +16,12 @@ export interface AssignmentRow {
   createdAt: Date;
 }
 
+/** Followed by `WHERE r.app_id = $1 ...`; the subquery names $1 itself, as POLICY_SELECT's do (for Citus). */
 const ROLE_SELECT = `
   SELECT r.role_id AS "roleId", r.name, r.description, r.tenant_id AS "tenantId",
          r.created_at AS "createdAt", r.updated_at AS "updatedAt",
          COALESCE((SELECT array_agg(rp.policy_id ORDER BY rp.position)
-                   FROM role_policies rp WHERE rp.app_id = r.app_id AND rp.role_id = r.role_id),
+                   FROM role_policies rp WHERE rp.app_id = $1 AND rp.role_id = r.role_id),
                   '{}'::text[]) AS "policyIds"
   FROM roles r`;
 

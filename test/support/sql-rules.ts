@@ -18,6 +18,29 @@ interface TableRef {
   alias: string;
   /** The table written: INSERT INTO, UPDATE, DELETE FROM. */
   written: boolean;
+  /** Where the innermost parenthesis around it opens (-1: none), and whether that is a scalar subquery. */
+  scope: number;
+  scalar: boolean;
+}
+
+/**
+ * The innermost subquery around `at`: where its parenthesis opens, and
+ * whether it is a scalar one (`(SELECT ...)`, `ARRAY(SELECT ...)` in a select
+ * list or a comparison). Postgres plans those as subplans, their correlation
+ * with the outer query a parameter, so Citus cannot prune their tables to
+ * the outer query's shard: it runs them on every shard. EXISTS, IN and FROM
+ * subqueries are joins to it and prune as joins do.
+ */
+function enclosingSubquery(sql: string, at: number): { scope: number; scalar: boolean } {
+  let depth = 0;
+  for (let i = at - 1; i >= 0; i--) {
+    if (sql[i] === ")") depth++;
+    else if (sql[i] === "(" && depth-- === 0) {
+      if (!/^\(\s*select\b/i.test(sql.slice(i, i + 12))) return { scope: i, scalar: false };
+      return { scope: i, scalar: !/\b(exists|in|from|join|lateral)\s*$/i.test(sql.slice(Math.max(0, i - 10), i)) };
+    }
+  }
+  return { scope: -1, scalar: false };
 }
 
 const KEYWORDS = new Set(["where", "on", "using", "join", "left", "right", "inner", "cross", "natural", "group", "order", "limit", "set", "values", "returning", "for", "select", "lateral", "with", "union", "default", "and", "or"]);
@@ -33,7 +56,7 @@ function tableRefs(sql: string): TableRef[] {
     const keyword = (m[1] ?? m[2]!).toLowerCase();
     const before = sql.slice(Math.max(0, m.index - 8), m.index).toLowerCase();
     const written = keyword === "into" || keyword === "update" || (keyword === "from" && /delete\s*$/.test(before));
-    refs.push({ table, alias, written });
+    refs.push({ table, alias, written, ...enclosingSubquery(sql, m.index) });
   }
   return refs;
 }
@@ -62,12 +85,15 @@ export function sqlRuleViolations(rawSql: string): string[] {
     changed = false;
     for (const r of refs) {
       if (pinned.has(r.alias)) continue;
-      const joined = [...pinned].some(
+      // A table of a scalar subquery is pinned by its own `app_id = $n`, or
+      // through a join inside the same subquery; not by its correlation.
+      const reachable = [...pinned].filter((p) => !r.scalar || refs.some((o) => o.alias === p && o.scope === r.scope));
+      const joined = reachable.some(
         (p) =>
           new RegExp(`\\b${r.alias}\\.app_id\\s*=\\s*${p}\\.app_id\\b`, "i").test(sql) ||
           new RegExp(`\\b${p}\\.app_id\\s*=\\s*${r.alias}\\.app_id\\b`, "i").test(sql),
       );
-      const usingJoin = new RegExp(`join ${r.table}(?: (?:as )?${r.alias})? using \\(app_id\\b`, "i").test(sql) && pinned.size > 0;
+      const usingJoin = new RegExp(`join ${r.table}(?: (?:as )?${r.alias})? using \\(app_id\\b`, "i").test(sql) && reachable.length > 0;
       if (joined || usingJoin) {
         pinned.add(r.alias);
         changed = true;
