@@ -8,6 +8,19 @@
  *   npm run bench -- [--grants 100000 | --grants 10000,1000000] [--seconds 10]
  *                    [--connections 50] [--profile] [--out FILE] [--keep]
  *                    [--only ceiling,rest,grpc,external,batch,list,bulk,questions,upkeep,telemetry]
+ *                    [--service-env NAME=VALUE]... (added to the service's environment)
+ *                    [--compare NAME=VALUE[,NAME=VALUE...] [--compare-rounds 2]]
+ *
+ * With `--compare`, last of all, it restarts the service on the loaded data
+ * as it was started and with those variables added, alternated (twice by
+ * default), and drives the three REST checks at each: on a shared machine
+ * whose speed drifts, a setting's cost in checks/s is read from one run,
+ * minutes apart at most, not from runs on different hours.
+ *
+ * It reports the service's peak RSS over the whole run (the kernel's
+ * high-water mark, which covers the start and the loading too), with the
+ * peak and the resident size read at each phase's end, and Node's own split
+ * (heap, external) from the service's /metrics at the end.
  *
  * The telemetry group (last, as it restarts the service) measures the REST
  * check on the same data with the service started three ways, alternated
@@ -70,6 +83,40 @@ const OUT = arg("out", join(ROOT, "bench", "results", `bench-${new Date().toISOS
 const ADMIN_KEY = `bench-${randomBytes(16).toString("hex")}`;
 /** Hot standbys to measure checks on (0: the usual figures). */
 const REPLICAS = Number(arg("replicas", "0"));
+/**
+ * `--service-env NAME=VALUE`, repeatable: set in the service's environment
+ * (the services the telemetry, compare and replica runs start too), to
+ * measure a setting against the defaults, e.g. PGLITE_SHARED_BUFFERS_MB or
+ * NODE_OPTIONS.
+ */
+const SERVICE_ENV: Record<string, string> = Object.fromEntries(
+  process.argv.flatMap((a, i) => {
+    if (a !== "--service-env") return [];
+    const pair = process.argv[i + 1] ?? "";
+    const eq = pair.indexOf("=");
+    if (eq <= 0) throw new Error(`--service-env takes NAME=VALUE, got "${pair}"`);
+    return [[pair.slice(0, eq), pair.slice(eq + 1)]];
+  }),
+);
+
+/** `--compare NAME=VALUE[,NAME=VALUE...]`: the variables the compare group adds (undefined: no compare group). */
+const COMPARE: Record<string, string> | undefined = (() => {
+  const spec = arg("compare", "");
+  if (spec === "") return undefined;
+  return Object.fromEntries(
+    spec.split(",").map((pair) => {
+      const eq = pair.indexOf("=");
+      if (eq <= 0) throw new Error(`--compare takes NAME=VALUE[,NAME=VALUE...], got "${pair}"`);
+      return [pair.slice(0, eq), pair.slice(eq + 1)];
+    }),
+  );
+})();
+
+const COMPARE_ROUNDS = Number(arg("compare-rounds", "2"));
+
+const SERVICE_ENV_TEXT = Object.entries(SERVICE_ENV)
+  .map(([k, v]) => `${k}=${v}`)
+  .join(" ");
 
 const progress = (text: string) => process.stderr.write(`\r\x1b[K${text}`);
 const say = (text: string) => process.stderr.write(`\r\x1b[K${text}\n`);
@@ -116,12 +163,53 @@ async function waitReady(url: string, child: ChildProcess): Promise<void> {
   throw new Error("the service was not ready within 60 s");
 }
 
-/** Peak resident set size of a process, from /proc (Linux). */
+/** Peak resident set size of a process so far (the kernel's high-water mark), from /proc (Linux). */
 function peakRssMb(pid: number): number | undefined {
+  return statusMb(pid, "VmHWM");
+}
+
+function statusMb(pid: number, field: "VmHWM" | "VmRSS"): number | undefined {
   try {
     const status = readFileSync(`/proc/${pid}/status`, "utf8");
-    const match = /VmHWM:\s+(\d+) kB/.exec(status);
+    const match = new RegExp(`${field}:\\s+(\\d+) kB`).exec(status);
     return match ? Number(match[1]) / 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The service's memory at the end of a phase: its peak so far and its resident size then. */
+interface MemoryMark {
+  phase: string;
+  peakMb: number | undefined;
+  rssMb: number | undefined;
+}
+
+function memoryMark(pid: number | undefined, phase: string): MemoryMark {
+  return { phase, peakMb: pid === undefined ? undefined : peakRssMb(pid), rssMb: pid === undefined ? undefined : statusMb(pid, "VmRSS") };
+}
+
+/** Node's split of the service's memory, from its /metrics (prom-client's default metrics); undefined when metrics are off. */
+async function nodeMemory(url: string): Promise<Record<string, number> | undefined> {
+  try {
+    const res = await fetch(`${url}/metrics`);
+    if (res.status !== 200) return undefined;
+    const text = await res.text();
+    const pick = (name: string) => {
+      const match = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
+      return match ? Number(match[1]) / 1048576 : Number.NaN;
+    };
+    const space = (name: string) => {
+      const match = new RegExp(`^nodejs_heap_space_size_total_bytes\\{space="${name}"\\} (\\S+)$`, "m").exec(text);
+      return match ? Number(match[1]) / 1048576 : Number.NaN;
+    };
+    return {
+      rssMb: pick("process_resident_memory_bytes"),
+      heapTotalMb: pick("nodejs_heap_size_total_bytes"),
+      heapUsedMb: pick("nodejs_heap_size_used_bytes"),
+      newSpaceMb: space("new"),
+      externalMb: pick("nodejs_external_memory_bytes"),
+    };
   } catch {
     return undefined;
   }
@@ -280,11 +368,14 @@ async function main(): Promise<void> {
   const ceilingUrl = (JSON.parse(await firstLine(ceilingServer)) as { url: string }).url;
 
   const serviceArgs = [...(PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${join(ROOT, "bench", "results")}`] : []), join(TREE, `src/main${EXT}`)];
+  Object.assign(env, SERVICE_ENV);
   const service = node(serviceArgs, env);
   let serviceLog = "";
   service.stderr!.on("data", (c: Buffer) => (serviceLog += c.toString()));
   const url = `http://127.0.0.1:${env.PORT}`;
   await waitReady(url, service);
+  const memory: MemoryMark[] = [memoryMark(service.pid, "started")];
+  let nodeSplit: Record<string, number> | undefined;
 
   const rows: Row[] = [];
   const ceilings: Measured[] = [];
@@ -293,12 +384,24 @@ async function main(): Promise<void> {
   let questions: QuestionFigures | undefined;
   let upkeep: UpkeepFigures | undefined;
   let telemetry: TelemetryFigures | undefined;
-  /** The service's peak RSS, read before the telemetry group stops it. */
+  let compared: CompareRun[] | undefined;
+  /** The service's peak RSS, read before the telemetry or compare group stops it. */
   let peak: number | undefined;
+  let stoppedOnPurpose = false;
+  /** Reads the service's peak and Node's split, then stops it. */
+  const stopService = async () => {
+    if (stoppedOnPurpose) return;
+    stoppedOnPurpose = true;
+    peak = peakRssMb(service.pid!);
+    memory.push(memoryMark(service.pid, "end"));
+    nodeSplit = await nodeMemory(url);
+    await stopProcess(service);
+  };
   try {
     const t0 = Date.now();
     const key = await loadBase(url);
     say(`loaded catalog, 200 policies, 50 roles, ${data.USERS} users in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    memory.push(memoryMark(service.pid, "loaded the catalog, roles and users"));
 
     const rest = (bodies: unknown[], label: string, path = "/api/v1/authorization/check", method = "POST") =>
       drive({ kind: "rest", url, method, path, key, bodies }, label, service.pid);
@@ -336,6 +439,7 @@ async function main(): Promise<void> {
       await loadGrants(url, key, loaded, grants);
       loaded = grants;
       say(`loaded ${grants} grants in ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+      memory.push(memoryMark(service.pid, `loaded ${grants} grants`));
       const last = step === GRANT_STEPS.length - 1;
       if (last) await ceiling("before");
       if (ONLY.has("rest")) {
@@ -350,6 +454,7 @@ async function main(): Promise<void> {
         }
       }
       if (last && ONLY.has("rest")) await ceiling("after");
+      if (ONLY.has("rest")) memory.push(memoryMark(service.pid, `REST checks at ${grants} grants`));
       if (!last) continue;
 
       if (ONLY.has("grpc")) {
@@ -426,16 +531,20 @@ async function main(): Promise<void> {
         rows.push({ figure: "bulk write of 5,000 (median of 7 calls)", rps: 5000 / (times[3]! / 1000), unit: "grants/s", p50: times[3]!, p99: times[6]! });
         rows.push(await measureCliImport(url, key, grants + 2_000_000, tmp));
       }
+      // Last: these stop this service (PGlite's data folder takes one process) and start others on its data.
       if (ONLY.has("telemetry")) {
-        // Last: it stops this service (PGlite's data folder takes one process) and starts others on its data.
-        peak = peakRssMb(service.pid!);
-        await stopProcess(service);
+        await stopService();
         telemetry = await measureTelemetry({ env, serviceArgs, key, grants, row, rows });
+      }
+      if (COMPARE !== undefined) {
+        await stopService();
+        compared = await measureCompare({ env, serviceArgs, key, grants, extra: COMPARE });
       }
     }
   } finally {
-    peak ??= peakRssMb(service.pid!);
-    await stopProcess(service);
+    // The service ended on its own (a crash): its last words go with the report.
+    const died = !stoppedOnPurpose && (service.exitCode !== null || service.signalCode !== null);
+    await stopService();
     ceilingServer.kill("SIGKILL");
     if (benchDb && KEEP) say(`kept database ${benchDb.name}`);
     else if (benchDb) {
@@ -449,8 +558,9 @@ async function main(): Promise<void> {
     for (const r of rows) {
       if (r.versusCeiling && ceilings.length > 0) r.ofCeiling = r.rps / ceilingRps;
     }
-    report(rows, scale, peak, engine, externalRatio, questions, upkeep, telemetry);
-    if (serviceLog.includes('"level":50')) say(`the service logged errors:\n${serviceLog.slice(-2000)}`);
+    report(rows, scale, { peakMb: peak, marks: memory, node: nodeSplit }, engine, externalRatio, questions, upkeep, telemetry, compared);
+    if (died) say(`the service exited early (${service.exitCode ?? service.signalCode}):\n${serviceLog.slice(-2000)}`);
+    else if (serviceLog.includes('"level":50')) say(`the service logged errors:\n${serviceLog.slice(-2000)}`);
   }
 }
 
@@ -603,6 +713,57 @@ async function measureTelemetry({
     spansPerCheck: tracedChecks === 0 ? 0 : tracedSpans / tracedChecks,
     rounds: 2,
   };
+}
+
+/** One service process of the compare group: the three REST checks, and its peak RSS. */
+interface CompareRun {
+  variant: "as started" | "compared";
+  round: number;
+  grant: Measured;
+  role: Measured;
+  denied: Measured;
+  /** Of this process, restarted on the loaded data: the loading is not in it. */
+  peakMb: number | undefined;
+}
+
+/**
+ * Starts the service on the data set loaded by the main run as it was
+ * started, then with `extra` added, alternated COMPARE_ROUNDS times, and
+ * drives the three REST checks at each.
+ */
+async function measureCompare({
+  env,
+  serviceArgs,
+  key,
+  grants,
+  extra,
+}: {
+  env: Record<string, string>;
+  serviceArgs: string[];
+  key: string;
+  grants: number;
+  extra: Record<string, string>;
+}): Promise<CompareRun[]> {
+  const runs: CompareRun[] = [];
+  const check = (url: string, bodies: unknown[], label: string, pid: number | undefined) =>
+    drive({ kind: "rest", url, method: "POST", path: "/api/v1/authorization/check", key, bodies }, label, pid);
+  for (let round = 1; round <= COMPARE_ROUNDS; round++) {
+    for (const [variant, added] of [["as started", {}], ["compared", extra]] as const) {
+      const port = String(await freePort());
+      const child = node(serviceArgs, { ...env, ...added, PORT: port });
+      const url = `http://127.0.0.1:${port}`;
+      try {
+        await waitReady(url, child);
+        const grant = await check(url, data.grantChecks(grants, 1000), `compare: REST check, allowed by a grant, ${variant} (${round})`, child.pid);
+        const role = await check(url, data.roleChecks(1000), `compare: REST check, allowed by a role, ${variant} (${round})`, child.pid);
+        const denied = await check(url, data.deniedChecks(1000), `compare: REST check, denied, ${variant} (${round})`, child.pid);
+        runs.push({ variant, round, grant, role, denied, peakMb: peakRssMb(child.pid!) });
+      } finally {
+        await stopProcess(child);
+      }
+    }
+  }
+  return runs;
 }
 
 /** The questions' figures as ratios to the single REST check, all measured in one run. */
@@ -793,12 +954,13 @@ const ms = (value: number) => (Number.isNaN(value) ? "" : value.toFixed(2));
 function report(
   rows: Row[],
   scale: { grants: number; grantP50: number; roleP50: number; deniedP50: number }[],
-  peakRss: number | undefined,
+  { peakMb: peakRss, marks, node: nodeSplit }: { peakMb: number | undefined; marks: MemoryMark[]; node: Record<string, number> | undefined },
   engine: string,
   externalRatio: number | undefined,
   questions: QuestionFigures | undefined,
   upkeep: UpkeepFigures | undefined,
   telemetry: TelemetryFigures | undefined,
+  compared: CompareRun[] | undefined,
 ) {
   progress("");
   const lines = [
@@ -852,13 +1014,62 @@ function report(
       `| spans received per check with tracing on (the batch processor drops what its queue cannot hold) | ${telemetry.spansPerCheck.toFixed(2)} | |`,
     );
   }
-  lines.push("", `service peak RSS: ${peakRss === undefined ? "n/a" : `${Math.round(peakRss)} MB`} (${engine})`);
+  if (compared !== undefined && COMPARE !== undefined) {
+    const name = (variant: CompareRun["variant"]) => (variant === "as started" ? "as started" : `with ${Object.entries(COMPARE).map(([k, v]) => `${k}=${v}`).join(" ")}`);
+    const rate = (r: Measured) => Math.round(r.rps).toLocaleString("en-US");
+    const mean = (variant: CompareRun["variant"], pick: (c: CompareRun) => Measured) => {
+      const rs = compared.filter((c) => c.variant === variant).map((c) => pick(c).rps);
+      return rs.reduce((a, b) => a + b, 0) / rs.length;
+    };
+    const ratio = (pick: (c: CompareRun) => Measured) => (mean("compared", pick) / mean("as started", pick)).toFixed(2);
+    const cpu = (c: CompareRun) => [c.grant, c.role, c.denied].map((r) => micros(r.serverCpuUs)).join(" / ");
+    const meanCpu = (variant: CompareRun["variant"]) => {
+      const us = compared.filter((c) => c.variant === variant).flatMap((c) => [c.grant, c.role, c.denied].map((r) => r.serverCpuUs ?? Number.NaN));
+      return us.reduce((a, b) => a + b, 0) / us.length;
+    };
+    lines.push(
+      "",
+      "| REST checks/s, the service restarted on the loaded data each way in turn | allowed by a grant | allowed by a role | denied | service CPU µs/check (grant / role / denied) | that process's peak RSS |",
+      "|---|---:|---:|---:|---:|---:|",
+      ...compared.map(
+        (c) =>
+          `| ${name(c.variant)} (${c.round}) | ${rate(c.grant)} | ${rate(c.role)} | ${rate(c.denied)} | ${cpu(c)} | ${c.peakMb === undefined ? "n/a" : `${Math.round(c.peakMb)} MB`} |`,
+      ),
+      `| ${name("compared")} ÷ as started (mean of the rounds) | ${ratio((c) => c.grant)} | ${ratio((c) => c.role)} | ${ratio((c) => c.denied)} | ${(meanCpu("compared") / meanCpu("as started")).toFixed(2)} | |`,
+    );
+  }
+  const mb = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? "n/a" : `${Math.round(value)} MB`);
+  lines.push("", `service peak RSS: ${mb(peakRss)} (${engine}; over the whole run, the start and the loading included)`);
+  if (marks.length > 0) lines.push(`  peak (RSS) at the end of each phase: ${marks.map((m) => `${m.phase} ${mb(m.peakMb)} (${mb(m.rssMb)})`).join("; ")}`);
+  if (SERVICE_ENV_TEXT !== "") lines.push(`  service environment added: ${SERVICE_ENV_TEXT}`);
+  if (nodeSplit !== undefined) {
+    lines.push(
+      `  at the end, from its /metrics: RSS ${mb(nodeSplit.rssMb)}, V8 heap ${mb(nodeSplit.heapUsedMb)} used of ${mb(nodeSplit.heapTotalMb)} (young generation ${mb(nodeSplit.newSpaceMb)}), external ${mb(nodeSplit.externalMb)} (WebAssembly memory included)`,
+    );
+  }
   process.stdout.write(`\n${lines.join("\n")}\n`);
   mkdirSync(join(ROOT, "bench", "results"), { recursive: true });
   writeFileSync(
     OUT,
     JSON.stringify(
-      { engine, grants: GRANT_STEPS, seconds: SECONDS, connections: CONNECTIONS, rows, scale, externalRatio, questions, upkeep, telemetry, peakRssMb: peakRss, at: new Date().toISOString() },
+      {
+        engine,
+        grants: GRANT_STEPS,
+        seconds: SECONDS,
+        connections: CONNECTIONS,
+        serviceEnv: SERVICE_ENV,
+        rows,
+        scale,
+        externalRatio,
+        questions,
+        upkeep,
+        telemetry,
+        compare: compared === undefined ? undefined : { variables: COMPARE, runs: compared },
+        peakRssMb: peakRss,
+        memory: marks,
+        nodeMemory: nodeSplit,
+        at: new Date().toISOString(),
+      },
       null,
       2,
     ),
@@ -880,7 +1091,7 @@ async function replicaMain(): Promise<void> {
     say(`portcullis bench: read replicas, ${grants} grants, ${SECONDS} s per figure, ${CONNECTIONS} in flight`);
     const start = async (extra: Record<string, string>) => {
       const port = String(await freePort());
-      const child = node([join(TREE, `src/main${EXT}`)], { AUTHZ_ADMIN_KEY: ADMIN_KEY, LOG_LEVEL: "warn", PORT: port, DATABASE_URL: db.primaryUrl, ...extra });
+      const child = node([join(TREE, `src/main${EXT}`)], { AUTHZ_ADMIN_KEY: ADMIN_KEY, LOG_LEVEL: "warn", PORT: port, DATABASE_URL: db.primaryUrl, ...SERVICE_ENV, ...extra });
       const url = `http://127.0.0.1:${port}`;
       await waitReady(url, child);
       return { child, url };

@@ -104,7 +104,11 @@ export async function openDb(config: Config, log: Logger): Promise<Db> {
       onError: (error) => log.warn({ err: error }, "idle database connection failed"),
     });
   }
-  return PgliteDb.open(config.dataDir);
+  const db = await PgliteDb.open(config.dataDir, config.pglite);
+  if (db.created !== undefined) {
+    log.info({ dataDir: config.dataDir, ms: db.created.ms, childPeakRssMb: db.created.peakRssMb }, "created the PGlite data folder, in a child process");
+  }
+  return db;
 }
 
 /**

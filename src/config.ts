@@ -1,3 +1,5 @@
+import type { PgliteSettings } from "./store/pglite-db.js";
+
 /**
  * The one typed configuration of the service. `main` reads it from the
  * environment once and passes it down; nothing below reads process.env.
@@ -9,6 +11,8 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   /** PGlite data folder, used when databaseUrl is undefined. */
   readonly dataDir: string;
+  /** PGlite's memory settings (docs/embedded-memory.md), used when databaseUrl is undefined. */
+  readonly pglite: Required<PgliteSettings>;
   /** Operator key; undefined means "use the stored one, generating it on first start". */
   readonly adminKey: string | undefined;
   readonly logLevel: LogLevel;
@@ -103,6 +107,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     port: intVar(env, "PORT", 8080, 0, 65535),
     databaseUrl,
     dataDir: nonEmpty(env.AUTHZ_DATA_DIR) ?? "./data",
+    pglite: pgliteSettings(env),
     adminKey: nonEmpty(env.AUTHZ_ADMIN_KEY),
     logLevel: logLevel as LogLevel,
     pgPoolMax,
@@ -116,6 +121,14 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     grantSweepBatch: intVar(env, "GRANT_SWEEP_BATCH", 1_000, 1, 100_000),
     consoleDir: nonEmpty(env.CONSOLE_DIR),
     ...telemetry(env),
+  };
+}
+
+/** PGlite's memory (docs/embedded-memory.md). */
+function pgliteSettings(env: Readonly<Record<string, string | undefined>>): Required<PgliteSettings> {
+  return {
+    sharedBuffersMb: intVar(env, "PGLITE_SHARED_BUFFERS_MB", 16, 1, 1024),
+    initInChild: boolVar(env, "PGLITE_INIT_IN_CHILD", true),
   };
 }
 

@@ -1,3 +1,7 @@
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
 import {
   isStopped,
@@ -27,6 +31,39 @@ const MAX_ATTEMPTS = 5;
  */
 export const PGLITE_READS: ReadBatching = { concurrency: 1, gather: true };
 
+/**
+ * How PGlite is started (docs/embedded-memory.md has what each costs and
+ * saves). What is not set is PGlite's own.
+ */
+export interface PgliteSettings {
+  /**
+   * Postgres's shared_buffers, in MB (PGlite's own: 128). Postgres touches
+   * the whole pool when it starts, so it is resident from the first second.
+   */
+  readonly sharedBuffersMb?: number;
+  /** A new data folder is created in a child process of its own (see createDataDir). */
+  readonly initInChild?: boolean;
+}
+
+/** PGlite's start options for `settings`. */
+function startOptions(settings: PgliteSettings): { startParams?: string[]; initDbStartParams?: string[] } {
+  if (settings.sharedBuffersMb === undefined) return {};
+  const value = `shared_buffers=${settings.sharedBuffersMb}MB`;
+  return {
+    // startParams replace PGlite's own, hence these first.
+    startParams: [...PGlite.defaultStartParams, "-c", value],
+    // initdb then starts Postgres with it too, and writes it to postgresql.conf.
+    initDbStartParams: ["--set", value],
+  };
+}
+
+/** What creating a data folder in a child process took. */
+export interface DataDirCreation {
+  ms: number;
+  /** The child's peak RSS (undefined if it did not say). */
+  peakRssMb: number | undefined;
+}
+
 export class PgliteDb implements Db {
   readonly engine = "pglite" as const;
   readonly reads = PGLITE_READS;
@@ -34,21 +71,29 @@ export class PgliteDb implements Db {
   private constructor(
     private readonly pg: PGlite,
     private readonly lock: DataDirLock | undefined,
+    /** Set when this open created the data folder in a child process. */
+    readonly created: DataDirCreation | undefined,
   ) {}
 
   /**
    * Opens (creating when needed) the database in `dataDir`, whose lock it
    * takes first (data-dir-lock.ts: a folder held by a live process is
-   * refused, before a byte of it is read); in memory when undefined.
+   * refused, before a byte of it is read or created); in memory when
+   * undefined.
    */
-  static async open(dataDir: string | undefined): Promise<PgliteDb> {
+  static async open(dataDir: string | undefined, settings: PgliteSettings = {}): Promise<PgliteDb> {
     const lock = dataDir === undefined ? undefined : lockDataDir(dataDir);
     try {
+      const created =
+        dataDir !== undefined && settings.initInChild === true && !existsSync(join(dataDir, "PG_VERSION"))
+          ? await createDataDir(dataDir, settings)
+          : undefined;
       const pg = await PGlite.create({
         ...(dataDir === undefined ? {} : { dataDir }),
         parsers: { [pgliteTypes.INT8]: parseInt8 },
+        ...startOptions(settings),
       });
-      return new PgliteDb(pg, lock);
+      return new PgliteDb(pg, lock, created);
     } catch (error) {
       lock?.release();
       throw error;
@@ -114,4 +159,56 @@ export class PgliteDb implements Db {
 
 function toResult<R>(result: { rows: R[]; affectedRows?: number }): QueryResult<R> {
   return { rows: result.rows };
+}
+
+/**
+ * Creates a data folder in a child process of its own, which exits before
+ * the service opens the folder. PGlite runs initdb in a second Postgres
+ * instance inside the calling process, and copies that instance's whole
+ * WebAssembly memory (128 MiB at least) before each of initdb's steps: the
+ * process's peak RSS reaches 550-850 MB, once, and part of it stays for a
+ * while after. In a child, all of it goes when the child exits, and the
+ * service's own peak is what serving takes.
+ */
+async function createDataDir(dataDir: string, settings: PgliteSettings): Promise<DataDirCreation> {
+  const started = performance.now();
+  // CommonJS, by its resolved path: the child then needs no loader, whether
+  // the service runs compiled or from source under tsx or vitest.
+  const entry = createRequire(import.meta.url).resolve("@electric-sql/pglite");
+  const script = `
+    const [entry, dataDir, options] = process.argv.slice(1);
+    require(entry).PGlite.create({ dataDir, ...JSON.parse(options) })
+      .then((pg) => pg.close())
+      .then(
+        () => process.stdout.write(JSON.stringify({ peakRssMb: process.resourceUsage().maxRSS / 1024 }), () => process.exit(0)),
+        (error) => { console.error(error); process.exit(1); },
+      );
+  `;
+  // --liftoff-only: the child runs a few seconds, too short for V8's
+  // optimizing recompilation of PGlite's WebAssembly to pay off; without it
+  // the child peaked at 725-730 MB and took 5.8-6.6 s, with it 616 MB and
+  // 4.3-4.8 s (docs/embedded-memory.md).
+  const child = spawn(process.execPath, ["--liftoff-only", "-e", script, entry, dataDir, JSON.stringify(startOptions(settings))], {
+    stdio: ["ignore", "pipe", "pipe"],
+    // A process group of its own: a terminal's Ctrl-C, which reaches the
+    // whole foreground group, must not stop it halfway through the folder;
+    // the service, stopping, waits for it as it waits for an open.
+    detached: true,
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+  const exit = await new Promise<number | string | null>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", (code, signal) => resolve(code ?? signal));
+  });
+  if (exit !== 0) throw new Error(`creating the PGlite data folder ${dataDir} failed (exit ${exit}): ${stderr.trim().slice(-2000)}`);
+  let peakRssMb: number | undefined;
+  try {
+    peakRssMb = Math.round((JSON.parse(stdout) as { peakRssMb: number }).peakRssMb);
+  } catch {
+    peakRssMb = undefined;
+  }
+  return { ms: Math.round(performance.now() - started), peakRssMb };
 }

@@ -14,6 +14,7 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     port: 0,
     databaseUrl: undefined,
     dataDir: "./data-unused",
+    pglite: { sharedBuffersMb: 16, initInChild: true },
     adminKey: ADMIN_KEY,
     logLevel: "silent",
     pgPoolMax: 10,
