@@ -1,10 +1,10 @@
 /**
  * PGlite's settings reach Postgres (docs/embedded-memory.md): shared_buffers
  * on a new folder created in a child process, on the same folder opened
- * again, and in memory; and a child that cannot create the folder fails the
- * open with its reason.
+ * again, and in memory; a folder that cannot be made is refused naming it;
+ * and a child that cannot create the folder fails the open with its reason.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -41,12 +41,21 @@ describe("PgliteDb.open with settings", () => {
     }
   });
 
-  it("fails with the child's reason when it cannot create the folder", { timeout: 60_000 }, async () => {
+  it("a folder that cannot be made is refused before the child starts, naming it", { timeout: 60_000 }, async () => {
     const file = join(tmp, "a-file");
     writeFileSync(file, "not a folder");
     await expect(PgliteDb.open(join(file, "data"), { sharedBuffersMb: 16, initInChild: true })).rejects.toThrow(
-      /^creating the PGlite data folder .*a-file\/data failed \(exit 1\): .*ENOTDIR/s,
+      /^the data folder .*a-file\/data cannot be made \(ENOTDIR.*\): set AUTHZ_DATA_DIR/s,
     );
     expect(existsSync(join(file, "data"))).toBe(false);
+  });
+
+  it("fails with the child's reason when the child cannot create the folder", { timeout: 60_000 }, async () => {
+    const blocked = join(tmp, "blocked");
+    // A file where initdb makes its first folder.
+    mkdirSync(blocked, { recursive: true });
+    writeFileSync(join(blocked, "base"), "not a folder");
+    await expect(PgliteDb.open(blocked, { sharedBuffersMb: 16, initInChild: true })).rejects.toThrow(/^creating the PGlite data folder .*blocked failed \(exit 1\)/s);
+    expect(existsSync(join(blocked, "PG_VERSION"))).toBe(false);
   });
 });

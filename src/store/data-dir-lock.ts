@@ -106,7 +106,11 @@ export const SYSTEM: ProcessProbe = {
 /** Takes the folder's lock (making the folder if needed), or throws DataDirLockedError naming the holder. */
 export function lockDataDir(folder: string, probe: ProcessProbe = SYSTEM): DataDirLock {
   const dir = path.resolve(folder);
-  mkdirSync(dir, { recursive: true });
+  try {
+    mkdirSync(dir, { recursive: true });
+  } catch (error) {
+    throw new StartupError(`the data folder ${dir} cannot be made (${(error as Error).message}): set AUTHZ_DATA_DIR to a folder this process may write`, { cause: error });
+  }
   const file = path.join(dir, LOCK_FILE);
   const me: LockHolder = {
     pid: probe.pid,
