@@ -1,4 +1,3 @@
-import type { PgliteSettings } from "./store/pglite-db.js";
 
 /**
  * The one typed configuration of the service. `main` reads it from the
@@ -12,7 +11,7 @@ export interface Config {
   /** PGlite data folder, used when databaseUrl is undefined. */
   readonly dataDir: string;
   /** PGlite's memory settings (docs/embedded-memory.md), used when databaseUrl is undefined. */
-  readonly pglite: Required<PgliteSettings>;
+  readonly pglite: PgliteConfig;
   /** Operator key; undefined means "use the stored one, generating it on first start". */
   readonly adminKey: string | undefined;
   readonly logLevel: LogLevel;
@@ -124,8 +123,17 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   };
 }
 
+/**
+ * PGlite's start settings as configured; main hands them to the store's
+ * PgliteSettings (the same shape), so config needs nothing from the store.
+ */
+export interface PgliteConfig {
+  readonly sharedBuffersMb: number;
+  readonly initInChild: boolean;
+}
+
 /** PGlite's memory (docs/embedded-memory.md). */
-function pgliteSettings(env: Readonly<Record<string, string | undefined>>): Required<PgliteSettings> {
+function pgliteSettings(env: Readonly<Record<string, string | undefined>>): PgliteConfig {
   return {
     sharedBuffersMb: intVar(env, "PGLITE_SHARED_BUFFERS_MB", 16, 1, 1024),
     initInChild: boolVar(env, "PGLITE_INIT_IN_CHILD", true),

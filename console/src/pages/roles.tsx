@@ -40,21 +40,29 @@ export function RolesPage({ appId, caller }: { appId: string; caller: GetCurrent
 // ---------------------------------------------------------------------------
 // Shared pieces
 
-/** Every policy of the application (one page of 1,000), and their names by id. */
+/**
+ * Every policy of the application (one page of 1,000), and their names by id;
+ * the names are undefined until the list has come (so a role is never shown
+ * with its policies' ids first and their names a moment later).
+ */
 function usePolicies(appId: string) {
   const policies = useQuery(PolicyService.method.listPolicies, { appId, pageSize: 1000 });
   const list = policies.data?.policies ?? [];
-  const names = new Map(list.map((p) => [p.policyId, p.name]));
+  const names: PolicyNameMap = policies.isPending ? undefined : new Map(list.map((p) => [p.policyId, p.name]));
   return { query: policies, list, names };
 }
+
+/** Policy names by id; undefined while they load. */
+type PolicyNameMap = ReadonlyMap<string, string> | undefined;
 
 const scopeText = (tenantId: string | undefined) => (tenantId === undefined ? "Application-wide" : `Tenant ${tenantId}`);
 
 /** A tenant-scoped policy attaches only to a role of the same tenant. */
 const attachable = (policy: Policy, roleTenant: string | undefined) => policy.tenantId === undefined || policy.tenantId === roleTenant;
 
-function PolicyNames({ ids, names }: { ids: string[]; names: Map<string, string> }) {
+function PolicyNames({ ids, names }: { ids: string[]; names: PolicyNameMap }) {
   if (ids.length === 0) return <span className="muted">None</span>;
+  if (names === undefined) return <span className="muted">Loading…</span>;
   return (
     <ul className="ra-inline-list">
       {ids.map((id) => (
@@ -149,7 +157,7 @@ function PolicyChecklist({
   );
 }
 
-function RolesTable({ appId, roles, names, caption }: { appId: string; roles: Role[]; names: Map<string, string>; caption: string }) {
+function RolesTable({ appId, roles, names, caption }: { appId: string; roles: Role[]; names: PolicyNameMap; caption: string }) {
   return (
     <table>
       <caption className="visually-hidden">{caption}</caption>
@@ -295,7 +303,7 @@ function NewRole({ appId, policies }: { appId: string; policies: Policy[] }) {
   );
 }
 
-function UserRoles({ appId, canWrite, names }: { appId: string; canWrite: boolean; names: Map<string, string> }) {
+function UserRoles({ appId, canWrite, names }: { appId: string; canWrite: boolean; names: PolicyNameMap }) {
   const queryClient = useQueryClient();
   const pager = usePager();
   const [draft, setDraft] = useState("");
