@@ -9,13 +9,15 @@
  *                    [--connections 50] [--profile] [--out FILE] [--keep]
  *                    [--only ceiling,rest,grpc,external,batch,list,bulk,questions,upkeep,telemetry]
  *                    [--service-env NAME=VALUE]... (added to the service's environment)
- *                    [--compare NAME=VALUE[,NAME=VALUE...] [--compare-rounds 2]]
+ *                    [--compare NAME=VALUE[,NAME=VALUE...] [--compare-rounds 2]] [--compare-tree DIR]
  *
  * With `--compare`, last of all, it restarts the service on the loaded data
  * as it was started and with those variables added, alternated (twice by
  * default), and drives the three REST checks at each: on a shared machine
  * whose speed drifts, a setting's cost in checks/s is read from one run,
- * minutes apart at most, not from runs on different hours.
+ * minutes apart at most, not from runs on different hours. With
+ * `--compare-tree DIR` the compared service is the one built in DIR (a
+ * worktree of the commit before a change): before and after in one run.
  *
  * It reports the service's peak RSS over the whole run (the kernel's
  * high-water mark, which covers the start and the loading too), with the
@@ -40,7 +42,7 @@ import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { fromJson, toBinary, type JsonValue } from "@bufbuild/protobuf";
 import pg from "pg";
@@ -112,14 +114,26 @@ const COMPARE: Record<string, string> | undefined = (() => {
   );
 })();
 
+/**
+ * `--compare-tree DIR`: the compare group runs the service built in DIR (a
+ * checkout of another commit, `npm run build` done there) instead of this
+ * tree's, on the same data: before/after figures alternated in one run.
+ */
+const COMPARE_TREE: string | undefined = arg("compare-tree", "") === "" ? undefined : resolve(arg("compare-tree", ""));
+
 const COMPARE_ROUNDS = Number(arg("compare-rounds", "2"));
 
 const SERVICE_ENV_TEXT = Object.entries(SERVICE_ENV)
   .map(([k, v]) => `${k}=${v}`)
   .join(" ");
 
-const progress = (text: string) => process.stderr.write(`\r\x1b[K${text}`);
-const say = (text: string) => process.stderr.write(`\r\x1b[K${text}\n`);
+// A progress line is redrawn in place on a terminal only; into a file or a
+// pipe (CI logs, `| tee`) go the finished lines, with no escape codes.
+const TTY = process.stderr.isTTY === true;
+const progress = (text: string) => {
+  if (TTY) process.stderr.write(`\r\x1b[K${text}`);
+};
+const say = (text: string) => process.stderr.write(TTY ? `\r\x1b[K${text}\n` : `${text}\n`);
 
 // ---------------------------------------------------------------- processes
 
@@ -367,7 +381,8 @@ async function main(): Promise<void> {
   const ceilingServer = node([join(TREE, `bench/ceiling-server${EXT}`)], { PORT: String(await freePort()) });
   const ceilingUrl = (JSON.parse(await firstLine(ceilingServer)) as { url: string }).url;
 
-  const serviceArgs = [...(PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${join(ROOT, "bench", "results")}`] : []), join(TREE, `src/main${EXT}`)];
+  const serviceMain = join(TREE, `src/main${EXT}`);
+  const serviceArgs = [...(PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${join(ROOT, "bench", "results")}`] : []), serviceMain];
   Object.assign(env, SERVICE_ENV);
   const service = node(serviceArgs, env);
   let serviceLog = "";
@@ -536,9 +551,10 @@ async function main(): Promise<void> {
         await stopService();
         telemetry = await measureTelemetry({ env, serviceArgs, key, grants, row, rows });
       }
-      if (COMPARE !== undefined) {
+      if (COMPARE !== undefined || COMPARE_TREE !== undefined) {
         await stopService();
-        compared = await measureCompare({ env, serviceArgs, key, grants, extra: COMPARE });
+        const otherArgs = COMPARE_TREE === undefined ? serviceArgs : serviceArgs.map((a) => (a === serviceMain ? (COMPILED ? join(COMPARE_TREE, "dist", "src", "main.js") : join(COMPARE_TREE, "src", "main.ts")) : a));
+        compared = await measureCompare({ env, serviceArgs, otherArgs, key, grants, extra: COMPARE ?? {} });
       }
     }
   } finally {
@@ -614,16 +630,18 @@ async function stopProcess(child: ChildProcess): Promise<void> {
 interface TelemetryFigures {
   /** Metrics on (the default) ÷ METRICS_ENABLED=false, req/s, mean of the rounds. */
   metricsOnOverOff: number;
-  /** Tracing on ÷ off (metrics on in both), req/s, mean of the rounds. */
+  /** Tracing on, sampled as by default (1 in 100), ÷ off (metrics on in both), req/s, mean of the rounds. */
   tracingOnOverOff: number;
+  /** Tracing on with every request kept (OTEL_TRACES_SAMPLER=always_on) ÷ off, req/s, mean of the rounds. */
+  tracingAllOverOff: number;
   /** Service CPU µs per check, mean of the rounds, by variant. */
   cpuUs: Record<TelemetryVariant, number | undefined>;
-  /** Spans the sink received while tracing was on, per check answered (the batch processor drops what its queue cannot hold). */
-  spansPerCheck: number;
+  /** Spans the sink received per check answered, by tracing variant (the batch processor drops what its queue cannot hold). */
+  spansPerCheck: { sampled: number; all: number };
   rounds: number;
 }
 
-type TelemetryVariant = "default" | "metrics off" | "tracing on";
+type TelemetryVariant = "default" | "metrics off" | "tracing on" | "tracing every request";
 
 /**
  * Starts the service on the data set loaded by the main run (the same
@@ -662,11 +680,11 @@ async function measureTelemetry({
     default: {},
     "metrics off": { METRICS_ENABLED: "false" },
     "tracing on": { OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl },
+    "tracing every request": { OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl, OTEL_TRACES_SAMPLER: "always_on" },
   };
   const bodies = data.grantChecks(grants, 1000);
-  const results: Record<TelemetryVariant, Measured[]> = { default: [], "metrics off": [], "tracing on": [] };
-  let tracedChecks = 0;
-  let tracedSpans = 0;
+  const results: Record<TelemetryVariant, Measured[]> = { default: [], "metrics off": [], "tracing on": [], "tracing every request": [] };
+  const traced = { "tracing on": { checks: 0, spans: 0 }, "tracing every request": { checks: 0, spans: 0 } };
   try {
     for (const round of [1, 2]) {
       for (const [variant, extra] of Object.entries(variants) as [TelemetryVariant, Record<string, string>][]) {
@@ -678,13 +696,13 @@ async function measureTelemetry({
           const spansBefore = spans;
           const result = await drive({ kind: "rest", url, method: "POST", path: "/api/v1/authorization/check", key, bodies }, `telemetry: REST check, ${variant} (${round})`, child.pid);
           results[variant].push(result);
-          if (variant === "tracing on") {
+          if (variant === "tracing on" || variant === "tracing every request") {
             // Every check this process answered (the warm-up's too), from its own metrics.
             const metrics = await (await fetch(`${url}/metrics`)).text();
             const checks = /^portcullis_requests_total\{protocol="rest",rpc="\/authz\.v1\.CheckService\/Check",code="200"\} (\d+)$/m.exec(metrics);
             await stopProcess(child); // flushes the last spans
-            tracedChecks += Number(checks?.[1] ?? 0);
-            tracedSpans += spans - spansBefore;
+            traced[variant].checks += Number(checks?.[1] ?? 0);
+            traced[variant].spans += spans - spansBefore;
           }
         } finally {
           await stopProcess(child);
@@ -700,17 +718,23 @@ async function measureTelemetry({
   };
   const rps = (v: TelemetryVariant) => mean(results[v], (r) => r.rps)!;
   for (const variant of Object.keys(variants) as TelemetryVariant[]) {
-    rows.push(row(`REST check, allowed by a grant, ${variant === "default" ? "metrics on, tracing off (default)" : variant} (1st of 2)`, results[variant][0]!));
+    const named = variant === "default" ? "metrics on, tracing off (default)" : variant === "tracing on" ? "tracing on, sampled 1 in 100 (its default)" : variant;
+    rows.push(row(`REST check, allowed by a grant, ${named} (1st of 2)`, results[variant][0]!));
   }
   return {
     metricsOnOverOff: rps("default") / rps("metrics off"),
     tracingOnOverOff: rps("tracing on") / rps("default"),
+    tracingAllOverOff: rps("tracing every request") / rps("default"),
     cpuUs: {
       default: mean(results.default, (r) => r.serverCpuUs),
       "metrics off": mean(results["metrics off"], (r) => r.serverCpuUs),
       "tracing on": mean(results["tracing on"], (r) => r.serverCpuUs),
+      "tracing every request": mean(results["tracing every request"], (r) => r.serverCpuUs),
     },
-    spansPerCheck: tracedChecks === 0 ? 0 : tracedSpans / tracedChecks,
+    spansPerCheck: {
+      sampled: traced["tracing on"].checks === 0 ? 0 : traced["tracing on"].spans / traced["tracing on"].checks,
+      all: traced["tracing every request"].checks === 0 ? 0 : traced["tracing every request"].spans / traced["tracing every request"].checks,
+    },
     rounds: 2,
   };
 }
@@ -729,17 +753,20 @@ interface CompareRun {
 /**
  * Starts the service on the data set loaded by the main run as it was
  * started, then with `extra` added, alternated COMPARE_ROUNDS times, and
- * drives the three REST checks at each.
+ * drives the three REST checks at each. With --compare-tree the compared
+ * service is the other tree's (otherArgs).
  */
 async function measureCompare({
   env,
   serviceArgs,
+  otherArgs,
   key,
   grants,
   extra,
 }: {
   env: Record<string, string>;
   serviceArgs: string[];
+  otherArgs: string[];
   key: string;
   grants: number;
   extra: Record<string, string>;
@@ -750,7 +777,7 @@ async function measureCompare({
   for (let round = 1; round <= COMPARE_ROUNDS; round++) {
     for (const [variant, added] of [["as started", {}], ["compared", extra]] as const) {
       const port = String(await freePort());
-      const child = node(serviceArgs, { ...env, ...added, PORT: port });
+      const child = node(variant === "compared" ? otherArgs : serviceArgs, { ...env, ...added, PORT: port });
       const url = `http://127.0.0.1:${port}`;
       try {
         await waitReady(url, child);
@@ -1010,12 +1037,15 @@ function report(
       `| REST check, allowed by a grant, the service started each way in turn (alternated, mean of ${telemetry.rounds}) | req/s ratio | service CPU µs/check |`,
       "|---|---:|---|",
       `| metrics on (default) ÷ METRICS_ENABLED=false | ${telemetry.metricsOnOverOff.toFixed(2)} | ${micros(cpu.default)} against ${micros(cpu["metrics off"])} |`,
-      `| tracing on ÷ tracing off (metrics on in both) | ${telemetry.tracingOnOverOff.toFixed(2)} | ${micros(cpu["tracing on"])} against ${micros(cpu.default)} |`,
-      `| spans received per check with tracing on (the batch processor drops what its queue cannot hold) | ${telemetry.spansPerCheck.toFixed(2)} | |`,
+      `| tracing on, sampled as by default (1 in 100) ÷ tracing off (metrics on in both) | ${telemetry.tracingOnOverOff.toFixed(2)} | ${micros(cpu["tracing on"])} against ${micros(cpu.default)} |`,
+      `| tracing on, every request kept (OTEL_TRACES_SAMPLER=always_on) ÷ tracing off | ${telemetry.tracingAllOverOff.toFixed(2)} | ${micros(cpu["tracing every request"])} against ${micros(cpu.default)} |`,
+      `| spans received per check, sampled 1 in 100 / every request kept (the batch processor drops what its queue cannot hold) | ${telemetry.spansPerCheck.sampled.toFixed(3)} / ${telemetry.spansPerCheck.all.toFixed(2)} | |`,
     );
   }
-  if (compared !== undefined && COMPARE !== undefined) {
-    const name = (variant: CompareRun["variant"]) => (variant === "as started" ? "as started" : `with ${Object.entries(COMPARE).map(([k, v]) => `${k}=${v}`).join(" ")}`);
+  if (compared !== undefined) {
+    const settings = Object.entries(COMPARE ?? {}).map(([k, v]) => `${k}=${v}`);
+    const other = [...(COMPARE_TREE === undefined ? [] : [`the service of ${COMPARE_TREE}`]), ...(settings.length === 0 ? [] : [settings.join(" ")])].join(", ");
+    const name = (variant: CompareRun["variant"]) => (variant === "as started" ? "as started" : `with ${other}`);
     const rate = (r: Measured) => Math.round(r.rps).toLocaleString("en-US");
     const mean = (variant: CompareRun["variant"], pick: (c: CompareRun) => Measured) => {
       const rs = compared.filter((c) => c.variant === variant).map((c) => pick(c).rps);
@@ -1064,7 +1094,7 @@ function report(
         questions,
         upkeep,
         telemetry,
-        compare: compared === undefined ? undefined : { variables: COMPARE, runs: compared },
+        compare: compared === undefined ? undefined : { variables: COMPARE, tree: COMPARE_TREE, runs: compared },
         peakRssMb: peakRss,
         memory: marks,
         nodeMemory: nodeSplit,

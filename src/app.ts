@@ -157,7 +157,7 @@ export async function startPortcullis(
     tracing:
       config.otelTracesUrl === undefined
         ? Tracing.off
-        : Tracing.start({ url: config.otelTracesUrl, onError: (error) => log.warn({ err: error }, "spans could not be sent to the OTLP endpoint") }),
+        : Tracing.start({ url: config.otelTracesUrl, sampler: config.otelTracesSampler, onError: (error) => log.warn({ err: error }, "spans could not be sent to the OTLP endpoint") }),
   };
   const { metrics, tracing } = telemetry;
   const engine = options.db?.engine ?? (config.databaseUrl === undefined ? "pglite" : "postgres");

@@ -85,7 +85,25 @@ export interface Config {
    * or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. undefined: no tracing at all.
    */
   readonly otelTracesUrl: string | undefined;
+  /**
+   * Which traces are kept (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG):
+   * by default the caller's decision (a sampled traceparent), else 1 in 100
+   * (docs/api.md: Metrics, traces and request ids).
+   */
+  readonly otelTracesSampler: TracesSampler;
 }
+
+/** An OpenTelemetry sampler by its standard name; ratio for the traceidratio ones. */
+export interface TracesSampler {
+  readonly name: TracesSamplerName;
+  readonly ratio: number;
+}
+
+const TRACES_SAMPLERS = ["always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"] as const;
+export type TracesSamplerName = (typeof TRACES_SAMPLERS)[number];
+
+/** The sampling default: the caller's decision, else 1 request in 100. */
+export const DEFAULT_TRACES_SAMPLER: TracesSampler = { name: "parentbased_traceidratio", ratio: 0.01 };
 
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
 
@@ -154,6 +172,7 @@ function telemetry(env: Readonly<Record<string, string | undefined>>) {
     metricsPort,
     metricsHost: nonEmpty(env.METRICS_HOST) ?? nonEmpty(env.HOST) ?? "127.0.0.1",
     otelTracesUrl: otelTracesUrl(env),
+    otelTracesSampler: tracesSampler(env),
   };
 }
 
@@ -181,6 +200,30 @@ function otelTracesUrl(env: Readonly<Record<string, string | undefined>>): strin
     throw new ConfigError(`${protocolName} must be http/json or http/protobuf (traces are sent as OTLP/HTTP JSON), got "${protocol}"`);
   }
   return url;
+}
+
+/**
+ * The sampler, from the standard variables (the SDK's own names; the SDK is
+ * handed the sampler built from them rather than reading them itself, so a
+ * bad value stops the service at start).
+ */
+function tracesSampler(env: Readonly<Record<string, string | undefined>>): TracesSampler {
+  const given = nonEmpty(env.OTEL_TRACES_SAMPLER)?.trim().toLowerCase();
+  const name = (given ?? DEFAULT_TRACES_SAMPLER.name) as TracesSamplerName;
+  if (!TRACES_SAMPLERS.includes(name)) {
+    throw new ConfigError(`OTEL_TRACES_SAMPLER must be one of ${TRACES_SAMPLERS.join(", ")}, got "${env.OTEL_TRACES_SAMPLER}"`);
+  }
+  const arg = nonEmpty(env.OTEL_TRACES_SAMPLER_ARG)?.trim();
+  if (!name.endsWith("traceidratio")) {
+    if (arg !== undefined) throw new ConfigError(`OTEL_TRACES_SAMPLER_ARG is set but OTEL_TRACES_SAMPLER is ${name}, which takes no argument`);
+    return { name, ratio: 1 };
+  }
+  if (arg === undefined) return { name, ratio: given === undefined ? DEFAULT_TRACES_SAMPLER.ratio : 1 };
+  const ratio = Number(arg);
+  if (!/^(0|1|0?\.\d+|1\.0*)$/.test(arg) || !(ratio >= 0 && ratio <= 1)) {
+    throw new ConfigError(`OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1 (such as 0.01), got "${env.OTEL_TRACES_SAMPLER_ARG}"`);
+  }
+  return { name, ratio };
 }
 
 function scaleOut(env: Readonly<Record<string, string | undefined>>, databaseUrl: string | undefined) {

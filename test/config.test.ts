@@ -35,6 +35,7 @@ describe("loadConfig", () => {
       metricsPort: undefined,
       metricsHost: "127.0.0.1",
       otelTracesUrl: undefined,
+      otelTracesSampler: { name: "parentbased_traceidratio", ratio: 0.01 },
     });
   });
 
@@ -77,6 +78,13 @@ describe("loadConfig", () => {
     { env: { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_SDK_DISABLED: "true" }, expected: { otelTracesUrl: undefined } },
     { env: { OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" }, expected: { otelTracesUrl: "http://c:4318/v1/traces" } },
     { env: { OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, expected: { otelTracesUrl: undefined } },
+    { env: { OTEL_TRACES_SAMPLER: "always_on" }, expected: { otelTracesSampler: { name: "always_on", ratio: 1 } } },
+    { env: { OTEL_TRACES_SAMPLER: " ParentBased_Always_Off " }, expected: { otelTracesSampler: { name: "parentbased_always_off", ratio: 1 } } },
+    { env: { OTEL_TRACES_SAMPLER: "traceidratio" }, expected: { otelTracesSampler: { name: "traceidratio", ratio: 1 } } },
+    { env: { OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.25" }, expected: { otelTracesSampler: { name: "traceidratio", ratio: 0.25 } } },
+    { env: { OTEL_TRACES_SAMPLER_ARG: "1" }, expected: { otelTracesSampler: { name: "parentbased_traceidratio", ratio: 1 } } },
+    { env: { OTEL_TRACES_SAMPLER_ARG: "0" }, expected: { otelTracesSampler: { name: "parentbased_traceidratio", ratio: 0 } } },
+    { env: { OTEL_TRACES_SAMPLER: "", OTEL_TRACES_SAMPLER_ARG: " " }, expected: { otelTracesSampler: { name: "parentbased_traceidratio", ratio: 0.01 } } },
   ])("reads $env", ({ env, expected }) => {
     expect(loadConfig(env)).toMatchObject(expected);
   });
@@ -119,6 +127,11 @@ describe("loadConfig", () => {
     [{ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, /^OTEL_EXPORTER_OTLP_PROTOCOL must be http\/json or http\/protobuf/],
     [{ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "grpc" }, /^OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be http\/json/],
     [{ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_SDK_DISABLED: "maybe" }, /^OTEL_SDK_DISABLED must be true or false/],
+    [{ OTEL_TRACES_SAMPLER: "jaeger_remote" }, /^OTEL_TRACES_SAMPLER must be one of always_on, .*got "jaeger_remote"/],
+    [{ OTEL_TRACES_SAMPLER_ARG: "1.5" }, /^OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1/],
+    [{ OTEL_TRACES_SAMPLER_ARG: "-0.1" }, /^OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1/],
+    [{ OTEL_TRACES_SAMPLER_ARG: "1e-2" }, /^OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1/],
+    [{ OTEL_TRACES_SAMPLER: "always_on", OTEL_TRACES_SAMPLER_ARG: "0.5" }, /^OTEL_TRACES_SAMPLER_ARG is set but OTEL_TRACES_SAMPLER is always_on/],
   ])("refuses %j, naming the variable", (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

@@ -12,7 +12,9 @@ import { effectiveCatalog, type CatalogEntryInput } from "../src/domain/catalog-
 import { applicationsStore } from "../src/store/applications-store.js";
 import { auditStore } from "../src/store/audit-store.js";
 import { catalogStore } from "../src/store/catalog-store.js";
-import { checkStore, type CheckInput } from "../src/store/check-store.js";
+import { CheckStatements, type CheckInput } from "../src/store/check-store.js";
+
+const checkStore = new CheckStatements();
 import { modelStore } from "../src/store/model-store.js";
 import { relationshipsStore } from "../src/store/relationships-store.js";
 import { rolesStore } from "../src/store/roles-store.js";
@@ -38,7 +40,7 @@ async function findKeyByHash(db: Queryable, secretHash: string) {
 }
 
 /** The migrations this build has. */
-const VERSIONS = [1, 2, 3, 4, 5];
+const VERSIONS = [1, 2, 3, 4, 5, 6];
 const ALL = ["check", "read", "write"];
 const POSTGRES_ONLY = "Postgres only (PGlite is a single in-process connection: no second pool, no concurrent transactions)";
 
@@ -123,6 +125,7 @@ describe.each(engines)("store on %s", (engine) => {
         { version: 3, name: "scale_out" },
         { version: 4, name: "scopes_and_lookup" },
         { version: 5, name: "expiring_grants" },
+        { version: 6, name: "check_plan" },
       ]);
       expect(rows[0]!.applied_at).toBeInstanceOf(Date);
       expect(Math.abs(Date.now() - rows[0]!.applied_at.getTime())).toBeLessThan(10 * 60_000);
@@ -150,9 +153,14 @@ describe.each(engines)("store on %s", (engine) => {
         await fresh.db.query(
           "INSERT INTO relationships (app_id, resource, resource_id, relation, user_id) VALUES ('old-grants', 'doc', 'd1', 'viewer', 'u1')",
         );
-        expect(await migrate(fresh.db, all)).toEqual([5]);
+        expect(await migrate(fresh.db, all)).toEqual([5, 6]);
         const { rows } = await fresh.db.query<{ expiresAt: Date | null }>("SELECT expires_at AS \"expiresAt\" FROM relationships WHERE app_id = 'old-grants'");
         expect(rows).toEqual([{ expiresAt: null }]);
+        // The check's function (006) reads the upgraded table.
+        const statements = new CheckStatements();
+        const asked = await statements.check(fresh.db, [{ appId: "old-grants", keyHash: "none", userId: "u1", resource: "doc", resourceId: "d1" }]);
+        expect(asked.rows.map((r) => r.relations)).toEqual([["viewer"]]);
+        expect(statements.plannedOnce).toBe(true);
         expect(await relationshipsStore.sweepExpired(fresh.db, "old-grants", 100)).toBe(0);
         expect(await count(fresh.db, "SELECT 1 FROM relationships WHERE app_id = 'old-grants'")).toBe(1);
       } finally {
@@ -923,6 +931,8 @@ describe.each(engines)("store on %s", (engine) => {
       expect(await checkStore.check(db, [])).toEqual({ rows: [], replayed: null });
       // Asked for on a primary: there is no replay position.
       expect((await checkStore.check(db, [ask(a, `hash-live-${a}`, "ann")], { replayed: true })).replayed).toBeNull();
+      // Postgres and PGlite take the statement planned once (only Citus refuses it).
+      expect(checkStore.plannedOnce).toBe(true);
     });
   });
 

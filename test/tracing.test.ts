@@ -13,6 +13,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { DEFAULT_TRACES_SAMPLER } from "../src/config.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { createAppWithKey, startTestService, type TestService } from "./support/service.js";
 import { checkCaller, recordedAs, type Protocol } from "./helpers/protocols.js";
@@ -281,6 +282,39 @@ describe.each(engines)("traces on %s", (engine) => {
       expect(span.parentSpanId).toBe(parent);
       expect(attrs(span)["portcullis.request_id"]).toBe(traceId);
     }
+  });
+
+  it("samples by default: the caller's decision in its traceparent, else 1 request in 100, a kept request with all its spans", async () => {
+    const sampled = "5bf92f3577b34da6a3ce929d0e0e4736";
+    const dropped = "6bf92f3577b34da6a3ce929d0e0e4736";
+    const parent = "00f067aa0ba902b7";
+    // As configured by default (the other tests here keep every trace).
+    const sampling = await startTestService(database.db, { otelTracesUrl: tracesUrl, otelTracesSampler: DEFAULT_TRACES_SAMPLER });
+    const caller = checkCaller(sampling.url);
+    try {
+      for (const protocol of ["rest", "grpc"] as const) {
+        await caller.check(protocol, question, { "x-api-key": key, traceparent: `00-${sampled}-${parent}-01` });
+        await caller.check(protocol, question, { "x-api-key": key, traceparent: `00-${dropped}-${parent}-00` });
+      }
+      for (let i = 0; i < 300; i++) await caller.check("rest", question, { "x-api-key": key });
+    } finally {
+      caller.close();
+      await sampling.close(); // flushes every span
+    }
+    const spans = receiver.spans;
+    const servers = spans.filter((s) => s.kind === KIND.SERVER);
+    // The caller's decision, both ways.
+    expect(servers.filter((s) => s.traceId === sampled)).toHaveLength(2);
+    expect(spans.filter((s) => s.traceId === dropped)).toEqual([]);
+    // Of 300 requests with no traceparent, 1 in 100 by trace id: 0 to 12 kept
+    // (binomial(300, 0.01): above 12 has a chance below 1 in 10^5).
+    const roots = servers.filter((s) => s.traceId !== sampled);
+    expect(roots.length).toBeLessThanOrEqual(12);
+    // A kept request keeps its statement's span: no trace is cut in pieces.
+    for (const root of roots) expect(spans.some((s) => s.traceId === root.traceId && s.kind === KIND.CLIENT), root.traceId).toBe(true);
+    // And no span was kept from a request that was not.
+    const keptTraces = new Set(servers.map((s) => s.traceId));
+    expect(spans.filter((s) => !keptTraces.has(s.traceId) && s.kind === KIND.CLIENT)).toEqual([]);
   });
 
   it("exports nothing when tracing is off (no OTEL_EXPORTER_OTLP_ENDPOINT)", async () => {

@@ -2,7 +2,7 @@ import { Coalescer } from "../lib/coalescer.js";
 import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db, Queryable } from "../store/db.js";
 import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
-import { checkStore, type CheckInput } from "../store/check-store.js";
+import { CheckStatements, type CheckInput } from "../store/check-store.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, Violations } from "./errors.js";
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
@@ -58,6 +58,7 @@ const MAX_READS = 3;
 export class Checker {
   private readonly coalesced: Coalescer<CheckInput, Facts>;
   private readonly models: AccessModels;
+  private readonly statements = new CheckStatements();
 
   constructor(
     private readonly db: Db,
@@ -148,7 +149,7 @@ export class Checker {
 
   private async answerOn(q: Queryable, onReplica: boolean, inputs: readonly CheckInput[]): Promise<ReplicaRead<Facts[]>> {
     for (let reads = 1; ; reads++) {
-      const { rows, replayed } = await checkStore.check(q, inputs, { replayed: onReplica });
+      const { rows, replayed } = await this.statements.check(q, inputs, { replayed: onReplica });
       const models = new Map<string, AccessModel | undefined>();
       let moved = false;
       for (const [i, row] of rows.entries()) {

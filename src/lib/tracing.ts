@@ -38,7 +38,15 @@ import {
 import { setGlobalErrorHandler, W3CTraceContextPropagator } from "@opentelemetry/core";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from "@opentelemetry/resources";
-import { BatchSpanProcessor, NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  NodeTracerProvider,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  type Sampler,
+} from "@opentelemetry/sdk-trace-node";
 import {
   ATTR_DB_OPERATION_NAME,
   ATTR_DB_QUERY_TEXT,
@@ -95,8 +103,16 @@ type Carrier = Readonly<Record<string, string | string[] | undefined>>;
 export interface TracingOptions {
   /** Where spans go: an OTLP/HTTP traces URL (…/v1/traces). */
   url: string;
+  /** Which traces are kept, by the sampler's standard name (config.ts: tracesSampler). */
+  sampler: { name: string; ratio: number };
   /** Told when spans could not be sent (the collector is down, refuses them...): else silent. */
   onError: (error: unknown) => void;
+}
+
+/** The SDK's sampler of a standard name (OTEL_TRACES_SAMPLER's values). */
+export function samplerOf({ name, ratio }: { name: string; ratio: number }): Sampler {
+  const root = name.endsWith("always_off") ? new AlwaysOffSampler() : name.endsWith("traceidratio") ? new TraceIdRatioBasedSampler(ratio) : new AlwaysOnSampler();
+  return name.startsWith("parentbased_") ? new ParentBasedSampler({ root }) : root;
 }
 
 export class Tracing {
@@ -120,10 +136,13 @@ export class Tracing {
       .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: "portcullis" }))
       .merge(detectResources({ detectors: [envDetector] }));
     // The exporter and the batch processor read the other OTEL_* variables
-    // themselves (headers, timeouts, certificates, OTEL_BSP_*), as does the
-    // sampler (OTEL_TRACES_SAMPLER; by default the caller's decision, else always).
+    // themselves (headers, timeouts, certificates, OTEL_BSP_*). The sampler
+    // is the SDK's own, chosen by config (by default the caller's decision,
+    // else 1 in 100): a span for every request cost 20-40% of the check's
+    // rate (docs/performance.md).
     const provider = new NodeTracerProvider({
       resource,
+      sampler: samplerOf(options.sampler),
       spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url: options.url }))],
     });
     // The async-local-storage context manager, so that a database span finds

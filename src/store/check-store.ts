@@ -1,6 +1,7 @@
 import type { Queryable } from "./db.js";
 import { distinctKeys, perApplication } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
+import { sqlState, SqlState } from "./sqlstate.js";
 
 /** Whose facts on which instance: what a check, or a permissions question, asks the database. */
 export interface CheckInput {
@@ -63,8 +64,21 @@ const checkSql = (replayed: boolean) => `
       ) ORDER BY q.n)
      FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text))
           WITH ORDINALITY AS q(user_id, resource, resource_id, n)) AS rows${replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""}`;
-const CHECK_SQL = checkSql(false);
-const CHECK_REPLAYED_SQL = checkSql(true);
+
+/**
+ * The same query, planned once per connection: the function
+ * portcullis_check_facts of migration 006_check_plan.sql, whose text is the
+ * statement above (a test holds them equal). As a prepared statement Postgres
+ * planned it afresh at every call, which cost as much as running it; the
+ * migration says why and how much.
+ */
+const planOnceSql = (replayed: boolean) =>
+  `SELECT f.keys, f.version, f.rows${replayed ? ", pg_last_wal_replay_lsn()::text AS replayed" : ""} FROM portcullis_check_facts($1, $2, $3::jsonb) AS f`;
+
+const STATEMENTS = {
+  planned: { plain: planOnceSql(false), replayed: planOnceSql(true) },
+  inline: { plain: checkSql(false), replayed: checkSql(true) },
+};
 
 type QuestionRow = [relations: string[], roles: string[]];
 interface StatementRow {
@@ -75,38 +89,63 @@ interface StatementRow {
 }
 
 /**
- * The questions go as a JSON parameter and the answers come back as JSON
- * values: for a batch of dozens, encoding and decoding that is a fraction of
- * what text arrays in and a row per question out cost the driver.
+ * The check's statements. The questions go as a JSON parameter and the
+ * answers come back as JSON values: for a batch of dozens, encoding and
+ * decoding that is a fraction of what text arrays in and a row per question
+ * out cost the driver.
+ *
+ * The statement planned once is used until the database refuses it with
+ * feature_not_supported: Citus cannot distribute the function's generic plan
+ * (its parameters are unknown when it plans), and there the statement is sent
+ * inline, planned with its values at every call as before. The call that
+ * met the refusal is answered by the inline statement.
  */
-export const checkStore = {
+export class CheckStatements {
+  private planOnce = true;
+
+  /** Whether the statement planned once is still used (false once a database refused it). */
+  get plannedOnce(): boolean {
+    return this.planOnce;
+  }
+
   /**
    * Answers in input order. Checks of several applications take a statement
    * each, run side by side. With `replayed`, each statement also reads the
    * standby's replay position (for a read replica: see read-replicas.ts).
    */
   async check(q: Queryable, checks: readonly CheckInput[], options: { replayed?: boolean } = {}): Promise<CheckRows> {
-    return perApplication(checks, (appId, ofApp) => checkApplication(q, appId, ofApp, options.replayed === true));
-  },
-};
+    return perApplication(checks, (appId, ofApp) => this.checkApplication(q, appId, ofApp, options.replayed === true));
+  }
 
-async function checkApplication(q: Queryable, appId: string, checks: readonly CheckInput[], replayed: boolean): Promise<CheckRows> {
-  const { keys, keyOf } = distinctKeys(checks);
-  const questions = checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId }));
-  const { rows } = await q.query<StatementRow>(replayed ? CHECK_REPLAYED_SQL : CHECK_SQL, [
-    appId,
-    keys,
-    JSON.stringify(questions),
-  ]);
-  const row = rows[0]!;
-  const keyRows = row.keys ?? [];
-  return {
-    rows: (row.rows ?? []).map(([relations, roles], i) => ({
-      keyValid: keyRows[keyOf[i]!] === true,
-      version: row.version,
-      relations,
-      roles,
-    })),
-    replayed: row.replayed ?? null,
-  };
+  private async checkApplication(q: Queryable, appId: string, checks: readonly CheckInput[], replayed: boolean): Promise<CheckRows> {
+    const { keys, keyOf } = distinctKeys(checks);
+    const params = [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))];
+    const row = await this.statement(q, replayed, params);
+    const keyRows = row.keys ?? [];
+    return {
+      rows: (row.rows ?? []).map(([relations, roles], i) => ({
+        keyValid: keyRows[keyOf[i]!] === true,
+        version: row.version,
+        relations,
+        roles,
+      })),
+      replayed: row.replayed ?? null,
+    };
+  }
+
+  private async statement(q: Queryable, replayed: boolean, params: unknown[]): Promise<StatementRow> {
+    const which = replayed ? "replayed" : "plain";
+    if (this.planOnce) {
+      try {
+        return (await q.query<StatementRow>(STATEMENTS.planned[which], params)).rows[0]!;
+      } catch (error) {
+        if (sqlState(error) !== SqlState.featureNotSupported) throw error;
+        this.planOnce = false;
+      }
+    }
+    return (await q.query<StatementRow>(STATEMENTS.inline[which], params)).rows[0]!;
+  }
 }
+
+/** The inline statement's text, for the test that holds the function's query equal to it. */
+export const CHECK_SQL_INLINE = STATEMENTS.inline.plain;

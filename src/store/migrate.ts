@@ -64,14 +64,30 @@ export async function migrate(db: Db, migrations?: Migration[]): Promise<number[
 
 /**
  * Splits a migration script on the semicolons that end statements. Migrations
- * are plain DDL: no dollar-quoted bodies, and no semicolons inside strings or
- * comments, which this guards by refusing them.
+ * are plain DDL and function definitions: no semicolons inside strings or
+ * comments, and a function's body quoted with plain $$ (no $tag$), whose
+ * semicolons stay in it.
  */
 export function splitStatements(sql: string): string[] {
   const withoutComments = sql.replace(/--[^\n]*/g, "");
-  if (withoutComments.includes("$$")) throw new Error("migrations must not use dollar quoting");
-  return withoutComments
-    .split(";")
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
+  // A function body is one dollar-quoted string ($$ ... $$): its semicolons
+  // are the body's, not ends of statements.
+  const statements: string[] = [];
+  let current = "";
+  const parts = withoutComments.split("$$");
+  if (parts.length % 2 === 0) throw new Error("a migration's $$ quotes must come in pairs");
+  parts.forEach((part, i) => {
+    if (i % 2 === 1) {
+      current += `$$${part}$$`;
+      return;
+    }
+    const pieces = part.split(";");
+    current += pieces[0];
+    for (const piece of pieces.slice(1)) {
+      statements.push(current);
+      current = piece;
+    }
+  });
+  statements.push(current);
+  return statements.map((s) => s.trim()).filter((s) => s.length > 0);
 }

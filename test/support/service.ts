@@ -37,6 +37,9 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     metricsPort: undefined,
     metricsHost: "127.0.0.1",
     otelTracesUrl: undefined,
+    // Every trace kept, so that a test sees the span of each call it makes;
+    // tracing.test.ts tests the default (1 in 100) on its own.
+    otelTracesSampler: { name: "parentbased_always_on", ratio: 1 },
     ...overrides,
   };
 }
