@@ -40,7 +40,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -359,6 +359,8 @@ interface Row {
 async function main(): Promise<void> {
   const tmp = mkdtempSync(join(tmpdir(), "portcullis-bench-"));
   let benchDb: { admin: string; name: string } | undefined;
+  /** Copies of the bench database (--compare-tree), dropped with it. */
+  const copies: { name: string; url: string }[] = [];
   // No sweep: the upkeep figures keep expired grants in the data set on purpose.
   const env: Record<string, string> = { AUTHZ_ADMIN_KEY: ADMIN_KEY, LOG_LEVEL: "warn", PORT: String(await freePort()), GRANT_SWEEP_INTERVAL_MS: "0" };
   const baseUrl = process.env.DATABASE_URL;
@@ -554,7 +556,11 @@ async function main(): Promise<void> {
       if (COMPARE !== undefined || COMPARE_TREE !== undefined) {
         await stopService();
         const otherArgs = COMPARE_TREE === undefined ? serviceArgs : serviceArgs.map((a) => (a === serviceMain ? (COMPILED ? join(COMPARE_TREE, "dist", "src", "main.js") : join(COMPARE_TREE, "src", "main.ts")) : a));
-        compared = await measureCompare({ env, serviceArgs, otherArgs, key, grants, extra: COMPARE ?? {} });
+        // Another tree may know fewer migrations: it runs on a copy of the loaded database cut to those.
+        const otherDb = COMPARE_TREE !== undefined && benchDb !== undefined ? await copyForTree(benchDb, COMPARE_TREE) : undefined;
+        if (otherDb !== undefined) copies.push(otherDb);
+        const otherEnv: Record<string, string> = otherDb === undefined ? {} : { DATABASE_URL: otherDb.url };
+        compared = await measureCompare({ env, serviceArgs, otherArgs, key, grants, extra: { ...otherEnv, ...COMPARE } });
       }
     }
   } finally {
@@ -562,11 +568,11 @@ async function main(): Promise<void> {
     const died = !stoppedOnPurpose && (service.exitCode !== null || service.signalCode !== null);
     await stopService();
     ceilingServer.kill("SIGKILL");
-    if (benchDb && KEEP) say(`kept database ${benchDb.name}`);
+    if (benchDb && KEEP) say(`kept database ${[benchDb.name, ...copies.map((c) => c.name)].join(", ")}`);
     else if (benchDb) {
       const admin = new pg.Client({ connectionString: benchDb.admin });
       await admin.connect();
-      await admin.query(`DROP DATABASE IF EXISTS ${benchDb.name} WITH (FORCE)`);
+      for (const name of [benchDb.name, ...copies.map((c) => c.name)]) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await admin.end();
     }
     rmSync(tmp, { recursive: true, force: true });
@@ -791,6 +797,36 @@ async function measureCompare({
     }
   }
   return runs;
+}
+
+/**
+ * A copy of the loaded bench database for the service of another tree
+ * (--compare-tree), its schema_migrations cut to the migrations that tree
+ * has: a build refuses a database migrated by a newer one. What a later
+ * migration added stays in the copy, unread by the older build; the
+ * comparison holds for migrations that add (a function, an index), which
+ * is what a change measured this way should be.
+ */
+async function copyForTree(db: { admin: string; name: string }, tree: string): Promise<{ name: string; url: string }> {
+  const known = readdirSync(join(tree, "src", "store", "migrations")).filter((f) => /^\d+_.*\.sql$/.test(f)).length;
+  const name = `${db.name}_tree`;
+  const admin = new pg.Client({ connectionString: db.admin });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${db.name}`);
+  } finally {
+    await admin.end();
+  }
+  const u = new URL(db.admin);
+  u.pathname = `/${name}`;
+  const copy = new pg.Client({ connectionString: u.toString() });
+  await copy.connect();
+  try {
+    await copy.query("DELETE FROM schema_migrations WHERE version > $1", [known]);
+  } finally {
+    await copy.end();
+  }
+  return { name, url: u.toString() };
 }
 
 /** The questions' figures as ratios to the single REST check, all measured in one run. */

@@ -97,7 +97,8 @@ export class Coalescer<I, O> {
       this.inFlight++;
       this.batchSize?.(size);
       const inputs = batch.flatMap((b) => b.inputs);
-      (this.tracing.enabled ? this.traced(batch, inputs) : this.run(inputs)).then(
+      // A span for the batch when a call it answers is traced (sampled): else none.
+      (this.tracing.enabled && batch.some((b) => b.span !== undefined) ? this.traced(batch, inputs) : this.run(inputs)).then(
         (outputs) => {
           let at = 0;
           for (const b of batch) {
@@ -133,6 +134,6 @@ interface Waiting<I, O> {
   inputs: readonly I[];
   resolve: (o: O[]) => void;
   reject: (e: unknown) => void;
-  /** The span of the call's RPC, when tracing is on. */
+  /** The span of the call's RPC, when tracing is on and the call's trace was sampled. */
   span: Span | undefined;
 }

@@ -35,6 +35,7 @@ import {
   type Span,
   type Tracer,
 } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { setGlobalErrorHandler, W3CTraceContextPropagator } from "@opentelemetry/core";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from "@opentelemetry/resources";
@@ -115,6 +116,25 @@ export function samplerOf({ name, ratio }: { name: string; ratio: number }): Sam
   return name.startsWith("parentbased_") ? new ParentBasedSampler({ root }) : root;
 }
 
+/**
+ * The process's one context manager (async-local storage), registered by the
+ * first Tracing started; a second registration would be refused, and the
+ * first serves all. It is enabled only while a sampled call runs: Node's
+ * async-local storage follows every promise of every call through its hooks
+ * once enabled, and with 1 call in 100 traced that cost the REST check a
+ * third of its rate, the other 99 paying for the one (docs/performance.md).
+ * `within` enters it for a sampled span and disables it again when the last
+ * sampled call in progress settles; the next one enables it anew.
+ */
+const contexts = new AsyncLocalStorageContextManager();
+let contextsRegistered = false;
+/** Calls running inside `within` with a sampled span. */
+let sampledInProgress = 0;
+
+function sampledSettled(): void {
+  if (--sampledInProgress === 0) contexts.disable();
+}
+
 export class Tracing {
   /** No tracing: `enabled` is false and nothing else may be called. */
   static readonly off = new Tracing(undefined, undefined);
@@ -149,7 +169,8 @@ export class Tracing {
     // its RPC's span; once per process (a second registration is refused,
     // and the first serves all). No global propagator: the W3C one is used
     // here directly.
-    provider.register({ propagator: null });
+    provider.register({ propagator: null, contextManager: contextsRegistered ? null : contexts });
+    contextsRegistered = true;
     // Where the SDK reports a failed export (process-wide, as the SDK has it).
     setGlobalErrorHandler(options.onError);
     return new Tracing(provider.getTracer("portcullis"), provider);
@@ -193,12 +214,28 @@ export class Tracing {
 
   /** Runs `fn` with `span` as the current span: database spans started inside are its children. */
   within<T>(span: Span, fn: () => T): T {
-    return context.with(trace.setSpan(context.active(), span), fn);
+    // A span the sampler dropped has nothing to be a parent of: its call runs
+    // outside any context, so its statements make no spans (database()),
+    // and it never enters the async-local storage, whose hooks would
+    // otherwise follow every promise of every call (docs/performance.md).
+    if (!span.isRecording()) return fn();
+    sampledInProgress++;
+    let result: T;
+    try {
+      result = context.with(trace.setSpan(context.active(), span), fn);
+    } catch (error) {
+      sampledSettled();
+      throw error;
+    }
+    if (result instanceof Promise) result.then(sampledSettled, sampledSettled);
+    else sampledSettled();
+    return result;
   }
 
-  /** The current span (the RPC's, inside `within`). */
+  /** The current span (the RPC's, inside `within`); undefined outside one, or when it was not sampled. */
   activeSpan(): Span | undefined {
-    return trace.getSpan(context.active());
+    const span = trace.getSpan(context.active());
+    return span?.isRecording() === true ? span : undefined;
   }
 
   /**
