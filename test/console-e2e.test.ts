@@ -9,12 +9,11 @@
  * PGlite only. (test/console-links.test.ts follows every link.)
  */
 import type { Browser, Page } from "playwright-core";
-import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { initialJavaScript, INITIAL_JS_LIMIT_BYTES } from "../scripts/console-size.mjs";
-import { accessibilityProblems, buildConsole, destructiveButtonProblems, inPage, launchChromium, openTab, screenshot, type Tab } from "./support/browser.js";
-import { createTestDatabase, type TestDatabase } from "./support/engines.js";
-import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
+import { accessibilityProblems, destructiveButtonProblems, inPage, openTab, screenshot, type Tab, startConsoleRig, type ConsoleRig } from "./support/browser.js";
+import type { TestDatabase } from "./support/engines.js";
+import { ADMIN_KEY, type TestService } from "./support/service.js";
 import { admin, createApp, expectStatus, type Admin } from "./helpers/authz.js";
 
 const APP = "shop";
@@ -32,17 +31,15 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
   let database: TestDatabase;
   let service: TestService;
   let browser: Browser;
-  let buildDir: string;
+  let rig: ConsoleRig | undefined;
   let appKey: string;
   let ops: Admin;
   const ids = { deleters: "", alsoDelete: "", editors: "", backups: "" };
-  const tabs: Tab[] = [];
+  let tabs: Tab[] = [];
 
   beforeAll(async () => {
-    buildDir = await buildConsole();
-    database = await createTestDatabase("pglite");
-    service = await startTestService(database.db, { consoleDir: buildDir });
-    browser = await launchChromium();
+    rig = await startConsoleRig();
+    ({ database, service, browser, tabs } = rig);
     appKey = await createApp(service, APP, CATALOG);
     ops = admin(service, APP);
     ids.deleters = await ops.createPolicy("Document deleters", ["document:delete", "document:read"]);
@@ -55,11 +52,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
   }, 120_000);
 
   afterAll(async () => {
-    for (const tab of tabs) await tab.close().catch(() => undefined);
-    await browser?.close();
-    await service?.close();
-    await database?.dispose();
-    if (buildDir !== undefined) rmSync(buildDir, { recursive: true, force: true });
+    await rig?.close();
   });
 
   /** A fresh tab, signed in with `key`; its problems are checked when the test ends. */
@@ -84,7 +77,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
   const heading = (page: Page, name: string) => page.getByRole("heading", { level: 1, name });
 
   it("the initial JavaScript stays under 250 KB gzipped", () => {
-    const { files, gzipBytes } = initialJavaScript(buildDir);
+    const { files, gzipBytes } = initialJavaScript(rig!.buildDir);
     expect(files.length).toBeGreaterThan(0);
     expect(gzipBytes).toBeLessThan(INITIAL_JS_LIMIT_BYTES);
   });

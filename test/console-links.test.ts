@@ -17,12 +17,12 @@
  * href cannot miss the prefix again. About the console, not storage: PGlite only.
  */
 import type { Browser, Page } from "playwright-core";
-import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildConsole, buttonLooks, destructiveButtonProblems, inPage, launchChromium, openTab, type Tab } from "./support/browser.js";
-import { createTestDatabase, type TestDatabase } from "./support/engines.js";
-import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
+import { buttonLooks, destructiveButtonProblems, inPage, openTab, type Tab, startConsoleRig, type ConsoleRig } from "./support/browser.js";
+import type { TestDatabase } from "./support/engines.js";
+import { ADMIN_KEY, type TestService } from "./support/service.js";
 import { admin, createApp, expectStatus } from "./helpers/authz.js";
 
 const APP = "shop";
@@ -116,15 +116,13 @@ describe("the console's links in Chromium", { timeout: 600_000 }, () => {
   let database: TestDatabase;
   let service: TestService;
   let browser: Browser;
-  let buildDir: string;
+  let rig: ConsoleRig | undefined;
   let appKey: string;
-  const tabs: Tab[] = [];
+  let tabs: Tab[] = [];
 
   beforeAll(async () => {
-    buildDir = await buildConsole();
-    database = await createTestDatabase("pglite");
-    service = await startTestService(database.db, { consoleDir: buildDir });
-    browser = await launchChromium();
+    rig = await startConsoleRig();
+    ({ database, service, browser, tabs } = rig);
 
     // Rows on every page: an application; keys; a catalog; policies (one a tenant's) attached to roles;
     // roles with assignments; grants; and the audit events all of this writes.
@@ -152,11 +150,7 @@ describe("the console's links in Chromium", { timeout: 600_000 }, () => {
   }, 120_000);
 
   afterAll(async () => {
-    for (const tab of tabs) await tab.close().catch(() => undefined);
-    await browser?.close();
-    await service?.close();
-    await database?.dispose();
-    if (buildDir !== undefined) rmSync(buildDir, { recursive: true, force: true });
+    await rig?.close();
   });
 
   /**

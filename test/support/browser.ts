@@ -8,11 +8,13 @@
  * a request whose URL carries the key.
  */
 import { AxeBuilder } from "@axe-core/playwright";
-import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { build } from "vite";
+import { createTestDatabase, type TestDatabase } from "./engines.js";
+import { startTestService, type TestService } from "./service.js";
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 export const chromiumAvailable = existsSync(CHROMIUM);
@@ -106,3 +108,40 @@ export async function destructiveButtonProblems(page: Page): Promise<string[]> {
 
 /** An expression evaluated in the page (a string: the test's own types have no DOM). */
 export const inPage = <T>(page: Page, expression: string): Promise<T> => page.evaluate(expression) as Promise<T>;
+
+/**
+ * What the console's Chromium tests run on: the console built into a folder
+ * of its own, a service serving it on embedded PGlite, and Chromium. close()
+ * closes the tabs opened (pushed to `tabs`) and everything else.
+ */
+export interface ConsoleRig {
+  database: TestDatabase;
+  service: TestService;
+  browser: Browser;
+  tabs: Tab[];
+  /** The console's build, which the service serves. */
+  buildDir: string;
+  close(): Promise<void>;
+}
+
+export async function startConsoleRig(): Promise<ConsoleRig> {
+  const buildDir = await buildConsole();
+  const database = await createTestDatabase("pglite");
+  const service = await startTestService(database.db, { consoleDir: buildDir });
+  const browser = await launchChromium();
+  const tabs: Tab[] = [];
+  return {
+    database,
+    service,
+    browser,
+    tabs,
+    buildDir,
+    async close() {
+      for (const tab of tabs) await tab.close().catch(() => undefined);
+      await browser.close();
+      await service.close();
+      await database.dispose();
+      rmSync(buildDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,10 +1,2 @@
-import { createServer, type AddressInfo } from "node:net";
-
-/** A loopback port nobody listens on right now (for a service started as its own process). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+/** A loopback port nobody listens on right now (for a service started as its own process): the bench's own. */
+export { freePort } from "../../bench/pg-server.js";
