@@ -168,6 +168,24 @@ describe.each(engines)("store on %s", (engine) => {
       }
     });
 
+    it("a database without the check's function (not migrated to 006 yet) is asked the inline statement, and the function is tried again next time", async () => {
+      const fresh = await createTestDatabase(engine);
+      try {
+        const all = await loadMigrations();
+        expect(await migrate(fresh.db, all.slice(0, 5))).toEqual([1, 2, 3, 4, 5]);
+        await applicationsStore.insert(fresh.db, "before-006", "Before 006");
+        await fresh.db.query("INSERT INTO relationships (app_id, resource, resource_id, relation, user_id) VALUES ('before-006', 'doc', 'd1', 'viewer', 'u1')");
+        const statements = new CheckStatements();
+        const ask = () => statements.check(fresh.db, [{ appId: "before-006", keyHash: "none", userId: "u1", resource: "doc", resourceId: "d1" }]);
+        expect((await ask()).rows.map((r) => r.relations)).toEqual([["viewer"]]);
+        expect(statements.plannedOnce).toBe(true);
+        expect(await migrate(fresh.db, all)).toEqual([6]);
+        expect((await ask()).rows.map((r) => r.relations)).toEqual([["viewer"]]);
+      } finally {
+        await fresh.dispose();
+      }
+    });
+
     it("refuses a database migrated by a newer build", async () => {
       const future = VERSIONS.length + 1;
       await db.query("INSERT INTO schema_migrations (version, name) VALUES ($1, 'from_the_future')", [future]);

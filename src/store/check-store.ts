@@ -98,7 +98,9 @@ interface StatementRow {
  * feature_not_supported: Citus cannot distribute the function's generic plan
  * (its parameters are unknown when it plans), and there the statement is sent
  * inline, planned with its values at every call as before. The call that
- * met the refusal is answered by the inline statement.
+ * met the refusal is answered by the inline statement, as is a call to a
+ * database that lacks the function (undefined_function: a read replica that
+ * has not yet replayed the migration while the service is upgraded).
  */
 export class CheckStatements {
   private planOnce = true;
@@ -139,8 +141,11 @@ export class CheckStatements {
       try {
         return (await q.query<StatementRow>(STATEMENTS.planned[which], params)).rows[0]!;
       } catch (error) {
-        if (sqlState(error) !== SqlState.featureNotSupported) throw error;
-        this.planOnce = false;
+        const state = sqlState(error);
+        // Citus: never the function. A database without it yet (a standby
+        // still replaying migration 006 during an upgrade): not this time.
+        if (state === SqlState.featureNotSupported) this.planOnce = false;
+        else if (state !== SqlState.undefinedFunction) throw error;
       }
     }
     return (await q.query<StatementRow>(STATEMENTS.inline[which], params)).rows[0]!;

@@ -16,6 +16,8 @@ export const SqlState = {
   cannotConnectNow: "57P03",
   /** What Citus answers for a generic plan it cannot distribute (see check-store). */
   featureNotSupported: "0A000",
+  /** A function the database does not have (yet: a standby that has not replayed a migration). */
+  undefinedFunction: "42883",
   // Class 22, data exception: 22P02 invalid text representation (1.5 as a
   // bigint), 22007/22008 bad or out-of-range datetime, 22021 a NUL or bytes
   // not in the encoding, 22001 a string too long for its column.
