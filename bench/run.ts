@@ -177,6 +177,20 @@ async function waitReady(url: string, child: ChildProcess): Promise<void> {
   throw new Error("the service was not ready within 60 s");
 }
 
+/** A service process started with `args` and `env` on a free loopback port, once it is ready. */
+async function startOnFreePort(args: string[], env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
+  const port = String(await freePort());
+  const child = node(args, { ...env, PORT: port });
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitReady(url, child);
+  } catch (error) {
+    child.kill("SIGKILL");
+    throw error;
+  }
+  return { child, url };
+}
+
 /** Peak resident set size of a process so far (the kernel's high-water mark), from /proc (Linux). */
 function peakRssMb(pid: number): number | undefined {
   return statusMb(pid, "VmHWM");
@@ -694,11 +708,8 @@ async function measureTelemetry({
   try {
     for (const round of [1, 2]) {
       for (const [variant, extra] of Object.entries(variants) as [TelemetryVariant, Record<string, string>][]) {
-        const port = String(await freePort());
-        const child = node(serviceArgs, { ...env, ...extra, PORT: port });
-        const url = `http://127.0.0.1:${port}`;
+        const { child, url } = await startOnFreePort(serviceArgs, { ...env, ...extra });
         try {
-          await waitReady(url, child);
           const spansBefore = spans;
           const result = await drive({ kind: "rest", url, method: "POST", path: "/api/v1/authorization/check", key, bodies }, `telemetry: REST check, ${variant} (${round})`, child.pid);
           results[variant].push(result);
@@ -782,11 +793,8 @@ async function measureCompare({
     drive({ kind: "rest", url, method: "POST", path: "/api/v1/authorization/check", key, bodies }, label, pid);
   for (let round = 1; round <= COMPARE_ROUNDS; round++) {
     for (const [variant, added] of [["as started", {}], ["compared", extra]] as const) {
-      const port = String(await freePort());
-      const child = node(variant === "compared" ? otherArgs : serviceArgs, { ...env, ...added, PORT: port });
-      const url = `http://127.0.0.1:${port}`;
+      const { child, url } = await startOnFreePort(variant === "compared" ? otherArgs : serviceArgs, { ...env, ...added });
       try {
-        await waitReady(url, child);
         const grant = await check(url, data.grantChecks(grants, 1000), `compare: REST check, allowed by a grant, ${variant} (${round})`, child.pid);
         const role = await check(url, data.roleChecks(1000), `compare: REST check, allowed by a role, ${variant} (${round})`, child.pid);
         const denied = await check(url, data.deniedChecks(1000), `compare: REST check, denied, ${variant} (${round})`, child.pid);
@@ -1155,13 +1163,8 @@ async function replicaMain(): Promise<void> {
     const db = await createDatabase(cluster, "portcullis_bench");
     const grants = GRANT_STEPS[GRANT_STEPS.length - 1]!;
     say(`portcullis bench: read replicas, ${grants} grants, ${SECONDS} s per figure, ${CONNECTIONS} in flight`);
-    const start = async (extra: Record<string, string>) => {
-      const port = String(await freePort());
-      const child = node([join(TREE, `src/main${EXT}`)], { AUTHZ_ADMIN_KEY: ADMIN_KEY, LOG_LEVEL: "warn", PORT: port, DATABASE_URL: db.primaryUrl, ...SERVICE_ENV, ...extra });
-      const url = `http://127.0.0.1:${port}`;
-      await waitReady(url, child);
-      return { child, url };
-    };
+    const start = (extra: Record<string, string>) =>
+      startOnFreePort([join(TREE, `src/main${EXT}`)], { AUTHZ_ADMIN_KEY: ADMIN_KEY, LOG_LEVEL: "warn", DATABASE_URL: db.primaryUrl, ...SERVICE_ENV, ...extra });
     const alone = await start({});
     const replicated = await start({ DATABASE_READ_URLS: db.standbyUrl });
     const key = await loadBase(alone.url);

@@ -1,4 +1,3 @@
-
 /**
  * The one typed configuration of the service. `main` reads it from the
  * environment once and passes it down; nothing below reads process.env.

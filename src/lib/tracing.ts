@@ -111,7 +111,7 @@ export interface TracingOptions {
 }
 
 /** The SDK's sampler of a standard name (OTEL_TRACES_SAMPLER's values). */
-export function samplerOf({ name, ratio }: { name: string; ratio: number }): Sampler {
+function samplerOf({ name, ratio }: { name: string; ratio: number }): Sampler {
   const root = name.endsWith("always_off") ? new AlwaysOffSampler() : name.endsWith("traceidratio") ? new TraceIdRatioBasedSampler(ratio) : new AlwaysOnSampler();
   return name.startsWith("parentbased_") ? new ParentBasedSampler({ root }) : root;
 }
