@@ -46,6 +46,9 @@ async function main(): Promise<void> {
     async (error: unknown) => {
       if (stopping) return undefined; // stopped before it was ready: stop() exits
       await service.close().catch(() => undefined);
+      // The log lines so far ("listening", "stopped") before the failure's
+      // own line, so that the reason is what a person reads last.
+      await new Promise<void>((resolve) => log.flush(() => resolve()));
       throw error;
     },
   );
