@@ -19,6 +19,7 @@ import { Checker } from "./domain/check.js";
 import { Explainer } from "./domain/explain.js";
 import { ExpirySweep } from "./domain/expiry-sweep.js";
 import { Lookup } from "./domain/lookup.js";
+import { WhoCan } from "./domain/who-can.js";
 import { KeyAuthenticator } from "./domain/keys.js";
 import { Policies } from "./domain/policies.js";
 import { Relationships } from "./domain/relationships.js";
@@ -218,6 +219,7 @@ export async function startPortcullis(
             checker: new Checker(data, replicas, telemetry),
             explainer: new Explainer(data, replicas, telemetry),
             lookup: new Lookup(data, replicas, telemetry),
+            whoCan: new WhoCan(data, replicas, telemetry),
           },
           metrics,
         ),

@@ -275,7 +275,15 @@ describe("effectiveCatalog", () => {
 
 describe("diffCatalog", () => {
   const catalog = (...entries: CatalogEntryInput[]): CatalogEntry[] => effectiveCatalog(entries);
-  const none: CatalogChange = { resourcesAdded: [], resourcesRemoved: [], permissionsAdded: [], permissionsRemoved: [], relationsAdded: [], relationsRemoved: [] };
+  const none: CatalogChange = {
+    resourcesAdded: [],
+    resourcesRemoved: [],
+    permissionsAdded: [],
+    permissionsRemoved: [],
+    relationsAdded: [],
+    relationsRemoved: [],
+    subjectsRemoved: [],
+  };
   const base = catalog(entry("doc", ["read", "write"], [custom("reviewer", ["read"])]), entry("invoice", ["send"]));
 
   it.each<{ name: string; before: CatalogEntry[]; after: CatalogEntry[]; expected: Partial<CatalogChange> }>([

@@ -12,6 +12,7 @@ import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { Checker } from "../src/domain/check.js";
 import { Explainer } from "../src/domain/explain.js";
 import { Lookup } from "../src/domain/lookup.js";
+import { WhoCan } from "../src/domain/who-can.js";
 import { KeyAuthenticator } from "../src/domain/keys.js";
 import { checkService } from "../src/services/check-service.js";
 import { guard, type ServiceBinding } from "../src/transport/call/guard.js";
@@ -74,7 +75,7 @@ describe("REST fast path on pglite", () => {
 
     const log = pino({ level: "silent" });
     const keys = new KeyAuthenticator(database.db, ADMIN_KEY);
-    const bindings = [guard(CheckService, checkService({ checker: new Checker(database.db), explainer: new Explainer(database.db), lookup: new Lookup(database.db) }), { keys, log })] as ServiceBinding[];
+    const bindings = [guard(CheckService, checkService({ checker: new Checker(database.db), explainer: new Explainer(database.db), lookup: new Lookup(database.db), whoCan: new WhoCan(database.db) }), { keys, log })] as ServiceBinding[];
     const fast = restFastPath(restRoutes(bindings), { keys, log }, new RequestLog(log));
     bare = http.createServer((req, res) => {
       if (fast(req, res)) return;

@@ -40,7 +40,7 @@ async function findKeyByHash(db: Queryable, secretHash: string) {
 }
 
 /** The migrations this build has. */
-const VERSIONS = [1, 2, 3, 4, 5, 6];
+const VERSIONS = [1, 2, 3, 4, 5, 6, 7];
 const ALL = ["check", "read", "write"];
 const POSTGRES_ONLY = "Postgres only (PGlite is a single in-process connection: no second pool, no concurrent transactions)";
 

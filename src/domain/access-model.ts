@@ -6,6 +6,10 @@ interface ResourceModel {
   actions: Set<string>;
   /** relation → the actions it implies */
   relations: Map<string, Set<string>>;
+  /** relation → what its grants may name as holder ("user", "team#member", "folder") */
+  subjects: Map<string, string[]>;
+  /** relation → its inheritance rules */
+  inherits: Map<string, { through: string; relation: string }[]>;
 }
 
 interface RoleModel {
@@ -24,19 +28,85 @@ export class AccessModel {
     readonly version: string,
     private readonly resources: Map<string, ResourceModel>,
     private readonly roles: Map<string, RoleModel>,
+    /**
+     * Some relation names a subject set or a link, or inherits: questions
+     * then walk the graph (store/graph-store.ts); otherwise the direct
+     * statements answer, as before hierarchy.
+     */
+    readonly hierarchical: boolean,
   ) {}
 
   static from(rows: ModelRows): AccessModel {
     const resources = new Map<string, ResourceModel>();
-    for (const [resource, actions] of rows.resources) resources.set(resource, { actions: new Set(actions), relations: new Map() });
-    for (const [resource, relation, actions] of rows.relations) resources.get(resource)?.relations.set(relation, new Set(actions));
+    for (const [resource, actions] of rows.resources) {
+      resources.set(resource, { actions: new Set(actions), relations: new Map(), subjects: new Map(), inherits: new Map() });
+    }
+    let hierarchical = rows.inherits.length > 0;
+    for (const [resource, relation, actions, subjects] of rows.relations) {
+      const model = resources.get(resource);
+      model?.relations.set(relation, new Set(actions));
+      model?.subjects.set(relation, subjects);
+      if (subjects.length !== 1 || subjects[0] !== "user") hierarchical = true;
+    }
+    for (const [resource, relation, through, inherited] of rows.inherits) {
+      const model = resources.get(resource);
+      if (model === undefined) continue;
+      let rules = model.inherits.get(relation);
+      if (rules === undefined) model.inherits.set(relation, (rules = []));
+      rules.push({ through, relation: inherited });
+    }
     const roles = new Map<string, RoleModel>();
     for (const [roleId, tenantId, resource, action] of rows.permissions) {
       let role = roles.get(roleId);
       if (role === undefined) roles.set(roleId, (role = { tenantId, permissions: new Set() }));
       role.permissions.add(`${resource}:${action}`);
     }
-    return new AccessModel(rows.version, resources, roles);
+    return new AccessModel(rows.version, resources, roles, hierarchical);
+  }
+
+  /** The relations of the resource that imply the action, in catalog order. */
+  relationsImplying(resource: string, action: string): string[] {
+    const relations = this.resources.get(resource)?.relations;
+    if (relations === undefined) return [];
+    return [...relations].filter(([, actions]) => actions.has(action)).map(([relation]) => relation);
+  }
+
+  /**
+   * The (resource, relation) pairs from which one of `targets` (relations
+   * of `resource`) can be reached in one hop or more: a pair Y#r reaches
+   * X#R in one hop when R names the subject set "Y#r", or when R inherits r
+   * through a link of X that names Y. Lookup walks only these.
+   */
+  reachingPairs(resource: string, targets: readonly string[]): [string, string][] {
+    // One hop backward from every relation of every resource, computed per call: catalogs are small.
+    const into = new Map<string, string[]>(); // "X#R" → the pairs that reach it in one hop
+    const add = (to: string, from: string) => {
+      const list = into.get(to);
+      if (list === undefined) into.set(to, [from]);
+      else list.push(from);
+    };
+    for (const [x, model] of this.resources) {
+      for (const [relation, subjects] of model.subjects) {
+        for (const subject of subjects) if (subject.includes("#")) add(`${x}#${relation}`, subject);
+      }
+      for (const [relation, rules] of model.inherits) {
+        for (const rule of rules) {
+          for (const linked of model.subjects.get(rule.through) ?? []) {
+            if (!linked.includes("#") && linked !== "user") add(`${x}#${relation}`, `${linked}#${rule.relation}`);
+          }
+        }
+      }
+    }
+    const seen = new Set<string>();
+    const queue = targets.map((t) => `${resource}#${t}`);
+    while (queue.length > 0) {
+      for (const from of into.get(queue.pop()!) ?? []) {
+        if (seen.has(from)) continue;
+        seen.add(from);
+        queue.push(from);
+      }
+    }
+    return [...seen].map((pair) => pair.split("#") as [string, string]);
   }
 
   hasResource(resource: string): boolean {
@@ -107,6 +177,11 @@ export class AccessModels {
     private readonly db: Db,
     private readonly metrics: Metrics = Metrics.off,
   ) {}
+
+  /** The newest model of the application this replica holds, whatever its version. */
+  latest(appId: string): AccessModel | undefined {
+    return this.models.get(appId);
+  }
 
   /** The cached model of the application when it is at `version`. */
   cached(appId: string, version: string): AccessModel | undefined {

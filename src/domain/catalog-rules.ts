@@ -4,15 +4,19 @@
  */
 import { Violations } from "./errors.js";
 import { check, descriptionProblem, LIMITS, tokenProblem } from "./formats.js";
-import type { CatalogEntry, EffectiveRelation } from "../store/catalog-store.js";
+import type { CatalogEntry, EffectiveRelation, Inherit } from "../store/catalog-store.js";
+import { parseSubjectType, USER_SUBJECTS } from "./subjects.js";
 
-export type { CatalogEntry, EffectiveRelation };
+export type { CatalogEntry, EffectiveRelation, Inherit };
 
 export interface RelationInput {
   name: string;
   actions: string[];
   /** A built-in as a GET returned it: accepted on the way back in and ignored. */
   builtIn: boolean;
+  /** What a grant may name as holder; empty or absent: users only. */
+  subjects?: string[] | undefined;
+  inherits?: Inherit[] | undefined;
 }
 
 export interface CatalogEntryInput {
@@ -84,7 +88,108 @@ export function validateCatalog(entries: CatalogEntryInput[]): void {
       });
     });
   });
+  // Subjects and inherits name other resources' relations: checked once
+  // every resource's relations are known.
+  if (v.empty) validateGraph(v, entries);
   v.throwIfAny();
+}
+
+/** Every relation name of each resource once effective: the built-ins and the custom ones. */
+function relationNamesOf(entries: CatalogEntryInput[]): Map<string, Set<string>> {
+  return new Map(entries.map((e) => [e.resource, new Set([...BUILT_IN_RELATIONS.keys(), ...e.relations.filter((r) => !r.builtIn).map((r) => r.name)])]));
+}
+
+const subjectsOf = (r: RelationInput): string[] => (r.subjects === undefined || r.subjects.length === 0 ? [...USER_SUBJECTS] : r.subjects);
+
+/** The types a link relation links to; undefined when the relation is not a link. */
+function linkTargets(r: RelationInput): string[] | undefined {
+  const subjects = subjectsOf(r).map(parseSubjectType);
+  return subjects.length > 0 && subjects.every((s) => s !== undefined && s.kind === "link") ? subjects.map((s) => s!.resource) : undefined;
+}
+
+/**
+ * The rules of API.md's "Groups and hierarchy": each subject names a
+ * resource of the catalog (and one of its relations, for a set); a link
+ * relation names resources only and implies no actions; each inherits goes
+ * through a link relation of the same resource to a relation that every
+ * linked resource has and that is no link itself.
+ */
+function validateGraph(v: Violations, entries: CatalogEntryInput[]): void {
+  const names = relationNamesOf(entries);
+  const byResource = new Map(entries.map((e) => [e.resource, new Map(e.relations.filter((r) => !r.builtIn).map((r) => [r.name, r]))]));
+  const isLink = (resource: string, relation: string) => {
+    const r = byResource.get(resource)?.get(relation);
+    return r !== undefined && linkTargets(r) !== undefined;
+  };
+  entries.forEach((entry, i) => {
+    entry.relations.forEach((relation, k) => {
+      if (relation.builtIn) return;
+      const rat = `resources[${i}].relations[${k}]`;
+      const subjects = relation.subjects ?? [];
+      if (subjects.length > LIMITS.subjectsPerRelation) {
+        v.add(`${rat}.subjects`, `at most ${LIMITS.subjectsPerRelation} subjects are allowed, got ${subjects.length}`);
+      }
+      const seen = new Set<string>();
+      let links = 0;
+      subjects.forEach((subject, j) => {
+        const at = `${rat}.subjects[${j}]`;
+        const parsed = parseSubjectType(subject);
+        if (parsed === undefined) {
+          v.add(at, `${JSON.stringify(subject)} is not a subject: "user", "<resource>#<relation>" (a subject set) or "<resource>" (a link)`);
+          return;
+        }
+        if (seen.has(subject)) v.add(at, `"${subject}" is listed twice`);
+        seen.add(subject);
+        if (parsed.kind === "user") return;
+        const relations = names.get(parsed.resource);
+        if (relations === undefined) v.add(at, `"${parsed.resource}" is not a resource of the catalog`);
+        else if (parsed.kind === "set" && !relations.has(parsed.relation)) {
+          v.add(at, `"${parsed.relation}" is not a relation of resource "${parsed.resource}"`);
+        } else if (parsed.kind === "set" && isLink(parsed.resource, parsed.relation)) {
+          v.add(at, `"${subject}" is a link relation: its holders are instances, not users, so it is no subject set`);
+        }
+        if (parsed.kind === "link") links++;
+      });
+      if (links > 0 && links < subjects.length) {
+        v.add(`${rat}.subjects`, "a link relation names resources only: it may not also name users or subject sets");
+      }
+      const link = links > 0 && links === subjects.length;
+      if (link && relation.actions.length > 0) v.add(`${rat}.actions`, "a link relation implies no actions");
+      if (link && (relation.inherits ?? []).length > 0) v.add(`${rat}.inherits`, "a link relation inherits nothing: its holders are instances");
+      const rules = relation.inherits ?? [];
+      if (rules.length > LIMITS.inheritsPerRelation) {
+        v.add(`${rat}.inherits`, `at most ${LIMITS.inheritsPerRelation} inherits are allowed, got ${rules.length}`);
+      }
+      const seenRules = new Set<string>();
+      rules.forEach((rule, j) => {
+        const at = `${rat}.inherits[${j}]`;
+        const throughOk = check(v, `${at}.through`, tokenProblem(rule.through));
+        const relationOk = check(v, `${at}.relation`, tokenProblem(rule.relation));
+        if (!throughOk || !relationOk) return;
+        const key = `${rule.through}#${rule.relation}`;
+        if (seenRules.has(key)) v.add(at, `{through: "${rule.through}", relation: "${rule.relation}"} is listed twice`);
+        seenRules.add(key);
+        const through = byResource.get(entry.resource)?.get(rule.through);
+        const targets = through === undefined ? undefined : linkTargets(through);
+        if (targets === undefined) {
+          v.add(
+            `${at}.through`,
+            through === undefined && !BUILT_IN_RELATIONS.has(rule.through)
+              ? `"${rule.through}" is not a relation of resource "${entry.resource}"`
+              : `"${rule.through}" is not a link relation of resource "${entry.resource}" (a link relation's subjects name resources only)`,
+          );
+          return;
+        }
+        for (const target of targets) {
+          if (names.get(target)?.has(rule.relation) !== true) {
+            v.add(`${at}.relation`, `"${rule.relation}" is not a relation of resource "${target}", which "${rule.through}" links to`);
+          } else if (isLink(target, rule.relation)) {
+            v.add(`${at}.relation`, `"${target}#${rule.relation}" is a link relation: it holds instances, not users`);
+          }
+        }
+      });
+    });
+  });
 }
 
 /**
@@ -96,22 +201,30 @@ export function validateCatalog(entries: CatalogEntryInput[]): void {
  */
 export function effectiveCatalog(entries: CatalogEntryInput[]): CatalogEntry[] {
   return entries.map((entry) => {
-    const custom = new Map(entry.relations.filter((r) => !r.builtIn).map((r) => [r.name, r.actions]));
+    const custom = new Map(entry.relations.filter((r) => !r.builtIn).map((r) => [r.name, r]));
     const relations: EffectiveRelation[] = [];
     for (const [name, implied] of BUILT_IN_RELATIONS) {
       const redefined = custom.get(name);
       if (redefined !== undefined) {
-        relations.push({ name, actions: [...redefined], builtIn: false });
+        relations.push(effectiveCustom(redefined));
         custom.delete(name);
       } else {
         const actions = implied === "all" ? [...entry.actions] : entry.actions.filter((a) => implied.includes(a));
-        relations.push({ name, actions, builtIn: true });
+        relations.push({ name, actions, builtIn: true, subjects: [...USER_SUBJECTS], inherits: [] });
       }
     }
-    for (const [name, actions] of custom) relations.push({ name, actions: [...actions], builtIn: false });
+    for (const relation of custom.values()) relations.push(effectiveCustom(relation));
     return { resource: entry.resource, description: entry.description, actions: [...entry.actions], relations };
   });
 }
+
+const effectiveCustom = (r: RelationInput): EffectiveRelation => ({
+  name: r.name,
+  actions: [...r.actions],
+  builtIn: false,
+  subjects: subjectsOf(r),
+  inherits: (r.inherits ?? []).map(({ through, relation }) => ({ through, relation })),
+});
 
 export interface CatalogChange {
   resourcesAdded: string[];
@@ -121,6 +234,8 @@ export interface CatalogChange {
   /** Relations that no longer exist on resources that remain, as "resource#relation". */
   relationsRemoved: { resource: string; relation: string }[];
   relationsAdded: { resource: string; relation: string }[];
+  /** Subject types a relation that remains no longer allows ("user", "team#member", "folder"). */
+  subjectsRemoved: { resource: string; relation: string; subject: string }[];
 }
 
 /** What replacing `before` with `after` adds and removes. */
@@ -145,5 +260,14 @@ export function diffCatalog(before: CatalogEntry[], after: CatalogEntry[]): Cata
     permissionsRemoved: [...pb].filter((p) => !pa.has(p)),
     relationsRemoved: relationPairs(b, a),
     relationsAdded: relationPairs(a, b),
+    subjectsRemoved: [...b.values()].flatMap((entry) => {
+      const other = a.get(entry.resource);
+      if (other === undefined) return [];
+      return entry.relations.flatMap((r) => {
+        const kept = other.relations.find((x) => x.name === r.name);
+        if (kept === undefined) return [];
+        return r.subjects.filter((s) => !kept.subjects.includes(s)).map((subject) => ({ resource: entry.resource, relation: r.name, subject }));
+      });
+    }),
   };
 }

@@ -41,11 +41,13 @@ export class Catalog {
       const held = await catalogStore.policiesHolding(tx, appId, change.permissionsRemoved);
       const orphanedResources = await catalogStore.resourcesWithGrants(tx, appId, change.resourcesRemoved);
       const orphanedRelations = await catalogStore.relationsWithGrants(tx, appId, change.relationsRemoved);
-      if (held.length > 0 || orphanedResources.length > 0 || orphanedRelations.length > 0) {
+      const orphanedSubjects = await catalogStore.subjectsWithGrants(tx, appId, change.subjectsRemoved);
+      if (held.length > 0 || orphanedResources.length > 0 || orphanedRelations.length > 0 || orphanedSubjects.length > 0) {
         const details: JsonObject[] = [
           ...held.map((h) => ({ policyId: h.policyId, policyName: h.name, permission: h.permission })),
           ...orphanedResources.map((r) => ({ resource: r.resource, reason: usedBy(r.expiredOnly, "resource") })),
           ...orphanedRelations.map((r) => ({ resource: r.resource, relation: r.relation, reason: usedBy(r.expiredOnly, "relation") })),
+          ...orphanedSubjects.map((r) => ({ resource: r.resource, relation: r.relation, subject: r.subject, reason: usedBy(r.expiredOnly, "subject") })),
         ];
         const parts: string[] = [];
         if (held.length > 0) {
@@ -61,7 +63,14 @@ export class Catalog {
             `drops relation${orphanedRelations.length > 1 ? "s" : ""} ${orphanedRelations.map((r) => `${r.resource}#${r.relation}${expiredNote(r.expiredOnly)}`).join(", ")} used by grants`,
           );
         }
-        const hint = [...orphanedResources, ...orphanedRelations].some((r) => r.expiredOnly)
+        if (orphanedSubjects.length > 0) {
+          parts.push(
+            `drops subject${orphanedSubjects.length > 1 ? "s" : ""} ${orphanedSubjects
+              .map((r) => `"${r.subject}" of ${r.resource}#${r.relation}${expiredNote(r.expiredOnly)}`)
+              .join(", ")} used by grants`,
+          );
+        }
+        const hint = [...orphanedResources, ...orphanedRelations, ...orphanedSubjects].some((r) => r.expiredOnly)
           ? ". Expired grants block until the sweep deletes them; delete them now with POST /api/v1/authorization/relationships/delete"
           : "";
         throw failedPrecondition(`the new catalog ${parts.join("; it ")}${hint}`, details);
@@ -101,7 +110,7 @@ export class Catalog {
  * nothing (listed with includeExpired, counted by a delete by filter). The
  * message says so, and how to clear them at once.
  */
-const usedBy = (expiredOnly: boolean, what: "resource" | "relation") =>
+const usedBy = (expiredOnly: boolean, what: "resource" | "relation" | "subject") =>
   expiredOnly ? `only expired grants, not yet swept, use this ${what}` : `grants use this ${what}`;
 const expiredNote = (expiredOnly: boolean) => (expiredOnly ? " (expired grants only, not yet swept)" : "");
 

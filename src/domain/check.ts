@@ -4,7 +4,7 @@ import type { Db, Queryable } from "../store/db.js";
 import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
 import { CheckStatements, type CheckInput } from "../store/check-store.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
-import { invalidArgument, unauthenticated, Violations } from "./errors.js";
+import { invalidArgument, unauthenticated, unavailable, Violations } from "./errors.js";
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
 
 /** May the user perform the action on the instance? */
@@ -41,6 +41,12 @@ const REVOKED: Facts = { model: undefined, relations: [], roles: [] };
 
 /** Statements a batch may take when models change under it, before it settles for the newest model. */
 const MAX_READS = 3;
+/**
+ * Statements a batch may take when an application's model gains or loses
+ * hierarchy under it again and again (each time the other statement must
+ * answer): then it fails, as a busy service, rather than answer wrong.
+ */
+const MAX_SHAPE_READS = 10;
 
 /**
  * The permission check, and the permissions of a user on instances. One
@@ -149,9 +155,13 @@ export class Checker {
 
   private async answerOn(q: Queryable, onReplica: boolean, inputs: readonly CheckInput[]): Promise<ReplicaRead<Facts[]>> {
     for (let reads = 1; ; reads++) {
-      const { rows, replayed } = await this.statements.check(q, inputs, { replayed: onReplica });
+      // Applications whose model (as this replica last read it) has
+      // hierarchy are asked the graph's statement; the others the direct one.
+      const graph = new Set(inputs.map((i) => i.appId).filter((appId) => this.models.latest(appId)?.hierarchical === true));
+      const { rows, replayed } = await this.statements.check(q, inputs, { replayed: onReplica, graph: (appId) => graph.has(appId) });
       const models = new Map<string, AccessModel | undefined>();
       let moved = false;
+      let misshapen = false;
       for (const [i, row] of rows.entries()) {
         const appId = inputs[i]!.appId;
         if (!row.keyValid || row.version === null || models.has(appId)) continue;
@@ -160,7 +170,15 @@ export class Checker {
         // A model newer than the statement is fresher still, but the answer
         // would mix two snapshots: read again, unless versions keep moving.
         if (model !== undefined && model.version !== row.version) moved = true;
+        // The other statement was needed (the first question of an
+        // application, or its model gained or lost hierarchy): its facts
+        // would be wrong, so ask again, now with the model just read.
+        if (model !== undefined && model.hierarchical !== graph.has(appId)) misshapen = true;
         models.set(appId, model);
+      }
+      if (misshapen) {
+        if (reads < MAX_SHAPE_READS) continue;
+        throw unavailable("the access model kept changing under the check; try again");
       }
       if (moved && reads < MAX_READS) continue;
       const value = rows.map((row, i): Facts => {
@@ -173,12 +191,13 @@ export class Checker {
   }
 }
 
-const inputOf = (caller: Caller, q: PermissionsQuestion): CheckInput => ({
+const inputOf = (caller: Caller, q: PermissionsQuestion & { action?: string }): CheckInput => ({
   appId: caller.appId,
   keyHash: caller.keyHash,
   userId: q.userId,
   resource: q.resource,
   resourceId: q.resourceId,
+  action: q.action ?? null,
 });
 
 /** The model the answer is evaluated against; a 401 when the key no longer holds. */

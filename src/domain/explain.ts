@@ -7,12 +7,29 @@ import type { Caller, CheckQuestion } from "./check.js";
 import { validateQuestion } from "./check.js";
 import { unauthenticated, Violations } from "./errors.js";
 import { exactRead } from "./exact-read.js";
+import { LIMITS } from "./formats.js";
+import type { Subject } from "./subjects.js";
+import type { PathGrantRow, WalkEdgeRow } from "../store/explain-store.js";
+
+/** A grant as explain shows it: the holder is the user `userId`, or `subject` (userId ""). */
+export interface ExplainedGrant {
+  userId: string;
+  resource: string;
+  resourceId: string;
+  relation: string;
+  subject?: Subject;
+  createdAt: Date;
+  expiresAt: Date | null;
+}
 
 export type ExplainReason =
   | {
       kind: "relation";
       relation: string;
-      grant: { userId: string; resource: string; resourceId: string; relation: string; createdAt: Date; expiresAt: Date | null };
+      /** The grant on the instance: the last of `path`. */
+      grant: ExplainedGrant;
+      /** From the user's own grant to `grant`, a path with the fewest hops. */
+      path: ExplainedGrant[];
     }
   | {
       kind: "role";
@@ -69,15 +86,72 @@ export class Explainer {
   }
 }
 
+const grantOf = ([resource, resourceId, relation, userId, sResource, sId, sRelation, created, expires]: PathGrantRow): ExplainedGrant => ({
+  userId,
+  resource,
+  resourceId,
+  relation,
+  ...(sResource === null ? {} : { subject: { resource: sResource, resourceId: sId!, relation: sRelation! } }),
+  createdAt: new Date(Number(created)),
+  expiresAt: expires === null ? null : new Date(Number(expires)),
+});
+
+const nodeKey = (resource: string, resourceId: string, relation: string) => JSON.stringify([resource, resourceId, relation]);
+
+/**
+ * For each relation of the instance, a path with the fewest hops from the
+ * user's own grant to the grant on the instance, found breadth first over
+ * the walk's edges (each edge: the node left, its grant, the node reached);
+ * undefined for a relation the user does not hold.
+ */
+function shortestPaths(q: CheckQuestion, relations: string[], edges: WalkEdgeRow[], grants: PathGrantRow[]): Map<string, PathGrantRow[]> {
+  const out = new Map<string, [string, PathGrantRow][]>();
+  for (const [from, grant, to] of edges) {
+    const key = nodeKey(...from);
+    const list = out.get(key);
+    const step: [string, PathGrantRow] = [nodeKey(...to), grant];
+    if (list === undefined) out.set(key, [step]);
+    else list.push(step);
+  }
+  const own = new Map(grants.map((g) => [nodeKey(g[0], g[1], g[2]), g]));
+  const paths = new Map<string, PathGrantRow[]>();
+  for (const relation of relations) {
+    const start = nodeKey(q.resource, q.resourceId, relation);
+    // Each node's way back: the node before it and the grant between.
+    const back = new Map<string, [string, PathGrantRow] | null>([[start, null]]);
+    let frontier = [start];
+    let found: string | undefined;
+    // The same bound as the check's walk from this relation: edges the walk
+    // took from another relation may reach further.
+    for (let hops = 0; frontier.length > 0; hops++) {
+      found = frontier.find((node) => own.has(node));
+      if (found !== undefined || hops === LIMITS.hops) break;
+      const next: string[] = [];
+      for (const node of frontier) {
+        for (const [to, grant] of out.get(node) ?? []) {
+          if (back.has(to)) continue;
+          back.set(to, [node, grant]);
+          next.push(to);
+        }
+      }
+      frontier = next;
+    }
+    if (found === undefined) continue;
+    const path: PathGrantRow[] = [own.get(found)!];
+    for (let step = back.get(found); step !== null && step !== undefined; step = back.get(step[0])) path.push(step[1]);
+    paths.set(relation, path);
+  }
+  return paths;
+}
+
 function explanation(q: CheckQuestion, row: ExplainRow): Explanation {
   const reasons: ExplainReason[] = [];
-  for (const g of row.grants) {
-    if (g.actions?.includes(q.action) !== true) continue;
-    reasons.push({
-      kind: "relation",
-      relation: g.relation,
-      grant: { userId: q.userId, resource: q.resource, resourceId: q.resourceId, relation: g.relation, createdAt: g.createdAt, expiresAt: g.expiresAt },
-    });
+  const paths = shortestPaths(q, row.relations.map((r) => r.relation), row.edges, row.grants);
+  const held = row.relations.filter((r) => paths.has(r.relation)).sort((a, b) => (a.relation < b.relation ? -1 : a.relation > b.relation ? 1 : 0));
+  for (const r of held) {
+    if (!r.actions.includes(q.action)) continue;
+    const path = paths.get(r.relation)!.map(grantOf);
+    reasons.push({ kind: "relation", relation: r.relation, grant: path[path.length - 1]!, path });
   }
   for (const role of row.roles) {
     for (const policy of role.policies) {
@@ -96,7 +170,7 @@ function explanation(q: CheckQuestion, row: ExplainRow): Explanation {
     allowed: reasons.length > 0,
     reasons,
     considered: {
-      relations: row.grants.map((g) => ({ relation: g.relation, actions: g.actions ?? [] })),
+      relations: held.map((r) => ({ relation: r.relation, actions: r.actions })),
       roles: row.roles.map((r) => ({ roleId: r.roleId, roleName: r.name, tenantId: r.tenantId ?? undefined })),
     },
   };

@@ -20,6 +20,10 @@ export const LIMITS = {
   catalogResources: 1000,
   actionsPerResource: 100,
   relationsPerResource: 100,
+  subjectsPerRelation: 100,
+  inheritsPerRelation: 100,
+  /** Subject sets and links a question follows from the instance (API.md: 16 reach, 17 do not). */
+  hops: 16,
   bulkEntries: 5000,
   batchChecks: 1000,
   pageSizeDefault: 100,

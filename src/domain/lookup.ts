@@ -1,13 +1,17 @@
 import { Coalescer } from "../lib/coalescer.js";
 import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db } from "../store/db.js";
+import { graphStore } from "../store/graph-store.js";
 import { lookupStore, type LookupInput, type LookupRow } from "../store/lookup-store.js";
+import type { Queryable } from "../store/db.js";
+import { AccessModels, type AccessModel } from "./access-model.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
 import type { Caller } from "./check.js";
-import { unauthenticated, Violations } from "./errors.js";
+import { unauthenticated, unavailable, Violations } from "./errors.js";
 import { exactRead } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
+import { lsnValue } from "../store/lsn.js";
 
 export interface LookupQuestion {
   userId: string;
@@ -35,17 +39,58 @@ export interface LookupAnswer {
  */
 export class Lookup {
   private readonly coalesced: Coalescer<LookupInput, LookupRow>;
+  private readonly models: AccessModels;
 
-  constructor(db: Db, replicas?: ReadReplicas, telemetry: Telemetry = NO_TELEMETRY) {
+  constructor(
+    private readonly db: Db,
+    replicas?: ReadReplicas,
+    telemetry: Telemetry = NO_TELEMETRY,
+  ) {
+    this.models = new AccessModels(db, telemetry.metrics);
     this.coalesced = new Coalescer(
-      (inputs) =>
-        exactRead(db, replicas, async (q, onReplica) => {
-          const read = await lookupStore.lookup(q, inputs, { replayed: onReplica });
-          return { value: read.rows, replayed: read.replayed };
-        }),
+      (inputs) => exactRead(db, replicas, (q, onReplica) => this.read(q, onReplica, inputs)),
       // A page may hold 1,000 ids: a batch of 50 pages answers 50,000 at most.
       { ...db.reads, maxBatch: 50, reads: "lookup", telemetry },
     );
+  }
+
+  /**
+   * The pages of a batch: applications whose model has hierarchy by the
+   * graph's statement (which needs the model's relations implying the
+   * action and the pairs that reach them), the others by the direct one.
+   * Each statement reads the model's version: when it is not the version
+   * of the model the statement was chosen and built from, the batch is
+   * asked again with the model of that version.
+   */
+  private async read(q: Queryable, onReplica: boolean, inputs: readonly LookupInput[]) {
+    for (let reads = 1; ; reads++) {
+      const used = new Map<string, AccessModel | undefined>(inputs.map((i) => [i.appId, this.models.latest(i.appId)]));
+      const graph = inputs.flatMap((input, i) => {
+        const model = used.get(input.appId);
+        if (model?.hierarchical !== true) return [];
+        const answers = model.relationsImplying(input.resource, input.action);
+        return [{ i, input: { ...input, answers, through: model.reachingPairs(input.resource, answers) } }];
+      });
+      const flat = inputs.flatMap((input, i) => (used.get(input.appId)?.hierarchical === true ? [] : [{ i, input }]));
+      const [flatRead, graphRead] = await Promise.all([
+        flat.length === 0 ? undefined : lookupStore.lookup(q, flat.map((f) => f.input), { replayed: onReplica }),
+        graph.length === 0 ? undefined : graphStore.lookup(q, graph.map((g) => g.input), { replayed: onReplica }),
+      ]);
+      const rows = new Array<LookupRow>(inputs.length);
+      flat.forEach((f, j) => (rows[f.i] = flatRead!.rows[j]!));
+      graph.forEach((g, j) => (rows[g.i] = graphRead!.rows[j]!));
+      let stale = false;
+      for (const [i, row] of rows.entries()) {
+        const appId = inputs[i]!.appId;
+        const model = used.get(appId);
+        if (!row.keyValid || row.version === null || model?.version === row.version) continue;
+        // Built from another model than the statement read: read that one, and ask again.
+        stale = true;
+        if (this.models.cached(appId, row.version) === undefined) await this.models.load(appId, q === this.db ? undefined : q);
+      }
+      if (!stale) return { value: rows, replayed: lowestReplay(flatRead?.replayed ?? null, graphRead?.replayed ?? null) };
+      if (reads >= MAX_READS) throw unavailable("the access model kept changing under the lookup; try again");
+    }
   }
 
   async lookup(caller: Caller, q: LookupQuestion): Promise<LookupAnswer> {
@@ -71,4 +116,14 @@ export class Lookup {
       nextPageToken: more ? encodePageToken({ resourceId: resourceIds[resourceIds.length - 1]! }) : "",
     };
   }
+}
+
+/** Reads of a batch before it gives up on a model that keeps changing. */
+const MAX_READS = 10;
+
+/** The lower of two standby replay positions (null: read on a primary). */
+function lowestReplay(a: string | null, b: string | null): string | null {
+  if (a === null) return b;
+  if (b === null) return a;
+  return lsnValue(a) <= lsnValue(b) ? a : b;
 }

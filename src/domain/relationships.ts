@@ -1,16 +1,55 @@
-import { stoppable, type AbortOptions, type Db, type Queryable } from "../store/db.js";
-import { relationshipsStore, type GrantFilter, type GrantWrite, type RelationshipRow, type Tuple } from "../store/relationships-store.js";
+import { stoppable, type AbortOptions, type Db } from "../store/db.js";
+import {
+  holderPosition,
+  relationshipsStore,
+  type HolderPosition,
+  type GrantFilter,
+  type GrantWrite,
+  type RelationshipRow,
+  type Tuple,
+} from "../store/relationships-store.js";
+import { subjectTypeOf, type Subject } from "./subjects.js";
 import { lockApplication, type Page } from "./applications.js";
 import { invalidArgument, Violations } from "./errors.js";
-import { check, identifierProblem, instantProblem, LIMITS, pageSize, tokenProblem } from "./formats.js";
+import { check, identifierProblem, instantProblem, LIMITS, pageSize, show, tokenProblem } from "./formats.js";
 import { decodePageToken, page } from "./paging.js";
 
+/** resource → relation → the relation's subjects (what its grants may name as holder). */
 type Relations = Map<string, Map<string, string[]>>;
 
-/** Checks one tuple's formats and that its resource and relation are in the catalog. */
+/**
+ * Checks a holder's form: a userId or a subject, exactly one of the two.
+ * Returns whether it is good.
+ */
+function checkHolder(v: Violations, at: string, t: Tuple): boolean {
+  if (t.subject === undefined) {
+    if (t.userId === "") {
+      v.add(`${at}userId`, "is required: a grant names its holder by userId or by subject, exactly one of the two");
+      return false;
+    }
+    return check(v, `${at}userId`, identifierProblem(t.userId));
+  }
+  if (t.userId !== "") {
+    v.add(`${at}subject`, "a grant names its holder by userId or by subject, not both");
+    return false;
+  }
+  return checkSubject(v, `${at}subject.`, t.subject);
+}
+
+/** A subject's form: resource, resourceId, and relation when it is a set ("" for a link). */
+function checkSubject(v: Violations, at: string, subject: Subject): boolean {
+  const ok = [
+    check(v, `${at}resource`, tokenProblem(subject.resource)),
+    check(v, `${at}resourceId`, identifierProblem(subject.resourceId)),
+    subject.relation === "" || check(v, `${at}relation`, tokenProblem(subject.relation)),
+  ];
+  return ok.every(Boolean);
+}
+
+/** Checks one tuple's formats and that its resource, relation and holder's type are in the catalog. */
 function checkTuple(v: Violations, at: string, t: Tuple, relations: Relations | undefined): void {
   const ok = [
-    check(v, `${at}userId`, identifierProblem(t.userId)),
+    checkHolder(v, at, t),
     check(v, `${at}resource`, tokenProblem(t.resource)),
     check(v, `${at}resourceId`, identifierProblem(t.resourceId)),
     check(v, `${at}relation`, tokenProblem(t.relation)),
@@ -19,8 +58,19 @@ function checkTuple(v: Violations, at: string, t: Tuple, relations: Relations | 
   const ofResource = relations.get(t.resource);
   if (ofResource === undefined) {
     v.add(`${at}resource`, `"${t.resource}" is not a resource of the catalog`);
-  } else if (ok[3] && !ofResource.has(t.relation)) {
+    return;
+  }
+  const subjects = ofResource.get(t.relation);
+  if (!ok[3]) return;
+  if (subjects === undefined) {
     v.add(`${at}relation`, `"${t.relation}" is not a relation of resource "${t.resource}" (relations: ${[...ofResource.keys()].join(", ")})`);
+  } else if (ok[0] && !subjects.includes(subjectTypeOf(t.subject))) {
+    const wanted = subjects.map((x) => (x === "user" ? "a userId" : x.includes("#") ? `a subject set ${x}` : `a linked ${x}`)).join(", ");
+    const given = t.subject === undefined ? "a userId" : t.subject.relation === "" ? `a linked ${t.subject.resource}` : `a subject set ${subjectTypeOf(t.subject)}`;
+    v.add(
+      `${at}${t.subject === undefined ? "userId" : "subject"}`,
+      `${t.resource}#${t.relation} is held by ${wanted} (its subjects in the catalog), not ${given}`,
+    );
   }
 }
 
@@ -54,13 +104,16 @@ const toWrite = (g: GrantInput): GrantWrite => ({
   resource: g.resource,
   resourceId: g.resourceId,
   relation: g.relation,
+  ...(g.subject === undefined ? {} : { subject: g.subject }),
   expiresAt: g.expiresAt === undefined ? null : new Date(g.expiresAt),
 });
 
-const tupleKey = (t: Tuple) => JSON.stringify([t.resource, t.resourceId, t.relation, t.userId]);
+const tupleKey = (t: Tuple) =>
+  JSON.stringify([t.resource, t.resourceId, t.relation, t.userId, t.subject?.resource, t.subject?.resourceId, t.subject?.relation]);
 
 export type ListQuery =
   | { mode: "instance"; resource: string; resourceId: string; relation: string | undefined; includeExpired: boolean }
+  | { mode: "subject"; subject: Subject; resource: string; relation: string | undefined; includeExpired: boolean }
   | { mode: "user"; userId: string; resource: string; relation: string | undefined; includeExpired: boolean }
   | { mode: "resource"; resource: string; relation: string | undefined; includeExpired: boolean };
 
@@ -111,6 +164,7 @@ export class Relationships {
    * relation. Returns how many went.
    */
   async deleteMatching(appId: string, filter: GrantFilter, options?: AbortOptions): Promise<number> {
+    if (filter.subject !== undefined) return this.deleteHeldBy(appId, filter, options);
     const given = (Object.keys(filter) as (keyof GrantFilter)[]).filter((k) => filter[k] !== undefined);
     const narrowed: (keyof GrantFilter)[] = given.filter((k) => k !== "relation");
     if (!DELETE_FILTERS.some((accepted) => accepted.length === narrowed.length && accepted.every((k) => narrowed.includes(k)))) {
@@ -132,6 +186,30 @@ export class Relationships {
       requireInCatalog(relations === undefined ? null : [...relations.keys()], filter.resource, filter.relation);
     }
     return relationshipsStore.deleteMatching(q, appId, filter);
+  }
+
+  /**
+   * Deletes every grant whose holder is one instance (`subject` alone, as a
+   * set or a link): the team or the folder is gone. One statement.
+   */
+  private async deleteHeldBy(appId: string, filter: GrantFilter, options?: AbortOptions): Promise<number> {
+    const others = (["userId", "resource", "resourceId", "relation"] as const).filter((k) => filter[k] !== undefined);
+    if (others.length > 0) {
+      throw invalidArgument(`subject deletes by itself: every grant whose holder is that instance. Given besides it: ${others.join(", ")}`, [
+        { field: "subject", reason: "a delete by subject takes no other field" },
+      ]);
+    }
+    const subject = filter.subject!;
+    const v = new Violations();
+    const ok = check(v, "subject.resource", tokenProblem(subject.resource));
+    check(v, "subject.resourceId", identifierProblem(subject.resourceId));
+    v.throwIfAny();
+    const q = stoppable(this.db, options);
+    if (ok && !(await relationshipsStore.relationsOf(q, appId)).has(subject.resource)) {
+      v.add("subject.resource", `"${subject.resource}" is not a resource of the catalog`);
+      v.throwIfAny();
+    }
+    return relationshipsStore.deleteMatching(q, appId, { subject: { resource: subject.resource, resourceId: subject.resourceId } });
   }
 
   /**
@@ -193,32 +271,30 @@ export class Relationships {
     check(v, "resource", tokenProblem(query.resource));
     if (query.mode === "instance") check(v, "resourceId", identifierProblem(query.resourceId));
     else if (query.mode === "user") check(v, "userId", identifierProblem(query.userId));
+    else if (query.mode === "subject") checkSubject(v, "subject", query.subject);
     if (query.relation !== undefined) check(v, "relation", tokenProblem(query.relation));
     v.throwIfAny();
     if (query.mode === "instance") {
-      const position = decodePageToken(token, { relation: "string", userId: "string" });
-      const listed = await relationshipsStore.listByInstance(
-        this.db,
-        appId,
-        query,
-        position && { relation: position.relation as string, userId: position.userId as string },
-        limit + 1,
-      );
+      const position = holderCursor(token, decodePageToken(token, { relation: "string", kind: "number", a: "string", b: "string", c: "string" }));
+      const listed = await relationshipsStore.listByInstance(this.db, appId, query, position, limit + 1);
       requireInCatalog(listed.catalogRelations, query.resource, query.relation);
-      return page(listed.rows, limit, (last) => ({ relation: last.relation, userId: last.userId }));
+      return page(listed.rows, limit, (last) => ({ relation: last.relation, ...holderPosition(last) }));
+    }
+    if (query.mode === "subject") {
+      const position = decodePageToken(token, { resourceId: "string", relation: "string" });
+      const listed = await relationshipsStore.listBySubject(this.db, appId, query, position, limit + 1);
+      requireInCatalog(listed.catalogRelations, query.resource, query.relation);
+      return page(listed.rows, limit, (last) => ({ resourceId: last.resourceId, relation: last.relation }));
     }
     if (query.mode === "resource") {
       // Every grant on the type, in primary-key order: what an export pages through.
-      const position = decodePageToken(token, { resourceId: "string", relation: "string", userId: "string" });
-      const listed = await relationshipsStore.listByResource(
-        this.db,
-        appId,
-        query,
-        position && { resourceId: position.resourceId as string, relation: position.relation as string, userId: position.userId as string },
-        limit + 1,
+      const position = holderCursor(
+        token,
+        decodePageToken(token, { resourceId: "string", relation: "string", kind: "number", a: "string", b: "string", c: "string" }),
       );
+      const listed = await relationshipsStore.listByResource(this.db, appId, query, position, limit + 1);
       requireInCatalog(listed.catalogRelations, query.resource, query.relation);
-      return page(listed.rows, limit, (last) => ({ resourceId: last.resourceId, relation: last.relation, userId: last.userId }));
+      return page(listed.rows, limit, (last) => ({ resourceId: last.resourceId, relation: last.relation, ...holderPosition(last) }));
     }
     const position = decodePageToken(token, { resourceId: "string", relation: "string" });
     const listed = await relationshipsStore.listByUser(
@@ -231,6 +307,18 @@ export class Relationships {
     requireInCatalog(listed.catalogRelations, query.resource, query.relation);
     return page(listed.rows, limit, (last) => ({ resourceId: last.resourceId, relation: last.relation }));
   }
+}
+
+/**
+ * A decoded position whose holder part is one a page issued: kind 0 (a
+ * user, `a` its id) or 1 (a subject); the other string fields as they are.
+ */
+function holderCursor<K extends string>(token: string, position: Record<K | "kind", string | number> | undefined) {
+  if (position === undefined) return undefined;
+  if (position.kind !== 0 && position.kind !== 1) {
+    throw invalidArgument(`pageToken: ${show(token)} is not a page token of this list`, [{ field: "pageToken", reason: "not a page token of this list" }]);
+  }
+  return position as Record<K, string> & HolderPosition;
 }
 
 /** A 400 when the resource (relations null) or the relation is not in the catalog. */

@@ -10,7 +10,7 @@ const toProto = (entries: CatalogEntry[]) =>
     resource: e.resource,
     description: e.description,
     actions: e.actions,
-    relations: e.relations.map((r) => ({ name: r.name, actions: r.actions, builtIn: r.builtIn })),
+    relations: e.relations.map((r) => ({ name: r.name, actions: r.actions, builtIn: r.builtIn, subjects: r.subjects, inherits: r.inherits })),
   }));
 
 const fromProto = (resources: CatalogResource[]) =>
@@ -18,7 +18,13 @@ const fromProto = (resources: CatalogResource[]) =>
     resource: r.resource,
     description: r.description,
     actions: r.actions,
-    relations: r.relations.map((x) => ({ name: x.name, actions: x.actions, builtIn: x.builtIn })),
+    relations: r.relations.map((x) => ({
+      name: x.name,
+      actions: x.actions,
+      builtIn: x.builtIn,
+      subjects: x.subjects,
+      inherits: x.inherits.map((i) => ({ through: i.through, relation: i.relation })),
+    })),
   }));
 
 export function catalogService(catalog: Catalog): ServiceImpl<typeof CatalogService> {

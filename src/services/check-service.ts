@@ -2,8 +2,9 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { CheckService } from "../../gen/authz/v1/check_pb.js";
 import type { CheckQuestion, Checker, PermissionsQuestion } from "../domain/check.js";
-import type { Explainer, ExplainReason } from "../domain/explain.js";
+import type { ExplainedGrant, Explainer, ExplainReason } from "../domain/explain.js";
 import type { Lookup } from "../domain/lookup.js";
+import type { WhoCan } from "../domain/who-can.js";
 import { Metrics } from "../lib/metrics.js";
 import { callerKeyOf } from "./call-values.js";
 
@@ -22,27 +23,26 @@ const instance = (c: Omit<PermissionsQuestion, "tenantId"> & { tenantId?: string
   tenantId: c.tenantId,
 });
 
+const explainGrant = (grant: ExplainedGrant) => ({
+  userId: grant.userId,
+  resource: grant.resource,
+  resourceId: grant.resourceId,
+  relation: grant.relation,
+  ...(grant.subject === undefined ? {} : { subject: grant.subject }),
+  createdAt: timestampFromDate(grant.createdAt),
+  ...(grant.expiresAt === null ? {} : { expiresAt: timestampFromDate(grant.expiresAt) }),
+});
+
 const reason = (r: ExplainReason) => {
   if (r.kind !== "relation") return r;
-  const { grant } = r;
-  return {
-    kind: r.kind,
-    relation: r.relation,
-    grant: {
-      userId: grant.userId,
-      resource: grant.resource,
-      resourceId: grant.resourceId,
-      relation: grant.relation,
-      createdAt: timestampFromDate(grant.createdAt),
-      ...(grant.expiresAt === null ? {} : { expiresAt: timestampFromDate(grant.expiresAt) }),
-    },
-  };
+  return { kind: r.kind, relation: r.relation, grant: explainGrant(r.grant), path: r.path.map(explainGrant) };
 };
 
 export interface Questions {
   checker: Checker;
   explainer: Explainer;
   lookup: Lookup;
+  whoCan: WhoCan;
 }
 
 /**
@@ -50,7 +50,7 @@ export interface Questions {
  * application. The answers of checks and batch checks are counted (allowed
  * or denied) in the metrics.
  */
-export function checkService({ checker, explainer, lookup }: Questions, metrics: Metrics = Metrics.off): ServiceImpl<typeof CheckService> {
+export function checkService({ checker, explainer, lookup, whoCan }: Questions, metrics: Metrics = Metrics.off): ServiceImpl<typeof CheckService> {
   return {
     async check(req, ctx) {
       const allowed = await checker.check(callerKeyOf(ctx), question(req));
@@ -77,6 +77,16 @@ export function checkService({ checker, explainer, lookup }: Questions, metrics:
       return lookup.lookup(callerKeyOf(ctx), {
         userId: req.userId,
         resource: req.resource,
+        action: req.action,
+        tenantId: req.tenantId,
+        pageSize: req.pageSize,
+        pageToken: req.pageToken,
+      });
+    },
+    async lookupSubjects(req, ctx) {
+      return whoCan.subjects(callerKeyOf(ctx), {
+        resource: req.resource,
+        resourceId: req.resourceId,
         action: req.action,
         tenantId: req.tenantId,
         pageSize: req.pageSize,

@@ -1,6 +1,12 @@
 import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { RelationshipService, type DeleteRelationshipsRequest, type ListRelationshipsRequest } from "../../gen/authz/v1/relationships_pb.js";
+import {
+  RelationshipService,
+  type DeleteRelationshipRequest,
+  type DeleteRelationshipsRequest,
+  type ListRelationshipsRequest,
+} from "../../gen/authz/v1/relationships_pb.js";
+import type { Subject } from "../domain/subjects.js";
 import { invalidArgument } from "../domain/errors.js";
 import type { GrantInput, ListQuery, Relationships } from "../domain/relationships.js";
 import type { GrantFilter, RelationshipRow, Tuple } from "../store/relationships-store.js";
@@ -13,19 +19,36 @@ const relationshipMessage = (row: RelationshipRow) => ({
   resource: row.resource,
   resourceId: row.resourceId,
   relation: row.relation,
+  ...(row.subject === undefined ? {} : { subject: row.subject }),
   createdAt: timestampFromDate(row.createdAt),
   ...(row.expiresAt === null ? {} : { expiresAt: timestampFromDate(row.expiresAt) }),
 });
 
-const grant = (t: Tuple & { expiresAt?: Timestamp | undefined }): GrantInput => ({
+type SubjectMessage = { resource: string; resourceId: string; relation: string };
+
+const subjectOf = (s: SubjectMessage | undefined): Subject | undefined =>
+  s === undefined ? undefined : { resource: s.resource, resourceId: s.resourceId, relation: s.relation };
+
+const grant = (t: Omit<Tuple, "subject"> & { subject?: SubjectMessage | undefined; expiresAt?: Timestamp | undefined }): GrantInput => ({
   userId: t.userId,
   resource: t.resource,
   resourceId: t.resourceId,
   relation: t.relation,
+  subject: subjectOf(t.subject),
   expiresAt: instantOf(t.expiresAt),
 });
 
-const tuple = (t: Tuple): Tuple => ({ userId: t.userId, resource: t.resource, resourceId: t.resourceId, relation: t.relation });
+/** The single delete names a subject by query parameters: any of them given means a subject. */
+const tuple = (t: DeleteRelationshipRequest): Tuple => ({
+  userId: t.userId,
+  resource: t.resource,
+  resourceId: t.resourceId,
+  relation: t.relation,
+  subject:
+    t.subjectResource === "" && t.subjectResourceId === "" && t.subjectRelation === ""
+      ? undefined
+      : { resource: t.subjectResource, resourceId: t.subjectResourceId, relation: t.subjectRelation },
+});
 
 /** The fields given (non-empty) of a delete by filter. */
 function filterOf(req: DeleteRelationshipsRequest): GrantFilter {
@@ -34,6 +57,7 @@ function filterOf(req: DeleteRelationshipsRequest): GrantFilter {
   if (req.resource !== "") filter.resource = req.resource;
   if (req.resourceId !== "") filter.resourceId = req.resourceId;
   if (req.relation !== "") filter.relation = req.relation;
+  if (req.subject !== undefined) filter.subject = { resource: req.subject.resource, resourceId: req.subject.resourceId };
   return filter;
 }
 
@@ -43,6 +67,20 @@ function filterOf(req: DeleteRelationshipsRequest): GrantFilter {
  */
 function listQuery(req: ListRelationshipsRequest): ListQuery {
   const relation = req.relation === "" ? undefined : req.relation;
+  if (req.subjectResource !== "" || req.subjectResourceId !== "" || req.subjectRelation !== "") {
+    if (req.userId !== "" || req.resourceId !== "" || req.resource === "") {
+      throw invalidArgument("list the grants a subject holds with subjectResource, subjectResourceId (subjectRelation for a set) and resource; no userId or resourceId", [
+        { field: "query", reason: "a subject's grants take subjectResource, subjectResourceId, optional subjectRelation, and resource" },
+      ]);
+    }
+    return {
+      mode: "subject",
+      subject: { resource: req.subjectResource, resourceId: req.subjectResourceId, relation: req.subjectRelation },
+      resource: req.resource,
+      relation,
+      includeExpired: req.includeExpired,
+    };
+  }
   const has = { userId: req.userId !== "", resource: req.resource !== "", resourceId: req.resourceId !== "" };
   if (has.resource && has.resourceId && !has.userId) {
     return { mode: "instance", resource: req.resource, resourceId: req.resourceId, relation, includeExpired: req.includeExpired };

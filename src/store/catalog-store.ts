@@ -6,6 +6,15 @@ export interface EffectiveRelation {
   name: string;
   actions: string[];
   builtIn: boolean;
+  /** "user", "<resource>#<relation>" or "<resource>" (see domain/subjects.ts). */
+  subjects: string[];
+  inherits: Inherit[];
+}
+
+/** Whoever holds `relation` on the instance linked by `through` holds the relation here. */
+export interface Inherit {
+  through: string;
+  relation: string;
 }
 
 /** One resource of an application's catalog, as stored and as answered. */
@@ -27,6 +36,8 @@ interface RelationRow {
   relation: string;
   actions: string[];
   builtIn: boolean;
+  subjects: string[];
+  inherits: Inherit[];
 }
 
 /** SQL for the catalog. */
@@ -37,8 +48,11 @@ export const catalogStore = {
       [appId],
     );
     const relations = await q.query<RelationRow>(
-      `SELECT resource, relation, actions, built_in AS "builtIn" FROM catalog_relations
-       WHERE app_id = $1 ORDER BY resource, position`,
+      `SELECT r.resource, r.relation, r.actions, r.built_in AS "builtIn", r.subjects,
+              (SELECT coalesce(json_agg(json_build_object('through', i.through, 'relation', i.inherited) ORDER BY i.position), '[]')
+               FROM catalog_inherits i WHERE i.app_id = $1 AND i.resource = r.resource AND i.relation = r.relation) AS inherits
+       FROM catalog_relations r
+       WHERE r.app_id = $1 ORDER BY r.resource, r.position`,
       [appId],
     );
     const byResource = new Map<string, CatalogEntry>();
@@ -48,7 +62,7 @@ export const catalogStore = {
       return entry;
     });
     for (const r of relations.rows) {
-      byResource.get(r.resource)?.relations.push({ name: r.relation, actions: r.actions, builtIn: r.builtIn });
+      byResource.get(r.resource)?.relations.push({ name: r.relation, actions: r.actions, builtIn: r.builtIn, subjects: r.subjects, inherits: r.inherits });
     }
     return entries;
   },
@@ -69,14 +83,31 @@ export const catalogStore = {
       [appId, JSON.stringify(entries.map(({ resource, description, actions }) => ({ resource, description, actions })))],
     );
     const relations = entries.flatMap((e) =>
-      e.relations.map((r, position) => ({ resource: e.resource, relation: r.name, actions: r.actions, builtIn: r.builtIn, position })),
+      e.relations.map((r, position) => ({
+        resource: e.resource,
+        relation: r.name,
+        actions: r.actions,
+        builtIn: r.builtIn,
+        subjects: r.subjects,
+        position,
+      })),
     );
     await q.query(
-      `INSERT INTO catalog_relations (app_id, resource, relation, actions, built_in, position)
+      `INSERT INTO catalog_relations (app_id, resource, relation, actions, built_in, position, subjects)
        SELECT $1, r->>'resource', r->>'relation', ARRAY(SELECT jsonb_array_elements_text(r->'actions')),
-              (r->>'builtIn')::boolean, (r->>'position')::int
+              (r->>'builtIn')::boolean, (r->>'position')::int, ARRAY(SELECT jsonb_array_elements_text(r->'subjects'))
        FROM jsonb_array_elements($2::jsonb) AS t(r)`,
       [appId, JSON.stringify(relations)],
+    );
+    const inherits = entries.flatMap((e) =>
+      e.relations.flatMap((r) => r.inherits.map((i, position) => ({ resource: e.resource, relation: r.name, position, through: i.through, inherited: i.relation }))),
+    );
+    if (inherits.length === 0) return;
+    await q.query(
+      `INSERT INTO catalog_inherits (app_id, resource, relation, position, through, inherited)
+       SELECT $1, i->>'resource', i->>'relation', (i->>'position')::int, i->>'through', i->>'inherited'
+       FROM jsonb_array_elements($2::jsonb) AS t(i)`,
+      [appId, JSON.stringify(inherits)],
     );
   },
 
@@ -109,10 +140,14 @@ export const catalogStore = {
               NOT EXISTS (SELECT 1 FROM relationships g WHERE g.app_id = $1 AND g.resource = r AND ${LIVE_GRANT("g")}) AS "expiredOnly"
        FROM unnest($2::text[]) AS r
        WHERE EXISTS (SELECT 1 FROM relationships g WHERE g.app_id = $1 AND g.resource = r)
-       ORDER BY r`,
+       UNION ALL
+       SELECT r, NOT EXISTS (SELECT 1 FROM subject_relationships s WHERE s.app_id = $1 AND s.resource = r AND ${LIVE_GRANT("s")})
+       FROM unnest($2::text[]) AS r
+       WHERE EXISTS (SELECT 1 FROM subject_relationships s WHERE s.app_id = $1 AND s.resource = r)
+       ORDER BY 1`,
       [appId, resources],
     );
-    return rows;
+    return merged(rows, (r) => r.resource);
   },
 
   /** Which of the (resource, relation) pairs some grant uses, as resourcesWithGrants. */
@@ -129,9 +164,74 @@ export const catalogStore = {
        FROM unnest($2::text[], $3::text[]) AS d(resource, relation)
        WHERE EXISTS (SELECT 1 FROM relationships g
                      WHERE g.app_id = $1 AND g.resource = d.resource AND g.relation = d.relation)
-       ORDER BY d.resource, d.relation`,
+       UNION ALL
+       SELECT d.resource, d.relation,
+              NOT EXISTS (SELECT 1 FROM subject_relationships s
+                          WHERE s.app_id = $1 AND s.resource = d.resource AND s.relation = d.relation AND ${LIVE_GRANT("s")})
+       FROM unnest($2::text[], $3::text[]) AS d(resource, relation)
+       WHERE EXISTS (SELECT 1 FROM subject_relationships s
+                     WHERE s.app_id = $1 AND s.resource = d.resource AND s.relation = d.relation)
+       ORDER BY 1, 2`,
       [appId, pairs.map((p) => p.resource), pairs.map((p) => p.relation)],
+    );
+    return merged(rows, (r) => `${r.resource}#${r.relation}`);
+  },
+
+  /**
+   * Which of the (resource, relation, subject type) triples some grant
+   * uses: a user grant for "user", a subject grant whose holder's type (and
+   * relation, for a set; none for a link) matches otherwise. As
+   * resourcesWithGrants, expired grants included.
+   */
+  async subjectsWithGrants(
+    q: Queryable,
+    appId: string,
+    triples: { resource: string; relation: string; subject: string }[],
+  ): Promise<{ resource: string; relation: string; subject: string; expiredOnly: boolean }[]> {
+    if (triples.length === 0) return [];
+    const users = triples.filter((t) => t.subject === "user");
+    const holders = triples.filter((t) => t.subject !== "user");
+    const { rows } = await q.query<{ resource: string; relation: string; subject: string; expiredOnly: boolean }>(
+      `SELECT d.resource, d.relation, 'user' AS subject,
+              NOT EXISTS (SELECT 1 FROM relationships g
+                          WHERE g.app_id = $1 AND g.resource = d.resource AND g.relation = d.relation AND ${LIVE_GRANT("g")}) AS "expiredOnly"
+       FROM unnest($2::text[], $3::text[]) AS d(resource, relation)
+       WHERE EXISTS (SELECT 1 FROM relationships g WHERE g.app_id = $1 AND g.resource = d.resource AND g.relation = d.relation)
+       UNION ALL
+       SELECT d.resource, d.relation, d.subject,
+              NOT EXISTS (SELECT 1 FROM subject_relationships s
+                          WHERE s.app_id = $1 AND s.resource = d.resource AND s.relation = d.relation
+                            AND s.subject_resource = d.subject_resource AND s.subject_relation = d.subject_relation
+                            AND ${LIVE_GRANT("s")})
+       FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) AS d(resource, relation, subject, subject_resource, subject_relation)
+       WHERE EXISTS (SELECT 1 FROM subject_relationships s
+                     WHERE s.app_id = $1 AND s.resource = d.resource AND s.relation = d.relation
+                       AND s.subject_resource = d.subject_resource AND s.subject_relation = d.subject_relation)
+       ORDER BY 1, 2, 3`,
+      [
+        appId,
+        users.map((t) => t.resource),
+        users.map((t) => t.relation),
+        holders.map((t) => t.resource),
+        holders.map((t) => t.relation),
+        holders.map((t) => t.subject),
+        holders.map((t) => t.subject.split("#")[0]!),
+        holders.map((t) => t.subject.split("#")[1] ?? ""),
+      ],
     );
     return rows;
   },
 };
+
+/**
+ * Rows of the same key from the user grants and the subject grants made
+ * one: expired-only when both parts are. Rows come sorted by key.
+ */
+function merged<T extends { expiredOnly: boolean }>(rows: T[], key: (row: T) => string): T[] {
+  const out = new Map<string, T>();
+  for (const row of rows) {
+    const seen = out.get(key(row));
+    out.set(key(row), seen === undefined ? row : { ...seen, expiredOnly: seen.expiredOnly && row.expiredOnly });
+  }
+  return [...out.values()];
+}

@@ -2,6 +2,7 @@ import type { Queryable } from "./db.js";
 import { distinctKeys, perApplication } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 import { sqlState, SqlState } from "./sqlstate.js";
+import { GRAPH_CHECK_SQL } from "./graph-store.js";
 
 /** Whose facts on which instance: what a check, or a permissions question, asks the database. */
 export interface CheckInput {
@@ -11,6 +12,8 @@ export interface CheckInput {
   userId: string;
   resource: string;
   resourceId: string;
+  /** The action asked (null or absent for a permissions question): the graph's walk starts from the relations implying it. */
+  action?: string | null;
 }
 
 export interface CheckRow {
@@ -115,14 +118,27 @@ export class CheckStatements {
    * each, run side by side. With `replayed`, each statement also reads the
    * standby's replay position (for a read replica: see read-replicas.ts).
    */
-  async check(q: Queryable, checks: readonly CheckInput[], options: { replayed?: boolean } = {}): Promise<CheckRows> {
-    return perApplication(checks, (appId, ofApp) => this.checkApplication(q, appId, ofApp, options.replayed === true));
+  async check(
+    q: Queryable,
+    checks: readonly CheckInput[],
+    options: { replayed?: boolean; graph?: (appId: string) => boolean } = {},
+  ): Promise<CheckRows> {
+    return perApplication(checks, (appId, ofApp) =>
+      this.checkApplication(q, appId, ofApp, options.replayed === true, options.graph?.(appId) === true),
+    );
   }
 
-  private async checkApplication(q: Queryable, appId: string, checks: readonly CheckInput[], replayed: boolean): Promise<CheckRows> {
+  private async checkApplication(q: Queryable, appId: string, checks: readonly CheckInput[], replayed: boolean, graph: boolean): Promise<CheckRows> {
     const { keys, keyOf } = distinctKeys(checks);
-    const params = [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))];
-    const row = await this.statement(q, replayed, params);
+    const row = graph
+      ? (
+          await q.query<StatementRow>(replayed ? GRAPH_CHECK_SQL.replayed : GRAPH_CHECK_SQL.plain, [
+            appId,
+            keys,
+            JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId, a: c.action ?? null }))),
+          ])
+        ).rows[0]!
+      : await this.statement(q, replayed, [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))]);
     const keyRows = row.keys ?? [];
     return {
       rows: (row.rows ?? []).map(([relations, roles], i) => ({

@@ -23,6 +23,7 @@ export const DISTRIBUTED_TABLES = [
   "model_versions",
   "catalog_resources",
   "catalog_relations",
+  "catalog_inherits",
   "policies",
   "policy_permissions",
   "roles",
@@ -30,6 +31,7 @@ export const DISTRIBUTED_TABLES = [
   "role_permissions",
   "role_assignments",
   "relationships",
+  "subject_relationships",
   "audit_events",
 ] as const;
 

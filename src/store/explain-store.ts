@@ -1,6 +1,8 @@
 import type { Queryable } from "./db.js";
 import { distinctKeys, perApplication } from "./per-application.js";
-import { LIVE_GRANT } from "./relationships-store.js";
+import { EXPLAIN_EDGES, EXPLAIN_GRANTS, EXPLAIN_WALK, type PathGrantRow, type WalkEdgeRow } from "./graph-store.js";
+
+export type { PathGrantRow, WalkEdgeRow };
 
 export interface ExplainInput {
   appId: string;
@@ -13,14 +15,10 @@ export interface ExplainInput {
   tenantId: string | undefined;
 }
 
-/** A grant of the user on the instance, with everything its relation implies there. */
-export interface ExplainGrantRow {
+/** A relation of the resource and the actions it implies. */
+export interface ExplainRelationRow {
   relation: string;
-  createdAt: Date;
-  /** When the grant stops counting; null: never. */
-  expiresAt: Date | null;
-  /** Null when the catalog no longer knows the relation (it then implies nothing). */
-  actions: string[] | null;
+  actions: string[];
 }
 
 /** A role of the user in the question's scope, with its policies that hold resource:action. */
@@ -35,7 +33,12 @@ export interface ExplainRow {
   keyValid: boolean;
   /** The resource's actions; null when the catalog has no such resource. */
   actions: string[] | null;
-  grants: ExplainGrantRow[];
+  /** Every relation of the resource, in catalog order. */
+  relations: ExplainRelationRow[];
+  /** The walk from the instance outward: every edge, with its grant (none without hierarchy). */
+  edges: WalkEdgeRow[];
+  /** The user's own grants on the walk's nodes (the instance's relations among them). */
+  grants: PathGrantRow[];
   roles: ExplainRoleRow[];
 }
 
@@ -47,7 +50,9 @@ export interface ExplainRows {
 
 type QuestionRow = [
   actions: string[] | null,
-  grants: [relation: string, createdAtMs: number, actions: string[] | null, expiresAtMs: number | null][],
+  relations: [relation: string, actions: string[]][],
+  edges: WalkEdgeRow[],
+  grants: PathGrantRow[],
   roles: [roleId: string, name: string, tenantId: string | null, policies: [policyId: string, name: string][]][],
 ];
 
@@ -72,19 +77,20 @@ interface StatementRow {
  * application-wide role before a tenant's of the same name), policies by name.
  */
 const explainSql = (replayed: boolean) => `
+  WITH RECURSIVE
+  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text, t text))
+             WITH ORDINALITY AS q(user_id, resource, resource_id, action, tenant_id, n)),
+  ${EXPLAIN_WALK}
   SELECT
     (SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
                              WHERE k.secret_hash = c.key_hash AND k.app_id = $1 AND k.revoked_at IS NULL) ORDER BY c.n)
      FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n)) AS keys,
     (SELECT json_agg(json_build_array(
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
-        (SELECT coalesce(json_agg(json_build_array(g.relation, (extract(epoch FROM g.created_at) * 1000)::bigint, cr.actions,
-                                                     (extract(epoch FROM g.expires_at) * 1000)::bigint)
-                                  ORDER BY g.relation), '[]')
-         FROM relationships g
-         LEFT JOIN catalog_relations cr ON cr.app_id = g.app_id AND cr.resource = g.resource AND cr.relation = g.relation
-         WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
-           AND ${LIVE_GRANT("g")}),
+        (SELECT coalesce(json_agg(json_build_array(cr.relation, cr.actions) ORDER BY cr.position), '[]')
+         FROM catalog_relations cr WHERE cr.app_id = $1 AND cr.resource = q.resource),
+        ${EXPLAIN_EDGES("q.n")},
+        ${EXPLAIN_GRANTS("q.n", "q.user_id")},
         (SELECT coalesce(json_agg(json_build_array(o.role_id, o.name, o.tenant_id,
                   (SELECT coalesce(json_agg(json_build_array(p.policy_id, p.name) ORDER BY p.name, p.policy_id), '[]')
                    FROM role_policies rp
@@ -96,8 +102,7 @@ const explainSql = (replayed: boolean) => `
          JOIN roles o ON o.app_id = a.app_id AND o.role_id = a.role_id
          WHERE a.app_id = $1 AND a.user_id = q.user_id AND (o.tenant_id IS NULL OR o.tenant_id = q.tenant_id))
       ) ORDER BY q.n)
-     FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text, t text))
-          WITH ORDINALITY AS q(user_id, resource, resource_id, action, tenant_id, n)) AS rows${
+     FROM q) AS rows${
             replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""
           }`;
 const EXPLAIN_SQL = explainSql(false);
@@ -121,15 +126,12 @@ async function explainApplication(q: Queryable, appId: string, inputs: readonly 
   const row = rows[0]!;
   const keyRows = row.keys ?? [];
   return {
-    rows: (row.rows ?? []).map(([actions, grants, roles], i) => ({
+    rows: (row.rows ?? []).map(([actions, relations, edges, grants, roles], i) => ({
       keyValid: keyRows[keyOf[i]!] === true,
       actions,
-      grants: grants.map(([relation, createdAt, implied, expiresAt]) => ({
-        relation,
-        createdAt: new Date(Number(createdAt)),
-        expiresAt: expiresAt === null ? null : new Date(Number(expiresAt)),
-        actions: implied,
-      })),
+      relations: relations.map(([relation, implied]) => ({ relation, actions: implied })),
+      edges,
+      grants,
       roles: roles.map(([roleId, name, tenantId, policies]) => ({
         roleId,
         name,

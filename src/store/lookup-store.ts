@@ -18,6 +18,8 @@ export interface LookupInput {
 
 export interface LookupRow {
   keyValid: boolean;
+  /** The application's model version the statement read (null: the application is gone). */
+  version: string | null;
   /** The resource's actions; null when the catalog has no such resource. */
   actions: string[] | null;
   allInstances: boolean;
@@ -26,12 +28,14 @@ export interface LookupRow {
 
 export interface LookupRows {
   rows: LookupRow[];
+
   /** With `replayed`: the standby's replay position the statements read, the lowest; null on a primary. */
   replayed: string | null;
 }
 
 type StatementRow = {
   keys: boolean[] | null;
+  version: string | null;
   rows: [actions: string[] | null, allInstances: boolean, resourceIds: string[]][] | null;
   replayed?: string | null;
 };
@@ -63,6 +67,7 @@ const lookupSql = (replayed: boolean) => `
     (SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
                              WHERE k.secret_hash = c.key_hash AND k.app_id = $1 AND k.revoked_at IS NULL) ORDER BY c.n)
      FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n)) AS keys,
+    (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
         EXISTS (SELECT 1 FROM role_assignments a
@@ -115,6 +120,7 @@ async function lookupApplication(q: Queryable, appId: string, inputs: readonly L
       actions,
       allInstances,
       resourceIds,
+      version: row.version,
     })),
     replayed: row.replayed ?? null,
   };

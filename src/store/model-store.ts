@@ -5,8 +5,10 @@ export interface ModelRows {
   version: string;
   /** [resource, actions] */
   resources: [string, string[]][];
-  /** [resource, relation, implied actions] (built-in relations with their effective actions) */
-  relations: [string, string, string[]][];
+  /** [resource, relation, implied actions, subjects] (built-in relations with their effective actions) */
+  relations: [string, string, string[], string[]][];
+  /** [resource, relation, through, inherited], in each relation's order */
+  inherits: [string, string, string, string][];
   /** [roleId, tenantId, resource, action]: what each role holds through its policies */
   permissions: [string, string | null, string, string][];
 }
@@ -39,8 +41,10 @@ export const modelStore = {
       `SELECT v.version::text AS version,
          (SELECT coalesce(json_agg(json_build_array(c.resource, c.actions)), '[]')
           FROM catalog_resources c WHERE c.app_id = $1) AS resources,
-         (SELECT coalesce(json_agg(json_build_array(r.resource, r.relation, r.actions)), '[]')
+         (SELECT coalesce(json_agg(json_build_array(r.resource, r.relation, r.actions, r.subjects)), '[]')
           FROM catalog_relations r WHERE r.app_id = $1) AS relations,
+         (SELECT coalesce(json_agg(json_build_array(i.resource, i.relation, i.through, i.inherited) ORDER BY i.resource, i.relation, i.position), '[]')
+          FROM catalog_inherits i WHERE i.app_id = $1) AS inherits,
          (SELECT coalesce(json_agg(json_build_array(p.role_id, p.tenant_id, p.resource, p.action)), '[]')
           FROM role_permissions p WHERE p.app_id = $1) AS permissions
        FROM model_versions v WHERE v.app_id = $1`,

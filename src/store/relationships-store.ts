@@ -1,10 +1,24 @@
 import type { Queryable } from "./db.js";
 
+/** A grant's holder other than a user: a subject set (with relation) or a linked instance (relation ""). */
+export interface Subject {
+  resource: string;
+  resourceId: string;
+  /** "" for a link. */
+  relation: string;
+}
+
+/**
+ * A grant: its holder is the user `userId`, or, when `subject` is set (and
+ * userId ""), a subject set or a linked instance. User grants live in
+ * relationships, the others in subject_relationships (migration 007).
+ */
 export interface Tuple {
   userId: string;
   resource: string;
   resourceId: string;
   relation: string;
+  subject?: Subject | undefined;
 }
 
 /** A grant to write: the tuple, and when it stops counting (null: never). */
@@ -17,15 +31,59 @@ export interface RelationshipRow extends Tuple {
   expiresAt: Date | null;
 }
 
-/** Which grants a delete by filter removes: every given field must match. */
+/**
+ * A list's order of holders within one relation: users first (by id), then
+ * subjects (by resource, id and relation). `kind` 0 for a user, whose id is
+ * `a`; 1 for a subject (a, b, c its resource, id and relation).
+ */
+export interface HolderPosition {
+  kind: number;
+  a: string;
+  b: string;
+  c: string;
+}
+
+export const holderPosition = (row: Tuple): HolderPosition =>
+  row.subject === undefined
+    ? { kind: 0, a: row.userId, b: "", c: "" }
+    : { kind: 1, a: row.subject.resource, b: row.subject.resourceId, c: row.subject.relation };
+
+/**
+ * Which grants a delete by filter removes: every given field must match.
+ * `subject` ({resource, resourceId}) stands alone: every grant whose holder
+ * is that instance, as a set or a link.
+ */
 export interface GrantFilter {
   userId?: string;
   resource?: string;
   resourceId?: string;
   relation?: string;
+  subject?: { resource: string; resourceId: string };
 }
 
 const COLUMNS = `user_id AS "userId", resource, resource_id AS "resourceId", relation, created_at AS "createdAt", expires_at AS "expiresAt"`;
+const SUBJECT_COLUMNS = `'' AS "userId", resource, resource_id AS "resourceId", relation, created_at AS "createdAt", expires_at AS "expiresAt",
+  json_build_object('resource', subject_resource, 'resourceId', subject_id, 'relation', subject_relation) AS subject`;
+
+/** Grants of users, and grants of subjects: each kind goes to its own table. */
+export function byHolder<T extends Tuple>(tuples: readonly T[]): { users: T[]; subjects: (T & { subject: Subject })[] } {
+  const users: T[] = [];
+  const subjects: (T & { subject: Subject })[] = [];
+  for (const t of tuples) {
+    if (t.subject === undefined) users.push(t);
+    else subjects.push(t as T & { subject: Subject });
+  }
+  return { users, subjects };
+}
+
+const subjectColumns = (tuples: (Tuple & { subject: Subject })[]) => [
+  tuples.map((t) => t.resource),
+  tuples.map((t) => t.resourceId),
+  tuples.map((t) => t.relation),
+  tuples.map((t) => t.subject.resource),
+  tuples.map((t) => t.subject.resourceId),
+  tuples.map((t) => t.subject.relation),
+];
 
 /**
  * The grants that count at this instant: an expiry, when there is one, still
@@ -62,6 +120,7 @@ export const relationshipsStore = {
    * between the statements is inserted again on the next turn.
    */
   async write(q: Queryable, appId: string, t: GrantWrite): Promise<{ row: RelationshipRow; created: boolean }> {
+    if (t.subject !== undefined) return writeSubject(q, appId, { ...t, subject: t.subject });
     const params = [appId, t.resource, t.resourceId, t.relation, t.userId, iso(t.expiresAt)];
     for (let turn = 1; ; turn++) {
       if (turn > 10) throw new Error("a grant kept vanishing between its insert and its read");
@@ -90,6 +149,16 @@ export const relationshipsStore = {
   },
 
   async delete(q: Queryable, appId: string, t: Tuple): Promise<boolean> {
+    if (t.subject !== undefined) {
+      const { rows } = await q.query(
+        `DELETE FROM subject_relationships
+         WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4
+           AND subject_resource = $5 AND subject_id = $6 AND subject_relation = $7
+         RETURNING 1`,
+        [appId, t.resource, t.resourceId, t.relation, t.subject.resource, t.subject.resourceId, t.subject.relation],
+      );
+      return rows.length > 0;
+    }
     const { rows } = await q.query(
       `DELETE FROM relationships WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4 AND user_id = $5
        RETURNING 1`,
@@ -104,8 +173,23 @@ export const relationshipsStore = {
    * from RETURNING (Citus reports the rows sent as the count). The tuples
    * must be distinct: one statement cannot update a row twice.
    */
-  async writeMany(q: Queryable, appId: string, grants: GrantWrite[]): Promise<number> {
-    if (grants.length === 0) return 0;
+  async writeMany(q: Queryable, appId: string, all: GrantWrite[]): Promise<number> {
+    const { users: grants, subjects } = byHolder(all);
+    let written = 0;
+    if (subjects.length > 0) {
+      const { rows } = await q.query(
+        `INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
+         SELECT $1, t.resource, t.resource_id, t.relation, t.subject_resource, t.subject_id, t.subject_relation, t.expires_at
+         FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
+              AS t(resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
+         ON CONFLICT (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation)
+           DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE subject_relationships.expires_at IS DISTINCT FROM EXCLUDED.expires_at
+         RETURNING 1`,
+        [appId, ...subjectColumns(subjects), subjects.map((g) => iso(g.expiresAt))],
+      );
+      written += rows.length;
+    }
+    if (grants.length === 0) return written;
     const { rows } = await q.query(
       `INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at)
        SELECT $1, t.resource, t.resource_id, t.relation, t.user_id, t.expires_at
@@ -115,7 +199,7 @@ export const relationshipsStore = {
        RETURNING 1`,
       [appId, ...columns(grants), grants.map((g) => iso(g.expiresAt))],
     );
-    return rows.length;
+    return written + rows.length;
   },
 
   /**
@@ -125,6 +209,13 @@ export const relationshipsStore = {
    * is deleted in its new version. Returns how many went, by RETURNING.
    */
   async deleteMatching(q: Queryable, appId: string, filter: GrantFilter): Promise<number> {
+    if (filter.subject !== undefined) {
+      const { rows } = await q.query(
+        "DELETE FROM subject_relationships WHERE app_id = $1 AND subject_resource = $2 AND subject_id = $3 RETURNING 1",
+        [appId, filter.subject.resource, filter.subject.resourceId],
+      );
+      return rows.length;
+    }
     const params: unknown[] = [appId];
     const conditions = ["app_id = $1"];
     for (const [field, column] of FILTER_COLUMNS) {
@@ -134,8 +225,19 @@ export const relationshipsStore = {
       conditions.push(`${column} = $${params.length}`);
     }
     if (params.length === 1) throw new Error("deleteMatching needs a filter"); // the domain never sends none
-    const { rows } = await q.query(`DELETE FROM relationships WHERE ${conditions.join(" AND ")} RETURNING 1`, params);
-    return rows.length;
+    if (filter.userId !== undefined) {
+      const { rows } = await q.query(`DELETE FROM relationships WHERE ${conditions.join(" AND ")} RETURNING 1`, params);
+      return rows.length;
+    }
+    // By instance: its grants to users and to subjects, in one statement
+    // (one snapshot, and one transaction without a transaction block).
+    const { rows } = await q.query<{ n: number }>(
+      `WITH users AS (DELETE FROM relationships WHERE ${conditions.join(" AND ")} RETURNING 1),
+            subjects AS (DELETE FROM subject_relationships WHERE ${conditions.join(" AND ")} RETURNING 1)
+       SELECT (SELECT count(*) FROM users)::int + (SELECT count(*) FROM subjects)::int AS n`,
+      params,
+    );
+    return rows[0]!.n;
   },
 
   /**
@@ -145,16 +247,19 @@ export const relationshipsStore = {
    * again on the row's new version).
    */
   async sweepExpired(q: Queryable, appId: string, limit: number): Promise<number> {
+    const users = await sweepUsers(q, appId, limit);
+    if (users >= limit) return users;
     const { rows } = await q.query(
-      `DELETE FROM relationships g
-       USING (SELECT resource, resource_id, relation, user_id FROM relationships
+      `DELETE FROM subject_relationships g
+       USING (SELECT resource, resource_id, relation, subject_resource, subject_id, subject_relation FROM subject_relationships
               WHERE app_id = $1 AND expires_at <= now() ORDER BY expires_at LIMIT $2) e
-       WHERE g.app_id = $1 AND g.resource = e.resource AND g.resource_id = e.resource_id
-         AND g.relation = e.relation AND g.user_id = e.user_id AND g.expires_at <= now()
+       WHERE g.app_id = $1 AND g.resource = e.resource AND g.resource_id = e.resource_id AND g.relation = e.relation
+         AND g.subject_resource = e.subject_resource AND g.subject_id = e.subject_id AND g.subject_relation = e.subject_relation
+         AND g.expires_at <= now()
        RETURNING 1`,
-      [appId, limit],
+      [appId, limit - users],
     );
-    return rows.length;
+    return users + rows.length;
   },
 
   /** The database's clock, in milliseconds since the epoch: what expiries are measured against. */
@@ -164,8 +269,22 @@ export const relationshipsStore = {
   },
 
   /** Deletes the tuples that exist, set-based; returns how many did. */
-  async deleteMany(q: Queryable, appId: string, tuples: Tuple[]): Promise<number> {
-    if (tuples.length === 0) return 0;
+  async deleteMany(q: Queryable, appId: string, all: Tuple[]): Promise<number> {
+    const { users: tuples, subjects } = byHolder(all);
+    let deleted = 0;
+    if (subjects.length > 0) {
+      const { rows } = await q.query(
+        `DELETE FROM subject_relationships r
+         USING unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+               AS t(resource, resource_id, relation, subject_resource, subject_id, subject_relation)
+         WHERE r.app_id = $1 AND r.resource = t.resource AND r.resource_id = t.resource_id AND r.relation = t.relation
+           AND r.subject_resource = t.subject_resource AND r.subject_id = t.subject_id AND r.subject_relation = t.subject_relation
+         RETURNING 1`,
+        [appId, ...subjectColumns(subjects)],
+      );
+      deleted += rows.length;
+    }
+    if (tuples.length === 0) return deleted;
     const { rows } = await q.query(
       `DELETE FROM relationships r
        USING unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS t(resource, resource_id, relation, user_id)
@@ -174,26 +293,87 @@ export const relationshipsStore = {
        RETURNING 1`,
       [appId, ...columns(tuples)],
     );
-    return rows.length;
+    return deleted + rows.length;
   },
 
-  /** Everyone with a relation on one instance, in (relation, userId) order; with the resource's relations in the catalog. */
+  /**
+   * Every holder of a relation on one instance, in (relation, holder) order
+   * (users, then subjects: see HolderPosition); with the resource's
+   * relations in the catalog. Each table gives its next `limit` in order,
+   * and the merge keeps the first `limit`.
+   */
   async listByInstance(
     q: Queryable,
     appId: string,
     filter: { resource: string; resourceId: string; relation: string | undefined; includeExpired: boolean },
-    after: { relation: string; userId: string } | undefined,
+    after: ({ relation: string } & HolderPosition) | undefined,
+    limit: number,
+  ): Promise<ListedPage> {
+    const params: unknown[] = [appId, filter.resource, filter.resourceId, filter.relation ?? null, limit, filter.includeExpired];
+    const p = (value: unknown) => `$${params.push(value)}`;
+    // Past the cursor: within its relation, the users after it (or none,
+    // when it is a subject's), then the subjects (all, or those after it).
+    let users = "true";
+    let subjects = "true";
+    if (after !== undefined) {
+      const relation = p(after.relation);
+      if (after.kind === 0) {
+        users = `(relation, user_id) > (${relation}, ${p(after.a)})`;
+        subjects = `relation >= ${relation}`;
+      } else {
+        users = `relation > ${relation}`;
+        subjects = `(relation, subject_resource, subject_id, subject_relation) > (${relation}, ${p(after.a)}, ${p(after.b)}, ${p(after.c)})`;
+      }
+    }
+    return listWithCatalog(
+      q,
+      `(SELECT ${COLUMNS}, NULL::json AS subject, relation AS o1, 0 AS o2, user_id AS o3, '' AS o4, '' AS o5 FROM relationships
+        WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND ($4::text IS NULL OR relation = $4) AND ${users}
+          AND ($6::boolean OR ${LIVE_GRANT("relationships")})
+        ORDER BY relation, user_id LIMIT $5)
+       UNION ALL
+       (SELECT ${SUBJECT_COLUMNS}, relation, 1, subject_resource, subject_id, subject_relation FROM subject_relationships
+        WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND ($4::text IS NULL OR relation = $4) AND ${subjects}
+          AND ($6::boolean OR ${LIVE_GRANT("subject_relationships")})
+        ORDER BY relation, subject_resource, subject_id, subject_relation LIMIT $5)`,
+      `page.o1, page.o2, page.o3, page.o4, page.o5`,
+      params,
+      limit,
+    );
+  },
+
+  /**
+   * Every grant a subject holds on instances of a type (subject.relation ""
+   * for a link), in (resourceId, relation) order; with the resource's relations.
+   */
+  async listBySubject(
+    q: Queryable,
+    appId: string,
+    filter: { subject: Subject; resource: string; relation: string | undefined; includeExpired: boolean },
+    after: { resourceId: string; relation: string } | undefined,
     limit: number,
   ): Promise<ListedPage> {
     return listWithCatalog(
       q,
-      `SELECT ${COLUMNS} FROM relationships
-       WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND ($4::text IS NULL OR relation = $4)
-         AND ($5::text IS NULL OR (relation, user_id) > ($5, $6))
-         AND ($8::boolean OR ${LIVE_GRANT("relationships")})
-       ORDER BY relation, user_id LIMIT $7`,
-      `page.relation, page."userId"`,
-      [appId, filter.resource, filter.resourceId, filter.relation ?? null, after?.relation ?? null, after?.userId ?? "", limit, filter.includeExpired],
+      `SELECT ${SUBJECT_COLUMNS} FROM subject_relationships
+       WHERE app_id = $1 AND resource = $2 AND subject_resource = $3 AND subject_id = $4 AND subject_relation = $5
+         AND ($6::text IS NULL OR relation = $6)
+         AND ($7::text IS NULL OR (resource_id, relation) > ($7, $8))
+         AND ($10::boolean OR ${LIVE_GRANT("subject_relationships")})
+       ORDER BY resource_id, relation LIMIT $9`,
+      `page."resourceId", page.relation`,
+      [
+        appId,
+        filter.resource,
+        filter.subject.resource,
+        filter.subject.resourceId,
+        filter.subject.relation,
+        filter.relation ?? null,
+        after?.resourceId ?? null,
+        after?.relation ?? "",
+        limit,
+        filter.includeExpired,
+      ],
     );
   },
 
@@ -218,40 +398,59 @@ export const relationshipsStore = {
   },
 
   /**
-   * Every grant on instances of a type, in (resourceId, relation, userId)
-   * order, the primary key's: an export pages through a whole type on the
-   * index. With the resource's relations.
+   * Every grant on instances of a type, in (resourceId, relation, holder)
+   * order (users, then subjects), each table on its primary key: an export
+   * pages through a whole type on the index. With the resource's relations.
    */
   async listByResource(
     q: Queryable,
     appId: string,
     filter: { resource: string; relation: string | undefined; includeExpired: boolean },
-    after: { resourceId: string; relation: string; userId: string } | undefined,
+    after: ({ resourceId: string; relation: string } & HolderPosition) | undefined,
     limit: number,
   ): Promise<ListedPage> {
+    const params: unknown[] = [appId, filter.resource, filter.relation ?? null, limit, filter.includeExpired];
+    const p = (value: unknown) => `$${params.push(value)}`;
+    let users = "true";
+    let subjects = "true";
+    if (after !== undefined) {
+      const [id, relation] = [p(after.resourceId), p(after.relation)];
+      if (after.kind === 0) {
+        users = `(resource_id, relation, user_id) > (${id}, ${relation}, ${p(after.a)})`;
+        subjects = `(resource_id, relation) >= (${id}, ${relation})`;
+      } else {
+        users = `(resource_id, relation) > (${id}, ${relation})`;
+        subjects = `(resource_id, relation, subject_resource, subject_id, subject_relation) > (${id}, ${relation}, ${p(after.a)}, ${p(after.b)}, ${p(after.c)})`;
+      }
+    }
     return listWithCatalog(
       q,
-      `SELECT ${COLUMNS} FROM relationships
-       WHERE app_id = $1 AND resource = $2 AND ($3::text IS NULL OR relation = $3)
-         AND ($4::text IS NULL OR (resource_id, relation, user_id) > ($4, $5, $6))
-         AND ($8::boolean OR ${LIVE_GRANT("relationships")})
-       ORDER BY resource_id, relation, user_id LIMIT $7`,
-      `page."resourceId", page.relation, page."userId"`,
-      [appId, filter.resource, filter.relation ?? null, after?.resourceId ?? null, after?.relation ?? "", after?.userId ?? "", limit, filter.includeExpired],
+      `(SELECT ${COLUMNS}, NULL::json AS subject, resource_id AS o0, relation AS o1, 0 AS o2, user_id AS o3, '' AS o4, '' AS o5 FROM relationships
+        WHERE app_id = $1 AND resource = $2 AND ($3::text IS NULL OR relation = $3) AND ${users}
+          AND ($5::boolean OR ${LIVE_GRANT("relationships")})
+        ORDER BY resource_id, relation, user_id LIMIT $4)
+       UNION ALL
+       (SELECT ${SUBJECT_COLUMNS}, resource_id, relation, 1, subject_resource, subject_id, subject_relation FROM subject_relationships
+        WHERE app_id = $1 AND resource = $2 AND ($3::text IS NULL OR relation = $3) AND ${subjects}
+          AND ($5::boolean OR ${LIVE_GRANT("subject_relationships")})
+        ORDER BY resource_id, relation, subject_resource, subject_id, subject_relation LIMIT $4)`,
+      `page.o0, page.o1, page.o2, page.o3, page.o4, page.o5`,
+      params,
+      limit,
     );
   },
 
-  /** The application's effective relations: resource → relation → implied actions. */
+  /** The application's effective relations: resource → relation → what its grants may name as holder. */
   async relationsOf(q: Queryable, appId: string): Promise<Map<string, Map<string, string[]>>> {
-    const { rows } = await q.query<{ resource: string; relation: string; actions: string[] }>(
-      "SELECT resource, relation, actions FROM catalog_relations WHERE app_id = $1",
+    const { rows } = await q.query<{ resource: string; relation: string; subjects: string[] }>(
+      "SELECT resource, relation, subjects FROM catalog_relations WHERE app_id = $1",
       [appId],
     );
     const map = new Map<string, Map<string, string[]>>();
     for (const r of rows) {
       let relations = map.get(r.resource);
       if (relations === undefined) map.set(r.resource, (relations = new Map()));
-      relations.set(r.relation, r.actions);
+      relations.set(r.relation, r.subjects);
     }
     return map;
   },
@@ -268,16 +467,65 @@ export interface ListedPage {
  * catalog's relations of that resource, in one statement: a list is then
  * one round trip, and both come from one snapshot.
  */
-async function listWithCatalog(q: Queryable, pageSql: string, orderBy: string, params: unknown[]): Promise<ListedPage> {
-  const { rows } = await q.query<RelationshipRow & { catalogRelations: string[] | null }>(
+async function listWithCatalog(q: Queryable, pageSql: string, orderBy: string, params: unknown[], limit?: number): Promise<ListedPage> {
+  const { rows } = await q.query<ListedRow>(
     `WITH catalog AS (SELECT array_agg(relation) AS names FROM catalog_relations WHERE app_id = $1 AND resource = $2)
      SELECT catalog.names AS "catalogRelations", page.*
      FROM catalog LEFT JOIN LATERAL (${pageSql}) page ON true
-     ORDER BY ${orderBy}`,
+     ORDER BY ${orderBy}${limit === undefined ? "" : ` LIMIT ${Number(limit)}`}`,
     params,
   );
   return {
     catalogRelations: rows[0]?.catalogRelations ?? null,
-    rows: rows.filter((r) => r.userId !== null).map(({ catalogRelations: _, ...row }) => row),
+    rows: rows.filter((r) => r.userId !== null).map(rowOf),
   };
+}
+
+type ListedRow = RelationshipRow & { catalogRelations: string[] | null; subject?: Subject | null } & Record<`o${number}`, unknown>;
+
+/** A listed row as the domain takes it: no catalog or ordering columns, `subject` only where set. */
+function rowOf(r: ListedRow): RelationshipRow {
+  const row: RelationshipRow = { userId: r.userId, resource: r.resource, resourceId: r.resourceId, relation: r.relation, createdAt: r.createdAt, expiresAt: r.expiresAt };
+  if (r.subject !== undefined && r.subject !== null) row.subject = r.subject;
+  return row;
+}
+
+/** Deletes up to `limit` expired user grants of the application, the longest expired first. */
+async function sweepUsers(q: Queryable, appId: string, limit: number): Promise<number> {
+  const { rows } = await q.query(
+    `DELETE FROM relationships g
+     USING (SELECT resource, resource_id, relation, user_id FROM relationships
+            WHERE app_id = $1 AND expires_at <= now() ORDER BY expires_at LIMIT $2) e
+     WHERE g.app_id = $1 AND g.resource = e.resource AND g.resource_id = e.resource_id
+       AND g.relation = e.relation AND g.user_id = e.user_id AND g.expires_at <= now()
+     RETURNING 1`,
+    [appId, limit],
+  );
+  return rows.length;
+}
+
+/** relationshipsStore.write for a grant to a subject: the same turns, on subject_relationships. */
+async function writeSubject(q: Queryable, appId: string, t: GrantWrite & { subject: Subject }): Promise<{ row: RelationshipRow; created: boolean }> {
+  const params = [appId, t.resource, t.resourceId, t.relation, t.subject.resource, t.subject.resourceId, t.subject.relation, iso(t.expiresAt)];
+  const key = `app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4
+               AND subject_resource = $5 AND subject_id = $6 AND subject_relation = $7`;
+  for (let turn = 1; ; turn++) {
+    if (turn > 10) throw new Error("a grant kept vanishing between its insert and its read");
+    const inserted = await q.query<RelationshipRow>(
+      `INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8::timestamptz)
+       ON CONFLICT DO NOTHING RETURNING ${SUBJECT_COLUMNS}`,
+      params,
+    );
+    if (inserted.rows[0] !== undefined) return { row: inserted.rows[0], created: true };
+    const replaced = await q.query<RelationshipRow>(
+      `UPDATE subject_relationships SET expires_at = $8::timestamptz
+       WHERE ${key} AND expires_at IS DISTINCT FROM $8::timestamptz
+       RETURNING ${SUBJECT_COLUMNS}`,
+      params,
+    );
+    if (replaced.rows[0] !== undefined) return { row: replaced.rows[0], created: false };
+    const existing = await q.query<RelationshipRow>(`SELECT ${SUBJECT_COLUMNS} FROM subject_relationships WHERE ${key}`, params.slice(0, 7));
+    if (existing.rows[0] !== undefined) return { row: existing.rows[0], created: false };
+  }
 }

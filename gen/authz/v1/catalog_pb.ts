@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/catalog.proto.
  */
 export const file_authz_v1_catalog: GenFile = /*@__PURE__*/
-  fileDesc("ChZhdXRoei92MS9jYXRhbG9nLnByb3RvEghhdXRoei52MSJwCg9DYXRhbG9nUmVzb3VyY2USEAoIcmVzb3VyY2UYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDwoHYWN0aW9ucxgDIAMoCRIlCglyZWxhdGlvbnMYBCADKAsyEi5hdXRoei52MS5SZWxhdGlvbiI7CghSZWxhdGlvbhIMCgRuYW1lGAEgASgJEg8KB2FjdGlvbnMYAiADKAkSEAoIYnVpbHRfaW4YAyABKAgiVgoRUHV0Q2F0YWxvZ1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJEjEKCXJlc291cmNlcxgCIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZUID4EECIkIKElB1dENhdGFsb2dSZXNwb25zZRIsCglyZXNvdXJjZXMYASADKAsyGS5hdXRoei52MS5DYXRhbG9nUmVzb3VyY2UiIwoRR2V0Q2F0YWxvZ1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJIkIKEkdldENhdGFsb2dSZXNwb25zZRIsCglyZXNvdXJjZXMYASADKAsyGS5hdXRoei52MS5DYXRhbG9nUmVzb3VyY2UyhwIKDkNhdGFsb2dTZXJ2aWNlEnsKClB1dENhdGFsb2cSGy5hdXRoei52MS5QdXRDYXRhbG9nUmVxdWVzdBocLmF1dGh6LnYxLlB1dENhdGFsb2dSZXNwb25zZSIygtPkkwIsOgEqGicvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9yZXNvdXJjZXMSeAoKR2V0Q2F0YWxvZxIbLmF1dGh6LnYxLkdldENhdGFsb2dSZXF1ZXN0GhwuYXV0aHoudjEuR2V0Q2F0YWxvZ1Jlc3BvbnNlIi+C0+STAikSJy9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3Jlc291cmNlc2IGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior]);
+  fileDesc("ChZhdXRoei92MS9jYXRhbG9nLnByb3RvEghhdXRoei52MSJwCg9DYXRhbG9nUmVzb3VyY2USEAoIcmVzb3VyY2UYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDwoHYWN0aW9ucxgDIAMoCRIlCglyZWxhdGlvbnMYBCADKAsyEi5hdXRoei52MS5SZWxhdGlvbiJyCghSZWxhdGlvbhIMCgRuYW1lGAEgASgJEg8KB2FjdGlvbnMYAiADKAkSEAoIYnVpbHRfaW4YAyABKAgSEAoIc3ViamVjdHMYBCADKAkSIwoIaW5oZXJpdHMYBSADKAsyES5hdXRoei52MS5Jbmhlcml0IiwKB0luaGVyaXQSDwoHdGhyb3VnaBgBIAEoCRIQCghyZWxhdGlvbhgCIAEoCSJWChFQdXRDYXRhbG9nUmVxdWVzdBIOCgZhcHBfaWQYASABKAkSMQoJcmVzb3VyY2VzGAIgAygLMhkuYXV0aHoudjEuQ2F0YWxvZ1Jlc291cmNlQgPgQQIiQgoSUHV0Q2F0YWxvZ1Jlc3BvbnNlEiwKCXJlc291cmNlcxgBIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZSIjChFHZXRDYXRhbG9nUmVxdWVzdBIOCgZhcHBfaWQYASABKAkiQgoSR2V0Q2F0YWxvZ1Jlc3BvbnNlEiwKCXJlc291cmNlcxgBIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZTKHAgoOQ2F0YWxvZ1NlcnZpY2USewoKUHV0Q2F0YWxvZxIbLmF1dGh6LnYxLlB1dENhdGFsb2dSZXF1ZXN0GhwuYXV0aHoudjEuUHV0Q2F0YWxvZ1Jlc3BvbnNlIjKC0+STAiw6ASoaJy9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3Jlc291cmNlcxJ4CgpHZXRDYXRhbG9nEhsuYXV0aHoudjEuR2V0Q2F0YWxvZ1JlcXVlc3QaHC5hdXRoei52MS5HZXRDYXRhbG9nUmVzcG9uc2UiL4LT5JMCKRInL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vcmVzb3VyY2VzYgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior]);
 
 /**
  * One resource type.
@@ -87,6 +87,26 @@ export type Relation = Message<"authz.v1.Relation"> & {
    * @generated from field: bool built_in = 3;
    */
   builtIn: boolean;
+
+  /**
+   * What a grant of this relation may name as its holder: "user" (a user
+   * id); "<resource>#<relation>", a subject set (everyone who holds that
+   * relation on one instance of that resource: a group, "team#member");
+   * "<resource>" alone, one instance of that resource, which makes this a
+   * link relation (a document's "parent" folder). A link relation names
+   * only resources and implies no actions. Empty in a request: ["user"].
+   *
+   * @generated from field: repeated string subjects = 4;
+   */
+  subjects: string[];
+
+  /**
+   * Whoever holds `relation` on an instance this instance is linked to by
+   * its link relation `through` holds this relation here.
+   *
+   * @generated from field: repeated authz.v1.Inherit inherits = 5;
+   */
+  inherits: Inherit[];
 };
 
 /**
@@ -95,6 +115,34 @@ export type Relation = Message<"authz.v1.Relation"> & {
  */
 export const RelationSchema: GenMessage<Relation> = /*@__PURE__*/
   messageDesc(file_authz_v1_catalog, 1);
+
+/**
+ * One inheritance rule of a relation: {through: "parent", relation: "viewer"}.
+ *
+ * @generated from message authz.v1.Inherit
+ */
+export type Inherit = Message<"authz.v1.Inherit"> & {
+  /**
+   * A link relation of the same resource.
+   *
+   * @generated from field: string through = 1;
+   */
+  through: string;
+
+  /**
+   * A relation of every resource that `through` links to.
+   *
+   * @generated from field: string relation = 2;
+   */
+  relation: string;
+};
+
+/**
+ * Describes the message authz.v1.Inherit.
+ * Use `create(InheritSchema)` to create a new message.
+ */
+export const InheritSchema: GenMessage<Inherit> = /*@__PURE__*/
+  messageDesc(file_authz_v1_catalog, 2);
 
 /**
  * @generated from message authz.v1.PutCatalogRequest
@@ -119,7 +167,7 @@ export type PutCatalogRequest = Message<"authz.v1.PutCatalogRequest"> & {
  * Use `create(PutCatalogRequestSchema)` to create a new message.
  */
 export const PutCatalogRequestSchema: GenMessage<PutCatalogRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_catalog, 2);
+  messageDesc(file_authz_v1_catalog, 3);
 
 /**
  * @generated from message authz.v1.PutCatalogResponse
@@ -136,7 +184,7 @@ export type PutCatalogResponse = Message<"authz.v1.PutCatalogResponse"> & {
  * Use `create(PutCatalogResponseSchema)` to create a new message.
  */
 export const PutCatalogResponseSchema: GenMessage<PutCatalogResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_catalog, 3);
+  messageDesc(file_authz_v1_catalog, 4);
 
 /**
  * @generated from message authz.v1.GetCatalogRequest
@@ -153,7 +201,7 @@ export type GetCatalogRequest = Message<"authz.v1.GetCatalogRequest"> & {
  * Use `create(GetCatalogRequestSchema)` to create a new message.
  */
 export const GetCatalogRequestSchema: GenMessage<GetCatalogRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_catalog, 4);
+  messageDesc(file_authz_v1_catalog, 5);
 
 /**
  * @generated from message authz.v1.GetCatalogResponse
@@ -170,7 +218,7 @@ export type GetCatalogResponse = Message<"authz.v1.GetCatalogResponse"> & {
  * Use `create(GetCatalogResponseSchema)` to create a new message.
  */
 export const GetCatalogResponseSchema: GenMessage<GetCatalogResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_catalog, 5);
+  messageDesc(file_authz_v1_catalog, 6);
 
 /**
  * The resource catalog: every resource type of an application, the actions

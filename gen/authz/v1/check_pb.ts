@@ -5,6 +5,8 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import type { Subject } from "./relationships_pb.js";
+import { file_authz_v1_relationships } from "./relationships_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -13,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/check.proto.
  */
 export const file_authz_v1_check: GenFile = /*@__PURE__*/
-  fileDesc("ChRhdXRoei92MS9jaGVjay5wcm90bxIIYXV0aHoudjEifAoMQ2hlY2tSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhYKCXRlbmFudF9pZBgFIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiIAoNQ2hlY2tSZXNwb25zZRIPCgdhbGxvd2VkGAEgASgIIn4KDkJhdGNoQ2hlY2tJdGVtEg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhYKCXRlbmFudF9pZBgFIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiPQoRQmF0Y2hDaGVja1JlcXVlc3QSKAoGY2hlY2tzGAEgAygLMhguYXV0aHoudjEuQmF0Y2hDaGVja0l0ZW0iIwoQQmF0Y2hDaGVja1Jlc3VsdBIPCgdhbGxvd2VkGAEgASgIIkEKEkJhdGNoQ2hlY2tSZXNwb25zZRIrCgdyZXN1bHRzGAEgAygLMhouYXV0aHoudjEuQmF0Y2hDaGVja1Jlc3VsdCJ+Cg5FeHBsYWluUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBAUIMCgpfdGVuYW50X2lkIrgBCgxFeHBsYWluR3JhbnQSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLdAgoNRXhwbGFpblJlYXNvbhIMCgRraW5kGAEgASgJEhUKCHJlbGF0aW9uGAIgASgJSACIAQESKgoFZ3JhbnQYAyABKAsyFi5hdXRoei52MS5FeHBsYWluR3JhbnRIAYgBARIUCgdyb2xlX2lkGAQgASgJSAKIAQESFgoJcm9sZV9uYW1lGAUgASgJSAOIAQESFgoJdGVuYW50X2lkGAYgASgJSASIAQESFgoJcG9saWN5X2lkGAcgASgJSAWIAQESGAoLcG9saWN5X25hbWUYCCABKAlIBogBARIXCgpwZXJtaXNzaW9uGAkgASgJSAeIAQFCCwoJX3JlbGF0aW9uQggKBl9ncmFudEIKCghfcm9sZV9pZEIMCgpfcm9sZV9uYW1lQgwKCl90ZW5hbnRfaWRCDAoKX3BvbGljeV9pZEIOCgxfcG9saWN5X25hbWVCDQoLX3Blcm1pc3Npb24iNwoSQ29uc2lkZXJlZFJlbGF0aW9uEhAKCHJlbGF0aW9uGAEgASgJEg8KB2FjdGlvbnMYAiADKAkiWgoOQ29uc2lkZXJlZFJvbGUSDwoHcm9sZV9pZBgBIAEoCRIRCglyb2xlX25hbWUYAiABKAkSFgoJdGVuYW50X2lkGAMgASgJSACIAQFCDAoKX3RlbmFudF9pZCJmCgpDb25zaWRlcmVkEi8KCXJlbGF0aW9ucxgBIAMoCzIcLmF1dGh6LnYxLkNvbnNpZGVyZWRSZWxhdGlvbhInCgVyb2xlcxgCIAMoCzIYLmF1dGh6LnYxLkNvbnNpZGVyZWRSb2xlInYKD0V4cGxhaW5SZXNwb25zZRIPCgdhbGxvd2VkGAEgASgIEigKB3JlYXNvbnMYAiADKAsyFy5hdXRoei52MS5FeHBsYWluUmVhc29uEigKCmNvbnNpZGVyZWQYAyABKAsyFC5hdXRoei52MS5Db25zaWRlcmVkInIKElBlcm1pc3Npb25zUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiJgoTUGVybWlzc2lvbnNSZXNwb25zZRIPCgdhY3Rpb25zGAEgAygJIm8KD1Blcm1pc3Npb25zSXRlbRIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiRgoXQmF0Y2hQZXJtaXNzaW9uc1JlcXVlc3QSKwoIcmVxdWVzdHMYASADKAsyGS5hdXRoei52MS5QZXJtaXNzaW9uc0l0ZW0iJAoRUGVybWlzc2lvbnNSZXN1bHQSDwoHYWN0aW9ucxgBIAMoCSJIChhCYXRjaFBlcm1pc3Npb25zUmVzcG9uc2USLAoHcmVzdWx0cxgBIAMoCzIbLmF1dGh6LnYxLlBlcm1pc3Npb25zUmVzdWx0IqIBCg1Mb29rdXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDgoGYWN0aW9uGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEhYKCXBhZ2Vfc2l6ZRgFIAEoBUgBiAEBEhIKCnBhZ2VfdG9rZW4YBiABKAlCDAoKX3RlbmFudF9pZEIMCgpfcGFnZV9zaXplIlYKDkxvb2t1cFJlc3BvbnNlEhUKDWFsbF9pbnN0YW5jZXMYASABKAgSFAoMcmVzb3VyY2VfaWRzGAIgAygJEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCTLHBQoMQ2hlY2tTZXJ2aWNlEmAKBUNoZWNrEhYuYXV0aHoudjEuQ2hlY2tSZXF1ZXN0GhcuYXV0aHoudjEuQ2hlY2tSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2F1dGhvcml6YXRpb24vY2hlY2sSdQoKQmF0Y2hDaGVjaxIbLmF1dGh6LnYxLkJhdGNoQ2hlY2tSZXF1ZXN0GhwuYXV0aHoudjEuQmF0Y2hDaGVja1Jlc3BvbnNlIiyC0+STAiY6ASoiIS9hcGkvdjEvYXV0aG9yaXphdGlvbi9jaGVjay9iYXRjaBJuCgdFeHBsYWluEhguYXV0aHoudjEuRXhwbGFpblJlcXVlc3QaGS5hdXRoei52MS5FeHBsYWluUmVzcG9uc2UiLoLT5JMCKDoBKiIjL2FwaS92MS9hdXRob3JpemF0aW9uL2NoZWNrL2V4cGxhaW4SeAoLUGVybWlzc2lvbnMSHC5hdXRoei52MS5QZXJtaXNzaW9uc1JlcXVlc3QaHS5hdXRoei52MS5QZXJtaXNzaW9uc1Jlc3BvbnNlIiyC0+STAiY6ASoiIS9hcGkvdjEvYXV0aG9yaXphdGlvbi9wZXJtaXNzaW9ucxKNAQoQQmF0Y2hQZXJtaXNzaW9ucxIhLmF1dGh6LnYxLkJhdGNoUGVybWlzc2lvbnNSZXF1ZXN0GiIuYXV0aHoudjEuQmF0Y2hQZXJtaXNzaW9uc1Jlc3BvbnNlIjKC0+STAiw6ASoiJy9hcGkvdjEvYXV0aG9yaXphdGlvbi9wZXJtaXNzaW9ucy9iYXRjaBJkCgZMb29rdXASFy5hdXRoei52MS5Mb29rdXBSZXF1ZXN0GhguYXV0aHoudjEuTG9va3VwUmVzcG9uc2UiJ4LT5JMCIToBKiIcL2FwaS92MS9hdXRob3JpemF0aW9uL2xvb2t1cGIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChRhdXRoei92MS9jaGVjay5wcm90bxIIYXV0aHoudjEifAoMQ2hlY2tSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhYKCXRlbmFudF9pZBgFIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiIAoNQ2hlY2tSZXNwb25zZRIPCgdhbGxvd2VkGAEgASgIIn4KDkJhdGNoQ2hlY2tJdGVtEg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhYKCXRlbmFudF9pZBgFIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiPQoRQmF0Y2hDaGVja1JlcXVlc3QSKAoGY2hlY2tzGAEgAygLMhguYXV0aHoudjEuQmF0Y2hDaGVja0l0ZW0iIwoQQmF0Y2hDaGVja1Jlc3VsdBIPCgdhbGxvd2VkGAEgASgIIkEKEkJhdGNoQ2hlY2tSZXNwb25zZRIrCgdyZXN1bHRzGAEgAygLMhouYXV0aHoudjEuQmF0Y2hDaGVja1Jlc3VsdCJ+Cg5FeHBsYWluUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBAUIMCgpfdGVuYW50X2lkItwBCgxFeHBsYWluR3JhbnQSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgdzdWJqZWN0GAcgASgLMhEuYXV0aHoudjEuU3ViamVjdCKDAwoNRXhwbGFpblJlYXNvbhIMCgRraW5kGAEgASgJEhUKCHJlbGF0aW9uGAIgASgJSACIAQESKgoFZ3JhbnQYAyABKAsyFi5hdXRoei52MS5FeHBsYWluR3JhbnRIAYgBARIUCgdyb2xlX2lkGAQgASgJSAKIAQESFgoJcm9sZV9uYW1lGAUgASgJSAOIAQESFgoJdGVuYW50X2lkGAYgASgJSASIAQESFgoJcG9saWN5X2lkGAcgASgJSAWIAQESGAoLcG9saWN5X25hbWUYCCABKAlIBogBARIXCgpwZXJtaXNzaW9uGAkgASgJSAeIAQESJAoEcGF0aBgKIAMoCzIWLmF1dGh6LnYxLkV4cGxhaW5HcmFudEILCglfcmVsYXRpb25CCAoGX2dyYW50QgoKCF9yb2xlX2lkQgwKCl9yb2xlX25hbWVCDAoKX3RlbmFudF9pZEIMCgpfcG9saWN5X2lkQg4KDF9wb2xpY3lfbmFtZUINCgtfcGVybWlzc2lvbiI3ChJDb25zaWRlcmVkUmVsYXRpb24SEAoIcmVsYXRpb24YASABKAkSDwoHYWN0aW9ucxgCIAMoCSJaCg5Db25zaWRlcmVkUm9sZRIPCgdyb2xlX2lkGAEgASgJEhEKCXJvbGVfbmFtZRgCIAEoCRIWCgl0ZW5hbnRfaWQYAyABKAlIAIgBAUIMCgpfdGVuYW50X2lkImYKCkNvbnNpZGVyZWQSLwoJcmVsYXRpb25zGAEgAygLMhwuYXV0aHoudjEuQ29uc2lkZXJlZFJlbGF0aW9uEicKBXJvbGVzGAIgAygLMhguYXV0aHoudjEuQ29uc2lkZXJlZFJvbGUidgoPRXhwbGFpblJlc3BvbnNlEg8KB2FsbG93ZWQYASABKAgSKAoHcmVhc29ucxgCIAMoCzIXLmF1dGh6LnYxLkV4cGxhaW5SZWFzb24SKAoKY29uc2lkZXJlZBgDIAEoCzIULmF1dGh6LnYxLkNvbnNpZGVyZWQicgoSUGVybWlzc2lvbnNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQFCDAoKX3RlbmFudF9pZCImChNQZXJtaXNzaW9uc1Jlc3BvbnNlEg8KB2FjdGlvbnMYASADKAkibwoPUGVybWlzc2lvbnNJdGVtEg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQFCDAoKX3RlbmFudF9pZCJGChdCYXRjaFBlcm1pc3Npb25zUmVxdWVzdBIrCghyZXF1ZXN0cxgBIAMoCzIZLmF1dGh6LnYxLlBlcm1pc3Npb25zSXRlbSIkChFQZXJtaXNzaW9uc1Jlc3VsdBIPCgdhY3Rpb25zGAEgAygJIkgKGEJhdGNoUGVybWlzc2lvbnNSZXNwb25zZRIsCgdyZXN1bHRzGAEgAygLMhsuYXV0aHoudjEuUGVybWlzc2lvbnNSZXN1bHQiogEKDUxvb2t1cFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRIOCgZhY3Rpb24YAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESFgoJcGFnZV9zaXplGAUgASgFSAGIAQESEgoKcGFnZV90b2tlbhgGIAEoCUIMCgpfdGVuYW50X2lkQgwKCl9wYWdlX3NpemUiVgoOTG9va3VwUmVzcG9uc2USFQoNYWxsX2luc3RhbmNlcxgBIAEoCBIUCgxyZXNvdXJjZV9pZHMYAiADKAkSFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIq4BChVMb29rdXBTdWJqZWN0c1JlcXVlc3QSEAoIcmVzb3VyY2UYASABKAkSEwoLcmVzb3VyY2VfaWQYAiABKAkSDgoGYWN0aW9uGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEhYKCXBhZ2Vfc2l6ZRgFIAEoBUgBiAEBEhIKCnBhZ2VfdG9rZW4YBiABKAlCDAoKX3RlbmFudF9pZEIMCgpfcGFnZV9zaXplIkMKFkxvb2t1cFN1YmplY3RzUmVzcG9uc2USEAoIdXNlcl9pZHMYASADKAkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJMscGCgxDaGVja1NlcnZpY2USYAoFQ2hlY2sSFi5hdXRoei52MS5DaGVja1JlcXVlc3QaFy5hdXRoei52MS5DaGVja1Jlc3BvbnNlIiaC0+STAiA6ASoiGy9hcGkvdjEvYXV0aG9yaXphdGlvbi9jaGVjaxJ1CgpCYXRjaENoZWNrEhsuYXV0aHoudjEuQmF0Y2hDaGVja1JlcXVlc3QaHC5hdXRoei52MS5CYXRjaENoZWNrUmVzcG9uc2UiLILT5JMCJjoBKiIhL2FwaS92MS9hdXRob3JpemF0aW9uL2NoZWNrL2JhdGNoEm4KB0V4cGxhaW4SGC5hdXRoei52MS5FeHBsYWluUmVxdWVzdBoZLmF1dGh6LnYxLkV4cGxhaW5SZXNwb25zZSIugtPkkwIoOgEqIiMvYXBpL3YxL2F1dGhvcml6YXRpb24vY2hlY2svZXhwbGFpbhJ4CgtQZXJtaXNzaW9ucxIcLmF1dGh6LnYxLlBlcm1pc3Npb25zUmVxdWVzdBodLmF1dGh6LnYxLlBlcm1pc3Npb25zUmVzcG9uc2UiLILT5JMCJjoBKiIhL2FwaS92MS9hdXRob3JpemF0aW9uL3Blcm1pc3Npb25zEo0BChBCYXRjaFBlcm1pc3Npb25zEiEuYXV0aHoudjEuQmF0Y2hQZXJtaXNzaW9uc1JlcXVlc3QaIi5hdXRoei52MS5CYXRjaFBlcm1pc3Npb25zUmVzcG9uc2UiMoLT5JMCLDoBKiInL2FwaS92MS9hdXRob3JpemF0aW9uL3Blcm1pc3Npb25zL2JhdGNoEmQKBkxvb2t1cBIXLmF1dGh6LnYxLkxvb2t1cFJlcXVlc3QaGC5hdXRoei52MS5Mb29rdXBSZXNwb25zZSIngtPkkwIhOgEqIhwvYXBpL3YxL2F1dGhvcml6YXRpb24vbG9va3VwEn4KDkxvb2t1cFN1YmplY3RzEh8uYXV0aHoudjEuTG9va3VwU3ViamVjdHNSZXF1ZXN0GiAuYXV0aHoudjEuTG9va3VwU3ViamVjdHNSZXNwb25zZSIpgtPkkwIjOgEqIh4vYXBpL3YxL2F1dGhvcml6YXRpb24vc3ViamVjdHNiBnByb3RvMw", [file_google_api_annotations, file_authz_v1_relationships, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message authz.v1.CheckRequest
@@ -203,6 +205,8 @@ export const ExplainRequestSchema: GenMessage<ExplainRequest> = /*@__PURE__*/
  */
 export type ExplainGrant = Message<"authz.v1.ExplainGrant"> & {
   /**
+   * The holder: a user, or (user_id empty) `subject`.
+   *
    * @generated from field: string user_id = 1;
    */
   userId: string;
@@ -233,6 +237,13 @@ export type ExplainGrant = Message<"authz.v1.ExplainGrant"> & {
    * @generated from field: google.protobuf.Timestamp expires_at = 6;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * The holder when it is a subject set or a linked instance.
+   *
+   * @generated from field: authz.v1.Subject subject = 7;
+   */
+  subject?: Subject | undefined;
 };
 
 /**
@@ -301,6 +312,15 @@ export type ExplainReason = Message<"authz.v1.ExplainReason"> & {
    * @generated from field: optional string permission = 9;
    */
   permission?: string | undefined;
+
+  /**
+   * kind "relation": the grants from the user's own to `grant`, in order
+   * (a path with the fewest hops); one grant when the user's is on the
+   * instance itself.
+   *
+   * @generated from field: repeated authz.v1.ExplainGrant path = 10;
+   */
+  path: ExplainGrant[];
 };
 
 /**
@@ -623,6 +643,76 @@ export const LookupResponseSchema: GenMessage<LookupResponse> = /*@__PURE__*/
   messageDesc(file_authz_v1_check, 20);
 
 /**
+ * @generated from message authz.v1.LookupSubjectsRequest
+ */
+export type LookupSubjectsRequest = Message<"authz.v1.LookupSubjectsRequest"> & {
+  /**
+   * @generated from field: string resource = 1;
+   */
+  resource: string;
+
+  /**
+   * @generated from field: string resource_id = 2;
+   */
+  resourceId: string;
+
+  /**
+   * @generated from field: string action = 3;
+   */
+  action: string;
+
+  /**
+   * Roles of this tenant count too, besides application-wide roles.
+   *
+   * @generated from field: optional string tenant_id = 4;
+   */
+  tenantId?: string | undefined;
+
+  /**
+   * 1 to 1,000; default 100.
+   *
+   * @generated from field: optional int32 page_size = 5;
+   */
+  pageSize?: number | undefined;
+
+  /**
+   * @generated from field: string page_token = 6;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message authz.v1.LookupSubjectsRequest.
+ * Use `create(LookupSubjectsRequestSchema)` to create a new message.
+ */
+export const LookupSubjectsRequestSchema: GenMessage<LookupSubjectsRequest> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 21);
+
+/**
+ * @generated from message authz.v1.LookupSubjectsResponse
+ */
+export type LookupSubjectsResponse = Message<"authz.v1.LookupSubjectsResponse"> & {
+  /**
+   * Users who may perform the action, ascending.
+   *
+   * @generated from field: repeated string user_ids = 1;
+   */
+  userIds: string[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message authz.v1.LookupSubjectsResponse.
+ * Use `create(LookupSubjectsResponseSchema)` to create a new message.
+ */
+export const LookupSubjectsResponseSchema: GenMessage<LookupSubjectsResponse> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 22);
+
+/**
  * The permission check. Acts on the calling key's own application.
  *
  * @generated from service authz.v1.CheckService
@@ -694,6 +784,18 @@ export const CheckService: GenService<{
     methodKind: "unary";
     input: typeof LookupRequestSchema;
     output: typeof LookupResponseSchema;
+  },
+  /**
+   * Who can: every user who may perform the action on one instance, through
+   * grants, subject sets and links, or a role (application-wide, or of the
+   * given tenant); ascending, paged, complete.
+   *
+   * @generated from rpc authz.v1.CheckService.LookupSubjects
+   */
+  lookupSubjects: {
+    methodKind: "unary";
+    input: typeof LookupSubjectsRequestSchema;
+    output: typeof LookupSubjectsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_authz_v1_check, 0);

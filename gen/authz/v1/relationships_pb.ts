@@ -13,13 +13,49 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/relationships.proto.
  */
 export const file_authz_v1_relationships: GenFile = /*@__PURE__*/
-  fileDesc("ChxhdXRoei92MS9yZWxhdGlvbnNoaXBzLnByb3RvEghhdXRoei52MSK4AQoMUmVsYXRpb25zaGlwEg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijQEKEVJlbGF0aW9uc2hpcFR1cGxlEg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilAEKGFdyaXRlUmVsYXRpb25zaGlwUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhAKCHJlbGF0aW9uGAQgASgJEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIloKGVdyaXRlUmVsYXRpb25zaGlwUmVzcG9uc2USLAoMcmVsYXRpb25zaGlwGAEgASgLMhYuYXV0aHoudjEuUmVsYXRpb25zaGlwEg8KB2NyZWF0ZWQYAiABKAgitwEKGExpc3RSZWxhdGlvbnNoaXBzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhAKCHJlbGF0aW9uGAQgASgJEhYKCXBhZ2Vfc2l6ZRgFIAEoBUgAiAEBEhIKCnBhZ2VfdG9rZW4YBiABKAkSFwoPaW5jbHVkZV9leHBpcmVkGAcgASgIQgwKCl9wYWdlX3NpemUiYwoZTGlzdFJlbGF0aW9uc2hpcHNSZXNwb25zZRItCg1yZWxhdGlvbnNoaXBzGAEgAygLMhYuYXV0aHoudjEuUmVsYXRpb25zaGlwEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJlChlEZWxldGVSZWxhdGlvbnNoaXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkiLQoaRGVsZXRlUmVsYXRpb25zaGlwUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoCCJmChpEZWxldGVSZWxhdGlvbnNoaXBzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhAKCHJlbGF0aW9uGAQgASgJIi4KG0RlbGV0ZVJlbGF0aW9uc2hpcHNSZXNwb25zZRIPCgdkZWxldGVkGAEgASgFInoKHUJ1bGtXcml0ZVJlbGF0aW9uc2hpcHNSZXF1ZXN0EisKBndyaXRlcxgBIAMoCzIbLmF1dGh6LnYxLlJlbGF0aW9uc2hpcFR1cGxlEiwKB2RlbGV0ZXMYAiADKAsyGy5hdXRoei52MS5SZWxhdGlvbnNoaXBUdXBsZSJVCh5CdWxrV3JpdGVSZWxhdGlvbnNoaXBzUmVzcG9uc2USDwoHd3JpdHRlbhgBIAEoBRIRCgl1bmNoYW5nZWQYAiABKAUSDwoHZGVsZXRlZBgDIAEoBTKMBgoTUmVsYXRpb25zaGlwU2VydmljZRKaAQoRV3JpdGVSZWxhdGlvbnNoaXASIi5hdXRoei52MS5Xcml0ZVJlbGF0aW9uc2hpcFJlcXVlc3QaIy5hdXRoei52MS5Xcml0ZVJlbGF0aW9uc2hpcFJlc3BvbnNlIjyC0+STAjY6ASpiDHJlbGF0aW9uc2hpcCIjL2FwaS92MS9hdXRob3JpemF0aW9uL3JlbGF0aW9uc2hpcHMSiQEKEUxpc3RSZWxhdGlvbnNoaXBzEiIuYXV0aHoudjEuTGlzdFJlbGF0aW9uc2hpcHNSZXF1ZXN0GiMuYXV0aHoudjEuTGlzdFJlbGF0aW9uc2hpcHNSZXNwb25zZSIrgtPkkwIlEiMvYXBpL3YxL2F1dGhvcml6YXRpb24vcmVsYXRpb25zaGlwcxKMAQoSRGVsZXRlUmVsYXRpb25zaGlwEiMuYXV0aHoudjEuRGVsZXRlUmVsYXRpb25zaGlwUmVxdWVzdBokLmF1dGh6LnYxLkRlbGV0ZVJlbGF0aW9uc2hpcFJlc3BvbnNlIiuC0+STAiUqIy9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzEpkBChNEZWxldGVSZWxhdGlvbnNoaXBzEiQuYXV0aHoudjEuRGVsZXRlUmVsYXRpb25zaGlwc1JlcXVlc3QaJS5hdXRoei52MS5EZWxldGVSZWxhdGlvbnNoaXBzUmVzcG9uc2UiNYLT5JMCLzoBKiIqL2FwaS92MS9hdXRob3JpemF0aW9uL3JlbGF0aW9uc2hpcHMvZGVsZXRlEqABChZCdWxrV3JpdGVSZWxhdGlvbnNoaXBzEicuYXV0aHoudjEuQnVsa1dyaXRlUmVsYXRpb25zaGlwc1JlcXVlc3QaKC5hdXRoei52MS5CdWxrV3JpdGVSZWxhdGlvbnNoaXBzUmVzcG9uc2UiM4LT5JMCLToBKiIoL2FwaS92MS9hdXRob3JpemF0aW9uL3JlbGF0aW9uc2hpcHMvYnVsa2IGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChxhdXRoei92MS9yZWxhdGlvbnNoaXBzLnByb3RvEghhdXRoei52MSJCCgdTdWJqZWN0EhAKCHJlc291cmNlGAEgASgJEhMKC3Jlc291cmNlX2lkGAIgASgJEhAKCHJlbGF0aW9uGAMgASgJItwBCgxSZWxhdGlvbnNoaXASDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgdzdWJqZWN0GAcgASgLMhEuYXV0aHoudjEuU3ViamVjdCKxAQoRUmVsYXRpb25zaGlwVHVwbGUSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgdzdWJqZWN0GAYgASgLMhEuYXV0aHoudjEuU3ViamVjdCK4AQoYV3JpdGVSZWxhdGlvbnNoaXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIgoHc3ViamVjdBgGIAEoCzIRLmF1dGh6LnYxLlN1YmplY3QiWgoZV3JpdGVSZWxhdGlvbnNoaXBSZXNwb25zZRIsCgxyZWxhdGlvbnNoaXAYASABKAsyFi5hdXRoei52MS5SZWxhdGlvbnNoaXASDwoHY3JlYXRlZBgCIAEoCCKIAgoYTGlzdFJlbGF0aW9uc2hpcHNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSFgoJcGFnZV9zaXplGAUgASgFSACIAQESEgoKcGFnZV90b2tlbhgGIAEoCRIXCg9pbmNsdWRlX2V4cGlyZWQYByABKAgSGAoQc3ViamVjdF9yZXNvdXJjZRgIIAEoCRIbChNzdWJqZWN0X3Jlc291cmNlX2lkGAkgASgJEhgKEHN1YmplY3RfcmVsYXRpb24YCiABKAlCDAoKX3BhZ2Vfc2l6ZSJjChlMaXN0UmVsYXRpb25zaGlwc1Jlc3BvbnNlEi0KDXJlbGF0aW9uc2hpcHMYASADKAsyFi5hdXRoei52MS5SZWxhdGlvbnNoaXASFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIrYBChlEZWxldGVSZWxhdGlvbnNoaXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSGAoQc3ViamVjdF9yZXNvdXJjZRgFIAEoCRIbChNzdWJqZWN0X3Jlc291cmNlX2lkGAYgASgJEhgKEHN1YmplY3RfcmVsYXRpb24YByABKAkiLQoaRGVsZXRlUmVsYXRpb25zaGlwUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoCCKKAQoaRGVsZXRlUmVsYXRpb25zaGlwc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIiCgdzdWJqZWN0GAUgASgLMhEuYXV0aHoudjEuU3ViamVjdCIuChtEZWxldGVSZWxhdGlvbnNoaXBzUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoBSJ6Ch1CdWxrV3JpdGVSZWxhdGlvbnNoaXBzUmVxdWVzdBIrCgZ3cml0ZXMYASADKAsyGy5hdXRoei52MS5SZWxhdGlvbnNoaXBUdXBsZRIsCgdkZWxldGVzGAIgAygLMhsuYXV0aHoudjEuUmVsYXRpb25zaGlwVHVwbGUiVQoeQnVsa1dyaXRlUmVsYXRpb25zaGlwc1Jlc3BvbnNlEg8KB3dyaXR0ZW4YASABKAUSEQoJdW5jaGFuZ2VkGAIgASgFEg8KB2RlbGV0ZWQYAyABKAUyjAYKE1JlbGF0aW9uc2hpcFNlcnZpY2USmgEKEVdyaXRlUmVsYXRpb25zaGlwEiIuYXV0aHoudjEuV3JpdGVSZWxhdGlvbnNoaXBSZXF1ZXN0GiMuYXV0aHoudjEuV3JpdGVSZWxhdGlvbnNoaXBSZXNwb25zZSI8gtPkkwI2OgEqYgxyZWxhdGlvbnNoaXAiIy9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzEokBChFMaXN0UmVsYXRpb25zaGlwcxIiLmF1dGh6LnYxLkxpc3RSZWxhdGlvbnNoaXBzUmVxdWVzdBojLmF1dGh6LnYxLkxpc3RSZWxhdGlvbnNoaXBzUmVzcG9uc2UiK4LT5JMCJRIjL2FwaS92MS9hdXRob3JpemF0aW9uL3JlbGF0aW9uc2hpcHMSjAEKEkRlbGV0ZVJlbGF0aW9uc2hpcBIjLmF1dGh6LnYxLkRlbGV0ZVJlbGF0aW9uc2hpcFJlcXVlc3QaJC5hdXRoei52MS5EZWxldGVSZWxhdGlvbnNoaXBSZXNwb25zZSIrgtPkkwIlKiMvYXBpL3YxL2F1dGhvcml6YXRpb24vcmVsYXRpb25zaGlwcxKZAQoTRGVsZXRlUmVsYXRpb25zaGlwcxIkLmF1dGh6LnYxLkRlbGV0ZVJlbGF0aW9uc2hpcHNSZXF1ZXN0GiUuYXV0aHoudjEuRGVsZXRlUmVsYXRpb25zaGlwc1Jlc3BvbnNlIjWC0+STAi86ASoiKi9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzL2RlbGV0ZRKgAQoWQnVsa1dyaXRlUmVsYXRpb25zaGlwcxInLmF1dGh6LnYxLkJ1bGtXcml0ZVJlbGF0aW9uc2hpcHNSZXF1ZXN0GiguYXV0aHoudjEuQnVsa1dyaXRlUmVsYXRpb25zaGlwc1Jlc3BvbnNlIjOC0+STAi06ASoiKC9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzL2J1bGtiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+
+/**
+ * A grant's holder other than a user: a subject set (resource, resource_id
+ * and relation: everyone who holds that relation on that instance, as
+ * "team:eng#member"), or, without relation, one instance (a link: the
+ * folder a document's "parent" names).
+ *
+ * @generated from message authz.v1.Subject
+ */
+export type Subject = Message<"authz.v1.Subject"> & {
+  /**
+   * @generated from field: string resource = 1;
+   */
+  resource: string;
+
+  /**
+   * @generated from field: string resource_id = 2;
+   */
+  resourceId: string;
+
+  /**
+   * Empty for a link.
+   *
+   * @generated from field: string relation = 3;
+   */
+  relation: string;
+};
+
+/**
+ * Describes the message authz.v1.Subject.
+ * Use `create(SubjectSchema)` to create a new message.
+ */
+export const SubjectSchema: GenMessage<Subject> = /*@__PURE__*/
+  messageDesc(file_authz_v1_relationships, 0);
 
 /**
  * @generated from message authz.v1.Relationship
  */
 export type Relationship = Message<"authz.v1.Relationship"> & {
   /**
+   * The holder: a user, or (user_id empty) `subject`.
+   *
    * @generated from field: string user_id = 1;
    */
   userId: string;
@@ -50,6 +86,13 @@ export type Relationship = Message<"authz.v1.Relationship"> & {
    * @generated from field: google.protobuf.Timestamp expires_at = 6;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * The holder when it is not a user.
+   *
+   * @generated from field: authz.v1.Subject subject = 7;
+   */
+  subject?: Subject | undefined;
 };
 
 /**
@@ -57,7 +100,7 @@ export type Relationship = Message<"authz.v1.Relationship"> & {
  * Use `create(RelationshipSchema)` to create a new message.
  */
 export const RelationshipSchema: GenMessage<Relationship> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 0);
+  messageDesc(file_authz_v1_relationships, 1);
 
 /**
  * A grant to write or delete.
@@ -92,6 +135,13 @@ export type RelationshipTuple = Message<"authz.v1.RelationshipTuple"> & {
    * @generated from field: google.protobuf.Timestamp expires_at = 5;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * The holder instead of user_id (exactly one of the two).
+   *
+   * @generated from field: authz.v1.Subject subject = 6;
+   */
+  subject?: Subject | undefined;
 };
 
 /**
@@ -99,7 +149,7 @@ export type RelationshipTuple = Message<"authz.v1.RelationshipTuple"> & {
  * Use `create(RelationshipTupleSchema)` to create a new message.
  */
 export const RelationshipTupleSchema: GenMessage<RelationshipTuple> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 1);
+  messageDesc(file_authz_v1_relationships, 2);
 
 /**
  * @generated from message authz.v1.WriteRelationshipRequest
@@ -133,6 +183,14 @@ export type WriteRelationshipRequest = Message<"authz.v1.WriteRelationshipReques
    * @generated from field: google.protobuf.Timestamp expires_at = 5;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * The holder instead of user_id (exactly one of the two), as the
+   * relation's `subjects` in the catalog allow.
+   *
+   * @generated from field: authz.v1.Subject subject = 6;
+   */
+  subject?: Subject | undefined;
 };
 
 /**
@@ -140,7 +198,7 @@ export type WriteRelationshipRequest = Message<"authz.v1.WriteRelationshipReques
  * Use `create(WriteRelationshipRequestSchema)` to create a new message.
  */
 export const WriteRelationshipRequestSchema: GenMessage<WriteRelationshipRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 2);
+  messageDesc(file_authz_v1_relationships, 3);
 
 /**
  * @generated from message authz.v1.WriteRelationshipResponse
@@ -164,13 +222,15 @@ export type WriteRelationshipResponse = Message<"authz.v1.WriteRelationshipRespo
  * Use `create(WriteRelationshipResponseSchema)` to create a new message.
  */
 export const WriteRelationshipResponseSchema: GenMessage<WriteRelationshipResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 3);
+  messageDesc(file_authz_v1_relationships, 4);
 
 /**
  * @generated from message authz.v1.ListRelationshipsRequest
  */
 export type ListRelationshipsRequest = Message<"authz.v1.ListRelationshipsRequest"> & {
   /**
+   * With resource: every instance of that type the user holds a grant on.
+   *
    * @generated from field: string user_id = 1;
    */
   userId: string;
@@ -206,6 +266,24 @@ export type ListRelationshipsRequest = Message<"authz.v1.ListRelationshipsReques
    * @generated from field: bool include_expired = 7;
    */
   includeExpired: boolean;
+
+  /**
+   * Instead of user_id: the grants whose holder is this subject (a subject
+   * set with subject_relation, a link without), on instances of `resource`.
+   *
+   * @generated from field: string subject_resource = 8;
+   */
+  subjectResource: string;
+
+  /**
+   * @generated from field: string subject_resource_id = 9;
+   */
+  subjectResourceId: string;
+
+  /**
+   * @generated from field: string subject_relation = 10;
+   */
+  subjectRelation: string;
 };
 
 /**
@@ -213,7 +291,7 @@ export type ListRelationshipsRequest = Message<"authz.v1.ListRelationshipsReques
  * Use `create(ListRelationshipsRequestSchema)` to create a new message.
  */
 export const ListRelationshipsRequestSchema: GenMessage<ListRelationshipsRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 4);
+  messageDesc(file_authz_v1_relationships, 5);
 
 /**
  * @generated from message authz.v1.ListRelationshipsResponse
@@ -235,7 +313,7 @@ export type ListRelationshipsResponse = Message<"authz.v1.ListRelationshipsRespo
  * Use `create(ListRelationshipsResponseSchema)` to create a new message.
  */
 export const ListRelationshipsResponseSchema: GenMessage<ListRelationshipsResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 5);
+  messageDesc(file_authz_v1_relationships, 6);
 
 /**
  * @generated from message authz.v1.DeleteRelationshipRequest
@@ -260,6 +338,23 @@ export type DeleteRelationshipRequest = Message<"authz.v1.DeleteRelationshipRequ
    * @generated from field: string relation = 4;
    */
   relation: string;
+
+  /**
+   * Instead of user_id: the grant's subject (subject_relation empty for a link).
+   *
+   * @generated from field: string subject_resource = 5;
+   */
+  subjectResource: string;
+
+  /**
+   * @generated from field: string subject_resource_id = 6;
+   */
+  subjectResourceId: string;
+
+  /**
+   * @generated from field: string subject_relation = 7;
+   */
+  subjectRelation: string;
 };
 
 /**
@@ -267,7 +362,7 @@ export type DeleteRelationshipRequest = Message<"authz.v1.DeleteRelationshipRequ
  * Use `create(DeleteRelationshipRequestSchema)` to create a new message.
  */
 export const DeleteRelationshipRequestSchema: GenMessage<DeleteRelationshipRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 6);
+  messageDesc(file_authz_v1_relationships, 7);
 
 /**
  * @generated from message authz.v1.DeleteRelationshipResponse
@@ -284,7 +379,7 @@ export type DeleteRelationshipResponse = Message<"authz.v1.DeleteRelationshipRes
  * Use `create(DeleteRelationshipResponseSchema)` to create a new message.
  */
 export const DeleteRelationshipResponseSchema: GenMessage<DeleteRelationshipResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 7);
+  messageDesc(file_authz_v1_relationships, 8);
 
 /**
  * @generated from message authz.v1.DeleteRelationshipsRequest
@@ -309,6 +404,14 @@ export type DeleteRelationshipsRequest = Message<"authz.v1.DeleteRelationshipsRe
    * @generated from field: string relation = 4;
    */
   relation: string;
+
+  /**
+   * Alone (resource and resource_id, no relation): every grant whose holder
+   * is that instance, as a subject set or a link (the team or folder is gone).
+   *
+   * @generated from field: authz.v1.Subject subject = 5;
+   */
+  subject?: Subject | undefined;
 };
 
 /**
@@ -316,7 +419,7 @@ export type DeleteRelationshipsRequest = Message<"authz.v1.DeleteRelationshipsRe
  * Use `create(DeleteRelationshipsRequestSchema)` to create a new message.
  */
 export const DeleteRelationshipsRequestSchema: GenMessage<DeleteRelationshipsRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 8);
+  messageDesc(file_authz_v1_relationships, 9);
 
 /**
  * @generated from message authz.v1.DeleteRelationshipsResponse
@@ -335,7 +438,7 @@ export type DeleteRelationshipsResponse = Message<"authz.v1.DeleteRelationshipsR
  * Use `create(DeleteRelationshipsResponseSchema)` to create a new message.
  */
 export const DeleteRelationshipsResponseSchema: GenMessage<DeleteRelationshipsResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 9);
+  messageDesc(file_authz_v1_relationships, 10);
 
 /**
  * @generated from message authz.v1.BulkWriteRelationshipsRequest
@@ -357,7 +460,7 @@ export type BulkWriteRelationshipsRequest = Message<"authz.v1.BulkWriteRelations
  * Use `create(BulkWriteRelationshipsRequestSchema)` to create a new message.
  */
 export const BulkWriteRelationshipsRequestSchema: GenMessage<BulkWriteRelationshipsRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 10);
+  messageDesc(file_authz_v1_relationships, 11);
 
 /**
  * @generated from message authz.v1.BulkWriteRelationshipsResponse
@@ -390,7 +493,7 @@ export type BulkWriteRelationshipsResponse = Message<"authz.v1.BulkWriteRelation
  * Use `create(BulkWriteRelationshipsResponseSchema)` to create a new message.
  */
 export const BulkWriteRelationshipsResponseSchema: GenMessage<BulkWriteRelationshipsResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_relationships, 11);
+  messageDesc(file_authz_v1_relationships, 12);
 
 /**
  * Direct grants: a user holds a relation on one resource instance. These act
@@ -436,7 +539,8 @@ export const RelationshipService: GenService<{
   /**
    * Deletes every grant matching all the given fields, in one statement:
    * user_id alone (offboarding), resource and resource_id (the instance is
-   * gone), or user_id and resource; relation may narrow any of them.
+   * gone), or user_id and resource; relation may narrow any of them. Or
+   * subject alone: every grant whose holder is that instance.
    *
    * @generated from rpc authz.v1.RelationshipService.DeleteRelationships
    */

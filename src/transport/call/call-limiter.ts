@@ -25,6 +25,7 @@ const UNLIMITED = new Set([
   "authz.v1.CheckService.Permissions",
   "authz.v1.CheckService.BatchPermissions",
   "authz.v1.CheckService.Lookup",
+  "authz.v1.CheckService.LookupSubjects",
 ]);
 
 interface Waiter {

@@ -1,0 +1,77 @@
+import { Coalescer } from "../lib/coalescer.js";
+import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
+import type { Db } from "../store/db.js";
+import { graphStore, type SubjectsInput, type SubjectsRow } from "../store/graph-store.js";
+import type { ReadReplicas } from "../store/read-replicas.js";
+import type { Caller } from "./check.js";
+import { unauthenticated, Violations } from "./errors.js";
+import { exactRead } from "./exact-read.js";
+import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
+import { decodePageToken, encodePageToken } from "./paging.js";
+
+export interface WhoCanQuestion {
+  resource: string;
+  resourceId: string;
+  action: string;
+  tenantId: string | undefined;
+  pageSize: number | undefined;
+  pageToken: string;
+}
+
+export interface WhoCanAnswer {
+  userIds: string[];
+  nextPageToken: string;
+}
+
+/**
+ * Who can (API.md: POST /api/v1/authorization/subjects): every user who may
+ * perform the action on one instance, through their grants, subject sets
+ * and links, or a role (application-wide, or of the tenant asked), in
+ * ascending order, paged by the last id of the page (a keyset cursor, so a
+ * page never repeats or skips a user who keeps access). One statement per
+ * application for pages asked together, fresh like the check (see
+ * store/graph-store.ts).
+ */
+export class WhoCan {
+  private readonly coalesced: Coalescer<SubjectsInput, SubjectsRow>;
+
+  constructor(db: Db, replicas?: ReadReplicas, telemetry: Telemetry = NO_TELEMETRY) {
+    this.coalesced = new Coalescer(
+      (inputs) =>
+        exactRead(db, replicas, async (q, onReplica) => {
+          const read = await graphStore.subjects(q, inputs, { replayed: onReplica });
+          return { value: read.rows, replayed: read.replayed };
+        }),
+      // A page may hold 1,000 ids: a batch of 50 pages answers 50,000 at most.
+      { ...db.reads, maxBatch: 50, reads: "lookup", telemetry },
+    );
+  }
+
+  async subjects(caller: Caller, q: WhoCanQuestion): Promise<WhoCanAnswer> {
+    const v = new Violations();
+    check(v, "resource", tokenProblem(q.resource));
+    check(v, "resourceId", identifierProblem(q.resourceId));
+    check(v, "action", tokenProblem(q.action));
+    if (q.tenantId !== undefined) check(v, "tenantId", identifierProblem(q.tenantId));
+    v.throwIfAny();
+    const limit = pageSize(q.pageSize);
+    const after = decodePageToken(q.pageToken, { userId: "string" })?.userId ?? "";
+    const row = await this.coalesced.call({
+      appId: caller.appId,
+      keyHash: caller.keyHash,
+      resource: q.resource,
+      resourceId: q.resourceId,
+      action: q.action,
+      tenantId: q.tenantId,
+      after,
+      limit: limit + 1,
+    });
+    if (!row.keyValid) throw unauthenticated("the API key is not valid: it is unknown or revoked");
+    if (row.actions === null) v.add("resource", `"${q.resource}" is not a resource of the catalog`);
+    else if (!row.actions.includes(q.action)) v.add("action", `"${q.action}" is not an action of resource "${q.resource}"`);
+    v.throwIfAny();
+    const userIds = row.userIds.slice(0, limit);
+    const more = row.userIds.length > limit;
+    return { userIds, nextPageToken: more ? encodePageToken({ userId: userIds[userIds.length - 1]! }) : "" };
+  }
+}
