@@ -23,6 +23,8 @@ interface RelationJson {
   name: string;
   actions: string[];
   builtIn?: boolean;
+  subjects?: string[];
+  inherits?: unknown[];
 }
 interface EntryJson {
   resource: string;
@@ -42,9 +44,9 @@ function expectError(res: RestAnswer, status: number, code: string, ...fragments
 }
 
 /** An entry's relations by name, each with its actions sorted and builtIn as sent (order-free comparison). */
-function relationsOf(entry: EntryJson): Record<string, { actions: string[]; builtIn: boolean | undefined }> {
+function relationsOf(entry: EntryJson): Record<string, { actions: string[]; builtIn: boolean | undefined; subjects: string[] | undefined; inherits: unknown[] | undefined }> {
   return Object.fromEntries(
-    (entry.relations ?? []).map((r) => [r.name, { actions: [...r.actions].sort(), builtIn: r.builtIn }]),
+    (entry.relations ?? []).map((r) => [r.name, { actions: [...r.actions].sort(), builtIn: r.builtIn, subjects: r.subjects, inherits: r.inherits }]),
   );
 }
 
@@ -101,7 +103,7 @@ const invalidCatalogs: { name: string; body: unknown; field: string; fragments: 
   },
   {
     name: "builtIn: true on a name that is not built in",
-    body: { resources: [doc({ relations: [{ name: "reviewer", actions: ["read"], builtIn: true }] })] },
+    body: { resources: [doc({ relations: [{ name: "reviewer", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] }] })] },
     field: "resources[0].relations[0].builtIn",
     fragments: ['"reviewer"'],
   },
@@ -156,17 +158,17 @@ describe.each(engines)("catalog API on %s", (engine) => {
     expect(get.body).toEqual(put.body);
     const [document, invoice] = get.body.resources;
     expect(document.relations).toEqual([
-      { name: "owner", actions: ["create", "read", "update", "delete", "comment", "list"], builtIn: true },
-      { name: "editor", actions: ["create", "read", "update"], builtIn: true },
-      { name: "viewer", actions: ["read", "list"], builtIn: true },
-      { name: "commenter", actions: ["read", "comment"], builtIn: true },
-      { name: "reviewer", actions: ["read", "comment"], builtIn: false },
+      { name: "owner", actions: ["create", "read", "update", "delete", "comment", "list"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "editor", actions: ["create", "read", "update"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "viewer", actions: ["read", "list"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "commenter", actions: ["read", "comment"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "reviewer", actions: ["read", "comment"], builtIn: false, subjects: ["user"], inherits: [] },
     ]);
     expect(invoice.relations).toEqual([
-      { name: "owner", actions: ["read", "send", "approve"], builtIn: true },
-      { name: "editor", actions: ["read"], builtIn: true },
-      { name: "viewer", actions: ["read"], builtIn: true },
-      { name: "commenter", actions: ["read"], builtIn: true },
+      { name: "owner", actions: ["read", "send", "approve"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "editor", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "viewer", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "commenter", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
     ]);
   });
 
@@ -293,37 +295,37 @@ describe.each(engines)("catalog API on %s", (engine) => {
 
     it("built-ins are limited to the resource's actions; owner implies every action", () => {
       expect(relationsOf(entries.report!)).toEqual({
-        owner: { actions: sorted(["create", "read", "update", "list", "export"]), builtIn: true },
-        editor: { actions: sorted(["create", "read", "update"]), builtIn: true },
-        viewer: { actions: sorted(["read", "list"]), builtIn: true },
-        commenter: { actions: ["read"], builtIn: true },
+        owner: { actions: sorted(["create", "read", "update", "list", "export"]), builtIn: true, subjects: ["user"], inherits: [] },
+        editor: { actions: sorted(["create", "read", "update"]), builtIn: true, subjects: ["user"], inherits: [] },
+        viewer: { actions: sorted(["read", "list"]), builtIn: true, subjects: ["user"], inherits: [] },
+        commenter: { actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
       });
     });
 
     it("commenter on a resource without `comment` implies read only", () => {
-      expect(relationsOf(entries.invoice!).commenter).toEqual({ actions: ["read"], builtIn: true });
-      expect(relationsOf(entries.invoice!).owner).toEqual({ actions: sorted(["read", "send"]), builtIn: true });
+      expect(relationsOf(entries.invoice!).commenter).toEqual({ actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] });
+      expect(relationsOf(entries.invoice!).owner).toEqual({ actions: sorted(["read", "send"]), builtIn: true, subjects: ["user"], inherits: [] });
     });
 
     it("a resource with none of a built-in's actions still lists it, implying nothing (owner: its every action)", () => {
       expect(relationsOf(entries.payment!)).toEqual({
-        owner: { actions: ["send"], builtIn: true },
-        editor: { actions: [], builtIn: true },
-        viewer: { actions: [], builtIn: true },
-        commenter: { actions: [], builtIn: true },
+        owner: { actions: ["send"], builtIn: true, subjects: ["user"], inherits: [] },
+        editor: { actions: [], builtIn: true, subjects: ["user"], inherits: [] },
+        viewer: { actions: [], builtIn: true, subjects: ["user"], inherits: [] },
+        commenter: { actions: [], builtIn: true, subjects: ["user"], inherits: [] },
       });
     });
 
     it("a custom relation named like a built-in replaces it, with builtIn false", () => {
       const ticket = relationsOf(entries.ticket!);
       expect(ticket).toEqual({
-        owner: { actions: sorted(["read", "update", "comment", "close"]), builtIn: true },
-        editor: { actions: sorted(["read", "update", "close"]), builtIn: false },
-        viewer: { actions: ["read"], builtIn: true },
-        commenter: { actions: sorted(["read", "comment"]), builtIn: true },
-        assignee: { actions: ["close"], builtIn: false },
+        owner: { actions: sorted(["read", "update", "comment", "close"]), builtIn: true, subjects: ["user"], inherits: [] },
+        editor: { actions: sorted(["read", "update", "close"]), builtIn: false, subjects: ["user"], inherits: [] },
+        viewer: { actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
+        commenter: { actions: sorted(["read", "comment"]), builtIn: true, subjects: ["user"], inherits: [] },
+        assignee: { actions: ["close"], builtIn: false, subjects: ["user"], inherits: [] },
       });
-      expect(relationsOf(entries.note!).commenter).toEqual({ actions: ["comment"], builtIn: false });
+      expect(relationsOf(entries.note!).commenter).toEqual({ actions: ["comment"], builtIn: false, subjects: ["user"], inherits: [] });
       // Each relation name appears once.
       const names = entries.ticket!.relations!.map((r) => r.name);
       expect(new Set(names).size).toBe(names.length);
@@ -364,11 +366,11 @@ describe.each(engines)("catalog API on %s", (engine) => {
     it("built-ins sent back with stale actions are ignored: their actions are derived", async () => {
       await newApp("stale-builtins");
       const body = {
-        resources: [inv({ relations: [{ name: "owner", actions: ["read"], builtIn: true }, { name: "viewer", actions: [], builtIn: true }] })],
+        resources: [inv({ relations: [{ name: "owner", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] }, { name: "viewer", actions: [], builtIn: true, subjects: ["user"], inherits: [] }] })],
       };
       const stored = await putOk("stale-builtins", body);
-      expect(relationsOf(stored.resources[0]!).owner).toEqual({ actions: sorted(["read", "send", "approve"]), builtIn: true });
-      expect(relationsOf(stored.resources[0]!).viewer).toEqual({ actions: ["read"], builtIn: true });
+      expect(relationsOf(stored.resources[0]!).owner).toEqual({ actions: sorted(["read", "send", "approve"]), builtIn: true, subjects: ["user"], inherits: [] });
+      expect(relationsOf(stored.resources[0]!).viewer).toEqual({ actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] });
     });
   });
 
@@ -410,7 +412,7 @@ describe.each(engines)("catalog API on %s", (engine) => {
       });
       expect(wide.resources[0]!.actions).toHaveLength(100);
       expect(wide.resources[0]!.description).toHaveLength(2000);
-      expect(relationsOf(wide.resources[0]!)[name64]).toEqual({ actions: [name64], builtIn: false });
+      expect(relationsOf(wide.resources[0]!)[name64]).toEqual({ actions: [name64], builtIn: false, subjects: ["user"], inherits: [] });
 
       // Characters, not UTF-16 units or bytes: 2000 emoji fit, 2001 do not.
       const emoji = "\u{1F600}";

@@ -191,7 +191,11 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     const report = ((await ops.getCatalog()) as { resource: string; relations: { name: string; actions: string[]; builtIn: boolean }[] }[]).find(
       (r) => r.resource === "report",
     );
-    expect(report?.relations.find((r) => r.name === "exporter")).toEqual({ name: "exporter", actions: ["export"], builtIn: false });
+    const exporter = report?.relations.find((r) => r.name === "exporter") as { subjects?: string[]; inherits?: unknown[] } | undefined;
+    expect(exporter).toMatchObject({ name: "exporter", actions: ["export"], builtIn: false });
+    // Users only, nothing inherited: the defaults (spelled out, or left out).
+    expect(exporter?.subjects ?? []).toEqual(exporter?.subjects?.length ? ["user"] : []);
+    expect(exporter?.inherits ?? []).toEqual([]);
 
     // Dropping an action a policy holds: 409, listing the policy; nothing changes.
     await page.getByRole("group", { name: "document", exact: true }).getByLabel(/^Actions/).fill("read, update, share");
@@ -288,6 +292,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     const tab = await signIn(appKey);
     const { page } = tab;
     await page.getByRole("link", { name: "Check" }).click();
+    await expect.poll(() => heading(page, "Check").isVisible()).toBe(true);
     const ask = async (userId: string, resourceId: string, action: string) => {
       await page.getByLabel("User").fill(userId);
       await page.getByLabel("Resource", { exact: true }).selectOption("document");

@@ -10,9 +10,11 @@
  * error status, lands somewhere else than the link said, shows a blank page
  * (no text, no main heading) or an error, or when anything logs an error in
  * the browser's console (a 404 for any file among them). Every destructive
- * button on the way wears the one destructive style. Headless Chromium
- * fetches no favicon, so the icon is checked on its own: the page names it,
- * the service serves it as SVG, the page's CSP lets it draw. The console's sources are also held to
+ * button on the way wears the one destructive style. A fresh load of each
+ * page logs nothing at all in the browser's console and no request fails (the
+ * icon Chromium fetches among them); the icon is also checked on its own: the
+ * page names it, the service serves it as SVG, the page's CSP lets it draw.
+ * The console's sources are also held to
  * the one link mechanism (console/src/components/page-link.tsx), so a raw
  * href cannot miss the prefix again. About the console, not storage: PGlite only.
  */
@@ -27,8 +29,20 @@ import { admin, createApp, expectStatus } from "./helpers/authz.js";
 
 const APP = "shop";
 const CATALOG = [
-  { resource: "document", description: "Documents customers upload", actions: ["read", "update", "delete"], relations: [{ name: "reviewer", actions: ["read"] }] },
+  {
+    resource: "document",
+    description: "Documents customers upload",
+    actions: ["read", "update", "delete"],
+    relations: [
+      { name: "reviewer", actions: ["read"] },
+      // Groups and hierarchy: a link to a folder, and a viewer held by team members too, inherited from the folder.
+      { name: "parent", actions: [], subjects: ["folder"] },
+      { name: "viewer", actions: ["read"], subjects: ["user", "team#member"], inherits: [{ through: "parent", relation: "viewer" }] },
+    ],
+  },
   { resource: "invoice", description: "Invoices we send", actions: ["read", "pay"] },
+  { resource: "folder", description: "Folders of documents", actions: ["read"], relations: [{ name: "parent", actions: [], subjects: ["folder"] }] },
+  { resource: "team", description: "Groups of people", actions: ["read"], relations: [{ name: "member", actions: ["read"] }] },
 ];
 
 /** The API's own paths: Connect (/authz.v1.*), REST (/api/), its docs. A link may lead there; a failed call there is the page's business. */
@@ -143,6 +157,9 @@ describe("the console's links in Chromium", { timeout: 600_000 }, () => {
         writes: [
           { userId: "u1", resource: "document", resourceId: "d1", relation: "owner" },
           { userId: "u4", resource: "document", resourceId: "d1", relation: "reviewer" },
+          { userId: "u5", resource: "team", resourceId: "eng", relation: "member" },
+          { subject: { resource: "team", resourceId: "eng", relation: "member" }, resource: "document", resourceId: "d1", relation: "viewer" },
+          { subject: { resource: "folder", resourceId: "f1" }, resource: "document", resourceId: "d1", relation: "parent" },
         ],
       },
     });
@@ -327,6 +344,54 @@ describe("the console's links in Chromium", { timeout: 600_000 }, () => {
       expect(drawn).toBeGreaterThan(0);
     }
     expect(tab.problems).toEqual([]);
+  });
+
+  /**
+   * The pages an application key and the operator land on or link to, each
+   * loaded fresh: a load logs nothing at all in the browser's console (no
+   * error, no warning, no "Failed to load resource" even for a 4xx, which
+   * the crawl lets pass for the API's refusals a page shows on purpose) and
+   * no request fails or answers 400 or more; the icon Chromium asks for is
+   * the page's own SVG, never /favicon.ico.
+   */
+  it("a fresh load of every page logs nothing in the browser's console and no request fails: the favicon among them", async () => {
+    const policies = (await service.call("GET", `/api/v1/applications/${APP}/policies`)).body.policies as { policyId: string }[];
+    const roles = (await service.call("GET", `/api/v1/applications/${APP}/roles`)).body.roles as { roleId: string }[];
+    const appPages = ["catalog", "policies", `policies/${policies[0]!.policyId}`, "roles", `roles/${roles[0]!.roleId}`, "grants", "audit", "check", "keys"].map(
+      (p) => `/console/apps/${APP}/${p}`,
+    );
+    for (const [key, pages] of [
+      [appKey, appPages],
+      [ADMIN_KEY, ["/console/", ...appPages]],
+    ] as const) {
+      const { tab, settle } = await signedIn(key);
+      const { page } = tab;
+      const logged: string[] = [];
+      const icons: string[] = [];
+      page.on("console", (message) => {
+        if (message.type() === "error" || message.type() === "warning") logged.push(`${message.type()}: ${message.text()} (${message.location().url})`);
+      });
+      page.on("response", (response) => {
+        if (response.status() >= 400) logged.push(`${response.status()} for ${response.url()}`);
+        if (/favicon/.test(response.url())) icons.push(`${response.status()} ${new URL(response.url()).pathname}`);
+      });
+      // A call still in flight when the next page is loaded is aborted by the navigation: not a failure.
+      page.on("requestfailed", (request) => {
+        const why = request.failure()?.errorText ?? "";
+        if (why !== "net::ERR_ABORTED") logged.push(`failed: ${request.url()} (${why})`);
+      });
+      for (const at of pages) {
+        const response = await page.goto(at);
+        expect(response?.status(), at).toBe(200);
+        expect(await settle(), at).toBeUndefined();
+        await page.waitForTimeout(200); // the icon is fetched after the load
+        expect(logged, at).toEqual([]);
+      }
+      expect(tab.problems).toEqual([]);
+      // Chromium fetched the page's icon (headless too, these days): the hashed SVG, found.
+      expect(icons.length).toBeGreaterThan(0);
+      for (const icon of icons) expect(icon).toMatch(/^200 \/console\/assets\/favicon-[\w-]+\.svg$/);
+    }
   });
 
   // The crawls run side by side, each in its own browser context: most of their time is waiting for pages.

@@ -8,11 +8,12 @@
  * (test/console-e2e.test.ts drives the real build). PGlite only: no storage.
  */
 import http from "node:http";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CONSOLE_CSP } from "../src/transport/pages/console-static.js";
+import { pathToFileURL } from "node:url";
+import { CONSOLE_CSP, defaultConsoleDir, isConsoleBuild } from "../src/transport/pages/console-static.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 
@@ -177,5 +178,28 @@ describe("the console's files", () => {
     expect(head.status).toBe(200);
     const post = await get(built, "/console/", { method: "POST", body: "x" });
     expect(post.status).toBe(404);
+  });
+});
+
+/**
+ * Without CONSOLE_DIR the service serves the build `npm run build` leaves in
+ * dist/console: run compiled (npm start, dist/src/...) and from the sources
+ * (npm run dev, tsx). When it finds none, every console page is the service's
+ * 404, and Chromium then asks for /favicon.ico (a page with no icon of its
+ * own): a 404 for the favicon logged on every load. Run where a build exists
+ * (npm test builds first).
+ */
+describe("where the service finds the console's build without CONSOLE_DIR", () => {
+  const built = path.resolve("dist", "console");
+  const compiled = path.resolve("dist", "src", "transport", "pages", "console-static.js");
+  const same = (dir: string | undefined) => (dir === undefined ? undefined : path.resolve(dir));
+
+  it.skipIf(!isConsoleBuild(built))("run from the sources (npm run dev): dist/console of the checkout", () => {
+    expect(same(defaultConsoleDir())).toBe(built);
+  });
+
+  it.skipIf(!isConsoleBuild(built) || !existsSync(compiled))("run compiled (npm start): dist/console, beside dist/src", async () => {
+    const module = (await import(pathToFileURL(compiled).href)) as { defaultConsoleDir: () => string | undefined };
+    expect(same(module.defaultConsoleDir())).toBe(built);
   });
 });

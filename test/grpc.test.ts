@@ -461,10 +461,10 @@ describe.each(engines)("gRPC (grpc-js over h2c) on %s", (engine) => {
     const grpcCatalog = await api.call("CatalogService", "GetCatalog", { appId: "both-ways" }, key.key);
     expect(grpcCatalog).toEqual(restPut.body);
     expect(grpcCatalog.resources[0].relations).toEqual([
-      { name: "owner", actions: ["list", "read"], builtIn: true },
-      { name: "editor", actions: ["read"], builtIn: true },
-      { name: "viewer", actions: ["list", "read"], builtIn: true },
-      { name: "commenter", actions: ["read"], builtIn: true },
+      { name: "owner", actions: ["list", "read"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "editor", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "viewer", actions: ["list", "read"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "commenter", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
     ]);
 
     const restCreated = await service.call("POST", "/api/v1/applications", { body: { appId: "from-rest" } });

@@ -82,6 +82,7 @@ function requestOf(b: HttpBinding, ids: { policyId: string; roleId: string }, n:
     Permissions: { userId: "ann", resource: "document", resourceId: "d1" },
     BatchPermissions: { requests: [{ userId: "ann", resource: "document", resourceId: "d1" }] },
     Lookup: { userId: "ann", resource: "document", action: "read" },
+    LookupSubjects: { resource: "document", resourceId: "d1", action: "read" },
     ListAuditEvents: {},
   };
   const body = bodies[b.method.name];
@@ -135,7 +136,7 @@ describe.each(engines)("key scopes on %s", (engine) => {
 
   it("the table covers every annotated route an application key may call", () => {
     expect(routes.length + OPERATOR_ONLY.size + SCOPE_FREE.size).toBe(bindings.length);
-    expect(routes.length).toBe(35);
+    expect(routes.length).toBe(36);
     expect(new Set(routes.map(scopeOf))).toEqual(new Set(["check", "read", "write"]));
   });
 
@@ -211,6 +212,7 @@ describe.each(engines)("key scopes on %s", (engine) => {
       ["/api/v1/authorization/permissions", { userId: "ann", resource: "document", resourceId: "d1" }],
       ["/api/v1/authorization/permissions/batch", { requests: [] }],
       ["/api/v1/authorization/lookup", { userId: "ann", resource: "document", action: "read" }],
+      ["/api/v1/authorization/subjects", { resource: "document", resourceId: "d1", action: "read" }],
     ] as const) {
       expectStatus(await service.call("POST", path, { key, body }), 200);
     }

@@ -212,6 +212,9 @@ describe("the OpenAPI document", () => {
       "query:pageSize",
       "query:pageToken",
       "query:includeExpired",
+      "query:subjectResource",
+      "query:subjectResourceId",
+      "query:subjectRelation",
     ]);
     const unassign = ops.get("DELETE /api/v1/applications/{app_id}/roles/{role_id}/assignments/{user_id}")!;
     expect(unassign.parameters!.map((p) => `${p.in}:${p.name}:${p.required}`)).toEqual(["path:app_id:true", "path:role_id:true", "path:user_id:true"]);
@@ -321,6 +324,7 @@ describe("the OpenAPI document", () => {
         status: 200,
       },
       { route: "POST /api/v1/authorization/lookup", key: "app", body: { userId: "carol", resource: "document", action: "comment", pageSize: 10 }, status: 200 },
+      { route: "POST /api/v1/authorization/subjects", key: "app", body: { resource: "document", resourceId: "d1", action: "comment", pageSize: 10 }, status: 200 },
       { route: "GET /api/v1/applications/{app_id}/audit-log", path: `${A}/audit-log?pageSize=50`, status: 200 },
       {
         route: "DELETE /api/v1/authorization/relationships",

@@ -77,18 +77,19 @@ describe.each(engines)("explain, permissions and lookup on %s", (engine) => {
       expectStatus(res, 200);
       expect(Object.keys(res.body).sort()).toEqual(["allowed", "considered", "reasons"]);
       expect(res.body.allowed).toBe(true);
-      const grantOf = (relation: string) => ({
-        kind: "relation",
-        relation,
-        grant: { userId: "ann", resource: "document", resourceId: "d1", relation, createdAt: expect.stringMatching(ISO) },
-      });
+      const grantOf = (relation: string) => {
+        const grant = { userId: "ann", resource: "document", resourceId: "d1", relation, createdAt: expect.stringMatching(ISO) };
+        // The user's own grant on the instance: a path of one grant.
+        return { kind: "relation", relation, grant, path: [grant] };
+      };
       expect(res.body.reasons).toEqual([
         grantOf("reviewer"),
         grantOf("viewer"),
         // "Admins" < "Editors"; the acme one counts (tenant acme), the globex one does not.
-        { kind: "role", roleId: ids.acmeAdmins, roleName: "Admins", tenantId: "acme", policyId: ids.acmeDelete, policyName: "Acme delete", permission: "document:read" },
-        { kind: "role", roleId: ids.editors, roleName: "Editors", policyId: ids.edit, policyName: "Edit documents", permission: "document:read" },
-        { kind: "role", roleId: ids.editors, roleName: "Editors", policyId: ids.read, policyName: "Read documents", permission: "document:read" },
+        // A role's reason has no path (REST writes every repeated field, so `path: []`).
+        { kind: "role", roleId: ids.acmeAdmins, roleName: "Admins", tenantId: "acme", policyId: ids.acmeDelete, policyName: "Acme delete", permission: "document:read", path: [] },
+        { kind: "role", roleId: ids.editors, roleName: "Editors", policyId: ids.edit, policyName: "Edit documents", permission: "document:read", path: [] },
+        { kind: "role", roleId: ids.editors, roleName: "Editors", policyId: ids.read, policyName: "Read documents", permission: "document:read", path: [] },
       ]);
       expect(res.body.considered).toEqual({
         relations: [

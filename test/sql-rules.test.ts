@@ -16,6 +16,8 @@ import { startTestService, type RestAnswer, type TestService } from "./support/s
 import { CHECK_SQL_INLINE } from "../src/store/check-store.js";
 import { loadMigrations } from "../src/store/migrate.js";
 import { migrationFunctionQueries, sqlRuleViolations } from "./support/sql-rules.js";
+import { admin, createApp } from "./helpers/authz.js";
+import { GRAPH_CATALOG, set, user } from "./support/graph.js";
 
 /** The queries inside the migrations' functions, by name (portcullis_check_facts...). */
 const functionQueries = migrationFunctionQueries((await loadMigrations()).map((m) => m.sql));
@@ -52,6 +54,7 @@ describe("the SQL rule checker", () => {
     { sql: "SELECT 1 FROM applications WHERE app_id = $1 FOR SHARE", problem: "a row lock on a reference table" },
     { sql: "SELECT 1 FROM api_keys k, model_versions v WHERE v.app_id = $1 AND k.secret_hash = $2", problem: "api_keys is not limited" },
     { sql: "DELETE FROM role_permissions WHERE role_id = $1", problem: "role_permissions is not limited" },
+    { sql: "INSERT INTO subject_relationships (app_id, resource) VALUES ($1, $2) RETURNING json_build_object('resource', resource) AS subject", problem: "a function in the RETURNING" },
     // Scalar subqueries are pinned by their own app_id = $n: Citus does not prune through a correlation (it ran these on every shard).
     { sql: "SELECT p.name, (SELECT count(*) FROM role_policies rp WHERE rp.app_id = p.app_id AND rp.policy_id = p.policy_id) FROM policies p WHERE p.app_id = $1", problem: "role_policies is not limited" },
     { sql: "SELECT v.version, (SELECT json_agg(c.resource) FROM catalog_resources c WHERE c.app_id = v.app_id) FROM model_versions v WHERE v.app_id = $1", problem: "catalog_resources is not limited" },
@@ -175,6 +178,36 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
       ok("revoke", await call("DELETE", `${base}/api-keys/${keys[0]!.keyId}`));
       ok("application", await call("GET", base));
     }
+    // Groups and hierarchy: every statement of the walks, the grants to subjects and their lists and deletes.
+    const graphKey = await createApp(service, "rules-graph", GRAPH_CATALOG);
+    const asKey = (method: string, path: string, body?: unknown) => call(method, path, { key: graphKey, ...(body === undefined ? {} : { body }) });
+    const tomorrow = new Date(Date.now() + 86_400_000).toISOString();
+    ok("graph bulk", await asKey("POST", "/api/v1/authorization/relationships/bulk", {
+      writes: [
+        user("alice", "team", "eng", "member"),
+        set("team:eng#member", "folder", "f1", "viewer"),
+        { ...set("folder:f1", "document", "d1", "parent"), expiresAt: tomorrow },
+        set("folder:f0", "folder", "f1", "parent"),
+      ],
+      deletes: [set("folder:f9", "document", "d9", "parent")],
+    }));
+    ok("graph write", await asKey("POST", "/api/v1/authorization/relationships", set("team:eng#member", "document", "d2", "editor")));
+    ok("graph write expiring", await asKey("POST", "/api/v1/authorization/relationships", { ...set("team:eng#member", "document", "d2", "editor"), expiresAt: tomorrow }));
+    const q = { userId: "alice", resource: "document", resourceId: "d1", action: "read" };
+    ok("graph check", await asKey("POST", "/api/v1/authorization/check", q));
+    ok("graph batch", await asKey("POST", "/api/v1/authorization/check/batch", { checks: [q, { ...q, resourceId: "d2" }] }));
+    ok("graph permissions", await asKey("POST", "/api/v1/authorization/permissions", { userId: "alice", resource: "document", resourceId: "d1" }));
+    ok("graph explain", await asKey("POST", "/api/v1/authorization/check/explain", q));
+    ok("graph lookup", await asKey("POST", "/api/v1/authorization/lookup", { userId: "alice", resource: "document", action: "read", pageSize: 1 }));
+    ok("who can", await asKey("POST", "/api/v1/authorization/subjects", { resource: "document", resourceId: "d1", action: "read", pageSize: 1 }));
+    ok("graph list by instance", await asKey("GET", "/api/v1/authorization/relationships?resource=folder&resourceId=f1&pageSize=1"));
+    ok("graph list by type", await asKey("GET", "/api/v1/authorization/relationships?resource=document&pageSize=1"));
+    ok("graph list by subject", await asKey("GET", "/api/v1/authorization/relationships?resource=document&subjectResource=folder&subjectResourceId=f1"));
+    ok("graph catalog 409", { status: (await admin(service, "rules-graph").putCatalog([])).status === 409 ? 200 : 500, body: {} } as RestAnswer);
+    ok("graph delete one", await asKey("DELETE", "/api/v1/authorization/relationships?resource=document&resourceId=d2&relation=editor&subjectResource=team&subjectResourceId=eng&subjectRelation=member"));
+    ok("graph delete by instance", await asKey("POST", "/api/v1/authorization/relationships/delete", { resource: "folder", resourceId: "f1" }));
+    ok("graph delete by subject", await asKey("POST", "/api/v1/authorization/relationships/delete", { subject: { resource: "folder", resourceId: "f1" } }));
+    await new ExpirySweep(service.db, { intervalMs: 60_000, batchSize: 10, onError: (e) => { throw e; } }).sweepOnce();
     ok("applications", await call("GET", "/api/v1/applications"));
     expect(statements.size).toBeGreaterThan(40);
     // The questions' own statements were among them (explain's, lookup's).

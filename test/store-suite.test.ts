@@ -126,6 +126,7 @@ describe.each(engines)("store on %s", (engine) => {
         { version: 4, name: "scopes_and_lookup" },
         { version: 5, name: "expiring_grants" },
         { version: 6, name: "check_plan" },
+        { version: 7, name: "hierarchy" },
       ]);
       expect(rows[0]!.applied_at).toBeInstanceOf(Date);
       expect(Math.abs(Date.now() - rows[0]!.applied_at.getTime())).toBeLessThan(10 * 60_000);
@@ -153,14 +154,15 @@ describe.each(engines)("store on %s", (engine) => {
         await fresh.db.query(
           "INSERT INTO relationships (app_id, resource, resource_id, relation, user_id) VALUES ('old-grants', 'doc', 'd1', 'viewer', 'u1')",
         );
-        expect(await migrate(fresh.db, all)).toEqual([5, 6]);
+        expect(await migrate(fresh.db, all)).toEqual(VERSIONS.slice(4));
         const { rows } = await fresh.db.query<{ expiresAt: Date | null }>("SELECT expires_at AS \"expiresAt\" FROM relationships WHERE app_id = 'old-grants'");
         expect(rows).toEqual([{ expiresAt: null }]);
         // The check's function (006) reads the upgraded table.
         const statements = new CheckStatements();
         const asked = await statements.check(fresh.db, [{ appId: "old-grants", keyHash: "none", userId: "u1", resource: "doc", resourceId: "d1" }]);
         expect(asked.rows.map((r) => r.relations)).toEqual([["viewer"]]);
-        expect(statements.plannedOnce).toBe(true);
+        // Citus refuses the function (its tables distributed once migrated): the inline statement answered.
+        expect(statements.plannedOnce).toBe(engine !== "citus");
         expect(await relationshipsStore.sweepExpired(fresh.db, "old-grants", 100)).toBe(0);
         expect(await count(fresh.db, "SELECT 1 FROM relationships WHERE app_id = 'old-grants'")).toBe(1);
       } finally {
@@ -179,7 +181,7 @@ describe.each(engines)("store on %s", (engine) => {
         const ask = () => statements.check(fresh.db, [{ appId: "before-006", keyHash: "none", userId: "u1", resource: "doc", resourceId: "d1" }]);
         expect((await ask()).rows.map((r) => r.relations)).toEqual([["viewer"]]);
         expect(statements.plannedOnce).toBe(true);
-        expect(await migrate(fresh.db, all)).toEqual([6]);
+        expect(await migrate(fresh.db, all)).toEqual(VERSIONS.slice(5));
         expect((await ask()).rows.map((r) => r.relations)).toEqual([["viewer"]]);
       } finally {
         await fresh.dispose();
@@ -677,7 +679,7 @@ describe.each(engines)("store on %s", (engine) => {
       expect(loaded[0]!.actions).toEqual(["update", "read", "create", "delete", "comment"]);
       expect(loaded[0]!.relations.map((r) => r.name)).toEqual(["owner", "editor", "viewer", "commenter", "zreviewer", "approver"]);
       // Empty action lists stay empty lists (not null).
-      expect(loaded[1]!.relations.find((r) => r.name === "editor")).toEqual({ name: "editor", actions: [], builtIn: true });
+      expect(loaded[1]!.relations.find((r) => r.name === "editor")).toEqual({ name: "editor", actions: [], builtIn: true, subjects: ["user"], inherits: [] });
       expect(loaded[2]!.actions).toEqual([]);
     });
 
@@ -826,7 +828,10 @@ describe.each(engines)("store on %s", (engine) => {
     const relationsOf = async (q: Queryable, appId: string, userId: string, resourceId = "e1") =>
       (await checkStore.check(q, [{ appId, keyHash: "none", userId, resource: "doc", resourceId }])).rows[0]!.relations;
 
-    it("the check's statement draws the line at its own now(): an expiry equal to it has passed, one microsecond later has not", async () => {
+    // Not on Citus: the rows' now() is the coordinator's, the check's that of the worker's own
+    // transaction, which began later (the line is the worker's clock: docs/scale-out.md), so no
+    // one instant can be hit exactly. The expiry itself is checked on Citus by test/citus.test.ts.
+    it.skipIf(engine === "citus")("the check's statement draws the line at its own now(): an expiry equal to it has passed, one microsecond later has not", async () => {
       const appId = await newApp(db, "edge");
       await db.transaction(async (tx) => {
         // Inside one transaction now() stands still: the edge can be hit exactly.
@@ -949,8 +954,8 @@ describe.each(engines)("store on %s", (engine) => {
       expect(await checkStore.check(db, [])).toEqual({ rows: [], replayed: null });
       // Asked for on a primary: there is no replay position.
       expect((await checkStore.check(db, [ask(a, `hash-live-${a}`, "ann")], { replayed: true })).replayed).toBeNull();
-      // Postgres and PGlite take the statement planned once (only Citus refuses it).
-      expect(checkStore.plannedOnce).toBe(true);
+      // Postgres and PGlite take the statement planned once; Citus refuses it, and the inline one answered.
+      expect(checkStore.plannedOnce).toBe(engine !== "citus");
     });
   });
 

@@ -33,15 +33,15 @@ function checkHolder(v: Violations, at: string, t: Tuple): boolean {
     v.add(`${at}subject`, "a grant names its holder by userId or by subject, not both");
     return false;
   }
-  return checkSubject(v, `${at}subject.`, t.subject);
+  return checkSubject(v, (field) => `${at}subject.${field}`, t.subject);
 }
 
 /** A subject's form: resource, resourceId, and relation when it is a set ("" for a link). */
-function checkSubject(v: Violations, at: string, subject: Subject): boolean {
+function checkSubject(v: Violations, at: (field: "resource" | "resourceId" | "relation") => string, subject: Subject): boolean {
   const ok = [
-    check(v, `${at}resource`, tokenProblem(subject.resource)),
-    check(v, `${at}resourceId`, identifierProblem(subject.resourceId)),
-    subject.relation === "" || check(v, `${at}relation`, tokenProblem(subject.relation)),
+    check(v, at("resource"), tokenProblem(subject.resource)),
+    check(v, at("resourceId"), identifierProblem(subject.resourceId)),
+    subject.relation === "" || check(v, at("relation"), tokenProblem(subject.relation)),
   ];
   return ok.every(Boolean);
 }
@@ -271,7 +271,8 @@ export class Relationships {
     check(v, "resource", tokenProblem(query.resource));
     if (query.mode === "instance") check(v, "resourceId", identifierProblem(query.resourceId));
     else if (query.mode === "user") check(v, "userId", identifierProblem(query.userId));
-    else if (query.mode === "subject") checkSubject(v, "subject", query.subject);
+    // The list names its subject by query parameters: subjectResource, subjectResourceId, subjectRelation.
+    else if (query.mode === "subject") checkSubject(v, (field) => `subject${field[0]!.toUpperCase()}${field.slice(1)}`, query.subject);
     if (query.relation !== undefined) check(v, "relation", tokenProblem(query.relation));
     v.throwIfAny();
     if (query.mode === "instance") {

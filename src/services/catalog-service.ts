@@ -10,7 +10,13 @@ const toProto = (entries: CatalogEntry[]) =>
     resource: e.resource,
     description: e.description,
     actions: e.actions,
-    relations: e.relations.map((r) => ({ name: r.name, actions: r.actions, builtIn: r.builtIn, subjects: r.subjects, inherits: r.inherits })),
+    relations: e.relations.map((r) => ({
+      name: r.name,
+      actions: r.actions,
+      builtIn: r.builtIn,
+      subjects: r.subjects,
+      inherits: r.inherits,
+    })),
   }));
 
 const fromProto = (resources: CatalogResource[]) =>

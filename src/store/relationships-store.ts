@@ -504,6 +504,34 @@ async function sweepUsers(q: Queryable, appId: string, limit: number): Promise<n
   return rows.length;
 }
 
+/**
+ * A row of subject_relationships as a write returns it: plain columns only.
+ * Citus refuses a function that is not immutable (json_build_object is
+ * stable) in a RETURNING, so the subject is put together here.
+ */
+const SUBJECT_RETURNING = `resource, resource_id, relation, subject_resource, subject_id, subject_relation, created_at, expires_at`;
+
+interface SubjectReturned {
+  resource: string;
+  resource_id: string;
+  relation: string;
+  subject_resource: string;
+  subject_id: string;
+  subject_relation: string;
+  created_at: Date;
+  expires_at: Date | null;
+}
+
+const subjectRow = (r: SubjectReturned): RelationshipRow => ({
+  userId: "",
+  resource: r.resource,
+  resourceId: r.resource_id,
+  relation: r.relation,
+  subject: { resource: r.subject_resource, resourceId: r.subject_id, relation: r.subject_relation },
+  createdAt: r.created_at,
+  expiresAt: r.expires_at,
+});
+
 /** relationshipsStore.write for a grant to a subject: the same turns, on subject_relationships. */
 async function writeSubject(q: Queryable, appId: string, t: GrantWrite & { subject: Subject }): Promise<{ row: RelationshipRow; created: boolean }> {
   const params = [appId, t.resource, t.resourceId, t.relation, t.subject.resource, t.subject.resourceId, t.subject.relation, iso(t.expiresAt)];
@@ -511,21 +539,21 @@ async function writeSubject(q: Queryable, appId: string, t: GrantWrite & { subje
                AND subject_resource = $5 AND subject_id = $6 AND subject_relation = $7`;
   for (let turn = 1; ; turn++) {
     if (turn > 10) throw new Error("a grant kept vanishing between its insert and its read");
-    const inserted = await q.query<RelationshipRow>(
+    const inserted = await q.query<SubjectReturned>(
       `INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8::timestamptz)
-       ON CONFLICT DO NOTHING RETURNING ${SUBJECT_COLUMNS}`,
+       ON CONFLICT DO NOTHING RETURNING ${SUBJECT_RETURNING}`,
       params,
     );
-    if (inserted.rows[0] !== undefined) return { row: inserted.rows[0], created: true };
-    const replaced = await q.query<RelationshipRow>(
+    if (inserted.rows[0] !== undefined) return { row: subjectRow(inserted.rows[0]), created: true };
+    const replaced = await q.query<SubjectReturned>(
       `UPDATE subject_relationships SET expires_at = $8::timestamptz
        WHERE ${key} AND expires_at IS DISTINCT FROM $8::timestamptz
-       RETURNING ${SUBJECT_COLUMNS}`,
+       RETURNING ${SUBJECT_RETURNING}`,
       params,
     );
-    if (replaced.rows[0] !== undefined) return { row: replaced.rows[0], created: false };
-    const existing = await q.query<RelationshipRow>(`SELECT ${SUBJECT_COLUMNS} FROM subject_relationships WHERE ${key}`, params.slice(0, 7));
-    if (existing.rows[0] !== undefined) return { row: existing.rows[0], created: false };
+    if (replaced.rows[0] !== undefined) return { row: subjectRow(replaced.rows[0]), created: false };
+    const existing = await q.query<SubjectReturned>(`SELECT ${SUBJECT_RETURNING} FROM subject_relationships WHERE ${key}`, params.slice(0, 7));
+    if (existing.rows[0] !== undefined) return { row: subjectRow(existing.rows[0]), created: false };
   }
 }

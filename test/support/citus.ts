@@ -72,11 +72,16 @@ export async function startCitusCluster(): Promise<CitusCluster> {
   const root = makeRoot("portcullis-citus-");
   const servers: PgServer[] = [];
   let closed = false;
+  // A run cut short (Ctrl-C) exits without close(): bench/pg-server.ts stops the servers on
+  // exit, and this hook, added after that one, then deletes the folder.
+  const removeRoot = () => rmSync(root, { recursive: true, force: true });
+  process.on("exit", removeRoot);
   const close = async () => {
     if (closed) return;
     closed = true;
     await Promise.all(servers.map((s) => s.stop()));
-    rmSync(root, { recursive: true, force: true });
+    process.off("exit", removeRoot);
+    removeRoot();
   };
   try {
     const names = ["coordinator", "worker-1", "worker-2"];
@@ -97,19 +102,50 @@ export async function startCitusCluster(): Promise<CitusCluster> {
   return {
     coordinator,
     workers,
-    async createDatabase(name = `portcullis_citus_${randomBytes(4).toString("hex")}`) {
-      checkDatabaseName(name);
-      await Promise.all(
-        servers.map(async (s) => {
-          await pgQuery(s.url(), `CREATE DATABASE ${name}`);
-          await pgQuery(s.url(name), "CREATE EXTENSION citus");
-        }),
-      );
-      const url = coordinator.url(name);
-      await pgQuery(url, "SELECT citus_set_coordinator_host('127.0.0.1', $1)", [coordinator.port]);
-      for (const w of workers) await pgQuery(url, "SELECT citus_add_node('127.0.0.1', $1)", [w.port]);
-      return url;
-    },
+    createDatabase: (name = `portcullis_citus_${randomBytes(4).toString("hex")}`) =>
+      createCitusDatabase(coordinator.url(), workers.map((w) => w.url()), name),
     close,
   };
+}
+
+/** The same database on another server: `url` (an admin database's) with its path replaced. */
+function withDatabase(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+/** The host and port Citus is given for a node: those of its URL. */
+function nodeOf(url: string): { host: string; port: number } {
+  const u = new URL(url);
+  return { host: u.hostname, port: Number(u.port || 5432) };
+}
+
+/**
+ * Makes database `name` on a running cluster, given the URLs of an admin
+ * database on the coordinator and on each worker: the database on every node
+ * with the extension, and on the coordinator the coordinator's own address
+ * and the workers added. Returns its URL on the coordinator.
+ */
+export async function createCitusDatabase(coordinatorUrl: string, workerUrls: readonly string[], name: string): Promise<string> {
+  checkDatabaseName(name);
+  await Promise.all(
+    [coordinatorUrl, ...workerUrls].map(async (admin) => {
+      await pgQuery(admin, `CREATE DATABASE ${name}`);
+      await pgQuery(withDatabase(admin, name), "CREATE EXTENSION citus");
+    }),
+  );
+  const url = withDatabase(coordinatorUrl, name);
+  const self = nodeOf(coordinatorUrl);
+  await pgQuery(url, "SELECT citus_set_coordinator_host($1, $2)", [self.host, self.port]);
+  for (const w of workerUrls.map(nodeOf)) await pgQuery(url, "SELECT citus_add_node($1, $2)", [w.host, w.port]);
+  return url;
+}
+
+/** Drops database `name` made by createCitusDatabase, its connections ended: on the coordinator first, then on the workers. */
+export async function dropCitusDatabase(coordinatorUrl: string, workerUrls: readonly string[], name: string): Promise<void> {
+  checkDatabaseName(name);
+  // The coordinator's sessions hold connections to the workers' copy: they go first.
+  await pgQuery(coordinatorUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await Promise.all(workerUrls.map((admin) => pgQuery(admin, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)));
 }

@@ -1,24 +1,44 @@
 /**
  * The database engines every storage-touching test runs against: embedded
  * PGlite (in memory) and the real Postgres, each test file on a database of
- * its own so files run in parallel.
+ * its own so files run in parallel. A third, Citus, only when asked for
+ * (PORTCULLIS_TEST_ENGINES=citus; `npm run test:citus` runs the storage
+ * tests on it): a database of its own on a running coordinator with two
+ * workers, whose tables are distributed as soon as it is migrated.
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import type { Db } from "../../src/store/db.js";
+import type { AbortOptions, Db, Queryable } from "../../src/store/db.js";
+import { distributeOnCitus } from "../../src/store/distribute.js";
+import { loadMigrations } from "../../src/store/migrate.js";
 import { PgDb } from "../../src/store/pg-db.js";
 import { PgliteDb } from "../../src/store/pglite-db.js";
+import { createCitusDatabase, dropCitusDatabase } from "./citus.js";
 
-export type EngineName = "pglite" | "postgres";
+export type EngineName = "pglite" | "postgres" | "citus";
 
-/** PORTCULLIS_TEST_ENGINES=pglite (or postgres) narrows a local run; CI runs both. */
+const ENGINE_NAMES: readonly string[] = ["pglite", "postgres", "citus"] satisfies EngineName[];
+
+/**
+ * PORTCULLIS_TEST_ENGINES=pglite (or postgres) narrows a local run; CI runs
+ * both, and then the storage tests again with `citus` (not in the default list).
+ */
 export const engines: EngineName[] = (process.env.PORTCULLIS_TEST_ENGINES ?? "pglite,postgres")
   .split(",")
   .map((e) => e.trim())
-  .filter((e): e is EngineName => e === "pglite" || e === "postgres");
+  .filter((e): e is EngineName => ENGINE_NAMES.includes(e));
 
 /** The server the per-file Postgres databases are created on. */
 export const POSTGRES_ADMIN_URL = process.env.TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+
+/**
+ * The Citus cluster the per-file Citus databases are created on: an admin
+ * database on the coordinator, and one on each worker (comma-separated).
+ * When the engines include citus and these are unset, the global setup
+ * (global-setup.ts) starts a cluster for the run and sets them.
+ */
+export const CITUS_URL_VAR = "PORTCULLIS_TEST_CITUS_URL";
+export const CITUS_WORKERS_VAR = "PORTCULLIS_TEST_CITUS_WORKERS";
 
 export interface TestDatabase {
   engine: EngineName;
@@ -32,6 +52,7 @@ export interface TestDatabase {
 }
 
 export async function createTestDatabase(engine: EngineName): Promise<TestDatabase> {
+  if (engine === "citus") return createCitusTestDatabase();
   if (engine === "pglite") {
     const db = await PgliteDb.open(undefined);
     return {
@@ -65,12 +86,79 @@ export async function createTestDatabase(engine: EngineName): Promise<TestDataba
   };
 }
 
-async function adminQuery(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL });
+async function adminQuery(sql: string, adminUrl = POSTGRES_ADMIN_URL): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
     await client.query(sql);
   } finally {
     await client.end();
   }
+}
+
+/**
+ * A PgDb on a Citus coordinator that, like a service started with
+ * AUTHZ_DISTRIBUTE=citus, distributes the schema (distributeOnCitus) once it
+ * is migrated: after a transaction that recorded a migration commits with the
+ * database at this build's newest version. The tests call migrate() as they
+ * do on the other engines (or the service does), and what they do next runs
+ * on reference and distributed tables. A database migrated only part of the
+ * way (the upgrade tests) stays plain until its last migration. When Citus
+ * refuses the layout, that migrate() call fails with its error.
+ */
+class DistributingPgDb extends PgDb {
+  override async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: AbortOptions): Promise<T> {
+    let migrated = false;
+    const result = await super.transaction((tx) => {
+      migrated = false; // a retried transaction starts over
+      return fn({
+        query: (sql, params) => {
+          if (/^\s*INSERT\s+INTO\s+schema_migrations\b/i.test(sql)) migrated = true;
+          return tx.query(sql, params);
+        },
+      });
+    }, options);
+    if (migrated) await this.distributeWhenMigrated();
+    return result;
+  }
+
+  private async distributeWhenMigrated(): Promise<void> {
+    const newest = (await loadMigrations()).length;
+    const { rows } = await this.query<{ version: number | null }>("SELECT max(version) AS version FROM schema_migrations");
+    if (rows[0]?.version === newest) await distributeOnCitus(this);
+  }
+}
+
+async function createCitusTestDatabase(): Promise<TestDatabase> {
+  const coordinator = process.env[CITUS_URL_VAR];
+  if (coordinator === undefined || coordinator === "") {
+    throw new Error(`the citus engine needs ${CITUS_URL_VAR} (and ${CITUS_WORKERS_VAR}): run it with \`npm run test:citus\`, or PORTCULLIS_TEST_ENGINES=citus, whose global setup starts a cluster`);
+  }
+  const workers = (process.env[CITUS_WORKERS_VAR] ?? "")
+    .split(",")
+    .map((w) => w.trim())
+    .filter((w) => w !== "");
+  const name = `portcullis_test_${randomBytes(6).toString("hex")}`;
+  const url = await createCitusDatabase(coordinator, workers, name);
+  // Four shards a table, not Citus's 32: distributing the schema takes a third of the time, and
+  // every application still lives on one shard of one of the two workers (test/citus.test.ts
+  // keeps the default).
+  await adminQuery(`ALTER DATABASE ${name} SET citus.shard_count = 4`, coordinator);
+  const others: Db[] = [];
+  const open = () => new DistributingPgDb(url, { max: 10, onError: () => undefined });
+  const db = open();
+  return {
+    engine: "citus",
+    db,
+    url,
+    async openAnother() {
+      const other = open();
+      others.push(other);
+      return other;
+    },
+    async dispose() {
+      await Promise.allSettled([db.close(), ...others.map((o) => o.close())]);
+      await dropCitusDatabase(coordinator, workers, name);
+    },
+  };
 }

@@ -3,11 +3,28 @@
  * there. In CI it must be (the suite covers both engines); on a developer's
  * bare machine without one, the Postgres half is skipped with a warning so
  * `npm test` still runs everything else.
+ *
+ * When the engines include citus (`npm run test:citus`) and no cluster is
+ * named (PORTCULLIS_TEST_CITUS_URL), starts one for the run, a coordinator and
+ * two workers (citus.ts), and stops it when the run ends, failed or not.
  */
 import pg from "pg";
-import { POSTGRES_ADMIN_URL } from "./engines.js";
+import { CITUS_MISSING, citusInstalled, startCitusCluster } from "./citus.js";
+import { CITUS_URL_VAR, CITUS_WORKERS_VAR, engines, POSTGRES_ADMIN_URL } from "./engines.js";
 
-export default async function setup(): Promise<void> {
+export default async function setup(): Promise<(() => Promise<void>) | void> {
+  if (engines.includes("citus") && !process.env[CITUS_URL_VAR]) {
+    if (!citusInstalled()) throw new Error(`PORTCULLIS_TEST_ENGINES names citus, but ${CITUS_MISSING}`);
+    const started = Date.now();
+    const cluster = await startCitusCluster();
+    // The test files' processes start after this and inherit these.
+    process.env[CITUS_URL_VAR] = cluster.coordinator.url();
+    process.env[CITUS_WORKERS_VAR] = cluster.workers.map((w) => w.url()).join(",");
+    process.stderr.write(
+      `\n  Citus: a coordinator on port ${cluster.coordinator.port}, workers on ${cluster.workers.map((w) => w.port).join(" and ")} (started in ${((Date.now() - started) / 1000).toFixed(1)} s)\n\n`,
+    );
+    return () => cluster.close();
+  }
   if (process.env.PORTCULLIS_TEST_ENGINES !== undefined) return;
   const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL, connectionTimeoutMillis: 3_000 });
   try {

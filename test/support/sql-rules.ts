@@ -112,6 +112,10 @@ export function sqlRuleViolations(rawSql: string): string[] {
   if (writesDistributed) {
     if (VOLATILE.test(sql)) problems.push("a volatile function in a write to a distributed table");
     if (/nextval\s*\(/i.test(sql) && !/\(\s*select\s+nextval\s*\(/i.test(sql)) problems.push("nextval() outside a scalar subquery in a write");
+    // Citus refuses any function that is not immutable in a RETURNING
+    // (json_build_object is stable): return columns, build values in code.
+    const returning = /\breturning\b([\s\S]*)$/i.exec(sql)?.[1] ?? "";
+    if (/\b[a-z_]+\s*\(/i.test(returning)) problems.push("a function in the RETURNING of a write to a distributed table");
   }
 
   // 3. No row locks on reference tables (Citus makes them table locks on every node).

@@ -11,12 +11,25 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useEffect, useState, type FormEvent } from "react";
 import { Code } from "@connectrpc/connect";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
-import { CatalogResourceSchema, CatalogService, RelationSchema, type CatalogResource } from "../../../gen/authz/v1/catalog_pb.js";
+import { CatalogResourceSchema, CatalogService, InheritSchema, RelationSchema, type CatalogResource } from "../../../gen/authz/v1/catalog_pb.js";
 import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { useNotify } from "../components/notice";
 import { apiProblem, reasonAt, type ApiProblem } from "../lib/errors";
-import { draftFromCatalog, draftToRequest, nextKey, sameCatalog, splitTokens, type ResourceDraft } from "../lib/catalog-draft";
+import {
+  draftFromCatalog,
+  draftToRequest,
+  inheritableRelations,
+  linkRelationsOf,
+  newRelation,
+  nextKey,
+  sameCatalog,
+  splitTokens,
+  subjectChoices,
+  type RelationDraft,
+  type ResourceDraft,
+} from "../lib/catalog-draft";
+import { describeSubjectType, isLinkSubjects } from "../lib/holders";
 
 export function CatalogPage({ appId }: { appId: string; caller: GetCurrentKeyResponse }) {
   const queryClient = useQueryClient();
@@ -46,7 +59,15 @@ export function CatalogPage({ appId }: { appId: string; caller: GetCurrentKeyRes
   const submit = (event: FormEvent) => {
     event.preventDefault();
     if (!changed) return;
-    save.mutate({ appId, resources: draftToRequest(draft).map((r) => create(CatalogResourceSchema, { ...r, relations: r.relations.map((x) => create(RelationSchema, x)) })) });
+    save.mutate({
+      appId,
+      resources: draftToRequest(draft).map((r) =>
+        create(CatalogResourceSchema, {
+          ...r,
+          relations: r.relations.map((x) => create(RelationSchema, { ...x, inherits: x.inherits.map((i) => create(InheritSchema, i)) })),
+        }),
+      ),
+    });
   };
 
   return (
@@ -54,7 +75,9 @@ export function CatalogPage({ appId }: { appId: string; caller: GetCurrentKeyRes
       <h1>Catalog</h1>
       <p>
         Resources, their actions, and the relations a grant can give. Built-in relations (owner, editor, viewer, commenter) imply the
-        actions of theirs that the resource has; a custom relation implies the actions you pick. Saving replaces the whole catalog.
+        actions of theirs that the resource has; a custom relation implies the actions you pick, and says who may hold it (users, everyone
+        with a relation on a group such as <code>team#member</code>, or one instance of a resource: a link, such as a document's parent
+        folder) and what it inherits through a link. A custom relation named like a built-in redefines it. Saving replaces the whole catalog.
       </p>
       <form onSubmit={submit} noValidate>
         {draft.map((r, i) => (
@@ -62,6 +85,7 @@ export function CatalogPage({ appId }: { appId: string; caller: GetCurrentKeyRes
             key={r.key}
             index={i}
             draft={r}
+            catalog={draft}
             stored={catalog.data.resources.find((s) => s.resource === r.resource)}
             problem={problem}
             onChange={(change) => update(i, change)}
@@ -126,7 +150,14 @@ function SaveProblem({ problem, error }: { problem: ApiProblem; error: unknown }
             <ul>
               {grants.map((d, i) => (
                 <li key={i}>
-                  <code>{d.relation === undefined ? String(d.resource) : `${String(d.resource)}#${String(d.relation)}`}</code>: {String(d.reason)}
+                  <code>{d.relation === undefined ? String(d.resource) : `${String(d.resource)}#${String(d.relation)}`}</code>
+                  {typeof d.subject === "string" && (
+                    <>
+                      {" "}
+                      held by <code>{d.subject}</code>
+                    </>
+                  )}
+                  : {String(d.reason)}
                 </li>
               ))}
             </ul>
@@ -149,6 +180,7 @@ function SaveProblem({ problem, error }: { problem: ApiProblem; error: unknown }
 function ResourceEditor({
   index,
   draft,
+  catalog,
   stored,
   problem,
   onChange,
@@ -156,6 +188,8 @@ function ResourceEditor({
 }: {
   index: number;
   draft: ResourceDraft;
+  /** The whole draft: the resources and relations a holder or an inheritance rule may name. */
+  catalog: readonly ResourceDraft[];
   stored: CatalogResource | undefined;
   problem: ApiProblem | undefined;
   onChange: (change: Partial<ResourceDraft>) => void;
@@ -218,49 +252,227 @@ function ResourceEditor({
           ))}
         </ul>
       )}
-      {draft.relations.map((relation, k) => {
-        const rid = `${id}-relation-${relation.key}`;
-        const rat = `${at}.relations[${k}]`;
-        const nameError = reasonAt(problem, `${rat}.name`) ?? reasonAt(problem, `${rat}.builtIn`);
-        const actionsError = reasonAt(problem, `${rat}.actions`);
-        const setRelation = (change: Partial<ResourceDraft["relations"][number]>) =>
-          onChange({ relations: draft.relations.map((x, j) => (j === k ? { ...x, ...change } : x)) });
-        return (
-          <div key={relation.key} className="relation">
-            <div className="field">
-              <label htmlFor={`${rid}-name`}>Custom relation</label>
-              <input id={`${rid}-name`} value={relation.name} onChange={(e) => setRelation({ name: e.target.value })} aria-describedby={`${rid}-name-error`} />
-              <FieldError id={`${rid}-name-error`} reason={nameError} />
-            </div>
-            <fieldset className="implies">
-              <legend>Actions it implies</legend>
-              {actions.length === 0 && <span>Give the resource actions first.</span>}
-              {actions.map((action) => (
-                <label key={action} className="check">
-                  <input
-                    type="checkbox"
-                    checked={relation.actions.includes(action)}
-                    onChange={(e) =>
-                      setRelation({ actions: e.target.checked ? [...relation.actions, action] : relation.actions.filter((a) => a !== action) })
-                    }
-                  />
-                  {action}
-                </label>
-              ))}
-              <FieldError id={`${rid}-actions-error`} reason={actionsError} />
-            </fieldset>
-            <DangerButton onClick={() => onChange({ relations: draft.relations.filter((_, j) => j !== k) })}>Remove relation {relation.name}</DangerButton>
-          </div>
-        );
-      })}
+      {draft.relations.map((relation, k) => (
+        <RelationEditor
+          key={relation.key}
+          idPrefix={`${id}-relation-${relation.key}`}
+          at={`${at}.relations[${k}]`}
+          relation={relation}
+          resource={draft}
+          catalog={catalog}
+          actions={actions}
+          problem={problem}
+          onChange={(change) => onChange({ relations: draft.relations.map((x, j) => (j === k ? { ...x, ...change } : x)) })}
+          onRemove={() => onChange({ relations: draft.relations.filter((_, j) => j !== k) })}
+        />
+      ))}
       <button
         type="button"
         className="secondary"
-        onClick={() => onChange({ relations: [...draft.relations, { key: nextKey(), name: "", actions: [] }] })}
+        onClick={() => onChange({ relations: [...draft.relations, newRelation()] })}
       >
         Add a custom relation
       </button>
       <DangerButton onClick={onRemove}>Remove resource {draft.resource}</DangerButton>
     </fieldset>
   );
+}
+
+/**
+ * One custom relation: its name; who may hold it (its subjects); the actions
+ * it implies (none for a link); and what it inherits through a link of the
+ * same resource. Each part shows the API's field errors beside it.
+ */
+function RelationEditor({
+  idPrefix: rid,
+  at: rat,
+  relation,
+  resource,
+  catalog,
+  actions,
+  problem,
+  onChange,
+  onRemove,
+}: {
+  idPrefix: string;
+  at: string;
+  relation: RelationDraft;
+  resource: ResourceDraft;
+  catalog: readonly ResourceDraft[];
+  actions: string[];
+  problem: ApiProblem | undefined;
+  onChange: (change: Partial<RelationDraft>) => void;
+  onRemove: () => void;
+}) {
+  const [adding, setAdding] = useState("");
+  const nameError = reasonAt(problem, `${rat}.name`) ?? reasonAt(problem, `${rat}.builtIn`);
+  const actionsError = reasonAt(problem, `${rat}.actions`);
+  const link = isLinkSubjects(relation.subjects);
+  const label = relation.name.trim() === "" ? "the new relation" : relation.name.trim();
+  const choices = subjectChoices(catalog).map((g) => ({ ...g, choices: g.choices.filter((c) => !relation.subjects.includes(c)) }));
+  const links = linkRelationsOf(resource).filter((x) => x.key !== relation.key);
+  const setInherit = (n: number, change: Partial<RelationDraft["inherits"][number]>) =>
+    onChange({ inherits: relation.inherits.map((x, j) => (j === n ? { ...x, ...change } : x)) });
+  const addHolder = () => {
+    if (adding === "" || relation.subjects.includes(adding)) return;
+    onChange({ subjects: [...relation.subjects, adding] });
+    setAdding("");
+  };
+  return (
+    <div className="relation" role="group" aria-label={`Relation ${label}`}>
+      <div className="field">
+        <label htmlFor={`${rid}-name`}>Custom relation</label>
+        <input id={`${rid}-name`} value={relation.name} onChange={(e) => onChange({ name: e.target.value })} aria-describedby={`${rid}-name-error`} />
+        <FieldError id={`${rid}-name-error`} reason={nameError} />
+      </div>
+      <fieldset className="holders" aria-describedby={`${rid}-subjects-error`}>
+        <legend>Who may hold it</legend>
+        {relation.subjects.length === 0 && <p className="muted">None chosen: its grants name users (the default).</p>}
+        <ul className="holder-list">
+          {relation.subjects.map((subject, n) => (
+            <li key={subject}>
+              <span>
+                <code>{subject}</code> <span className="muted">{describeSubjectType(subject)}</span>
+              </span>
+              <DangerButton
+                aria-label={`Remove holder ${subject} from ${label}`}
+                onClick={() => onChange({ subjects: relation.subjects.filter((s) => s !== subject) })}
+              >
+                Remove
+              </DangerButton>
+              <FieldError id={`${rid}-subject-${n}-error`} reason={problem?.fields.get(`${rat}.subjects[${n}]`)} />
+            </li>
+          ))}
+        </ul>
+        <div className="inline-form">
+          <div className="field">
+            <label htmlFor={`${rid}-holder`}>Add a holder</label>
+            <select id={`${rid}-holder`} value={adding} onChange={(e) => setAdding(e.target.value)}>
+              <option value="">Choose who may hold it</option>
+              {!relation.subjects.includes("user") && <option value="user">user: a user id</option>}
+              {choices.map((g) => (
+                <optgroup key={g.resource} label={g.resource}>
+                  {g.choices.map((c) => (
+                    <option key={c} value={c}>
+                      {c.includes("#") ? `${c}: everyone with ${c.slice(c.indexOf("#") + 1)} on a ${g.resource}` : `${c}: one ${c} (a link)`}
+                    </option>
+                  ))}
+                </optgroup>
+              ))}
+            </select>
+          </div>
+          <button type="button" className="secondary" onClick={addHolder} disabled={adding === ""}>
+            Add holder
+          </button>
+        </div>
+        <FieldError id={`${rid}-subjects-error`} reason={problem?.fields.get(`${rat}.subjects`)} />
+      </fieldset>
+      {link ? (
+        <p className="muted" id={`${rid}-link-note`}>
+          A link: its grants name one instance ({relation.subjects.join(", ")}), it implies no actions, and other relations of {resource.resource || "this resource"} can
+          inherit through it.
+          <FieldError id={`${rid}-actions-error`} reason={actionsError} />
+        </p>
+      ) : (
+        <fieldset className="implies">
+          <legend>Actions it implies</legend>
+          {actions.length === 0 && <span>Give the resource actions first.</span>}
+          {actions.map((action) => (
+            <label key={action} className="check">
+              <input
+                type="checkbox"
+                checked={relation.actions.includes(action)}
+                onChange={(e) => onChange({ actions: e.target.checked ? [...relation.actions, action] : relation.actions.filter((a) => a !== action) })}
+              />
+              {action}
+            </label>
+          ))}
+          <FieldError id={`${rid}-actions-error`} reason={actionsError} />
+        </fieldset>
+      )}
+      {(!link || relation.inherits.length > 0) && (
+        <fieldset className="inherits" aria-describedby={`${rid}-inherits-error`}>
+          <legend>Inherits</legend>
+          {relation.inherits.length === 0 && (
+            <p className="muted">
+              {links.length === 0
+                ? `Nothing. To inherit, give ${resource.resource || "this resource"} a link relation first (one whose holder is an instance, such as a parent folder).`
+                : "Nothing: only its own grants give it."}
+            </p>
+          )}
+          {relation.inherits.map((rule, n) => {
+            const iid = `${rid}-inherit-${rule.key}`;
+            const iat = `${rat}.inherits[${n}]`;
+            const throughOptions = withCurrent(links.map((x) => x.name.trim()), rule.through);
+            const relationOptions = withCurrent(inheritableRelations(catalog, resource, rule.through), rule.relation);
+            const throughError = problem?.fields.get(`${iat}.through`) ?? problem?.fields.get(iat);
+            const relationError = problem?.fields.get(`${iat}.relation`);
+            return (
+              <div key={rule.key} className="inherit-rule inline-form" role="group" aria-label={`Inheritance rule ${n + 1} of ${label}`}>
+                <div className="field">
+                  <label htmlFor={`${iid}-relation`}>Whoever holds</label>
+                  <select
+                    id={`${iid}-relation`}
+                    value={rule.relation}
+                    onChange={(e) => setInherit(n, { relation: e.target.value })}
+                    aria-invalid={relationError !== undefined}
+                    aria-describedby={`${iid}-relation-error`}
+                  >
+                    <option value="">{rule.through === "" ? "Choose the link first" : "Choose a relation"}</option>
+                    {relationOptions.map((o) => (
+                      <option key={o.value} value={o.value}>
+                        {o.stale ? `${o.value} (not in the catalog)` : o.value}
+                      </option>
+                    ))}
+                  </select>
+                  <FieldError id={`${iid}-relation-error`} reason={relationError} />
+                </div>
+                <div className="field">
+                  <label htmlFor={`${iid}-through`}>on the instance linked by</label>
+                  <select
+                    id={`${iid}-through`}
+                    value={rule.through}
+                    onChange={(e) => setInherit(n, { through: e.target.value, relation: "" })}
+                    aria-invalid={throughError !== undefined}
+                    aria-describedby={`${iid}-through-error`}
+                  >
+                    <option value="">Choose a link</option>
+                    {throughOptions.map((o) => (
+                      <option key={o.value} value={o.value}>
+                        {o.stale ? `${o.value} (not a link of ${resource.resource || "this resource"})` : o.value}
+                      </option>
+                    ))}
+                  </select>
+                  <FieldError id={`${iid}-through-error`} reason={throughError} />
+                </div>
+                <span className="muted inherit-sentence">holds {label} here.</span>
+                <DangerButton
+                  aria-label={`Remove the rule: ${rule.relation || "?"} through ${rule.through || "?"}, from ${label}`}
+                  onClick={() => onChange({ inherits: relation.inherits.filter((_, j) => j !== n) })}
+                >
+                  Remove rule
+                </DangerButton>
+              </div>
+            );
+          })}
+          <button
+            type="button"
+            className="secondary"
+            disabled={links.length === 0}
+            onClick={() => onChange({ inherits: [...relation.inherits, { key: nextKey(), through: links.length === 1 ? links[0]!.name.trim() : "", relation: "" }] })}
+          >
+            Add an inheritance rule
+          </button>
+          <FieldError id={`${rid}-inherits-error`} reason={problem?.fields.get(`${rat}.inherits`)} />
+        </fieldset>
+      )}
+      <DangerButton onClick={onRemove}>Remove relation {relation.name}</DangerButton>
+    </div>
+  );
+}
+
+/** A select's options, with the current value kept (and marked) when the draft no longer offers it, so what is stored stays visible. */
+function withCurrent(options: string[], current: string): { value: string; stale: boolean }[] {
+  const all = options.map((value) => ({ value, stale: false }));
+  return current === "" || options.includes(current) ? all : [...all, { value: current, stale: true }];
 }

@@ -1,24 +1,57 @@
 /**
  * Ask a question and read why: allowed or denied, and the explain answer as a
- * path a person can follow (a grant, or role → policy → permission), or, when
- * denied, what the user holds there. The questions act on the calling key's
- * own application, so they take an application key.
+ * path a person can follow (a grant; or the chain of grants from the user's
+ * own through groups and parents to the one on the instance, "alice is
+ * member of team:eng → team:eng#member is viewer of folder:runbooks →
+ * folder:runbooks is parent of document:42"; or role → policy → permission),
+ * or, when denied, what the user holds there. And the other way round: who
+ * can perform the action on the instance, paged. The questions act on the
+ * calling key's own application, so they take an application key.
  */
-import { useMutation, useQuery } from "@connectrpc/connect-query";
+import { skipToken, useMutation, useQuery } from "@connectrpc/connect-query";
 import { useState, type FormEvent } from "react";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { CatalogService } from "../../../gen/authz/v1/catalog_pb.js";
-import { CheckService, type ExplainResponse } from "../../../gen/authz/v1/check_pb.js";
+import { CheckService, type ExplainGrant, type ExplainResponse } from "../../../gen/authz/v1/check_pb.js";
 import { ErrorNote, FieldError } from "../components/error-note";
+import { PagerControls } from "../components/pager";
 import { apiProblem } from "../lib/errors";
+import { grantSentence } from "../lib/holders";
+import { usePager } from "../lib/pager";
+
+/** Users shown a page in the "who can" list. */
+const WHO_PAGE_SIZE = 50;
+
+interface WhoQuestion {
+  resource: string;
+  resourceId: string;
+  action: string;
+  tenantId: string;
+}
 
 export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrentKeyResponse }) {
   const catalog = useQuery(CatalogService.method.getCatalog, { appId });
   const explain = useMutation(CheckService.method.explain);
   const [form, setForm] = useState({ userId: "", resource: "", resourceId: "", action: "", tenantId: "" });
+  const [who, setWho] = useState<WhoQuestion | undefined>();
+  const pager = usePager();
+  const whoCan = useQuery(
+    CheckService.method.lookupSubjects,
+    who === undefined || caller.kind === "operator"
+      ? skipToken
+      : {
+          resource: who.resource,
+          resourceId: who.resourceId,
+          action: who.action,
+          ...(who.tenantId === "" ? {} : { tenantId: who.tenantId }),
+          pageSize: WHO_PAGE_SIZE,
+          pageToken: pager.token,
+        },
+  );
   const resources = catalog.data?.resources ?? [];
   const resource = resources.find((r) => r.resource === form.resource);
-  const problem = explain.error ? apiProblem(explain.error) : undefined;
+  // The field errors of the last question asked: the check's, or the "who can" list's.
+  const problem = who !== undefined && whoCan.error ? apiProblem(whoCan.error) : explain.error ? apiProblem(explain.error) : undefined;
   const set = (field: keyof typeof form) => (value: string) => setForm((f) => ({ ...f, [field]: value }));
 
   if (caller.kind === "operator") {
@@ -33,6 +66,7 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
   }
   const submit = (event: FormEvent) => {
     event.preventDefault();
+    setWho(undefined);
     explain.mutate({
       userId: form.userId,
       resource: form.resource,
@@ -93,9 +127,51 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
         <button type="submit" disabled={explain.isPending}>
           Check
         </button>
+        <button
+          type="button"
+          className="secondary"
+          aria-describedby="check-who-hint"
+          onClick={() => {
+            explain.reset();
+            pager.reset();
+            setWho({ resource: form.resource, resourceId: form.resourceId, action: form.action, tenantId: form.tenantId });
+          }}
+        >
+          Who can?
+        </button>
       </form>
-      {problem !== undefined && problem.fields.size === 0 && <ErrorNote error={explain.error} />}
-      {explain.data !== undefined && <Answer answer={explain.data} />}
+      <p id="check-who-hint" className="muted">
+        “Who can?” lists every user who may perform the action on the instance (the user field is not needed): through their grants, groups and parents,
+        or a role.
+      </p>
+      {problem !== undefined && problem.fields.size === 0 && <ErrorNote error={who !== undefined ? whoCan.error : explain.error} />}
+      {who === undefined && explain.data !== undefined && <Answer answer={explain.data} />}
+      {who !== undefined && whoCan.isFetching && <p role="status">Loading who can…</p>}
+      {who !== undefined && whoCan.isSuccess && (
+        <section aria-labelledby="who-can" className="answer">
+          <h2 id="who-can">
+            Who can {who.action} {who.resource} {who.resourceId}
+            {who.tenantId === "" ? "" : ` (tenant ${who.tenantId})`}
+          </h2>
+          {whoCan.data.userIds.length === 0 ? (
+            <p role="status">Nobody: no user may do this.</p>
+          ) : (
+            <>
+              <p role="status">
+                {pager.page === 1 && whoCan.data.nextPageToken === ""
+                  ? `${whoCan.data.userIds.length} user${whoCan.data.userIds.length === 1 ? "" : "s"}:`
+                  : `Page ${pager.page}: ${whoCan.data.userIds.length} users, in order of their ids.`}
+              </p>
+              <ul className="who-can" aria-label={`Users who can, page ${pager.page}`}>
+                {whoCan.data.userIds.map((u) => (
+                  <li key={u}>{u}</li>
+                ))}
+              </ul>
+            </>
+          )}
+          <PagerControls pager={pager} nextPageToken={whoCan.data.nextPageToken} label="Users who can" />
+        </section>
+      )}
     </>
   );
 }
@@ -113,10 +189,17 @@ function Answer({ answer }: { answer: ExplainResponse }) {
           <ol className="reasons">
             {answer.reasons.map((r, i) =>
               r.kind === "relation" ? (
-                <li key={i}>
-                  Grant: <strong>{r.relation}</strong> on this instance, given {when(r.grant?.createdAt)}
-                  {r.grant?.expiresAt !== undefined && <>, until {when(r.grant.expiresAt)}</>}
-                </li>
+                r.path.length > 1 ? (
+                  <li key={i}>
+                    Relation <strong>{r.relation}</strong> on this instance, through {r.path.length} grants:{" "}
+                    <GrantPath path={r.path} />
+                  </li>
+                ) : (
+                  <li key={i}>
+                    Grant: <strong>{r.relation}</strong> on this instance, given {when(r.grant?.createdAt)}
+                    {r.grant?.expiresAt !== undefined && <>, until {when(r.grant.expiresAt)}</>}
+                  </li>
+                )
               ) : (
                 <li key={i}>
                   Role <strong>{r.roleName}</strong>
@@ -146,5 +229,25 @@ function Answer({ answer }: { answer: ExplainResponse }) {
         </>
       )}
     </section>
+  );
+}
+
+/**
+ * The grants from the user's own to the one on the instance, in order, as a
+ * chain: "alice is member of team:eng → team:eng#member is viewer of
+ * folder:runbooks → folder:runbooks is parent of document:42". A list, so
+ * a screen reader says how many steps; the arrows are drawn between items.
+ */
+function GrantPath({ path }: { path: ExplainGrant[] }) {
+  return (
+    <ol className="grant-path" aria-label="Path of grants">
+      {path.map((g, i) => (
+        <li key={i}>
+          {i > 0 && <span aria-hidden="true"> → </span>}
+          {grantSentence(g)}
+          {g.expiresAt !== undefined && <span className="muted"> (until {when(g.expiresAt)})</span>}
+        </li>
+      ))}
+    </ol>
   );
 }

@@ -1,7 +1,10 @@
 /**
  * Direct grants of the calling key's application: find them (on one instance,
- * or a user's on one resource type), add one (with an optional expiry),
- * delete one or every grant matching a filter, and import a CSV or NDJSON
+ * a user's on one resource type, or a holder's: a subject set or a linked
+ * instance), show an instance's parents (components/parent-tree.tsx), add one
+ * (held by a user, a subject set or a linked instance, with an optional
+ * expiry), delete one or every grant matching a filter (a holder's among
+ * them), and import a CSV or NDJSON
  * file through the bulk route (src/lib/grant-import/, shared with the
  * command line, does the parsing, the chunking and the retries around bad
  * entries). The /authorization/* routes
@@ -19,8 +22,10 @@ import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { NeedsAppKey } from "../components/needs-app-key";
 import { PagerControls } from "../components/pager";
+import { MAX_PARENT_DEPTH, ParentTree } from "../components/parent-tree";
 import { When } from "../components/timestamp";
-import { apiProblem, type ApiProblem } from "../lib/errors";
+import { apiProblem, reasonAt, type ApiProblem } from "../lib/errors";
+import { effectiveSubjects, holderText, parseSubjectType } from "../lib/holders";
 import {
   BULK_LIMIT,
   importGrants,
@@ -52,9 +57,14 @@ function Grants({ appId }: { appId: string }) {
   return (
     <>
       <h1>Grants</h1>
-      <p className="grants-intro">A direct grant gives a user a relation on one resource instance, optionally until a given time.</p>
+      <p className="grants-intro">
+        A direct grant gives a relation on one resource instance, optionally until a given time, to a user; or to a subject set, everyone with a relation on
+        one instance (<code>team:eng#member</code>); or to a linked instance (<code>folder:runbooks</code> as a document's parent), as the relation's holders in
+        the catalog allow.
+      </p>
       {catalog.isError && <ErrorNote error={catalog.error} title="The catalog could not be read" />}
       <SearchSection resources={resources} />
+      <ParentsSection resources={resources} />
       <AddSection resources={resources} />
       <DeleteByFilterSection resources={resources} />
       <ImportSection />
@@ -143,26 +153,53 @@ function OtherError({ error, problem, fields }: { error: unknown; problem: ApiPr
   return <ErrorNote error={error} />;
 }
 
+/** A grant's holder as the single delete takes it: the userId, or the subject as its three fields. */
+const holderFields = (r: Relationship) =>
+  r.subject !== undefined && r.userId === ""
+    ? { subjectResource: r.subject.resource, subjectResourceId: r.subject.resourceId, subjectRelation: r.subject.relation }
+    : { userId: r.userId };
+
 const isExpired = (r: Relationship, now: number) => r.expiresAt !== undefined && timestampDate(r.expiresAt).getTime() <= now;
 
 /* ------------------------------------------------------------------------ */
 /* Search                                                                    */
 /* ------------------------------------------------------------------------ */
 
-type Mode = "instance" | "user";
+type Mode = "instance" | "user" | "holder";
 interface Search {
   mode: Mode;
   resource: string;
   resourceId: string;
   userId: string;
+  /** Mode "holder": the subject set or linked instance holding the grants (relation empty for a link). */
+  subjectResource: string;
+  subjectResourceId: string;
+  subjectRelation: string;
   relation: string;
   includeExpired: boolean;
+}
+
+/** What the list route takes for each way of searching. */
+function listQuery(s: Search) {
+  if (s.mode === "instance") return { resourceId: s.resourceId };
+  if (s.mode === "user") return { userId: s.userId };
+  return { subjectResource: s.subjectResource, subjectResourceId: s.subjectResourceId, subjectRelation: s.subjectRelation };
 }
 
 function SearchSection({ resources }: { resources: CatalogResource[] }) {
   const queryClient = useQueryClient();
   const pager = usePager();
-  const [form, setForm] = useState<Search>({ mode: "instance", resource: "", resourceId: "", userId: "", relation: "", includeExpired: false });
+  const [form, setForm] = useState<Search>({
+    mode: "instance",
+    resource: "",
+    resourceId: "",
+    userId: "",
+    subjectResource: "",
+    subjectResourceId: "",
+    subjectRelation: "",
+    relation: "",
+    includeExpired: false,
+  });
   const [searched, setSearched] = useState<Search | undefined>();
   const [confirming, setConfirming] = useState<string | undefined>();
   const list = useQuery(
@@ -171,7 +208,7 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
       ? skipToken
       : {
           resource: searched.resource,
-          ...(searched.mode === "instance" ? { resourceId: searched.resourceId } : { userId: searched.userId }),
+          ...listQuery(searched),
           relation: searched.relation,
           includeExpired: searched.includeExpired,
           pageSize: PAGE_SIZE,
@@ -211,10 +248,52 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
             <input type="radio" id="grants-search-mode-user" name="grants-search-mode" checked={form.mode === "user"} onChange={() => set("mode")("user")} />
             User: every instance of a resource type a user has a relation on
           </label>
+          <label className="check" htmlFor="grants-search-mode-holder">
+            <input
+              type="radio"
+              id="grants-search-mode-holder"
+              name="grants-search-mode"
+              checked={form.mode === "holder"}
+              onChange={() => set("mode")("holder")}
+            />
+            Holder: every grant a subject set (team:eng#member) or a linked instance (folder:runbooks) holds on a resource type
+          </label>
         </fieldset>
         <div className="grid-form">
           {form.mode === "user" && (
             <TextField id="grants-search-userId" label="User" value={form.userId} onChange={set("userId")} reason={problem?.fields.get("userId")} required />
+          )}
+          {form.mode === "holder" && (
+            <>
+              <ChoiceField
+                id="grants-search-subjectResource"
+                label="Holder resource"
+                value={form.subjectResource}
+                onChange={(subjectResource) => setForm((f) => ({ ...f, subjectResource, subjectRelation: "" }))}
+                options={resources.map((r) => r.resource)}
+                reason={reasonAt(problem, "subjectResource") ?? reasonAt(problem, "subject.resource")}
+                required
+                anyLabel="Choose a resource"
+              />
+              <TextField
+                id="grants-search-subjectResourceId"
+                label="Holder instance"
+                value={form.subjectResourceId}
+                onChange={set("subjectResourceId")}
+                reason={reasonAt(problem, "subjectResourceId") ?? reasonAt(problem, "subject.resourceId")}
+                required
+              />
+              <ChoiceField
+                id="grants-search-subjectRelation"
+                label="Holder relation (none: a link)"
+                value={form.subjectRelation}
+                onChange={set("subjectRelation")}
+                options={relationsOf(resources, form.subjectResource)}
+                reason={reasonAt(problem, "subjectRelation") ?? reasonAt(problem, "subject.relation")}
+                required={false}
+                anyLabel="None: the instance itself (a link)"
+              />
+            </>
           )}
           <ChoiceField
             id="grants-search-resource"
@@ -255,7 +334,11 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
           <button type="submit">Search</button>
         </div>
       </form>
-      <OtherError error={list.error} problem={problem} fields={["userId", "resource", "resourceId", "relation"]} />
+      <OtherError
+        error={list.error}
+        problem={problem}
+        fields={["userId", "resource", "resourceId", "relation", "subjectResource", "subjectResourceId", "subjectRelation", "subject.resource", "subject.resourceId", "subject.relation"]}
+      />
       {remove.isError && <ErrorNote error={remove.error} title="The grant could not be deleted" />}
       {searched !== undefined && list.isFetching && <p role="status">Loading grants…</p>}
       {searched !== undefined && list.isSuccess && (
@@ -267,7 +350,7 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
               <caption className="visually-hidden">Grants found, page {pager.page}</caption>
               <thead>
                 <tr>
-                  <th scope="col">User</th>
+                  <th scope="col">Holder</th>
                   <th scope="col">Resource</th>
                   <th scope="col">Instance</th>
                   <th scope="col">Relation</th>
@@ -280,11 +363,12 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
               </thead>
               <tbody>
                 {rows.map((r) => {
-                  const key = JSON.stringify([r.userId, r.resource, r.resourceId, r.relation]);
-                  const what = `${r.relation} of ${r.userId} on ${r.resource} ${r.resourceId}`;
+                  const holder = holderText(r);
+                  const key = JSON.stringify([holder, r.resource, r.resourceId, r.relation]);
+                  const what = `${r.relation} of ${holder} on ${r.resource} ${r.resourceId}`;
                   return (
                     <tr key={key}>
-                      <td>{r.userId}</td>
+                      <td>{r.subject !== undefined && r.userId === "" ? <code>{holder}</code> : holder}</td>
                       <td>{r.resource}</td>
                       <td>{r.resourceId}</td>
                       <td>{r.relation}</td>
@@ -308,7 +392,7 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
                               disabled={remove.isPending}
                               onClick={() =>
                                 remove.mutate(
-                                  { userId: r.userId, resource: r.resource, resourceId: r.resourceId, relation: r.relation },
+                                  { ...holderFields(r), resource: r.resource, resourceId: r.resourceId, relation: r.relation },
                                   { onSettled: () => setConfirming(undefined) },
                                 )
                               }
@@ -340,17 +424,85 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Parents                                                                   */
+/* ------------------------------------------------------------------------ */
+
+function ParentsSection({ resources }: { resources: CatalogResource[] }) {
+  const [form, setForm] = useState({ resource: "", resourceId: "" });
+  const [shown, setShown] = useState<{ resource: string; resourceId: string } | undefined>();
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    setShown({ ...form });
+  };
+  return (
+    <section aria-labelledby="grants-parents-heading">
+      <h2 id="grants-parents-heading">Parents of an instance</h2>
+      <p className="grants-hint" id="grants-parents-hint">
+        The instances one is linked to by its link relations (a document's parent folder), theirs, and so on upward, {MAX_PARENT_DEPTH} levels at most; an
+        instance met again on the way (a cycle in the data) is marked and not followed.
+      </p>
+      <form onSubmit={submit} className="grid-form" aria-describedby="grants-parents-hint">
+        <ChoiceField
+          id="grants-parents-resource"
+          label="Resource"
+          value={form.resource}
+          onChange={(resource) => setForm((f) => ({ ...f, resource }))}
+          options={resources.map((r) => r.resource)}
+          reason={undefined}
+          required
+          anyLabel="Choose a resource"
+        />
+        <TextField
+          id="grants-parents-resourceId"
+          label="Instance"
+          value={form.resourceId}
+          onChange={(resourceId) => setForm((f) => ({ ...f, resourceId }))}
+          reason={undefined}
+          required
+        />
+        <button type="submit">Show parents</button>
+      </form>
+      {shown !== undefined && <ParentTree key={`${shown.resource}:${shown.resourceId}`} root={shown} resources={resources} />}
+    </section>
+  );
+}
+
+/* ------------------------------------------------------------------------ */
 /* Add one                                                                   */
 /* ------------------------------------------------------------------------ */
+
+type HolderKind = "user" | "set" | "link";
+const HOLDER_KINDS: { kind: HolderKind; label: string }[] = [
+  { kind: "user", label: "A user" },
+  { kind: "set", label: "A subject set: everyone with a relation on one instance (team:eng#member)" },
+  { kind: "link", label: "A linked instance (folder:runbooks as a document's parent)" },
+];
+
+/** What a relation's grants may name as holder (its subjects; users only when the catalog says nothing), or every choice when no relation is chosen. */
+function holderChoices(resources: CatalogResource[], resource: string, relation: string): string[] {
+  const stored = resources.find((r) => r.resource === resource)?.relations.find((r) => r.name === relation);
+  if (stored !== undefined) return effectiveSubjects(stored.subjects);
+  return ["user", ...resources.flatMap((r) => [r.resource, ...r.relations.map((x) => `${r.resource}#${x.name}`)])];
+}
+
+const kindOf = (subject: string): HolderKind => parseSubjectType(subject).kind;
 
 function AddSection({ resources }: { resources: CatalogResource[] }) {
   const queryClient = useQueryClient();
   const write = useMutation(RelationshipService.method.writeRelationship, { onSuccess: () => queryClient.invalidateQueries() });
-  const [form, setForm] = useState({ userId: "", resource: "", resourceId: "", relation: "", expiresAt: "" });
+  const [form, setForm] = useState({ kind: "user" as HolderKind, userId: "", holderType: "", holderId: "", resource: "", resourceId: "", relation: "", expiresAt: "" });
   const [expiryProblem, setExpiryProblem] = useState<string | undefined>();
   const problem = write.error ? apiProblem(write.error) : undefined;
   const set = (field: keyof typeof form) => (value: string) => setForm((f) => ({ ...f, [field]: value }));
   const reason = (field: string) => problem?.fields.get(field);
+
+  // The holder kinds and types the chosen relation allows (its subjects in the catalog).
+  const choices = holderChoices(resources, form.resource, form.relation);
+  const kinds = HOLDER_KINDS.filter((k) => choices.some((c) => kindOf(c) === k.kind));
+  const kind = kinds.some((k) => k.kind === form.kind) ? form.kind : (kinds[0]?.kind ?? "user");
+  const types = choices.filter((c) => kindOf(c) === kind);
+  const holderType = types.includes(form.holderType) ? form.holderType : types.length === 1 ? types[0]! : "";
+  const holderError = (kind === "user" ? undefined : reason("userId")) ?? reason("subject");
 
   const submit = (event: FormEvent) => {
     event.preventDefault();
@@ -362,8 +514,11 @@ function AddSection({ resources }: { resources: CatalogResource[] }) {
       write.reset();
       return;
     }
+    const type = kind === "user" ? undefined : parseSubjectType(holderType);
     write.mutate({
-      userId: form.userId,
+      ...(type === undefined || type.kind === "user"
+        ? { userId: form.userId }
+        : { subject: { resource: type.resource, resourceId: form.holderId, relation: type.kind === "set" ? type.relation : "" } }),
       resource: form.resource,
       resourceId: form.resourceId,
       relation: form.relation,
@@ -374,51 +529,100 @@ function AddSection({ resources }: { resources: CatalogResource[] }) {
   return (
     <section aria-labelledby="grants-add-heading">
       <h2 id="grants-add-heading">Add a grant</h2>
-      <form onSubmit={submit} className="grid-form">
-        <TextField id="grants-add-userId" label="User" value={form.userId} onChange={set("userId")} reason={reason("userId")} required />
-        <ChoiceField
-          id="grants-add-resource"
-          label="Resource"
-          value={form.resource}
-          onChange={(resource) => setForm((f) => ({ ...f, resource, relation: "" }))}
-          options={resources.map((r) => r.resource)}
-          reason={reason("resource")}
-          required
-          anyLabel="Choose a resource"
-        />
-        <TextField id="grants-add-resourceId" label="Instance" value={form.resourceId} onChange={set("resourceId")} reason={reason("resourceId")} required />
-        <ChoiceField
-          id="grants-add-relation"
-          label="Relation"
-          value={form.relation}
-          onChange={set("relation")}
-          options={relationsOf(resources, form.resource)}
-          reason={reason("relation")}
-          required
-          anyLabel="Choose a relation"
-        />
-        <div className="field">
-          <label htmlFor="grants-add-expiresAt">Expires (optional, your local time)</label>
-          <input
-            id="grants-add-expiresAt"
-            type="datetime-local"
-            value={form.expiresAt}
-            onChange={(e) => set("expiresAt")(e.target.value)}
-            {...errorProps("grants-add-expiresAt", expiryProblem ?? reason("expiresAt"))}
+      <form onSubmit={submit}>
+        <div className="grid-form">
+          <ChoiceField
+            id="grants-add-resource"
+            label="Resource"
+            value={form.resource}
+            onChange={(resource) => setForm((f) => ({ ...f, resource, relation: "" }))}
+            options={resources.map((r) => r.resource)}
+            reason={reason("resource")}
+            required
+            anyLabel="Choose a resource"
           />
-          <FieldError id="grants-add-expiresAt-error" reason={expiryProblem ?? reason("expiresAt")} />
+          <TextField id="grants-add-resourceId" label="Instance" value={form.resourceId} onChange={set("resourceId")} reason={reason("resourceId")} required />
+          <ChoiceField
+            id="grants-add-relation"
+            label="Relation"
+            value={form.relation}
+            onChange={set("relation")}
+            options={relationsOf(resources, form.resource)}
+            reason={reason("relation")}
+            required
+            anyLabel="Choose a relation"
+          />
         </div>
-        <button type="submit" disabled={write.isPending}>
-          Add grant
-        </button>
+        <fieldset className="holder-kind" aria-describedby="grants-add-holder-error">
+          <legend>Holder</legend>
+          {kinds.map((k) => (
+            <label key={k.kind} className="check" htmlFor={`grants-add-kind-${k.kind}`}>
+              <input
+                type="radio"
+                id={`grants-add-kind-${k.kind}`}
+                name="grants-add-kind"
+                checked={kind === k.kind}
+                onChange={() => setForm((f) => ({ ...f, kind: k.kind }))}
+              />
+              {k.label}
+            </label>
+          ))}
+          <div className="grid-form">
+            {kind === "user" ? (
+              <TextField id="grants-add-userId" label="User" value={form.userId} onChange={set("userId")} reason={reason("userId")} required />
+            ) : (
+              <>
+                <ChoiceField
+                  id="grants-add-holderType"
+                  label={kind === "set" ? "Subject set" : "Linked resource"}
+                  value={holderType}
+                  onChange={set("holderType")}
+                  options={types}
+                  reason={reason("subject.resource") ?? reason("subject.relation")}
+                  required
+                  anyLabel={kind === "set" ? "Choose a subject set" : "Choose a resource"}
+                />
+                <TextField
+                  id="grants-add-holderId"
+                  label={kind === "set" ? "Instance of the set" : "Linked instance"}
+                  value={form.holderId}
+                  onChange={set("holderId")}
+                  reason={reason("subject.resourceId")}
+                  required
+                />
+              </>
+            )}
+          </div>
+          <FieldError id="grants-add-holder-error" reason={holderError} />
+        </fieldset>
+        <div className="grid-form">
+          <div className="field">
+            <label htmlFor="grants-add-expiresAt">Expires (optional, your local time)</label>
+            <input
+              id="grants-add-expiresAt"
+              type="datetime-local"
+              value={form.expiresAt}
+              onChange={(e) => set("expiresAt")(e.target.value)}
+              {...errorProps("grants-add-expiresAt", expiryProblem ?? reason("expiresAt"))}
+            />
+            <FieldError id="grants-add-expiresAt-error" reason={expiryProblem ?? reason("expiresAt")} />
+          </div>
+          <button type="submit" disabled={write.isPending}>
+            Add grant
+          </button>
+        </div>
       </form>
-      <OtherError error={write.error} problem={problem} fields={["userId", "resource", "resourceId", "relation", "expiresAt"]} />
+      <OtherError
+        error={write.error}
+        problem={problem}
+        fields={["userId", "resource", "resourceId", "relation", "expiresAt", "subject", "subject.resource", "subject.resourceId", "subject.relation"]}
+      />
       <div aria-live="polite">
-        {written !== undefined && (
+        {written !== undefined && written.relationship !== undefined && (
           <p className="grants-done">
-            {written.created ? "Grant added" : "Already existed (expiry replaced)"}: {written.relationship?.userId} is {written.relationship?.relation} of{" "}
-            {written.relationship?.resource} {written.relationship?.resourceId}
-            {written.relationship?.expiresAt === undefined ? ", with no expiry." : <>, until <When ts={written.relationship.expiresAt} />.</>}
+            {written.created ? "Grant added" : "Already existed (expiry replaced)"}: {holderText(written.relationship)} is {written.relationship.relation} of {written.relationship.resource}{" "}
+            {written.relationship.resourceId}
+            {written.relationship.expiresAt === undefined ? ", with no expiry." : <>, until <When ts={written.relationship.expiresAt} />.</>}
           </p>
         )}
       </div>
@@ -435,20 +639,35 @@ interface Filter {
   resource: string;
   resourceId: string;
   relation: string;
+  /** A holder instance (a team, a folder): alone, every grant it holds as a subject set or a link. */
+  subjectResource: string;
+  subjectResourceId: string;
 }
-const FILTER_LABELS: Record<keyof Filter, string> = { userId: "user", resource: "resource", resourceId: "instance", relation: "relation" };
+const FILTER_LABELS: Record<keyof Filter, string> = {
+  userId: "user",
+  resource: "resource",
+  resourceId: "instance",
+  relation: "relation",
+  subjectResource: "holder resource",
+  subjectResourceId: "holder instance",
+};
+const NO_FILTER: Filter = { userId: "", resource: "", resourceId: "", relation: "", subjectResource: "", subjectResourceId: "" };
 
-/** The filters the route accepts (relation may narrow each), as src/domain/relationships.ts checks them. */
+/** The filters the route accepts (relation may narrow each but the holder's), as src/domain/relationships.ts checks them. */
 function filterProblem(f: Filter): string | undefined {
-  const given = (["userId", "resource", "resourceId"] as const).filter((k) => f[k] !== "");
-  const ok = [["userId"], ["resource", "resourceId"], ["userId", "resource"]].some((a) => a.length === given.length && a.every((k) => (given as string[]).includes(k)));
-  return ok ? undefined : "Give a user alone, a resource and an instance, or a user and a resource; a relation may narrow any of them.";
+  const given = (["userId", "resource", "resourceId", "subjectResource", "subjectResourceId"] as const).filter((k) => f[k] !== "");
+  const accepted = [["userId"], ["resource", "resourceId"], ["userId", "resource"], ["subjectResource", "subjectResourceId"]];
+  const ok = accepted.some((a) => a.length === given.length && a.every((k) => (given as string[]).includes(k)));
+  const holderAlone = f.subjectResource === "" || f.relation === "";
+  return ok && holderAlone
+    ? undefined
+    : "Give a user alone, a resource and an instance, or a user and a resource (a relation may narrow any of them); or a holder resource and instance alone.";
 }
 
 function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) {
   const queryClient = useQueryClient();
   const removeAll = useMutation(RelationshipService.method.deleteRelationships, { onSuccess: () => queryClient.invalidateQueries() });
-  const [form, setForm] = useState<Filter>({ userId: "", resource: "", resourceId: "", relation: "" });
+  const [form, setForm] = useState<Filter>(NO_FILTER);
   const [confirming, setConfirming] = useState<Filter | undefined>();
   const [localProblem, setLocalProblem] = useState<string | undefined>();
   const problem = removeAll.error ? apiProblem(removeAll.error) : undefined;
@@ -477,7 +696,8 @@ function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) 
       <h2 id="grants-filter-heading">Delete by filter</h2>
       <p className="grants-hint" id="grants-filter-hint">
         Deletes every grant matching all the fields given, expired or not: a user alone (offboarding), a resource and an instance (the instance is gone), or a
-        user and a resource. A relation may narrow any of them.
+        user and a resource. A relation may narrow any of them. Or a holder resource and instance alone: every grant that team or folder holds, as a subject set
+        or a link (the team or the folder is gone).
       </p>
       <form onSubmit={submit} className="grid-form" aria-describedby="grants-filter-hint">
         <TextField id="grants-filter-userId" label="User" value={form.userId} onChange={set("userId")} reason={reason("userId")} required={false} />
@@ -505,6 +725,24 @@ function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) 
           required={false}
           anyLabel="Any relation"
         />
+        <ChoiceField
+          id="grants-filter-subjectResource"
+          label="Holder resource"
+          value={form.subjectResource}
+          onChange={set("subjectResource")}
+          options={resources.map((r) => r.resource)}
+          reason={reason("subject.resource") ?? reason("subject")}
+          required={false}
+          anyLabel="No holder"
+        />
+        <TextField
+          id="grants-filter-subjectResourceId"
+          label="Holder instance"
+          value={form.subjectResourceId}
+          onChange={set("subjectResourceId")}
+          reason={reason("subject.resourceId")}
+          required={false}
+        />
         <DangerButton type="submit" disabled={removeAll.isPending}>
           Delete matching grants…
         </DangerButton>
@@ -514,7 +752,11 @@ function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) 
           {localProblem}
         </div>
       )}
-      <OtherError error={removeAll.error} problem={problem} fields={["userId", "resource", "resourceId", "relation"]} />
+      <OtherError
+        error={removeAll.error}
+        problem={problem}
+        fields={["userId", "resource", "resourceId", "relation", "subject", "subject.resource", "subject.resourceId"]}
+      />
       {confirming !== undefined && (
         <div className="grants-confirm" role="alert">
           <p>Delete every grant matching {described(confirming)}?</p>
@@ -527,6 +769,7 @@ function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) 
                   resource: confirming.resource,
                   resourceId: confirming.resourceId,
                   relation: confirming.relation,
+                  ...(confirming.subjectResource === "" ? {} : { subject: { resource: confirming.subjectResource, resourceId: confirming.subjectResourceId } }),
                 },
                 { onSettled: () => setConfirming(undefined) },
               )

@@ -94,7 +94,8 @@ export type Relation = Message<"authz.v1.Relation"> & {
    * relation on one instance of that resource: a group, "team#member");
    * "<resource>" alone, one instance of that resource, which makes this a
    * link relation (a document's "parent" folder). A link relation names
-   * only resources and implies no actions. Empty in a request: ["user"].
+   * only resources and implies no actions. Empty in a request: ["user"];
+   * an answer always lists them.
    *
    * @generated from field: repeated string subjects = 4;
    */

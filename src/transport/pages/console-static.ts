@@ -32,7 +32,7 @@ export const isConsoleBuild = (dir: string): boolean => existsSync(join(dir, "in
  * (tsx), in dist/console of the checkout.
  */
 export function defaultConsoleDir(): string | undefined {
-  const candidates = [new URL("../../console/", import.meta.url), new URL("../../dist/console/", import.meta.url)].map((u) => fileURLToPath(u));
+  const candidates = [new URL("../../../console/", import.meta.url), new URL("../../../dist/console/", import.meta.url)].map((u) => fileURLToPath(u));
   return candidates.find(isConsoleBuild);
 }
 

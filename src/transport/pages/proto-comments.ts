@@ -99,7 +99,7 @@ export const protoComments: Readonly<Record<string, string>> = {
   "authz.v1.Relation.built_in": "True for a built-in relation (owner, editor, viewer, commenter) whose\nactions are derived from the resource's actions.",
   "authz.v1.Relation.inherits": "Whoever holds `relation` on an instance this instance is linked to by\nits link relation `through` holds this relation here.",
   "authz.v1.Relation.name": "^[a-z][a-z0-9_]{0,63}$. A custom relation named owner, editor, viewer or\ncommenter replaces that built-in for its resource.",
-  "authz.v1.Relation.subjects": "What a grant of this relation may name as its holder: \"user\" (a user\nid); \"<resource>#<relation>\", a subject set (everyone who holds that\nrelation on one instance of that resource: a group, \"team#member\");\n\"<resource>\" alone, one instance of that resource, which makes this a\nlink relation (a document's \"parent\" folder). A link relation names\nonly resources and implies no actions. Empty in a request: [\"user\"].",
+  "authz.v1.Relation.subjects": "What a grant of this relation may name as its holder: \"user\" (a user\nid); \"<resource>#<relation>\", a subject set (everyone who holds that\nrelation on one instance of that resource: a group, \"team#member\");\n\"<resource>\" alone, one instance of that resource, which makes this a\nlink relation (a document's \"parent\" folder). A link relation names\nonly resources and implies no actions. Empty in a request: [\"user\"];\nan answer always lists them.",
   "authz.v1.Relationship.expires_at": "When the grant stops counting; absent for a grant that never expires.",
   "authz.v1.Relationship.subject": "The holder when it is not a user.",
   "authz.v1.Relationship.user_id": "The holder: a user, or (user_id empty) `subject`.",

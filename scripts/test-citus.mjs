@@ -1,0 +1,33 @@
+#!/usr/bin/env node
+// `npm run test:citus`: the storage tests on a real Citus cluster, CI's Citus
+// leg. Runs the store suite, the SQL rules and every test/graph-*.test.ts
+// with PORTCULLIS_TEST_ENGINES=citus; vitest's global setup
+// (test/support/global-setup.ts) starts a coordinator and two workers on free
+// loopback ports in a temporary folder and stops them when the run ends,
+// failed or not. With PORTCULLIS_TEST_CITUS_URL (and _WORKERS) set, it uses
+// that cluster instead. Arguments go on to vitest.
+import { spawnSync } from "node:child_process";
+import { readdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const files = [
+  "test/store-suite.test.ts",
+  "test/sql-rules.test.ts",
+  ...readdirSync(join(root, "test"))
+    .filter((f) => /^graph-.*\.test\.ts$/.test(f))
+    .sort()
+    .map((f) => `test/${f}`),
+];
+const args = process.argv.slice(2);
+console.log(`citus leg: ${files.join(" ")}`);
+const started = Date.now();
+const run = spawnSync(join(root, "node_modules", ".bin", "vitest"), ["run", ...files, ...args], {
+  cwd: root,
+  stdio: "inherit",
+  env: { ...process.env, PORTCULLIS_TEST_ENGINES: "citus" },
+});
+console.log(`citus leg: ${run.status === 0 ? "passed" : "failed"} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+if (run.error) throw run.error;
+process.exit(run.status ?? 1);

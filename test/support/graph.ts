@@ -1,0 +1,56 @@
+/**
+ * The world of the groups-and-hierarchy tests (graph-api, graph-model,
+ * sql-rules): a catalog with nested teams, a folder forest and documents,
+ * and shortcuts for grants to users, subject sets and links.
+ */
+export const GRAPH_CATALOG = [
+  {
+    resource: "team",
+    description: "",
+    actions: ["read"],
+    relations: [{ name: "member", actions: ["read"], subjects: ["user", "team#member"] }],
+  },
+  {
+    resource: "folder",
+    description: "",
+    actions: ["read", "list", "update"],
+    relations: [
+      { name: "parent", actions: [], subjects: ["folder"] },
+      { name: "viewer", actions: ["read", "list"], subjects: ["user", "team#member"], inherits: [{ through: "parent", relation: "viewer" }] },
+      { name: "editor", actions: ["read", "update"], subjects: ["user", "team#member"], inherits: [{ through: "parent", relation: "editor" }] },
+    ],
+  },
+  {
+    resource: "document",
+    description: "",
+    actions: ["read", "update", "delete"],
+    relations: [
+      { name: "parent", actions: [], subjects: ["folder"] },
+      { name: "viewer", actions: ["read"], subjects: ["user", "team#member"], inherits: [{ through: "parent", relation: "viewer" }] },
+      { name: "editor", actions: ["read", "update"], subjects: ["user", "team#member"], inherits: [{ through: "parent", relation: "editor" }] },
+    ],
+  },
+];
+
+type Subject = { resource: string; resourceId: string; relation?: string };
+export interface AnyGrant {
+  userId?: string;
+  subject?: Subject;
+  resource: string;
+  resourceId: string;
+  relation: string;
+  expiresAt?: string;
+}
+export const user = (userId: string, resource: string, resourceId: string, relation: string): AnyGrant => ({ userId, resource, resourceId, relation });
+export const set = (subject: string, resource: string, resourceId: string, relation: string): AnyGrant => {
+  const [res, rest] = subject.split(":") as [string, string];
+  const [id, rel] = rest.split("#") as [string, string | undefined];
+  return { subject: { resource: res, resourceId: id, ...(rel === undefined ? {} : { relation: rel }) }, resource, resourceId, relation };
+};
+
+/** A grant as a sentence: "alice is member of team:eng", "folder:a is parent of document:1". */
+export const text = (g: AnyGrant): string => {
+  const holder = g.subject === undefined ? g.userId! : `${g.subject.resource}:${g.subject.resourceId}${g.subject.relation ? `#${g.subject.relation}` : ""}`;
+  return `${holder} is ${g.relation} of ${g.resource}:${g.resourceId}`;
+};
+
