@@ -18,6 +18,8 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
+import { createApp } from "./helpers/authz.js";
+import { GRAPH_CATALOG, set, user } from "./support/graph.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const CATALOG = {
@@ -310,6 +312,31 @@ describe("portcullis, the command line", () => {
   });
 
   describe("check, explain, catalog, keys", () => {
+    it("explain prints the path through teams and folders; who-can lists every user, all pages", async () => {
+      const key = await createApp(service, "cli-graph", GRAPH_CATALOG);
+      const writes = [
+        user("alice", "team", "platform", "member"),
+        set("team:platform#member", "team", "eng", "member"),
+        set("team:eng#member", "folder", "runbooks", "viewer"),
+        set("folder:runbooks", "document", "42", "parent"),
+        ...Array.from({ length: 1500 }, (_, i) => user(`m${String(i).padStart(4, "0")}`, "team", "eng", "member")),
+      ];
+      expect((await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes } })).status).toBe(200);
+      const why = await cli(service, ["explain", "alice", "document:42", "read"], { key });
+      expect(why.code, why.stderr).toBe(0);
+      expect(why.stdout).toContain(
+        "  viewer through 3 hops: alice is member of team:platform → team:platform#member is member of team:eng → team:eng#member is viewer of folder:runbooks → folder:runbooks is parent of document:42\n",
+      );
+      const who = await cli(service, ["who-can", "document:42", "read"], { key });
+      expect(who.code, who.stderr).toBe(0);
+      const ids = who.stdout.trim().split("\n");
+      expect(ids).toHaveLength(1501); // two pages of 1,000
+      expect(ids[0]).toBe("alice");
+      expect(ids).toEqual([...ids].sort());
+      const none = await cli(service, ["who-can", "document:43", "read", "--json"], { key });
+      expect([none.code, none.stdout]).toEqual([1, "[]\n"]);
+    });
+
     it("catalog put then get; keys create; check and explain with the new key", async () => {
       const catalogFile = join(dir, "catalog.json");
       const catalog = { resources: [{ resource: "report", description: "Quarterly reports", actions: ["read", "sign"], relations: [{ name: "signer", actions: ["read", "sign"] }] }] };

@@ -37,6 +37,7 @@ describe("the SQL rule checker", () => {
     { sql: "SELECT 1 FROM applications WHERE app_id > $1 ORDER BY app_id LIMIT $2" },
     { sql: "SELECT key_id FROM api_keys WHERE secret_hash = ANY($1::text[])" },
     { sql: "SELECT pg_advisory_xact_lock_shared(2, hashtext($1))" },
+    { sql: "WITH gone AS (DELETE FROM relationships WHERE app_id = $1 AND resource = $2 RETURNING 1) SELECT (SELECT count(*) FROM gone)::int AS n" },
     { sql: "SELECT 1 FROM roles WHERE app_id = $1 AND role_id = $2 FOR UPDATE" },
     { sql: "SELECT p.name, (SELECT count(*) FROM role_policies rp WHERE rp.app_id = $1 AND rp.policy_id = p.policy_id) FROM policies p WHERE p.app_id = $1" },
     { sql: "SELECT ARRAY(SELECT pp.action FROM role_policies rp JOIN policy_permissions pp ON pp.app_id = rp.app_id AND pp.policy_id = rp.policy_id WHERE rp.app_id = $1 AND rp.role_id = o.role_id) FROM roles o WHERE o.app_id = $1" },

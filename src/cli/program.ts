@@ -12,7 +12,7 @@ import { CliError, EXIT, usageError } from "./errors.js";
 import { exportGrants } from "./grants-export.js";
 import { importGrants } from "./grants-import.js";
 import { resolveKey } from "./key.js";
-import { check, explain, question } from "./questions.js";
+import { check, explain, question, whoCan } from "./questions.js";
 
 /** What main read from the environment: the only place the command line looks at it. */
 export interface Env {
@@ -88,6 +88,7 @@ Examples:
   portcullis grants import grants.csv
   portcullis grants export --out grants.ndjson
   portcullis check alice document:d7 read
+  portcullis who-can document:d7 read
   portcullis --key-file ~/.portcullis-operator catalog get --app docs`,
     );
 
@@ -153,6 +154,19 @@ Examples:
       });
   ask("check");
   ask("explain");
+
+  program
+    .command("who-can")
+    .summary("who may do ACTION on RESOURCE:ID?")
+    .description("every user who may perform ACTION on RESOURCE:ID, through grants, teams, folders or roles, one a line, ascending; exit 0 when someone may, 1 when no one")
+    .argument("<RESOURCE:ID>", "the instance, e.g. document:d7")
+    .argument("<ACTION>", "an action of the resource, e.g. read")
+    .option("--tenant <tenantId>", "roles of this tenant count too")
+    .option("--json", "print one JSON array of user ids")
+    .action(async (instance: string, action: string, options: { tenant?: string; json?: boolean }, command: Command) => {
+      const { userId: _, ...q } = question("-", instance, action, options.tenant);
+      exitCode = await whoCan(await api(command), q, options.json === true, io.out);
+    });
 
   const catalog = program.command("catalog").summary("get or put the catalog").description("read or replace an application's resource catalog");
   catalog

@@ -40,13 +40,21 @@ export async function check(api: Api, q: Question, json: boolean, out: NodeJS.Wr
 }
 
 interface ExplainGrant {
-  userId: string;
+  userId?: string;
   resource: string;
   resourceId: string;
   relation: string;
+  subject?: { resource: string; resourceId: string; relation?: string };
   createdAt?: string;
   expiresAt?: string;
 }
+
+/** A grant as a sentence: "alice is member of team:eng", "folder:runbooks is parent of document:42". */
+const sentence = (g: ExplainGrant): string => {
+  const s = g.subject;
+  const holder = s === undefined ? (g.userId ?? "") : `${s.resource}:${s.resourceId}${s.relation ? `#${s.relation}` : ""}`;
+  return `${holder} is ${g.relation} of ${g.resource}:${g.resourceId}`;
+};
 
 interface ExplainAnswer {
   allowed?: boolean;
@@ -54,6 +62,7 @@ interface ExplainAnswer {
     kind: string;
     relation?: string;
     grant?: ExplainGrant;
+    path?: ExplainGrant[];
     roleId?: string;
     roleName?: string;
     tenantId?: string;
@@ -82,6 +91,9 @@ export async function explain(api: Api, q: Question, json: boolean, out: NodeJS.
       if (r.kind === "role") {
         const tenant = r.tenantId === undefined ? "" : ` in tenant ${r.tenantId}`;
         lines.push(`  role "${r.roleName}" (${r.roleId})${tenant} → policy "${r.policyName}" (${r.policyId}) → ${r.permission}`);
+      } else if ((r.path ?? []).length > 1) {
+        // Through groups and links: the grants from the user's own to the instance's, in order.
+        lines.push(`  ${r.relation} through ${r.path!.length - 1} hop${r.path!.length > 2 ? "s" : ""}: ${r.path!.map(sentence).join(" → ")}`);
       } else {
         const g = r.grant;
         const expiry = g?.expiresAt === undefined ? "" : `, until ${g.expiresAt}`;
@@ -105,4 +117,27 @@ export async function explain(api: Api, q: Question, json: boolean, out: NodeJS.
   );
   out.write(`${lines.join("\n")}\n`);
   return allowed ? EXIT.ok : EXIT.negative;
+}
+
+/**
+ * `portcullis who-can RESOURCE:ID ACTION`: every user who may, one a line,
+ * all pages (--json: one JSON array). Exit 0 when someone may, 1 when no one.
+ */
+export async function whoCan(
+  api: Api,
+  q: { resource: string; resourceId: string; action: string; tenantId?: string },
+  json: boolean,
+  out: NodeJS.WritableStream,
+): Promise<number> {
+  const all: string[] = [];
+  let pageToken = "";
+  do {
+    const page = await api.post<{ userIds?: string[]; nextPageToken?: string }>("/api/v1/authorization/subjects", { ...q, pageSize: 1000, pageToken });
+    const ids = page.userIds ?? [];
+    all.push(...ids);
+    if (!json && ids.length > 0) out.write(`${ids.join("\n")}\n`);
+    pageToken = page.nextPageToken ?? "";
+  } while (pageToken !== "");
+  if (json) out.write(`${JSON.stringify(all)}\n`);
+  return all.length > 0 ? EXIT.ok : EXIT.negative;
 }

@@ -114,8 +114,7 @@ export function sqlRuleViolations(rawSql: string): string[] {
     if (/nextval\s*\(/i.test(sql) && !/\(\s*select\s+nextval\s*\(/i.test(sql)) problems.push("nextval() outside a scalar subquery in a write");
     // Citus refuses any function that is not immutable in a RETURNING
     // (json_build_object is stable): return columns, build values in code.
-    const returning = /\breturning\b([\s\S]*)$/i.exec(sql)?.[1] ?? "";
-    if (/\b[a-z_]+\s*\(/i.test(returning)) problems.push("a function in the RETURNING of a write to a distributed table");
+    if (returningLists(sql).some((list) => /\b[a-z_]+\s*\(/i.test(list))) problems.push("a function in the RETURNING of a write to a distributed table");
   }
 
   // 3. No row locks on reference tables (Citus makes them table locks on every node).
@@ -123,6 +122,24 @@ export function sqlRuleViolations(rawSql: string): string[] {
     problems.push("a row lock on a reference table");
   }
   return problems;
+}
+
+/**
+ * The text of each RETURNING list of a statement: from the keyword to the
+ * parenthesis that closes the data-modifying CTE it ends, or to the end.
+ */
+function returningLists(sql: string): string[] {
+  const lists: string[] = [];
+  for (const match of sql.matchAll(/\breturning\b/gi)) {
+    let depth = 0;
+    let end = match.index + match[0].length;
+    for (; end < sql.length; end++) {
+      if (sql[end] === "(") depth++;
+      else if (sql[end] === ")" && --depth < 0) break;
+    }
+    lists.push(sql.slice(match.index + match[0].length, end));
+  }
+  return lists;
 }
 
 /**
