@@ -13,7 +13,7 @@ import type { Db, Queryable } from "../src/store/db.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { applyScenario, checkOf, loadScenarios } from "./support/scenario.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
-import { CHECK_SQL_INLINE } from "../src/store/check-store.js";
+import { CHECK_SQL_INLINE, GRAPH_CHECK_SQL_INLINE } from "../src/store/check-store.js";
 import { loadMigrations } from "../src/store/migrate.js";
 import { migrationFunctionQueries, sqlRuleViolations } from "./support/sql-rules.js";
 import { admin, createApp } from "./helpers/authz.js";
@@ -74,6 +74,11 @@ describe("the SQL rule checker", () => {
     // The function's query is the check's inline statement (used where Citus refuses the function).
     const same = (sql: string) => sql.replace(/::(text\[\]|jsonb)|\s+AS (keys|version|rows)\b/g, "").replace(/\s+/g, " ").trim();
     expect(same(check!)).toBe(same(CHECK_SQL_INLINE));
+    // The graph's function (008) likewise.
+    const graph = functionQueries.get("portcullis_graph_facts");
+    expect(graph).toMatch(/^WITH RECURSIVE\b/);
+    expect(sqlRuleViolations(graph!)).toEqual([]);
+    expect(same(graph!)).toBe(same(GRAPH_CHECK_SQL_INLINE));
     // And flags one of them when it breaks a rule.
     expect(sqlRuleViolations(check!.replace("a.app_id = $1", "a.app_id = q.app_id")).join("; ")).toContain("role_assignments is not limited");
   });

@@ -78,9 +78,23 @@ const checkSql = (replayed: boolean) => `
 const planOnceSql = (replayed: boolean) =>
   `SELECT f.keys, f.version, f.rows${replayed ? ", pg_last_wal_replay_lsn()::text AS replayed" : ""} FROM portcullis_check_facts($1, $2, $3::jsonb) AS f`;
 
-const STATEMENTS = {
+/** The graph's statement planned once: portcullis_graph_facts of migration 008, graphCheckSql's text. */
+const graphPlanOnceSql = (replayed: boolean) =>
+  `SELECT f.keys, f.version, f.rows${replayed ? ", pg_last_wal_replay_lsn()::text AS replayed" : ""} FROM portcullis_graph_facts($1, $2, $3::jsonb) AS f`;
+
+interface Statements {
+  planned: { plain: string; replayed: string };
+  inline: { plain: string; replayed: string };
+}
+
+const STATEMENTS: Statements = {
   planned: { plain: planOnceSql(false), replayed: planOnceSql(true) },
   inline: { plain: checkSql(false), replayed: checkSql(true) },
+};
+
+const GRAPH_STATEMENTS: Statements = {
+  planned: { plain: graphPlanOnceSql(false), replayed: graphPlanOnceSql(true) },
+  inline: GRAPH_CHECK_SQL,
 };
 
 type QuestionRow = [relations: string[], roles: string[]];
@@ -131,14 +145,12 @@ export class CheckStatements {
   private async checkApplication(q: Queryable, appId: string, checks: readonly CheckInput[], replayed: boolean, graph: boolean): Promise<CheckRows> {
     const { keys, keyOf } = distinctKeys(checks);
     const row = graph
-      ? (
-          await q.query<StatementRow>(replayed ? GRAPH_CHECK_SQL.replayed : GRAPH_CHECK_SQL.plain, [
-            appId,
-            keys,
-            JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId, a: c.action ?? null }))),
-          ])
-        ).rows[0]!
-      : await this.statement(q, replayed, [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))]);
+      ? await this.statement(GRAPH_STATEMENTS, q, replayed, [
+          appId,
+          keys,
+          JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId, a: c.action ?? null }))),
+        ])
+      : await this.statement(STATEMENTS, q, replayed, [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))]);
     const keyRows = row.keys ?? [];
     return {
       rows: (row.rows ?? []).map(([relations, roles], i) => ({
@@ -151,11 +163,11 @@ export class CheckStatements {
     };
   }
 
-  private async statement(q: Queryable, replayed: boolean, params: unknown[]): Promise<StatementRow> {
+  private async statement(statements: Statements, q: Queryable, replayed: boolean, params: unknown[]): Promise<StatementRow> {
     const which = replayed ? "replayed" : "plain";
     if (this.planOnce) {
       try {
-        return (await q.query<StatementRow>(STATEMENTS.planned[which], params)).rows[0]!;
+        return (await q.query<StatementRow>(statements.planned[which], params)).rows[0]!;
       } catch (error) {
         const state = sqlState(error);
         // Citus: never the function. A database without it yet (a standby
@@ -164,9 +176,10 @@ export class CheckStatements {
         else if (state !== SqlState.undefinedFunction) throw error;
       }
     }
-    return (await q.query<StatementRow>(STATEMENTS.inline[which], params)).rows[0]!;
+    return (await q.query<StatementRow>(statements.inline[which], params)).rows[0]!;
   }
 }
 
-/** The inline statement's text, for the test that holds the function's query equal to it. */
+/** The inline statements' texts, for the test that holds the functions' queries equal to them. */
 export const CHECK_SQL_INLINE = STATEMENTS.inline.plain;
+export const GRAPH_CHECK_SQL_INLINE = GRAPH_STATEMENTS.inline.plain;
