@@ -97,6 +97,9 @@ const instanceForgeries: [string, string][] = [
   ["a NUL in the userId", forge({ relation: "viewer", userId: "u\u0000" })],
   ["a number for the relation", forge({ relation: 1, userId: "u" })],
   ["an unpaired surrogate in the userId", forge({ relation: "viewer", userId: "\ud83d" })],
+  ["a holder kind no page issues", forge({ relation: "viewer", kind: 7, a: "u", b: "", c: "" })],
+  ["a holder kind that is no integer", forge({ relation: "viewer", kind: 0.5, a: "u", b: "", c: "" })],
+  ["a NUL in a subject's id", forge({ relation: "viewer", kind: 1, a: "team", b: "t\u0000", c: "member" })],
 ];
 
 const userForgeries: [string, string][] = [
@@ -108,6 +111,8 @@ const typeForgeries: [string, string][] = [
   ["a NUL in the userId", forge({ resourceId: "d1", relation: "viewer", userId: "u\u0000" })],
   ["a number for the resourceId", forge({ resourceId: 1, relation: "viewer", userId: "u" })],
   ["the user list's token", forge({ resourceId: "d1", relation: "viewer" })],
+  ["a holder kind no page issues", forge({ resourceId: "d1", relation: "viewer", kind: 2, a: "u", b: "", c: "" })],
+  ["an unpaired surrogate in a subject's relation", forge({ resourceId: "d1", relation: "viewer", kind: 1, a: "team", b: "t", c: "\udc00" })],
 ];
 
 /** Percent-encodings that must never reach a route as text: a 400 naming the parameter. */
@@ -423,6 +428,29 @@ describe.each(engines)("hostile input on %s", (engine) => {
         name: "lookup's page token", method: "POST", path: () => "/api/v1/authorization/lookup", app: true,
         body: { userId: "alice", resource: "document", action: "read" },
         poison: (b, x) => (b.pageToken = Buffer.from(JSON.stringify({ resourceId: x })).toString("base64url")), field: "pageToken",
+      },
+      {
+        name: "who can", method: "POST", path: () => "/api/v1/authorization/subjects", app: true,
+        body: { resource: "document", resourceId: "d1", action: "read" }, poison: (b, x) => (b.resourceId = x), field: "resourceId",
+      },
+      {
+        name: "who can's page token", method: "POST", path: () => "/api/v1/authorization/subjects", app: true,
+        body: { resource: "document", resourceId: "d1", action: "read" },
+        poison: (b, x) => (b.pageToken = Buffer.from(JSON.stringify({ userId: x })).toString("base64url")), field: "pageToken",
+      },
+      {
+        name: "write a grant to a subject", method: "POST", path: () => "/api/v1/authorization/relationships", app: true,
+        body: { subject: { resource: "document", resourceId: "d9" }, resource: "document", resourceId: "d1", relation: "viewer" },
+        poison: (b, x) => (b.subject.resourceId = x), field: "subject.resourceId",
+      },
+      {
+        name: "bulk-write a grant to a subject", method: "POST", path: () => "/api/v1/authorization/relationships/bulk", app: true,
+        body: { writes: [{ subject: { resource: "document", resourceId: "d9", relation: "viewer" }, resource: "document", resourceId: "d1", relation: "viewer" }] },
+        poison: (b, x) => (b.writes[0].subject.relation = x), field: "writes[0].subject.relation",
+      },
+      {
+        name: "delete grants by subject", method: "POST", path: () => "/api/v1/authorization/relationships/delete", app: true,
+        body: { subject: { resource: "document", resourceId: "d9" } }, poison: (b, x) => (b.subject.resourceId = x), field: "subject.resourceId",
       },
       {
         name: "write an expiring grant", method: "POST", path: () => "/api/v1/authorization/relationships", app: true,

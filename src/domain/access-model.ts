@@ -64,22 +64,12 @@ export class AccessModel {
     return new AccessModel(rows.version, resources, roles, hierarchical);
   }
 
-  /** The relations of the resource that imply the action, in catalog order. */
-  relationsImplying(resource: string, action: string): string[] {
-    const relations = this.resources.get(resource)?.relations;
-    if (relations === undefined) return [];
-    return [...relations].filter(([, actions]) => actions.has(action)).map(([relation]) => relation);
-  }
+  /** "X#R" → the pairs that reach it in one hop; computed once per model, on first use. */
+  private into: Map<string, string[]> | undefined;
 
-  /**
-   * The (resource, relation) pairs from which one of `targets` (relations
-   * of `resource`) can be reached in one hop or more: a pair Y#r reaches
-   * X#R in one hop when R names the subject set "Y#r", or when R inherits r
-   * through a link of X that names Y. Lookup walks only these.
-   */
-  reachingPairs(resource: string, targets: readonly string[]): [string, string][] {
-    // One hop backward from every relation of every resource, computed per call: catalogs are small.
-    const into = new Map<string, string[]>(); // "X#R" → the pairs that reach it in one hop
+  private oneHopInto(): Map<string, string[]> {
+    if (this.into !== undefined) return this.into;
+    const into = new Map<string, string[]>();
     const add = (to: string, from: string) => {
       const list = into.get(to);
       if (list === undefined) into.set(to, [from]);
@@ -97,6 +87,24 @@ export class AccessModel {
         }
       }
     }
+    return (this.into = into);
+  }
+
+  /** The relations of the resource that imply the action, in catalog order. */
+  relationsImplying(resource: string, action: string): string[] {
+    const relations = this.resources.get(resource)?.relations;
+    if (relations === undefined) return [];
+    return [...relations].filter(([, actions]) => actions.has(action)).map(([relation]) => relation);
+  }
+
+  /**
+   * The (resource, relation) pairs from which one of `targets` (relations
+   * of `resource`) can be reached in one hop or more: a pair Y#r reaches
+   * X#R in one hop when R names the subject set "Y#r", or when R inherits r
+   * through a link of X that names Y. Lookup walks only these.
+   */
+  reachingPairs(resource: string, targets: readonly string[]): [string, string][] {
+    const into = this.oneHopInto();
     const seen = new Set<string>();
     const queue = targets.map((t) => `${resource}#${t}`);
     while (queue.length > 0) {
