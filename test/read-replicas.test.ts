@@ -5,6 +5,11 @@
  * real port:
  * - a write followed at once by a check answers the new state, 10,000 times
  *   in a row under concurrent writes, and the standby answered most of them;
+ * - groups and hierarchy are as fresh there: leaving or joining a team, a
+ *   nested team removed or added, a folder unlinked or linked, a membership
+ *   and a link expiring, a catalog made hierarchical or flat, each seen by
+ *   the very next check, batch check, permissions, explain, lookup and who
+ *   can, answered by the standby;
  * - with replay paused, checks fall back to the primary within the bound,
  *   /readyz says why the standby is skipped, and it is used again once
  *   replay resumes;
@@ -16,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase, pgBinariesInstalled, startPgCluster, type PgCluster } from "../bench/pg-cluster.js";
 import { PgDb } from "../src/store/pg-db.js";
 import type { ReplicaStatus } from "../src/store/read-replicas.js";
+import { GRAPH_CATALOG, set, user, type AnyGrant } from "./support/graph.js";
 import { startTestService, type TestService } from "./support/service.js";
 
 const binariesMissing = !pgBinariesInstalled();
@@ -138,6 +144,165 @@ describe.skipIf(binariesMissing)("read replicas: a primary and a hot standby", (
     // Explain and lookup take a read each; permissions are coalesced with checks.
     expect(status.answered - before.answered).toBeGreaterThan(500);
   }, 300_000);
+
+  describe("groups and hierarchy, answered by the standby", () => {
+    let graphKey: string;
+    const REL = "/api/v1/authorization/relationships";
+    const call = async (method: string, path: string, body?: unknown, k = graphKey) => {
+      const answer = await service.call(method, path, { key: k, ...(body === undefined ? {} : { body }) });
+      if (answer.status >= 300) throw new Error(`${method} ${path}: ${answer.status} ${JSON.stringify(answer.body)}`);
+      return answer.body;
+    };
+    const bulk = (writes: AnyGrant[], deletes: AnyGrant[] = [], k = graphKey) => call("POST", `${REL}/bulk`, { writes, deletes }, k);
+    const remove = async (g: AnyGrant, k = graphKey) => {
+      const { subject, ...rest } = g;
+      const params = subject === undefined ? rest : { ...rest, subjectResource: subject.resource, subjectResourceId: subject.resourceId, ...(subject.relation ? { subjectRelation: subject.relation } : {}) };
+      expect(await call("DELETE", `${REL}?${new URLSearchParams(params as Record<string, string>).toString()}`, undefined, k)).toEqual({ deleted: true });
+    };
+    /** Every page (of one id each) of a lookup or who can. */
+    const allPages = async (path: string, body: object, field: "resourceIds" | "userIds", k: string) => {
+      const ids: string[] = [];
+      let pageToken = "";
+      for (let page = 0; page < 100; page++) {
+        const answer = await call("POST", path, { ...body, pageSize: 1, pageToken }, k);
+        ids.push(...(answer[field] as string[]));
+        pageToken = answer.nextPageToken as string;
+        if (pageToken === "") return ids;
+      }
+      throw new Error(`${path} never ended`);
+    };
+    type Q = { userId: string; resource: string; resourceId: string; action: string };
+    const KINDS = ["check", "batch check", "permissions", "explain", "lookup", "who can"] as const;
+    /** One question of each kind about q, each answering whether the user may. */
+    const ask = async (kind: (typeof KINDS)[number], q: Q, k = graphKey): Promise<boolean> => {
+      const { action, resourceId, userId, ...rest } = q;
+      switch (kind) {
+        case "check":
+          return (await call("POST", "/api/v1/authorization/check", q, k)).allowed as boolean;
+        case "batch check": {
+          const { results } = await call("POST", "/api/v1/authorization/check/batch", { checks: [q, q] }, k);
+          expect(results[0]).toEqual(results[1]);
+          return results[0].allowed as boolean;
+        }
+        case "permissions":
+          return ((await call("POST", "/api/v1/authorization/permissions", { userId, resourceId, ...rest }, k)).actions as string[]).includes(action);
+        case "explain":
+          return (await call("POST", "/api/v1/authorization/check/explain", q, k)).allowed as boolean;
+        case "lookup":
+          return (await allPages("/api/v1/authorization/lookup", { userId, action, ...rest }, "resourceIds", k)).includes(resourceId);
+        case "who can":
+          return (await allPages("/api/v1/authorization/subjects", { resourceId, action, ...rest }, "userIds", k)).includes(userId);
+      }
+    };
+    /** Every kind of question about each of `expected`, the kind asked first turning with `turn`. */
+    const expectAll = async (expected: [Q, boolean][], turn: number, label: string, k = graphKey) => {
+      for (let i = 0; i < KINDS.length; i++) {
+        const kind = KINDS[(turn + i) % KINDS.length]!;
+        for (const [q, allowed] of expected) expect(await ask(kind, q, k), `${label}: ${kind} ${JSON.stringify(q)}`).toBe(allowed);
+      }
+    };
+    const doc = (userId: string, action: string, resourceId = "d1"): Q => ({ userId, resource: "document", resourceId, action });
+
+    // alice in platform, in eng; bob in eng; eng's members view folder
+    // runbooks, in folder root (carol edits root); runbooks holds d1 and d2.
+    const W = {
+      alice: user("alice", "team", "platform", "member"),
+      nested: set("team:platform#member", "team", "eng", "member"),
+      bob: user("bob", "team", "eng", "member"),
+      engViews: set("team:eng#member", "folder", "runbooks", "viewer"),
+      rootLink: set("folder:root", "folder", "runbooks", "parent"),
+      d1Link: set("folder:runbooks", "document", "d1", "parent"),
+      d2Link: set("folder:runbooks", "document", "d2", "parent"),
+      carol: user("carol", "folder", "root", "editor"),
+    };
+
+    beforeAll(async () => {
+      expect((await service.call("POST", "/api/v1/applications", { body: { appId: "graph" } })).status).toBe(201);
+      graphKey = (await service.call("POST", "/api/v1/applications/graph/api-keys", { body: { name: "t" } })).body.key;
+      expect((await service.call("PUT", "/api/v1/applications/graph/resources", { body: { resources: GRAPH_CATALOG } })).status).toBe(200);
+      await bulk(Object.values(W));
+    });
+
+    it("leaving and joining a team, a nested team removed and added, a folder unlinked and linked: each seen by the very next answer of every kind", async () => {
+      const before = await replicaStatus();
+      // Each change, and what alice, bob and carol may do on d1 and d2 right after it.
+      const steps: [string, () => Promise<unknown>, [Q, boolean][]][] = [
+        ["alice leaves platform", () => remove(W.alice), [[doc("alice", "read"), false], [doc("bob", "read"), true]]],
+        ["alice joins platform", () => bulk([W.alice]), [[doc("alice", "read"), true]]],
+        ["platform removed from eng", () => remove(W.nested), [[doc("alice", "read", "d2"), false], [doc("bob", "read", "d2"), true]]],
+        ["platform added to eng", () => bulk([W.nested]), [[doc("alice", "read", "d2"), true]]],
+        ["d1 unlinked from runbooks", () => bulk([], [W.d1Link]), [[doc("alice", "read"), false], [doc("carol", "update"), false], [doc("bob", "read", "d2"), true]]],
+        ["d1 linked to runbooks", () => call("POST", REL, W.d1Link), [[doc("alice", "read"), true], [doc("carol", "update"), true]]],
+        ["runbooks unlinked from root", () => remove(W.rootLink), [[doc("carol", "update"), false], [doc("alice", "read"), true]]],
+        ["runbooks linked to root", () => bulk([W.rootLink]), [[doc("carol", "update"), true]]],
+        ["eng's grants deleted by subject", () => call("POST", `${REL}/delete`, { subject: { resource: "team", resourceId: "eng" } }), [[doc("bob", "read"), false], [doc("alice", "read", "d2"), false], [doc("carol", "read"), true]]],
+        ["eng views runbooks again", () => bulk([W.engViews]), [[doc("bob", "read"), true], [doc("alice", "read", "d2"), true]]],
+      ];
+      // The kind asked first turns with each step: each kind is the very next answer at least once.
+      for (const [turn, [name, change, expected]] of steps.entries()) {
+        await change();
+        await expectAll(expected, turn, `right after "${name}"`);
+      }
+      const status = await replicaStatus();
+      expect(status.passedToPrimary - before.passedToPrimary).toBe(0);
+      expect(status.answered - before.answered).toBeGreaterThan(50);
+    }, 60_000);
+
+    it("a membership and a folder link expiring 1.5 s ahead: counted by every answer just before, by none just after", async () => {
+      const clock = async () => Number((await primary.query<{ ms: number }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms")).rows[0]!.ms);
+      const gina = user("gina", "team", "platform", "member");
+      const d3Link = set("folder:runbooks", "document", "d3", "parent");
+      const expected = (now: boolean): [Q, boolean][] => [
+        [doc("gina", "read"), now],
+        [doc("bob", "read", "d3"), now],
+        [doc("bob", "read"), true],
+      ];
+      await expectAll(expected(false), 0, "before the expiring grants");
+      const expiresAt = Math.floor(await clock()) + 1_500;
+      const expiring = new Date(expiresAt).toISOString();
+      const before = await replicaStatus();
+      await bulk([{ ...gina, expiresAt: expiring }, { ...d3Link, expiresAt: expiring }]);
+      // Just before: every kind of question, side by side (the time is short).
+      const answers = await Promise.allSettled(
+        KINDS.flatMap((kind) => expected(true).map(async ([q, allowed]) => expect(await ask(kind, q), `just before the expiry: ${kind} ${JSON.stringify(q)}`).toBe(allowed))),
+      );
+      // Too slow a machine fails here, not as a wrong answer.
+      expect(await clock(), "the answers before took too long to be 'just before'").toBeLessThan(expiresAt);
+      for (const answer of answers) if (answer.status === "rejected") throw answer.reason;
+      while ((await clock()) <= expiresAt) await new Promise((resolve) => setTimeout(resolve, 5));
+      await expectAll(expected(false), 3, "just after the expiry");
+      const status = await replicaStatus();
+      expect(status.passedToPrimary - before.passedToPrimary).toBe(0);
+      expect(status.answered - before.answered).toBeGreaterThan(10);
+    }, 30_000);
+
+    it("a catalog made hierarchical, with a team's grant, then flat again: each seen by the very next answer of every kind", async () => {
+      expect((await service.call("POST", "/api/v1/applications", { body: { appId: "shapes" } })).status).toBe(201);
+      const k: string = (await service.call("POST", "/api/v1/applications/shapes/api-keys", { body: { name: "t" } })).body.key;
+      const flat = [
+        { resource: "team", description: "", actions: ["read"], relations: [{ name: "member", actions: ["read"] }] },
+        { resource: "document", description: "", actions: ["read", "update"] },
+      ];
+      const put = async (resources: unknown[]) => expect((await service.call("PUT", "/api/v1/applications/shapes/resources", { body: { resources } })).status).toBe(200);
+      const teamViews = set("team:eng#member", "document", "d1", "viewer");
+      await put(flat);
+      await bulk([user("alice", "team", "eng", "member"), user("olga", "document", "d1", "owner")], [], k);
+      const before = await replicaStatus();
+      for (let round = 0; round < 4; round++) {
+        // Every question asked by the current model, so that the service holds it.
+        await expectAll([[doc("alice", "read"), false], [doc("olga", "update"), true]], round, `round ${round}, flat`, k);
+        await put(GRAPH_CATALOG);
+        await call("POST", REL, teamViews, k);
+        await expectAll([[doc("alice", "read"), true], [doc("olga", "update"), true]], round + 1, `round ${round}, right after made hierarchical`, k);
+        await remove(teamViews, k);
+        await put(flat);
+      }
+      await expectAll([[doc("alice", "read"), false]], 0, "flat at the end", k);
+      const status = await replicaStatus();
+      expect(status.passedToPrimary - before.passedToPrimary).toBe(0);
+      expect(status.answered - before.answered).toBeGreaterThan(50);
+    }, 60_000);
+  });
 
   it("with replay paused, checks fall back to the primary within the bound; the standby is used again once replay resumes", async () => {
     await cluster.pauseReplay();

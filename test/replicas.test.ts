@@ -1,11 +1,14 @@
 /**
  * Two replicas of the service over one Postgres database, each with its own
  * connection pool, started at the same moment. Nothing a replica caches may
- * hide a change committed through the other: keys, revocations, catalogs.
+ * hide a change committed through the other: keys, revocations, catalogs,
+ * and a catalog that gains or loses hierarchy (which statement a check and
+ * a lookup take depends on the model each replica last read).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadMigrations } from "../src/store/migrate.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { GRAPH_CATALOG, set, user } from "./support/graph.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
 
 const catalogs = [
@@ -139,6 +142,71 @@ describe.skipIf(!engines.includes("postgres"))("two replicas over one Postgres d
     const put = await b.call("PUT", path, { body: { resources: [] } });
     expectStatus(put, 200);
     expect((await a.call("GET", path)).body).toEqual({ resources: [] });
+  });
+
+  it("a catalog made hierarchical through one replica, with a team's grant, is what the other's very next check, lookup and who can answer by; made flat again likewise; alternating replicas", async () => {
+    const appId = "shape-flips";
+    expectStatus(await a.call("POST", "/api/v1/applications", { body: { appId } }), 201);
+    const created = await a.call("POST", `/api/v1/applications/${appId}/api-keys`, { body: { name: "t" } });
+    expectStatus(created, 201);
+    const key = created.body.key as string;
+    const path = `/api/v1/applications/${appId}/resources`;
+    // Flat: users only, and an action "archive" the hierarchical catalog lacks (which olga, an owner, holds).
+    const flat = {
+      resources: [
+        { resource: "team", description: "", actions: ["read"], relations: [{ name: "member", actions: ["read"] }] },
+        { resource: "document", description: "", actions: ["read", "update", "delete", "archive"] },
+      ],
+    };
+    const teamViews = set("team:eng#member", "document", "d1", "viewer");
+    const call = (replica: TestService, method: string, route: string, body?: unknown) =>
+      replica.call(method, route, { key, ...(body === undefined ? {} : { body }) });
+    expectStatus(await a.call("PUT", path, { body: flat }), 200);
+    expectStatus(
+      await call(a, "POST", "/api/v1/authorization/relationships/bulk", { writes: [user("alice", "team", "eng", "member"), user("olga", "document", "d1", "owner")] }),
+      200,
+    );
+    const alice = { userId: "alice", resource: "document", resourceId: "d1", action: "read" };
+    const archive = { userId: "olga", resource: "document", resourceId: "d1", action: "archive" };
+    for (let round = 0; round < 8; round++) {
+      const { writer, reader } = both()[Math.floor(round / 2) % 2]!;
+      const hierarchical = round % 2 === 0;
+      // The reader has just answered by the previous model.
+      expectStatus(await call(reader, "POST", "/api/v1/authorization/check", alice), 200);
+      if (hierarchical) {
+        expectStatus(await writer.call("PUT", path, { body: { resources: GRAPH_CATALOG } }), 200);
+        expectStatus(await call(writer, "POST", "/api/v1/authorization/relationships", teamViews), 201);
+      } else {
+        const { subject, ...grant } = teamViews;
+        const query = new URLSearchParams({ ...grant, subjectResource: subject!.resource, subjectResourceId: subject!.resourceId, subjectRelation: subject!.relation! });
+        expect((await call(writer, "DELETE", `/api/v1/authorization/relationships?${query.toString()}`)).body).toEqual({ deleted: true });
+        expectStatus(await writer.call("PUT", path, { body: flat }), 200);
+      }
+      const label = `round ${round}: made ${hierarchical ? "hierarchical" : "flat"} through ${writer === a ? "A" : "B"}`;
+      // The very next answers on the reader: a check first, in even pairs of rounds; a lookup first in the others.
+      const lookupFirst = Math.floor(round / 2) % 2 === 1;
+      const lookup = async () => {
+        const res = await call(reader, "POST", "/api/v1/authorization/lookup", { userId: "alice", resource: "document", action: "read" });
+        expectStatus(res, 200);
+        expect(res.body.resourceIds, `${label} (lookup)`).toEqual(hierarchical ? ["d1"] : []);
+      };
+      if (lookupFirst) await lookup();
+      const single = await call(reader, "POST", "/api/v1/authorization/check", alice);
+      expect(single.body, `${label} (check)`).toEqual({ allowed: hierarchical });
+      if (!lookupFirst) await lookup();
+      const batch = await call(reader, "POST", "/api/v1/authorization/check/batch", { checks: [alice, archive] });
+      if (hierarchical) {
+        expect(batch.status, label).toBe(400); // "archive" is not an action of the hierarchical catalog
+        expect((await call(reader, "POST", "/api/v1/authorization/check/batch", { checks: [alice] })).body, `${label} (batch)`).toEqual({ results: [{ allowed: true }] });
+      } else {
+        expect(batch.body, `${label} (batch)`).toEqual({ results: [{ allowed: false }, { allowed: true }] });
+      }
+      const who = await call(reader, "POST", "/api/v1/authorization/subjects", { resource: "document", resourceId: "d1", action: "read" });
+      expectStatus(who, 200);
+      expect(who.body.userIds, `${label} (who can)`).toEqual(hierarchical ? ["alice", "olga"] : ["olga"]);
+      // And the writer agrees.
+      expect((await call(writer, "POST", "/api/v1/authorization/check", alice)).body, `${label} (on the writer)`).toEqual({ allowed: hierarchical });
+    }
   });
 
   it("catalog PUTs racing on both replicas serialize: each succeeds and both replicas then agree on the last one", async () => {
