@@ -6,7 +6,9 @@
  * every bad one by line, twice over with nothing changed the second time, in
  * CSV and NDJSON; an import killed midway resumes to the same grants and the
  * same report; a stop on a refused key, then a resume; export then import
- * into another application; check, explain, catalog, keys; usage errors name
+ * into another application; grants held by subject sets and links (export
+ * then import in NDJSON and CSV, a list answer imported as is, holder
+ * errors and the service's refusals by line); check, explain, catalog, keys; usage errors name
  * their flag; a wrong key is refused and never printed.
  */
 import { spawn } from "node:child_process";
@@ -19,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 import { createApp } from "./helpers/authz.js";
-import { GRAPH_CATALOG, set, user } from "./support/graph.js";
+import { GRAPH_CATALOG, set, user, type AnyGrant } from "./support/graph.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const CATALOG = {
@@ -151,6 +153,67 @@ function expectReport(lines: ReportLine[], bad: Map<number, string>): void {
 }
 
 const summaryOf = (run: Run) => JSON.parse(run.stdout.trim().split("\n").at(-1)!) as Record<string, number | string | boolean>;
+
+/* ------------------------------------------------------------------------ */
+/* Grants held by subject sets and links (groups and hierarchy)              */
+/* ------------------------------------------------------------------------ */
+
+/** A grant as the list route returns it, with any holder. */
+type Listed = AnyGrant & { expiresAt?: string | null; createdAt?: string };
+
+/** A grant with any holder as one string: "team:eng#member|folder|runbooks|viewer|<expiry>", a link's subject as "folder:root#". */
+const heldKey = (g: Listed) => {
+  const holder = g.subject !== undefined && !g.userId ? `${g.subject.resource}:${g.subject.resourceId}#${g.subject.relation ?? ""}` : g.userId!;
+  return `${holder}|${g.resource}|${g.resourceId}|${g.relation}|${g.expiresAt ? new Date(g.expiresAt).toISOString() : ""}`;
+};
+
+const GRAPH_TYPES = ["team", "folder", "document"];
+
+/** Every grant of a GRAPH_CATALOG application, as heldKey, through the list route (every type, paged); and the raw entries. */
+async function graphGrantsOf(service: TestService, key: string): Promise<{ keys: Set<string>; listed: Listed[] }> {
+  const keys = new Set<string>();
+  const listed: Listed[] = [];
+  for (const resource of GRAPH_TYPES) {
+    let pageToken = "";
+    do {
+      const res = await service.call("GET", `/api/v1/authorization/relationships?resource=${resource}&pageSize=1000&pageToken=${encodeURIComponent(pageToken)}`, { key });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      for (const g of res.body.relationships as Listed[]) {
+        expect(keys.has(heldKey(g)), `listed twice: ${heldKey(g)}`).toBe(false);
+        keys.add(heldKey(g));
+        listed.push(g);
+      }
+      pageToken = res.body.nextPageToken;
+    } while (pageToken !== "");
+  }
+  return { keys, listed };
+}
+
+const expiring = (g: AnyGrant): AnyGrant => ({ ...g, expiresAt: FUTURE });
+
+/**
+ * A hierarchy: nested teams, a folder tree, documents in folders, users,
+ * subject sets and links, some expiring, ids a CSV must quote; over a page
+ * of 1,000 per type, so the export pages across holders of both kinds.
+ */
+const HIERARCHY: AnyGrant[] = [
+  user("alice", "team", "platform", "member"),
+  expiring(set("team:platform#member", "team", "eng", "member")),
+  user("bob", "team", "eng", "member"),
+  set("team:eng#member", "folder", "runbooks", "viewer"),
+  expiring(set("team:eng#member", "folder", "drafts", "editor")),
+  set("folder:root", "folder", "runbooks", "parent"),
+  set("folder:runbooks", "document", "42", "parent"),
+  expiring(set("folder:drafts", "document", "43", "parent")),
+  expiring(user("carol", "folder", "root", "editor")),
+  user("dave", "document", "42", "viewer"),
+  set('team:"ops", on call#member', "document", "42", "editor"),
+  set('folder:a,"b"', "document", "44", "parent"),
+  user('o"neil, jr', "team", 'x,"y"', "member"),
+  ...Array.from({ length: 1200 }, (_, i) => user(`m${String(i).padStart(4, "0")}`, "team", "eng", "member")),
+  ...Array.from({ length: 1100 }, (_, i) => (i % 3 === 0 ? expiring : (g: AnyGrant) => g)(set(`folder:f${i % 7}`, "document", `d${String(i).padStart(4, "0")}`, "parent"))),
+  ...Array.from({ length: 300 }, (_, i) => set(`team:t${i % 5}#member`, "document", `d${String(i).padStart(4, "0")}`, "viewer")),
+];
 
 /* ------------------------------------------------------------------------ */
 
@@ -308,6 +371,144 @@ describe("portcullis, the command line", () => {
       const run = await cli(service, ["grants", "export", ...args], { key: keys.csv! });
       expect(run.code, run.stderr).toBe(0);
       expect(new Set(run.stdout.trimEnd().split("\n").map((l) => grantKey(JSON.parse(l))))).toEqual(expected);
+    }, 60_000);
+  });
+
+  describe("grants held by subject sets and links", () => {
+    let source: Set<string>;
+    let sourceKey: string;
+    beforeAll(async () => {
+      sourceKey = await createApp(service, "hier-src", GRAPH_CATALOG);
+      const res = await service.call("POST", "/api/v1/authorization/relationships/bulk", { key: sourceKey, body: { writes: HIERARCHY } });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      source = (await graphGrantsOf(service, sourceKey)).keys;
+      expect(source).toEqual(new Set(HIERARCHY.map(heldKey)));
+    });
+
+    it.each(["ndjson", "csv"] as const)("export, then import into a fresh application (%s): the same grants, holders and expiries", async (format) => {
+      const file = join(dir, `hierarchy.${format}`);
+      const exported = await cli(service, ["grants", "export", "--out", file], { key: sourceKey });
+      expect(exported.code, exported.stderr).toBe(0);
+      expect(exported.stderr).toContain(`exported ${source.size.toLocaleString("en-US")} grants (3 resources)`);
+      const text = await readFile(file, "utf8");
+      if (format === "ndjson") {
+        const lines = text.trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, string>);
+        expect(lines).toHaveLength(source.size);
+        // The holder first: userId, or the subject's flat keys (no subjectRelation for a link); a user's line as before.
+        const keysOf = (find: (l: Record<string, string>) => boolean) => Object.keys(lines.find(find)!);
+        expect(keysOf((l) => l.userId === "carol")).toEqual(["userId", "resource", "resourceId", "relation", "expiresAt", "createdAt"]);
+        expect(keysOf((l) => l.subjectResourceId === "platform")).toEqual([
+          "subjectResource",
+          "subjectResourceId",
+          "subjectRelation",
+          "resource",
+          "resourceId",
+          "relation",
+          "expiresAt",
+          "createdAt",
+        ]);
+        expect(keysOf((l) => l.subjectResourceId === "root")).toEqual(["subjectResource", "subjectResourceId", "resource", "resourceId", "relation", "createdAt"]);
+      } else {
+        const records = text.split("\r\n");
+        expect(records[0]).toBe("userId,subjectResource,subjectResourceId,subjectRelation,resource,resourceId,relation,expiresAt");
+        expect(records).toContain(',team,"""ops"", on call",member,document,42,editor,');
+        expect(records).toContain(',folder,root,,folder,runbooks,parent,');
+        expect(records.find((r) => r.startsWith("carol,"))).toMatch(/^carol,,,,folder,root,editor,2099-01-01T00:00:00(\.000)?Z$/);
+        expect(records).toHaveLength(source.size + 2); // the header, and nothing after the last CRLF
+      }
+
+      const copyKey = await createApp(service, `hier-${format}`, GRAPH_CATALOG);
+      const imported = await cli(service, ["grants", "import", file, "--json", "--batch", "1000"], { key: copyKey });
+      expect(imported.code, imported.stderr).toBe(0);
+      expect(summaryOf(imported)).toMatchObject({ rows: source.size, written: source.size, refused: 0 });
+      expect(existsSync(`${file}.errors.ndjson`)).toBe(false);
+      expect((await graphGrantsOf(service, copyKey)).keys).toEqual(source);
+      // The copy answers through the same teams and folders.
+      const why = await cli(service, ["explain", "alice", "document:42", "read"], { key: copyKey });
+      expect(why.code, why.stderr).toBe(0);
+      expect(why.stdout).toContain("alice is member of team:platform → team:platform#member is member of team:eng → team:eng#member is viewer of folder:runbooks");
+
+      // Exported again from the copy: the same grants.
+      const again = join(dir, `hierarchy-again.${format}`);
+      expect((await cli(service, ["grants", "export", "--out", again], { key: copyKey })).code).toBe(0);
+      const reread = await cli(service, ["grants", "import", again, "--json"], { key: copyKey });
+      expect(summaryOf(reread)).toMatchObject({ rows: source.size, written: 0, unchanged: source.size, refused: 0 });
+    }, 120_000);
+
+    it("the list route's answers, nested subject, userId \"\" and createdAt included, import as they are", async () => {
+      const { listed } = await graphGrantsOf(service, sourceKey);
+      expect(listed.filter((g) => g.subject !== undefined && g.userId === "").length).toBeGreaterThan(1000);
+      const file = join(dir, "listed.jsonl");
+      await writeFile(file, listed.map((g) => JSON.stringify(g)).join("\n"));
+      const copyKey = await createApp(service, "hier-listed", GRAPH_CATALOG);
+      const imported = await cli(service, ["grants", "import", file, "--json"], { key: copyKey });
+      expect(imported.code, imported.stderr).toBe(0);
+      expect(summaryOf(imported)).toMatchObject({ rows: source.size, written: source.size, refused: 0 });
+      expect((await graphGrantsOf(service, copyKey)).keys).toEqual(source);
+    }, 60_000);
+
+    /**
+     * Rows with holder problems, read or refused, spread over batches of
+     * three: each reported on its own line (a quoted multi-line CSV field
+     * shifts every later line), the good rows written, a delete by subject.
+     */
+    it.each(["csv", "ndjson"] as const)("%s: both holders, neither, and the service's refusals of subject rows, each reported by its line", async (format) => {
+      const key = await createApp(service, `hier-bad-${format}`, GRAPH_CATALOG);
+      const old = set("team:eng#member", "folder", "old", "editor");
+      expect((await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes: [old] } })).status).toBe(200);
+      type Spec = { row: Record<string, string>; bad?: string; ndjson?: string; csvOnly?: boolean };
+      const g = (resource: string, resourceId: string, relation: string, more: Record<string, string> = {}) => ({ resource, resourceId, relation, ...more });
+      const specs: Spec[] = [
+        { row: { userId: "alice", ...g("team", "eng", "member") } },
+        { row: { userId: "alice", subjectResource: "team", subjectResourceId: "eng", subjectRelation: "member", ...g("folder", "f1", "viewer") }, bad: "not both" },
+        { row: g("folder", "f1", "viewer"), bad: "missing the holder: userId, or subjectResource and subjectResourceId" },
+        { row: { subjectResource: "team", subjectResourceId: "eng", subjectRelation: "member", ...g("folder", "f1", "viewer") } },
+        { row: { subjectResource: "team", subjectResourceId: "eng", subjectRelation: "owner", ...g("folder", "f1", "viewer") }, bad: "subject: folder#viewer is held by a userId, a subject set team#member (its subjects in the catalog), not a subject set team#owner" },
+        { row: { userId: "multi\nline", ...g("team", "eng", "member") }, bad: "userId: \"multi\\nline\" must not contain control characters", csvOnly: true },
+        { row: { subjectResource: "folder", subjectResourceId: "f0", ...g("folder", "f1", "parent") } },
+        { row: { subjectResource: "folder", subjectResourceId: "f0", ...g("folder", "f1", "viewer") }, bad: "not a linked folder" },
+        { row: { subjectResource: "team", subjectResourceId: "x\u0000y", subjectRelation: "member", ...g("folder", "f2", "viewer") }, bad: "subject.resourceId: must not contain the control character NUL" },
+        { row: { subjectResource: "folder", subjectResourceId: "f0", ...g("document", "d1", "parent", { expiresAt: "2001-01-01T00:00:00Z" }) }, bad: "expiresAt: 2001-01-01T00:00:00.000Z is not in the future" },
+        { row: { subjectResource: "team", subjectResourceId: "eng", subjectRelation: "member", ...g("document", "d1", "viewer", { expiresAt: FUTURE }) } },
+        { row: { subjectResource: "nebula", subjectResourceId: "n1", ...g("document", "d1", "parent") }, bad: "subject: document#parent is held by a linked folder (its subjects in the catalog), not a linked nebula" },
+        { row: { subjectRelation: "member", ...g("folder", "f3", "viewer") }, bad: "missing subjectResource; missing subjectResourceId" },
+        { row: { op: "delete", subjectResource: "team", subjectResourceId: "eng", subjectRelation: "member", ...g("folder", "old", "editor") } },
+        {
+          row: {},
+          ndjson: JSON.stringify({ subject: { resource: "team", resourceId: "eng", relation: "member" }, subjectResourceId: "eng", ...g("folder", "f4", "viewer") }),
+          bad: "two forms of the same holder",
+        },
+        { row: {}, ndjson: JSON.stringify({ userId: "carol", subject: { resource: "team", resourceId: "eng" }, ...g("folder", "f4", "viewer") }), bad: "not both" },
+        { row: {}, ndjson: JSON.stringify({ userId: "", subject: { resource: "folder", resourceId: "f0", relation: "" }, ...g("document", "d2", "parent") }) },
+      ].filter((x) => (format === "csv" ? x.ndjson === undefined : !x.csvOnly));
+      const columns = ["op", "userId", "subjectResource", "subjectResourceId", "subjectRelation", "resource", "resourceId", "relation", "expiresAt"];
+      const cell = (v: string | undefined) => (v === undefined ? "" : /[",\n]/.test(v) ? `"${v.replaceAll('"', '""')}"` : v);
+      const out: string[] = format === "csv" ? [columns.join(",")] : [];
+      const bad = new Map<number, string>();
+      const good = new Set<string>();
+      let line = format === "csv" ? 2 : 1;
+      for (const spec of specs) {
+        out.push(format === "csv" ? columns.map((c) => cell(spec.row[c])).join(",") : (spec.ndjson ?? JSON.stringify(spec.row)));
+        if (spec.bad !== undefined) bad.set(line, spec.bad);
+        else if (spec.row.op !== "delete") {
+          const r = spec.ndjson !== undefined ? (JSON.parse(spec.ndjson) as Listed) : (spec.row as unknown as Listed);
+          const subject = r.subject ?? (spec.row.subjectResource ? { resource: spec.row.subjectResource, resourceId: spec.row.subjectResourceId!, relation: spec.row.subjectRelation } : undefined);
+          good.add(heldKey({ ...r, ...(subject === undefined ? {} : { subject, userId: "" }) }));
+        }
+        line += format === "csv" ? (spec.row.userId ?? "").split("\n").length : 1;
+      }
+      const file = join(dir, `holders.${format}`);
+      await writeFile(file, `${out.join("\n")}\n`);
+
+      const run = await cli(service, ["grants", "import", file, "--json", "--batch", "3"], { key });
+      expect(run.code, run.stderr).toBe(1);
+      expect(summaryOf(run)).toMatchObject({ rows: specs.length, written: good.size, deleted: 1, refused: bad.size });
+      const lines = await report(`${file}.errors.ndjson`);
+      expectReport(lines, bad);
+      // A refused subject row is shown as sent: its holder as subject.
+      const refusedSet = lines.find((l) => l.reason.includes("team#owner"))!;
+      expect(refusedSet.row).toEqual({ subject: { resource: "team", resourceId: "eng", relation: "owner" }, resource: "folder", resourceId: "f1", relation: "viewer" });
+      expect((await graphGrantsOf(service, key)).keys).toEqual(good);
     }, 60_000);
   });
 

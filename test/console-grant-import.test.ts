@@ -1,16 +1,23 @@
 /**
  * The grant import of the console and the command line (src/lib/grant-import.ts):
- * CSV and NDJSON parsing with source lines, chunking at the bulk limit, and the
- * runner that works around the bulk route's all-or-nothing rule. Pure: no
- * service, no browser; `send` is a fake that keeps the real route's rules.
- * The incremental readers' own cases are in grant-import-stream.test.ts.
+ * CSV and NDJSON parsing with source lines, holders that are users, subject
+ * sets or links, chunking at the bulk limit, and the runner that works
+ * around the bulk route's all-or-nothing rule; `send` is a fake that keeps
+ * the real route's rules. Last, the console's import of a file of subject
+ * sets and links in Chromium, through a real service (PGlite). The
+ * incremental readers' own cases are in grant-import-stream.test.ts.
  */
-import { describe, expect, it } from "vitest";
+import type { Browser } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { accessibilityProblems, chromiumAvailable, openTab, startConsoleRig, type ConsoleRig } from "./support/browser.js";
+import { createApp } from "./helpers/authz.js";
+import { GRAPH_CATALOG, set, text, user, type AnyGrant } from "./support/graph.js";
 import {
   BULK_LIMIT,
   chunk,
   describeRejection,
   formatIssue,
+  holderEntry,
   importGrants,
   lineRanges,
   parseCsv,
@@ -95,7 +102,7 @@ describe("parseCsv", () => {
       text: `userId,resource,resourceId,relation,expires_at,userId\n`,
       rows: [],
       errors: [
-        'line 1: header row: unknown column "expires_at" (columns: userId, resource, resourceId, relation, expiresAt, op); column userId appears twice',
+        'line 1: header row: unknown column "expires_at" (columns: userId, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, op); column userId appears twice',
       ],
     },
     {
@@ -220,7 +227,7 @@ describe("parseNdjson", () => {
         "line 4: not a JSON object",
         "line 5: userId is not a string",
         "line 6: missing resourceId",
-        'line 7: unknown key "expires_at" (keys: userId, resource, resourceId, relation, expiresAt, op)',
+        'line 7: unknown key "expires_at" (keys: userId, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, op, subject)',
         "line 8: expiresAt is not a date (RFC 3339, e.g. 2030-01-31T12:00:00Z)",
         "line 9: expiresAt is not a string",
         'line 10: op must be write or delete, not "upsert"',
@@ -247,6 +254,152 @@ describe("parseGrantFile", () => {
     expect(parsed.format).toBe(format);
     expect(parsed.rows).toHaveLength(1);
     expect(parsed.errors).toEqual([]);
+  });
+});
+
+/* ------------------------------------------------------------------------ */
+/* Holders other than users: subject sets and links                          */
+/* ------------------------------------------------------------------------ */
+
+/** A row with its holder as text: "alice", "team:eng#member", "folder:runbooks". */
+const held = (r: GrantRow) => ({
+  line: r.line,
+  op: r.op,
+  holder: r.subject === undefined ? r.userId : `${r.subject.resource}:${r.subject.resourceId}${r.subject.relation === "" ? "" : `#${r.subject.relation}`}`,
+  grant: `${r.relation} of ${r.resource}:${r.resourceId}`,
+  ...(r.expiresAt === undefined ? {} : { expiresAt: r.expiresAt.toISOString() }),
+});
+
+describe("subjects in CSV", () => {
+  const SUBJECT_HEADER = "userId,subjectResource,subjectResourceId,subjectRelation,resource,resourceId,relation,expiresAt";
+  it("a row names its holder by userId, or by subjectResource and subjectResourceId (subjectRelation empty for a link)", () => {
+    const parsed = parseCsv(
+      [
+        SUBJECT_HEADER,
+        "alice,,,,team,eng,member,",
+        ",team,eng,member,folder,runbooks,viewer,2030-01-31T12:00:00Z",
+        ",folder,runbooks,,document,42,parent,",
+        ',team,"eng, platform",member,document,42,editor,',
+      ].join("\r\n"),
+    );
+    expect(parsed.errors).toEqual([]);
+    expect(parsed.rows.map(held)).toEqual([
+      { line: 2, op: "write", holder: "alice", grant: "member of team:eng" },
+      { line: 3, op: "write", holder: "team:eng#member", grant: "viewer of folder:runbooks", expiresAt: "2030-01-31T12:00:00.000Z" },
+      { line: 4, op: "write", holder: "folder:runbooks", grant: "parent of document:42" },
+      { line: 5, op: "write", holder: "team:eng, platform#member", grant: "editor of document:42" },
+    ]);
+    // A user's row carries no subject; a subject's row has userId "" (as the list route says it).
+    expect(parsed.rows[0]).not.toHaveProperty("subject");
+    expect(parsed.rows[2]).toMatchObject({ userId: "", subject: { resource: "folder", resourceId: "runbooks", relation: "" } });
+  });
+
+  it("both holders, or neither, or half a subject: a row error naming the line; the good rows stay", () => {
+    const parsed = parseCsv(
+      [
+        SUBJECT_HEADER,
+        "alice,team,eng,member,folder,f1,viewer,", // both
+        ",,,,folder,f1,viewer,", // neither
+        ",team,,member,folder,f1,viewer,", // no subjectResourceId
+        ",,eng,,folder,f1,viewer,", // no subjectResource
+        "bob,,,member,folder,f1,viewer,", // a userId and a subject relation
+        ",,,,folder,,viewer,", // neither, and more
+        ",folder,f0,,folder,f1,parent,",
+      ].join("\n"),
+    );
+    expect(parsed.errors.map(formatIssue)).toEqual([
+      "line 2: a row names its holder by userId or by subjectResource and subjectResourceId, not both",
+      "line 3: missing the holder: userId, or subjectResource and subjectResourceId",
+      "line 4: missing subjectResourceId",
+      "line 5: missing subjectResource",
+      "line 6: a row names its holder by userId or by subjectResource and subjectResourceId, not both",
+      "line 7: missing the holder: userId, or subjectResource and subjectResourceId; missing resourceId",
+    ]);
+    expect(parsed.rows.map(held)).toEqual([{ line: 8, op: "write", holder: "folder:f0", grant: "parent of folder:f1" }]);
+  });
+
+  it("a header may leave userId out when it names a subject; a subject needs both its resource and its id", () => {
+    const subjectsOnly = parseCsv("subjectResource,subjectResourceId,resource,resourceId,relation,op\nfolder,f0,document,d1,parent,delete\n");
+    expect(subjectsOnly.errors).toEqual([]);
+    expect(subjectsOnly.rows.map(held)).toEqual([{ line: 2, op: "delete", holder: "folder:f0", grant: "parent of document:d1" }]);
+    expect(parseCsv("subjectResource,subjectRelation,resource,resourceId,relation\n").errors.map(formatIssue)).toEqual([
+      "line 1: header row: missing column subjectResourceId (a subject holder takes subjectResource and subjectResourceId)",
+    ]);
+    expect(parseCsv("resource,resourceId,relation\n").errors.map(formatIssue)).toEqual([
+      "line 1: header row: missing column userId (or subjectResource and subjectResourceId)",
+    ]);
+  });
+});
+
+describe("subjects in NDJSON", () => {
+  it("the flat keys, and the list route's own nested subject (userId \"\" and createdAt beside it) as is", () => {
+    const parsed = parseNdjson(
+      [
+        '{"userId":"alice","resource":"team","resourceId":"eng","relation":"member"}',
+        '{"subjectResource":"team","subjectResourceId":"eng","subjectRelation":"member","resource":"folder","resourceId":"runbooks","relation":"viewer"}',
+        '{"subjectResource":"folder","subjectResourceId":"runbooks","resource":"document","resourceId":"42","relation":"parent","expiresAt":"2030-01-31T12:00:00Z"}',
+        '{"subjectResource":"folder","subjectResourceId":"runbooks","subjectRelation":"","resource":"document","resourceId":"43","relation":"parent"}',
+        '{"userId":"","resource":"folder","resourceId":"f","relation":"viewer","createdAt":"2026-01-01T00:00:00.000Z","subject":{"resource":"team","resourceId":"eng","relation":"member"}}',
+        '{"userId":"","resource":"document","resourceId":"d","relation":"parent","createdAt":"2026-01-01T00:00:00.000Z","expiresAt":"2030-01-31T12:00:00Z","subject":{"resource":"folder","resourceId":"f","relation":""}}',
+        '{"subject":{"resource":"folder","resourceId":"f"},"resource":"document","resourceId":"e","relation":"parent","op":"delete"}',
+        '{"subject":{"resource":"folder","resourceId":"f","relation":null},"userId":"","resource":"document","resourceId":"e2","relation":"parent","subject2":1}',
+      ].join("\n"),
+    );
+    expect(parsed.rows.map(held)).toEqual([
+      { line: 1, op: "write", holder: "alice", grant: "member of team:eng" },
+      { line: 2, op: "write", holder: "team:eng#member", grant: "viewer of folder:runbooks" },
+      { line: 3, op: "write", holder: "folder:runbooks", grant: "parent of document:42", expiresAt: "2030-01-31T12:00:00.000Z" },
+      { line: 4, op: "write", holder: "folder:runbooks", grant: "parent of document:43" },
+      { line: 5, op: "write", holder: "team:eng#member", grant: "viewer of folder:f" },
+      { line: 6, op: "write", holder: "folder:f", grant: "parent of document:d", expiresAt: "2030-01-31T12:00:00.000Z" },
+      { line: 7, op: "delete", holder: "folder:f", grant: "parent of document:e" },
+    ]);
+    expect(parsed.errors.map(formatIssue)).toEqual([
+      'line 8: unknown key "subject2" (keys: userId, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, op, subject)',
+    ]);
+  });
+
+  it("both holders, neither, both forms of a subject, wrong types: row errors naming the line", () => {
+    const grant = '"resource":"folder","resourceId":"f1","relation":"viewer"';
+    const parsed = parseNdjson(
+      [
+        `{"userId":"alice","subjectResource":"team","subjectResourceId":"eng",${grant}}`,
+        `{"userId":"alice","subject":{"resource":"team","resourceId":"eng","relation":"member"},${grant}}`,
+        `{${grant}}`,
+        `{"userId":"",${grant}}`,
+        `{"subject":{"resource":"team","resourceId":"eng","relation":"member"},"subjectResource":"team",${grant}}`,
+        `{"subject":{"resource":"team","relation":"member"},${grant}}`,
+        `{"subjectRelation":"member","subjectResourceId":"eng",${grant}}`,
+        `{"subject":"team:eng#member",${grant}}`,
+        `{"subject":{"resource":"team","resourceId":7,"kind":"set"},${grant}}`,
+        `{"subjectResource":["team"],"subjectResourceId":"eng",${grant}}`,
+        `{"subject":{"resource":"team","resourceId":"eng","relation":"member"},${grant}}`,
+      ].join("\n"),
+    );
+    expect(parsed.errors.map(formatIssue)).toEqual([
+      "line 1: a row names its holder by userId or by subjectResource and subjectResourceId, not both",
+      "line 2: a row names its holder by userId or by subject, not both",
+      "line 3: missing the holder: userId, or subjectResource and subjectResourceId",
+      "line 4: missing the holder: userId, or subjectResource and subjectResourceId",
+      "line 5: subject and subjectResource, subjectResourceId, subjectRelation are two forms of the same holder: give one of them",
+      "line 6: missing subject.resourceId",
+      "line 7: missing subjectResource",
+      "line 8: subject is not an object ({resource, resourceId, relation})",
+      'line 9: subject.resourceId is not a string; unknown key "subject.kind" (subject keys: resource, resourceId, relation)',
+      "line 10: subjectResource is not a string",
+    ]);
+    expect(parsed.rows.map(held)).toEqual([{ line: 11, op: "write", holder: "team:eng#member", grant: "viewer of folder:f1" }]);
+  });
+});
+
+describe("holderEntry", () => {
+  it("a row's holder as the bulk route takes it", () => {
+    const [user, set, link] = parseCsv("userId,subjectResource,subjectResourceId,subjectRelation,resource,resourceId,relation\na,,,,doc,d,viewer\n,team,eng,member,doc,d,viewer\n,folder,f,,doc,d,parent\n").rows;
+    expect([user, set, link].map((r) => holderEntry(r!))).toEqual([
+      { userId: "a" },
+      { subject: { resource: "team", resourceId: "eng", relation: "member" } },
+      { subject: { resource: "folder", resourceId: "f", relation: "" } },
+    ]);
   });
 });
 
@@ -522,4 +675,87 @@ describe("describeRejection", () => {
     { error: new Error("boom"), want: { invalidArgument: false, message: "boom", details: [] } },
     { error: "text", want: { invalidArgument: false, message: "text", details: [] } },
   ])("$error", ({ error, want }) => expect(describeRejection(error)).toEqual(want));
+});
+
+/* ------------------------------------------------------------------------ */
+/* The console's import of subject sets and links, in Chromium               */
+/* ------------------------------------------------------------------------ */
+
+describe.skipIf(!chromiumAvailable)("the console's import, in Chromium: grants held by subject sets and links", { timeout: 180_000 }, () => {
+  let rig: ConsoleRig | undefined;
+  let browser: Browser;
+  beforeAll(async () => {
+    rig = await startConsoleRig();
+    browser = rig.browser;
+  }, 120_000);
+  afterAll(async () => {
+    await rig?.close();
+  });
+
+  it("a CSV and an NDJSON file (flat and nested subjects): written with their holders, bad rows reported by line", async () => {
+    const service = rig!.service;
+    const key = await createApp(service, "graph-import", GRAPH_CATALOG);
+    const tab = await openTab(browser, service.url);
+    rig!.tabs.push(tab);
+    const { page } = tab;
+    await page.goto("/console/");
+    await page.getByLabel("API key").fill(key);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect.poll(() => page.getByRole("heading", { level: 1, name: "Catalog" }).isVisible()).toBe(true);
+    await page.goto("/console/apps/graph-import/grants");
+    const imports = page.getByRole("region", { name: "Import" });
+    const importFile = async (name: string, body: string, rows: number) => {
+      await imports.getByLabel("Grants file (CSV or NDJSON)").setInputFiles({ name, mimeType: "text/plain", buffer: Buffer.from(body) });
+      await imports.getByRole("button", { name: `Import ${rows} row${rows === 1 ? "" : "s"}` }).click();
+      await expect.poll(() => imports.getByRole("heading", { name: "Import finished" }).isVisible()).toBe(true);
+    };
+
+    const csv = [
+      "userId,subjectResource,subjectResourceId,subjectRelation,resource,resourceId,relation,expiresAt",
+      "alice,,,,team,platform,member,",
+      ",team,platform,member,team,eng,member,2099-01-01T00:00:00Z",
+      ",team,eng,member,folder,runbooks,viewer,",
+      ",folder,runbooks,,document,42,parent,",
+      ",team,eng,owner,folder,runbooks,editor,", // line 6: refused, team#owner holds nothing here
+      "bob,team,eng,member,document,42,viewer,", // line 7: both holders
+    ].join("\n");
+    await importFile("hierarchy.csv", csv, 5);
+    expect(await imports.getByRole("region", { name: "Lines with problems in the file" }).locator("tbody tr td:first-child").allTextContents()).toEqual(["7"]);
+    const refused = imports.getByRole("region", { name: "Rows the service refused" });
+    expect(await refused.locator("tbody tr td:first-child").allTextContents()).toEqual(["6"]);
+    expect(await refused.locator("tbody tr td:nth-child(2)").allTextContents()).toEqual([
+      "subject: folder#editor is held by a userId, a subject set team#member (its subjects in the catalog), not a subject set team#owner",
+    ]);
+    expect(await accessibilityProblems(page)).toEqual([]);
+
+    const ndjson = [
+      JSON.stringify({ subjectResource: "folder", subjectResourceId: "root", resource: "folder", resourceId: "runbooks", relation: "parent" }),
+      JSON.stringify({ userId: "", subject: { resource: "folder", resourceId: "runbooks", relation: "" }, resource: "document", resourceId: "43", relation: "parent", createdAt: "2026-01-01T00:00:00Z" }),
+      JSON.stringify({ subject: { resource: "team", resourceId: "eng", relation: "member" }, resource: "document", resourceId: "44", relation: "editor", expiresAt: "2099-01-01T00:00:00Z" }),
+      JSON.stringify({ op: "delete", subjectResource: "folder", subjectResourceId: "runbooks", resource: "document", resourceId: "42", relation: "parent" }),
+    ].join("\n");
+    await importFile("more.ndjson", ndjson, 4);
+    expect(await imports.getByRole("status").filter({ hasText: "Import finished" }).textContent()).toContain("3 written, 0 unchanged, 1 deleted, 0 refused");
+
+    const grants: AnyGrant[] = [];
+    for (const resource of ["team", "folder", "document"]) {
+      const res = await service.call("GET", `/api/v1/authorization/relationships?resource=${resource}`, { key });
+      for (const g of res.body.relationships as (AnyGrant & { userId: string })[]) grants.push(g.userId === "" ? { ...g, userId: undefined } : g);
+    }
+    const expiring = (g: AnyGrant) => ({ ...g, expiresAt: "2099-01-01T00:00:00Z" });
+    const described = (g: AnyGrant) => `${text(g)}${g.expiresAt ? ` until ${new Date(g.expiresAt).toISOString()}` : ""}`;
+    expect(grants.map(described).sort()).toEqual(
+      [
+        user("alice", "team", "platform", "member"),
+        expiring(set("team:platform#member", "team", "eng", "member")),
+        set("team:eng#member", "folder", "runbooks", "viewer"),
+        set("folder:root", "folder", "runbooks", "parent"),
+        set("folder:runbooks", "document", "43", "parent"),
+        expiring(set("team:eng#member", "document", "44", "editor")),
+      ]
+        .map(described)
+        .sort(),
+    );
+    expect(tab.problems).toEqual([]);
+  });
 });

@@ -3,10 +3,24 @@
  * streams a file through them: the same records whatever the chunking, exact
  * byte offsets (the resumable position) and line numbers, a resumed read that
  * matches the whole one, bytes that are not UTF-8 and runaway records as row
- * errors that leave the next row alone.
+ * errors that leave the next row alone; grant rows held by subject sets and
+ * links read streamed as the whole file reads them.
  */
 import { describe, expect, it } from "vitest";
-import { CsvRecordReader, LineReader, MAX_RECORD_BYTES, readCsvRecords, type CsvRecord, type ReadStart, type TextLine } from "../src/lib/grant-import/index.js";
+import {
+  csvColumns,
+  csvGrant,
+  CsvRecordReader,
+  LineReader,
+  MAX_RECORD_BYTES,
+  ndjsonGrant,
+  parseCsv,
+  parseNdjson,
+  readCsvRecords,
+  type CsvRecord,
+  type ReadStart,
+  type TextLine,
+} from "../src/lib/grant-import/index.js";
 
 const encode = (text: string) => new TextEncoder().encode(text);
 const bytesOf = (input: string | Uint8Array) => (typeof input === "string" ? encode(input) : input);
@@ -122,5 +136,56 @@ describe("LineReader", () => {
       [2, `the line is over ${MAX_RECORD_BYTES} bytes`],
       [3, '{"ok":1}'],
     ]);
+  });
+});
+
+describe("grant rows held by subjects, streamed as the command line reads them", () => {
+  const csv = [
+    "userId,subjectResource,subjectResourceId,subjectRelation,resource,resourceId,relation,expiresAt",
+    "alice,,,,team,eng,member,",
+    ',team,"eng, ""core""",member,folder,runbooks,viewer,2030-01-31T12:00:00Z',
+    ",folder,root,,folder,runbooks,parent,",
+    "bob,team,eng,member,folder,x,viewer,",
+    ",,,,folder,x,viewer,",
+    ',folder,"multi\nline",,document,42,parent,',
+  ].join("\r\n");
+  const ndjson = [
+    '{"userId":"alice","resource":"team","resourceId":"eng","relation":"member"}',
+    '{"subjectResource":"team","subjectResourceId":"eng","subjectRelation":"member","resource":"folder","resourceId":"runbooks","relation":"viewer"}',
+    '{"userId":"","subject":{"resource":"folder","resourceId":"root","relation":""},"resource":"folder","resourceId":"runbooks","relation":"parent","createdAt":"2026-01-01T00:00:00Z"}',
+    '{"userId":"bob","subject":{"resource":"team","resourceId":"eng"},"resource":"folder","resourceId":"x","relation":"viewer"}',
+    '{"resource":"folder","resourceId":"x","relation":"viewer"}',
+  ].join("\n");
+
+  it("CSV: the header read alone, the rest in chunks of any size from after it, the same rows and errors as the whole file", () => {
+    const bytes = encode(csv);
+    const [header] = readCsvRecords(bytes);
+    const columns = csvColumns(header!);
+    if (!Array.isArray(columns)) throw new Error(columns.reason);
+    const whole = parseCsv(bytes);
+    expect(whole.rows.map((r) => [r.line, r.userId || `${r.subject!.resource}:${r.subject!.resourceId}#${r.subject!.relation}`])).toEqual([
+      [2, "alice"],
+      [3, 'team:eng, "core"#member'],
+      [4, "folder:root#"],
+      [7, "folder:multi\nline#"],
+    ]);
+    expect(whole.errors.map((e) => e.line)).toEqual([5, 6]);
+    for (const size of [1, 7, 64, bytes.length]) {
+      const read = csvInChunks(bytes.subarray(header!.end), size, { offset: header!.end, line: header!.nextLine }).map((r) => csvGrant(columns, r));
+      expect(read.filter((r) => !("reason" in r)), `chunks of ${size}`).toEqual(whole.rows);
+      expect(read.filter((r) => "reason" in r), `chunks of ${size}`).toEqual(whole.errors);
+    }
+  });
+
+  it("NDJSON: flat and nested subjects line by line in chunks of any size, the same rows and errors as the whole file", () => {
+    const bytes = encode(ndjson);
+    const whole = parseNdjson(bytes);
+    expect(whole.rows.map((r) => r.line)).toEqual([1, 2, 3]);
+    expect(whole.errors.map((e) => e.line)).toEqual([4, 5]);
+    for (const size of [1, 13, bytes.length]) {
+      const read = linesInChunks(bytes, size).map(ndjsonGrant);
+      expect(read.filter((r) => r !== null && !("reason" in r)), `chunks of ${size}`).toEqual(whole.rows);
+      expect(read.filter((r) => r !== null && "reason" in r), `chunks of ${size}`).toEqual(whole.errors);
+    }
   });
 });

@@ -1,8 +1,19 @@
 /**
- * `portcullis grants export`: grants as NDJSON, one per line with the keys
- * `grants import` reads (userId, resource, resourceId, relation, expiresAt
- * when set, and createdAt, which the import ignores), streamed page by page
- * (1,000 a call) to stdout or a file: never more than a page in memory.
+ * `portcullis grants export`: grants in the format `grants import` reads,
+ * streamed page by page (1,000 a call) to stdout or a file: never more than
+ * a page in memory.
+ *
+ * NDJSON (stdout, and any --out not named .csv): one object a line, the
+ * holder first: `userId` for a user's grant, else the flat keys
+ * `subjectResource`, `subjectResourceId` and `subjectRelation` (absent for a
+ * link); then resource, resourceId, relation, expiresAt when set, and
+ * createdAt, which the import ignores. A user's grant is written exactly as
+ * before subjects existed. CSV (--out FILE.csv): a header row that always
+ * names the same eight columns, userId, subjectResource, subjectResourceId,
+ * subjectRelation, resource, resourceId, relation, expiresAt (the file is
+ * streamed, so whether subjects come is not known when the header is
+ * written), then one record a grant with the other holder's columns empty;
+ * no createdAt, which the CSV import does not take.
  *
  * What is exported, by the list route's modes: one instance (--resource and
  * --resource-id), a user's grants on a type (--user and --resource), every
@@ -18,6 +29,7 @@ import { once } from "node:events";
 import { createWriteStream } from "node:fs";
 import { rename, rm } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
+import { formatOfName, type GrantFormat } from "../lib/grant-import/index.js";
 import type { Api } from "./client.js";
 import { usageError } from "./errors.js";
 
@@ -31,7 +43,9 @@ export interface ExportOptions {
 }
 
 interface Grant {
+  /** "" when subject holds the grant. */
   userId: string;
+  subject?: { resource: string; resourceId: string; relation?: string };
   resource: string;
   resourceId: string;
   relation: string;
@@ -48,6 +62,8 @@ export async function exportGrants(api: Api, options: ExportOptions, stdout: Nod
   const resources = options.resource !== undefined ? [options.resource] : await catalogResources(api);
 
   const target = options.out === undefined ? undefined : resolve(options.out);
+  const format: GrantFormat = target === undefined ? "ndjson" : formatOfName(target) === "csv" ? "csv" : "ndjson";
+  const encode = format === "csv" ? csvLine : (g: Grant) => `${JSON.stringify(ndjsonLine(g))}\n`;
   const temp = target === undefined ? undefined : join(dirname(target), `.${basename(target)}.${process.pid}.tmp`);
   const out = temp === undefined ? stdout : createWriteStream(temp, { mode: 0o600 });
   const write = async (text: string) => {
@@ -55,6 +71,7 @@ export async function exportGrants(api: Api, options: ExportOptions, stdout: Nod
   };
   let count = 0;
   try {
+    if (format === "csv") await write(`${CSV_COLUMNS.join(",")}\r\n`);
     for (const resource of resources) {
       let pageToken = "";
       do {
@@ -68,7 +85,7 @@ export async function exportGrants(api: Api, options: ExportOptions, stdout: Nod
           pageToken,
         });
         const grants = page.relationships ?? [];
-        if (grants.length > 0) await write(grants.map((g) => `${JSON.stringify(line(g))}\n`).join(""));
+        if (grants.length > 0) await write(grants.map(encode).join(""));
         count += grants.length;
         pageToken = page.nextPageToken ?? "";
       } while (pageToken !== "");
@@ -92,15 +109,49 @@ export async function exportGrants(api: Api, options: ExportOptions, stdout: Nod
   );
 }
 
-/** A grant in the import's keys, in its order. */
-const line = (g: Grant) => ({
-  userId: g.userId,
-  resource: g.resource,
-  resourceId: g.resourceId,
-  relation: g.relation,
-  ...(g.expiresAt === undefined ? {} : { expiresAt: g.expiresAt }),
-  ...(g.createdAt === undefined ? {} : { createdAt: g.createdAt }),
-});
+/** A grant's subject when it has one (the list route says userId "" beside it). */
+const subjectOf = (g: Grant) => (g.subject !== undefined && g.userId === "" ? g.subject : undefined);
+
+/** A grant in the import's keys, in its order: the holder (userId, or the subject's flat keys), the grant, its expiry, createdAt. */
+const ndjsonLine = (g: Grant) => {
+  const subject = subjectOf(g);
+  return {
+    ...(subject === undefined
+      ? { userId: g.userId }
+      : {
+          subjectResource: subject.resource,
+          subjectResourceId: subject.resourceId,
+          ...((subject.relation ?? "") === "" ? {} : { subjectRelation: subject.relation }),
+        }),
+    resource: g.resource,
+    resourceId: g.resourceId,
+    relation: g.relation,
+    ...(g.expiresAt === undefined ? {} : { expiresAt: g.expiresAt }),
+    ...(g.createdAt === undefined ? {} : { createdAt: g.createdAt }),
+  };
+};
+
+/** The CSV export's columns, every one in every file (the holder's, the grant's, the expiry). */
+const CSV_COLUMNS = ["userId", "subjectResource", "subjectResourceId", "subjectRelation", "resource", "resourceId", "relation", "expiresAt"] as const;
+
+/** RFC 4180: a field with a comma, a quote or a line break goes in quotes, its quotes doubled. */
+const csvField = (value: string) => (/[",\r\n]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value);
+
+/** A grant as one CSV record under CSV_COLUMNS. */
+const csvLine = (g: Grant): string => {
+  const subject = subjectOf(g);
+  const fields: Record<(typeof CSV_COLUMNS)[number], string> = {
+    userId: subject === undefined ? g.userId : "",
+    subjectResource: subject?.resource ?? "",
+    subjectResourceId: subject?.resourceId ?? "",
+    subjectRelation: subject?.relation ?? "",
+    resource: g.resource,
+    resourceId: g.resourceId,
+    relation: g.relation,
+    expiresAt: g.expiresAt ?? "",
+  };
+  return `${CSV_COLUMNS.map((c) => csvField(fields[c])).join(",")}\r\n`;
+};
 
 /** The resource types of the calling key's application, from its catalog. */
 async function catalogResources(api: Api): Promise<string[]> {

@@ -1,7 +1,10 @@
 /**
  * `portcullis grants import FILE`: grants from a CSV or NDJSON file, streamed
  * (never the whole file in memory), through the bulk route in batches of up
- * to 5,000, one call at a time by default.
+ * to 5,000, one call at a time by default. A row's holder is a user
+ * (userId) or a subject set or linked instance (subjectResource,
+ * subjectResourceId, subjectRelation; in NDJSON also the API's nested
+ * `subject`), sent as the bulk entry's `subject` (src/lib/grant-import/rows.ts).
  *
  * The bulk route is all or nothing; sendBatch (src/lib/grant-import/bulk-runner.ts, the
  * console's import too) reports the entries a 400 names and sends the rest
@@ -29,6 +32,7 @@ import {
   csvGrant,
   formatOfContent,
   formatOfName,
+  holderEntry,
   isIssue,
   ndjsonGrant,
   sendBatch,
@@ -299,9 +303,12 @@ function describe(error: unknown): Rejection {
   return { invalidArgument: false, message: error instanceof Error ? error.message : String(error), details: [] };
 }
 
-/** A row as the bulk route takes it (and as the report shows a refused one). */
+/**
+ * A row as the bulk route takes it (and as the report shows a refused one):
+ * its holder as `userId`, or as `subject` (relation "" for a link).
+ */
 const sent = (row: GrantRow) => ({
-  userId: row.userId,
+  ...holderEntry(row),
   resource: row.resource,
   resourceId: row.resourceId,
   relation: row.relation,

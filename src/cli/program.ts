@@ -97,8 +97,9 @@ Examples:
   grants
     .command("import")
     .description(
-      "import grants from a CSV file (a header row naming userId,resource,resourceId,relation[,expiresAt][,op]) or NDJSON " +
-        "(one object a line with those keys), streamed through the bulk route; bad rows go to the error report, the rest is written once",
+      "import grants from a CSV file (a header row naming userId,resource,resourceId,relation[,expiresAt][,op], the holder being " +
+        "userId or subjectResource,subjectResourceId[,subjectRelation] for a team's members or a linked instance) or NDJSON " +
+        "(one object a line with those keys, or the list route's subject object), streamed through the bulk route; bad rows go to the error report, the rest is written once",
     )
     .argument("<FILE>", "the CSV or NDJSON file (.csv, .ndjson or .jsonl; otherwise see --format)")
     .addOption(new Option("--format <format>", "the file's format when its name does not say (default: NDJSON if it starts with {)").choices(["csv", "ndjson"]))
@@ -121,7 +122,7 @@ Examples:
   grants
     .command("export")
     .description(
-      "write grants as NDJSON (the keys grants import reads), paged: every type of the catalog, or what the flags select " +
+      "write grants as NDJSON (the keys grants import reads; CSV when --out names a .csv file), paged: every type of the catalog, or what the flags select " +
         "(--resource; --resource with --resource-id; --user, with or without --resource; --relation narrows)",
     )
     .option("--resource <type>", "grants on instances of this resource type")

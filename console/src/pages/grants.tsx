@@ -28,6 +28,7 @@ import { apiProblem, reasonAt, type ApiProblem } from "../lib/errors";
 import { effectiveSubjects, holderText, parseSubjectType } from "../lib/holders";
 import {
   BULK_LIMIT,
+  holderEntry,
   importGrants,
   lineRanges,
   parseGrantFile,
@@ -797,8 +798,9 @@ function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) 
 /* Import                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/** A row as a bulk entry: its holder as userId, or as subject (a subject set, or a link with relation ""). */
 const toTuple = (r: GrantRow) => ({
-  userId: r.userId,
+  ...holderEntry(r),
   resource: r.resource,
   resourceId: r.resourceId,
   relation: r.relation,
@@ -864,7 +866,9 @@ function ImportSection() {
       <h2 id="grants-import-heading">Import</h2>
       <p className="grants-hint" id="grants-import-hint">
         A CSV file with a header row naming the columns userId, resource, resourceId, relation, and optionally expiresAt (RFC 3339 with a zone, e.g.
-        2030-01-31T12:00:00Z) and op (write or delete; write when empty); or NDJSON, one JSON object per line with those keys. Rows are sent{" "}
+        2030-01-31T12:00:00Z) and op (write or delete; write when empty); or NDJSON, one JSON object per line with those keys. A row held by a subject set
+        or a linked instance gives subjectResource, subjectResourceId and subjectRelation (empty for a link) instead of userId; in NDJSON also as a subject
+        object, as the list returns it. Rows are sent{" "}
         {BULK_LIMIT.toLocaleString()} at a time; rows the service refuses are listed below and the others are still written.
       </p>
       <div className="field">

@@ -1,17 +1,31 @@
 /** Grants from CSV: a header row naming the columns, then one grant a record. */
 
 import { readCsvRecords, type CsvRecord } from "./csv-records.js";
-import { collect, KNOWN_COLUMNS, REQUIRED_COLUMNS, toRow, type Column, type GrantRow, type LineIssue, type ParseResult, type RawRow } from "./rows.js";
+import {
+  collect,
+  KNOWN_COLUMNS,
+  REQUIRED_COLUMNS,
+  SUBJECT_COLUMNS,
+  toRow,
+  type Column,
+  type GrantRow,
+  type HolderForm,
+  type LineIssue,
+  type ParseResult,
+  type RawRow,
+} from "./rows.js";
 
 export const CSV_HEADER_HELP = "userId,resource,resourceId,relation[,expiresAt][,op]";
 
 /**
- * The columns a header row names, in any order: userId, resource,
- * resourceId, relation, and optionally expiresAt (RFC 3339 with a zone;
- * empty for none) and op (write or delete; empty means write). Names are
- * matched ignoring case and spaces around them; an unknown or repeated
- * column refuses the file (a misspelt "expires_at" must not quietly write
- * grants that never expire).
+ * The columns a header row names, in any order: resource, resourceId,
+ * relation; the holder: userId, or subjectResource and subjectResourceId
+ * with optionally subjectRelation, or all four (each row then fills one
+ * holder); and optionally expiresAt (RFC 3339 with a zone; empty for none)
+ * and op (write or delete; empty means write). Names are matched ignoring
+ * case and spaces around them; an unknown or repeated column refuses the
+ * file (a misspelt "expires_at" must not quietly write grants that never
+ * expire).
  */
 export function csvColumns(header: CsvRecord): Column[] | LineIssue {
   const canonical = new Map(KNOWN_COLUMNS.map((c) => [c.toLowerCase(), c]));
@@ -24,6 +38,15 @@ export function csvColumns(header: CsvRecord): Column[] | LineIssue {
     else if (columns.includes(column)) problems.push(`column ${column} appears twice`);
     else columns[index] = column;
   });
+  const subjectColumns = SUBJECT_COLUMNS.filter((c) => columns.includes(c));
+  if (subjectColumns.length > 0) {
+    // A subject takes both its resource and its id; its relation is optional (none for a link).
+    for (const needed of ["subjectResource", "subjectResourceId"] as const) {
+      if (!columns.includes(needed)) problems.push(`missing column ${needed} (a subject holder takes subjectResource and subjectResourceId)`);
+    }
+  } else if (!columns.includes("userId")) {
+    problems.push("missing column userId (or subjectResource and subjectResourceId)");
+  }
   for (const required of REQUIRED_COLUMNS) {
     if (!columns.includes(required)) problems.push(`missing column ${required}`);
   }
@@ -42,7 +65,8 @@ export function csvGrant(columns: readonly Column[], record: CsvRecord): GrantRo
   record.fields.forEach((value, index) => {
     raw[columns[index]!] = value;
   });
-  const row = toRow(raw);
+  const form: HolderForm = { subject: columns.some((c) => (SUBJECT_COLUMNS as readonly Column[]).includes(c)) ? "flat" : "none" };
+  const row = toRow(raw, form);
   return Array.isArray(row) ? { line: record.line, reason: row.join("; ") } : row;
 }
 

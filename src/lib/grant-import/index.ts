@@ -19,5 +19,18 @@ export * from "./csv-grants.js";
 export * from "./csv-records.js";
 export * from "./grant-file.js";
 export * from "./ndjson.js";
-export { BULK_LIMIT, formatIssue, isIssue, MAX_RECORD_BYTES, OPTIONAL_COLUMNS, parseExpiry, REQUIRED_COLUMNS } from "./rows.js";
-export type { Column, GrantFormat, GrantOp, GrantRow, LineIssue, ParseResult } from "./rows.js";
+export {
+  BULK_LIMIT,
+  formatIssue,
+  holderEntry,
+  isIssue,
+  KNOWN_COLUMNS,
+  MAX_RECORD_BYTES,
+  NO_HOLDER,
+  OPTIONAL_COLUMNS,
+  parseExpiry,
+  REQUIRED_COLUMNS,
+  SUBJECT_COLUMNS,
+  USER_COLUMN,
+} from "./rows.js";
+export type { Column, GrantFormat, GrantOp, GrantRow, GrantSubject, LineIssue, ParseResult, SubjectColumn } from "./rows.js";

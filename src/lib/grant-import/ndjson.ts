@@ -1,7 +1,20 @@
 /** Grants from NDJSON (JSON Lines): lines read incrementally, one JSON object a grant. */
 
 import { BomSkipper, bytesOf, Bytes, CR, LF, lenient, NOT_UTF8, utf8, type ReadStart } from "./bytes.js";
-import { collect, IGNORED_KEYS, KNOWN_COLUMNS, MAX_RECORD_BYTES, toRow, type Column, type GrantRow, type LineIssue, type ParseResult, type RawRow } from "./rows.js";
+import {
+  collect,
+  IGNORED_KEYS,
+  KNOWN_COLUMNS,
+  MAX_RECORD_BYTES,
+  NO_HOLDER,
+  SUBJECT_COLUMNS,
+  toRow,
+  type Column,
+  type GrantRow,
+  type LineIssue,
+  type ParseResult,
+  type RawRow,
+} from "./rows.js";
 
 /** One line of text, the line's number, and where it ends. */
 export interface TextLine {
@@ -86,13 +99,24 @@ export class LineReader {
   }
 }
 
+/** The keys of the nested `subject` (as the API writes it) and the flat keys they stand for. */
+const NESTED_SUBJECT = { resource: "subjectResource", resourceId: "subjectResourceId", relation: "subjectRelation" } as const;
+/** The keys a line may have: every column, the nested subject, and the ignored ones. */
+const ALLOWED_KEYS: readonly string[] = [...KNOWN_COLUMNS, "subject", ...IGNORED_KEYS];
+/** The keys that name a holder, as problems name them. */
+const HOLDER_KEYS = ["userId", "subject", ...SUBJECT_COLUMNS, ...Object.keys(NESTED_SUBJECT).map((k) => `subject.${k}`)];
+
 /**
- * One NDJSON (JSON Lines) line: a JSON object with the keys userId,
- * resource, resourceId, relation (strings), and optionally expiresAt (an
- * RFC 3339 string, or null for none) and op ("write" or "delete").
- * createdAt, which the list route returns, is ignored, so a list answer's
- * (or an export's) grants can be imported back; any other key is refused.
- * Null for a blank line.
+ * One NDJSON (JSON Lines) line: a JSON object with the keys resource,
+ * resourceId, relation, the holder, and optionally expiresAt (an RFC 3339
+ * string, or null for none) and op ("write" or "delete"), all strings. The
+ * holder is userId, or a subject: the flat keys subjectResource,
+ * subjectResourceId and subjectRelation (absent or "" for a link), or the
+ * API's own `subject: {resource, resourceId, relation}` (what the list
+ * route returns, beside `userId: ""`); a line with both forms of a subject
+ * is a row error. createdAt, which the list route returns, is ignored, so a
+ * list answer's (or an export's) grants can be imported back; any other key
+ * is refused. Null for a blank line.
  */
 export function ndjsonGrant(source: TextLine): GrantRow | LineIssue | null {
   const { line } = source;
@@ -105,26 +129,54 @@ export function ndjsonGrant(source: TextLine): GrantRow | LineIssue | null {
     return { line, reason: "not JSON" };
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) return { line, reason: "not a JSON object" };
-  const allowed: readonly string[] = [...KNOWN_COLUMNS, ...IGNORED_KEYS];
   const problems: string[] = [];
+  /** Keys (as problems name them) whose value has the wrong type: "missing" says less about them. */
+  const mistyped = new Set<string>();
   const raw: RawRow = { line };
+  let nested = false;
   for (const [key, v] of Object.entries(value as Record<string, unknown>)) {
-    if (!allowed.includes(key)) {
-      problems.push(`unknown key "${key}" (keys: ${KNOWN_COLUMNS.join(", ")})`);
+    if (!ALLOWED_KEYS.includes(key)) {
+      problems.push(`unknown key "${key}" (keys: ${[...KNOWN_COLUMNS, "subject"].join(", ")})`);
     } else if ((IGNORED_KEYS as readonly string[]).includes(key)) {
       continue;
-    } else if (key === "expiresAt" && v === null) {
+    } else if ((key === "expiresAt" || key === "subject") && v === null) {
       continue;
+    } else if (key === "subject") {
+      nested = true;
+      if (typeof v !== "object" || Array.isArray(v)) {
+        problems.push("subject is not an object ({resource, resourceId, relation})");
+        mistyped.add("subject");
+        continue;
+      }
+      for (const [inner, w] of Object.entries(v as Record<string, unknown>)) {
+        const flat = Object.hasOwn(NESTED_SUBJECT, inner) ? NESTED_SUBJECT[inner as keyof typeof NESTED_SUBJECT] : undefined;
+        if (flat === undefined) problems.push(`unknown key "subject.${inner}" (subject keys: resource, resourceId, relation)`);
+        else if (inner === "relation" && w === null) continue;
+        else if (typeof w !== "string") {
+          problems.push(`subject.${inner} is not a string`);
+          mistyped.add(`subject.${inner}`);
+        } else raw[flat] = w;
+      }
     } else if (typeof v !== "string") {
       problems.push(`${key} is not a string`);
+      mistyped.add(key);
     } else {
       raw[key as Column] = v;
     }
   }
+  const record = value as Record<string, unknown>;
+  if (nested && SUBJECT_COLUMNS.some((c) => Object.hasOwn(record, c))) {
+    return {
+      line,
+      reason: [...problems, `subject and ${SUBJECT_COLUMNS.join(", ")} are two forms of the same holder: give one of them`].join("; "),
+    };
+  }
+  const holderMistyped = HOLDER_KEYS.some((k) => mistyped.has(k));
+  const row = toRow(raw, { subject: nested ? "nested" : "flat" });
   // A wrong type already says more than "missing".
-  const typeProblem = new Set(problems.filter((p) => p.endsWith(" is not a string")).map((p) => p.split(" ")[0]));
-  const row = toRow(raw);
-  if (Array.isArray(row)) problems.push(...row.filter((p) => !(p.startsWith("missing ") && typeProblem.has(p.slice(8)))));
+  const said = (p: string) =>
+    (p.startsWith("missing ") && (mistyped.has(p.slice(8)) || (p.startsWith("missing subject.") && mistyped.has("subject")))) || (p === NO_HOLDER && holderMistyped);
+  if (Array.isArray(row)) problems.push(...row.filter((p) => !said(p)));
   if (problems.length > 0) return { line, reason: problems.join("; ") };
   return row as GrantRow;
 }

@@ -15,23 +15,48 @@ export const BULK_LIMIT = 5000;
  */
 export const MAX_RECORD_BYTES = 64 * 1024;
 
-/** The columns (CSV) or keys (NDJSON) a grant row has. */
-export const REQUIRED_COLUMNS = ["userId", "resource", "resourceId", "relation"] as const;
+/**
+ * The columns (CSV) or keys (NDJSON) a grant row has: its holder, the
+ * instance and relation (required), and optionally an expiry and an op.
+ *
+ * The holder is a user (`userId`) or a subject (`subjectResource`,
+ * `subjectResourceId`, and `subjectRelation` for a subject set such as
+ * team:eng#member, empty or absent for a link such as folder:runbooks; the
+ * names the single DELETE route takes as query parameters), exactly one of
+ * the two. Empty counts as absent, so a CSV file may carry both kinds of
+ * row, and a list answer's `userId: ""` beside its `subject` is no user.
+ */
+export const USER_COLUMN = "userId" as const;
+export const SUBJECT_COLUMNS = ["subjectResource", "subjectResourceId", "subjectRelation"] as const;
+export const REQUIRED_COLUMNS = ["resource", "resourceId", "relation"] as const;
 export const OPTIONAL_COLUMNS = ["expiresAt", "op"] as const;
 /** NDJSON keys accepted and ignored: a grant as the list route (and an export) returns it carries createdAt. */
 export const IGNORED_KEYS = ["createdAt"] as const;
 
-export type Column = (typeof REQUIRED_COLUMNS)[number] | (typeof OPTIONAL_COLUMNS)[number];
-export const KNOWN_COLUMNS: readonly Column[] = [...REQUIRED_COLUMNS, ...OPTIONAL_COLUMNS];
+export type SubjectColumn = (typeof SUBJECT_COLUMNS)[number];
+export type Column = typeof USER_COLUMN | SubjectColumn | (typeof REQUIRED_COLUMNS)[number] | (typeof OPTIONAL_COLUMNS)[number];
+/** Every column, in the order messages list them (and an export writes them): the holder, the grant, its expiry, the op. */
+export const KNOWN_COLUMNS: readonly Column[] = [USER_COLUMN, ...SUBJECT_COLUMNS, ...REQUIRED_COLUMNS, ...OPTIONAL_COLUMNS];
 
 export type GrantOp = "write" | "delete";
+
+/** A grant's holder other than a user, as the API names it: a subject set (relation set) or a linked instance (relation ""). */
+export interface GrantSubject {
+  resource: string;
+  resourceId: string;
+  /** The set's relation ("member" of team:eng#member); "" for a link. */
+  relation: string;
+}
 
 /** One grant read from the file. */
 export interface GrantRow {
   /** 1-based line of the file where the row starts. */
   line: number;
   op: GrantOp;
+  /** The user holding the grant; "" when `subject` holds it (as the list route says it). */
   userId: string;
+  /** The subject set or linked instance holding the grant, instead of a user. */
+  subject?: GrantSubject;
   resource: string;
   resourceId: string;
   relation: string;
@@ -105,9 +130,50 @@ export function parseExpiry(text: string): Date | { problem: string } {
 /** The fields of one row, as strings (undefined: the column or key is absent). */
 export type RawRow = { line: number } & { [C in Column]?: string | undefined };
 
-/** A row from its fields, or the reasons it is no row. */
-export function toRow(raw: RawRow): GrantRow | string[] {
+/** How a file can name a row's holder, which words its problems in the file's own terms. */
+export interface HolderForm {
+  /**
+   * "flat": the subject columns or keys (subjectResource, …); "nested": the
+   * NDJSON `subject` object the API returns (subject.resource, …); "none": a
+   * CSV header with no subject column, where a user is the only holder.
+   */
+  subject: "flat" | "nested" | "none";
+}
+
+/** The names of a subject's three fields in a form's terms. */
+export const subjectNames = (form: HolderForm["subject"]): Record<SubjectColumn, string> =>
+  form === "nested"
+    ? { subjectResource: "subject.resource", subjectResourceId: "subject.resourceId", subjectRelation: "subject.relation" }
+    : { subjectResource: "subjectResource", subjectResourceId: "subjectResourceId", subjectRelation: "subjectRelation" };
+
+/** A row that names no holder, in a file that can name subjects. */
+export const NO_HOLDER = "missing the holder: userId, or subjectResource and subjectResourceId";
+
+/**
+ * The holder of a row, or its problems: a userId, or a subject
+ * (subjectResource and subjectResourceId, subjectRelation for a set),
+ * exactly one of the two. Empty fields count as absent.
+ */
+function holderOf(raw: RawRow, form: HolderForm["subject"]): { userId: string; subject?: GrantSubject } | string[] {
+  const names = subjectNames(form);
+  const userId = raw.userId ?? "";
+  const [resource, resourceId, relation] = SUBJECT_COLUMNS.map((c) => raw[c] ?? "") as [string, string, string];
+  const hasSubject = form === "nested" || resource !== "" || resourceId !== "" || relation !== "";
+  if (userId !== "" && hasSubject) {
+    return [`a row names its holder by userId or by ${form === "nested" ? "subject" : "subjectResource and subjectResourceId"}, not both`];
+  }
+  if (userId !== "") return { userId };
+  if (!hasSubject) return [form === "none" ? "missing userId" : NO_HOLDER];
   const problems: string[] = [];
+  if (resource === "") problems.push(`missing ${names.subjectResource}`);
+  if (resourceId === "") problems.push(`missing ${names.subjectResourceId}`);
+  return problems.length > 0 ? problems : { userId: "", subject: { resource, resourceId, relation } };
+}
+
+/** A row from its fields, or the reasons it is no row. */
+export function toRow(raw: RawRow, form: HolderForm = { subject: "flat" }): GrantRow | string[] {
+  const holder = holderOf(raw, form.subject);
+  const problems: string[] = Array.isArray(holder) ? [...holder] : [];
   for (const column of REQUIRED_COLUMNS) {
     if ((raw[column] ?? "") === "") problems.push(`missing ${column}`);
   }
@@ -123,17 +189,25 @@ export function toRow(raw: RawRow): GrantRow | string[] {
     else problems.push(parsed.problem);
     if (op === "delete") problems.push("a delete takes no expiresAt");
   }
-  if (problems.length > 0) return problems;
+  if (problems.length > 0 || Array.isArray(holder)) return problems;
   return {
     line: raw.line,
     op,
-    userId: raw.userId!,
+    ...holder,
     resource: raw.resource!,
     resourceId: raw.resourceId!,
     relation: raw.relation!,
     ...(expiresAt === undefined ? {} : { expiresAt }),
   };
 }
+
+/**
+ * A row's holder as the API takes it in a write, a bulk entry or a delete:
+ * `{userId}`, or `{subject: {resource, resourceId, relation}}` (relation ""
+ * for a link).
+ */
+export const holderEntry = (row: Pick<GrantRow, "userId" | "subject">): { userId: string } | { subject: GrantSubject } =>
+  row.subject === undefined ? { userId: row.userId } : { subject: { resource: row.subject.resource, resourceId: row.subject.resourceId, relation: row.subject.relation } };
 
 export function collect(format: GrantFormat, items: Iterable<GrantRow | LineIssue | null>): ParseResult {
   const result: ParseResult = { format, rows: [], errors: [] };
