@@ -12,21 +12,9 @@ import { createTestDatabase, engines, type TestDatabase } from "./support/engine
 import { startTestService, type TestService } from "./support/service.js";
 import { admin, createApp, expectStatus } from "./helpers/authz.js";
 import { GRAPH_CATALOG, set, text, user, type AnyGrant } from "./support/graph.js";
+import { random } from "../bench/random.js";
 
 const HOPS = 16;
-
-/** A small deterministic generator (mulberry32), so a failing world can be made again from its seed. */
-function random(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return { next, int: (n: number) => Math.floor(next() * n), pick: <T>(xs: readonly T[]) => xs[Math.floor(next() * xs.length)]! };
-}
 
 // ------------------------------------------------------------ the model
 

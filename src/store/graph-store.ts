@@ -31,7 +31,7 @@
  */
 import type { Queryable } from "./db.js";
 import { distinctKeys, perApplication } from "./per-application.js";
-import type { LookupRow } from "./lookup-store.js";
+import type { LookupInput, LookupRow } from "./lookup-store.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 /** Subject sets and links followed at most, from the instance (API.md). */
@@ -221,15 +221,7 @@ const SUBJECTS = { plain: subjectsSql(false), replayed: subjectsSql(true) };
 
 // ------------------------------------------------------------------ lookup
 
-export interface GraphLookupInput {
-  appId: string;
-  keyHash: string;
-  userId: string;
-  resource: string;
-  action: string;
-  tenantId: string | undefined;
-  after: string;
-  limit: number;
+export interface GraphLookupInput extends LookupInput {
   /** The relations of `resource` that imply `action`: the answers. */
   answers: string[];
   /** The (resource, relation) pairs from which an answer can be reached in one hop or more. */
