@@ -17,7 +17,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type EngineName, type TestDatabase } from "./support/engines.js";
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
-import { GRAPH_CATALOG, set, user, type AnyGrant } from "./support/graph.js";
+import { GRAPH_CATALOG, set, SMALL_WORLD, user, type AnyGrant } from "./support/graph.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
 import {
   admin,
@@ -262,20 +262,8 @@ const cases: FreshCase[] = [
 ];
 
 // Groups and hierarchy (API.md, Round 3): the world of GRAPH_CATALOG.
-// alice is in team platform, platform is in team eng, bob is in eng; eng's
-// members view folder runbooks, whose parent is folder root (carol edits
-// root); runbooks is the parent of documents d1 and d2.
 const REL = "/api/v1/authorization/relationships";
-const W = {
-  alice: user("alice", "team", "platform", "member"),
-  nested: set("team:platform#member", "team", "eng", "member"),
-  bob: user("bob", "team", "eng", "member"),
-  engViews: set("team:eng#member", "folder", "runbooks", "viewer"),
-  rootLink: set("folder:root", "folder", "runbooks", "parent"),
-  d1Link: set("folder:runbooks", "document", "d1", "parent"),
-  d2Link: set("folder:runbooks", "document", "d2", "parent"),
-  carol: user("carol", "folder", "root", "editor"),
-};
+const W = SMALL_WORLD;
 const WORLD = Object.values(W);
 const worldWithout = (...left: AnyGrant[]) => WORLD.filter((g) => !left.includes(g));
 

@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase, pgBinariesInstalled, startPgCluster, type PgCluster } from "../bench/pg-cluster.js";
 import { PgDb } from "../src/store/pg-db.js";
 import type { ReplicaStatus } from "../src/store/read-replicas.js";
-import { GRAPH_CATALOG, set, user, type AnyGrant } from "./support/graph.js";
+import { GRAPH_CATALOG, set, SMALL_WORLD, user, type AnyGrant } from "./support/graph.js";
 import { startTestService, type TestService } from "./support/service.js";
 
 const binariesMissing = !pgBinariesInstalled();
@@ -203,18 +203,7 @@ describe.skipIf(binariesMissing)("read replicas: a primary and a hot standby", (
     };
     const doc = (userId: string, action: string, resourceId = "d1"): Q => ({ userId, resource: "document", resourceId, action });
 
-    // alice in platform, in eng; bob in eng; eng's members view folder
-    // runbooks, in folder root (carol edits root); runbooks holds d1 and d2.
-    const W = {
-      alice: user("alice", "team", "platform", "member"),
-      nested: set("team:platform#member", "team", "eng", "member"),
-      bob: user("bob", "team", "eng", "member"),
-      engViews: set("team:eng#member", "folder", "runbooks", "viewer"),
-      rootLink: set("folder:root", "folder", "runbooks", "parent"),
-      d1Link: set("folder:runbooks", "document", "d1", "parent"),
-      d2Link: set("folder:runbooks", "document", "d2", "parent"),
-      carol: user("carol", "folder", "root", "editor"),
-    };
+    const W = SMALL_WORLD;
 
     beforeAll(async () => {
       expect((await service.call("POST", "/api/v1/applications", { body: { appId: "graph" } })).status).toBe(201);

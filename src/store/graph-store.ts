@@ -31,7 +31,7 @@
  */
 import type { Queryable } from "./db.js";
 import { distinctKeys, perApplication } from "./per-application.js";
-import type { LookupInput, LookupRow } from "./lookup-store.js";
+import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 /** Subject sets and links followed at most, from the instance (API.md). */
@@ -273,11 +273,7 @@ const graphLookupSql = (replayed: boolean) => `
     ${KEYS} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
-        (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
-        EXISTS (SELECT 1 FROM role_assignments a
-                JOIN role_permissions p ON p.app_id = a.app_id AND p.role_id = a.role_id
-                WHERE a.app_id = $1 AND a.user_id = q.user_id AND p.resource = q.resource AND p.action = q.action
-                  AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id)),
+        ${ACTIONS_AND_ROLE},
         ARRAY(SELECT DISTINCT x.resource_id FROM (
                 SELECT h.resource_id FROM unnest(q.answers) AS ans(relation) CROSS JOIN LATERAL (
                   SELECT g.resource_id FROM relationships g

@@ -62,6 +62,18 @@ type StatementRow = {
  *
  * Every table is named with `app_id = $1` (docs/scale-out.md), as the check's.
  */
+/**
+ * A lookup question's first two answers, for the direct statement and the
+ * graph's (graph-store.ts): the resource's actions (null: no such resource),
+ * and whether a role of the user in scope holds resource:action, read from
+ * role_permissions as the check reads it.
+ */
+export const ACTIONS_AND_ROLE = `(SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
+        EXISTS (SELECT 1 FROM role_assignments a
+                JOIN role_permissions p ON p.app_id = a.app_id AND p.role_id = a.role_id
+                WHERE a.app_id = $1 AND a.user_id = q.user_id AND p.resource = q.resource AND p.action = q.action
+                  AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id))`;
+
 const lookupSql = (replayed: boolean) => `
   SELECT
     (SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
@@ -69,11 +81,7 @@ const lookupSql = (replayed: boolean) => `
      FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n)) AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
-        (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
-        EXISTS (SELECT 1 FROM role_assignments a
-                JOIN role_permissions p ON p.app_id = a.app_id AND p.role_id = a.role_id
-                WHERE a.app_id = $1 AND a.user_id = q.user_id AND p.resource = q.resource AND p.action = q.action
-                  AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id)),
+        ${ACTIONS_AND_ROLE},
         CASE WHEN NOT EXISTS (SELECT 1 FROM catalog_relations cr
                               WHERE cr.app_id = $1 AND cr.resource = q.resource AND NOT q.action = ANY (cr.actions))
         THEN ARRAY(SELECT DISTINCT g.resource_id FROM relationships g

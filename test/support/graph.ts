@@ -54,3 +54,20 @@ export const text = (g: AnyGrant): string => {
   return `${holder} is ${g.relation} of ${g.resource}:${g.resourceId}`;
 };
 
+
+/**
+ * A small world on GRAPH_CATALOG, by name: alice is in team platform,
+ * platform is in team eng, bob is in eng; eng's members view folder
+ * runbooks, whose parent is folder root (carol edits root); runbooks is the
+ * parent of documents d1 and d2.
+ */
+export const SMALL_WORLD = {
+  alice: user("alice", "team", "platform", "member"),
+  nested: set("team:platform#member", "team", "eng", "member"),
+  bob: user("bob", "team", "eng", "member"),
+  engViews: set("team:eng#member", "folder", "runbooks", "viewer"),
+  rootLink: set("folder:root", "folder", "runbooks", "parent"),
+  d1Link: set("folder:runbooks", "document", "d1", "parent"),
+  d2Link: set("folder:runbooks", "document", "d2", "parent"),
+  carol: user("carol", "folder", "root", "editor"),
+};
