@@ -1,5 +1,6 @@
 import type { Db, Queryable } from "../store/db.js";
 import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
+import { unauthenticated, Violations } from "./errors.js";
 
 /**
  * Runs a read that must be exact (it answers a question about access) where
@@ -15,4 +16,17 @@ export function exactRead<T>(
 ): Promise<T> {
   if (replicas === undefined) return read(db, false).then((r) => r.value);
   return replicas.read(read);
+}
+
+/**
+ * What a question's statement read about the key and the catalog, made
+ * errors: a 401 when the key no longer holds, a 400 naming resource or
+ * action when the catalog lacks them (explain, lookup and who can).
+ */
+export function requireAnswerable(row: { keyValid: boolean; actions: string[] | null }, q: { resource: string; action: string }): void {
+  if (!row.keyValid) throw unauthenticated("the API key is not valid: it is unknown or revoked");
+  const v = new Violations();
+  if (row.actions === null) v.add("resource", `"${q.resource}" is not a resource of the catalog`);
+  else if (!row.actions.includes(q.action)) v.add("action", `"${q.action}" is not an action of resource "${q.resource}"`);
+  v.throwIfAny();
 }

@@ -5,8 +5,8 @@ import { explainStore, type ExplainInput, type ExplainRow } from "../store/expla
 import type { ReadReplicas } from "../store/read-replicas.js";
 import type { Caller, CheckQuestion } from "./check.js";
 import { validateQuestion } from "./check.js";
-import { unauthenticated, Violations } from "./errors.js";
-import { exactRead } from "./exact-read.js";
+import { Violations } from "./errors.js";
+import { exactRead, requireAnswerable } from "./exact-read.js";
 import { LIMITS } from "./formats.js";
 import type { Subject } from "./subjects.js";
 import type { PathGrantRow, WalkEdgeRow } from "../store/explain-store.js";
@@ -78,10 +78,7 @@ export class Explainer {
     validateQuestion(v, q, (field) => field);
     v.throwIfAny();
     const row = await this.coalesced.call({ appId: caller.appId, keyHash: caller.keyHash, ...q });
-    if (!row.keyValid) throw unauthenticated("the API key is not valid: it is unknown or revoked");
-    if (row.actions === null) v.add("resource", `"${q.resource}" is not a resource of the catalog`);
-    else if (!row.actions.includes(q.action)) v.add("action", `"${q.action}" is not an action of resource "${q.resource}"`);
-    v.throwIfAny();
+    requireAnswerable(row, q);
     return explanation(q, row);
   }
 }

@@ -7,11 +7,11 @@ import type { Queryable } from "../store/db.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
 import type { Caller } from "./check.js";
-import { unauthenticated, unavailable, Violations } from "./errors.js";
-import { exactRead } from "./exact-read.js";
+import { unavailable, Violations } from "./errors.js";
+import { exactRead, requireAnswerable } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
-import { lsnValue } from "../store/lsn.js";
+import { lowerReplay } from "../store/lsn.js";
 
 export interface LookupQuestion {
   userId: string;
@@ -88,7 +88,7 @@ export class Lookup {
         stale = true;
         if (this.models.cached(appId, row.version) === undefined) await this.models.load(appId, q === this.db ? undefined : q);
       }
-      if (!stale) return { value: rows, replayed: lowestReplay(flatRead?.replayed ?? null, graphRead?.replayed ?? null) };
+      if (!stale) return { value: rows, replayed: lowerReplay(flatRead?.replayed ?? null, graphRead?.replayed ?? null) };
       if (reads >= MAX_READS) throw unavailable("the access model kept changing under the lookup; try again");
     }
   }
@@ -104,10 +104,7 @@ export class Lookup {
     const after = decodePageToken(q.pageToken, { resourceId: "string" })?.resourceId ?? "";
     const input = { appId: caller.appId, keyHash: caller.keyHash, ...q, after, limit: limit + 1 };
     const row = await this.coalesced.call(input);
-    if (!row.keyValid) throw unauthenticated("the API key is not valid: it is unknown or revoked");
-    if (row.actions === null) v.add("resource", `"${q.resource}" is not a resource of the catalog`);
-    else if (!row.actions.includes(q.action)) v.add("action", `"${q.action}" is not an action of resource "${q.resource}"`);
-    v.throwIfAny();
+    requireAnswerable(row, q);
     const resourceIds = row.resourceIds.slice(0, limit);
     const more = row.resourceIds.length > limit;
     return {
@@ -120,10 +117,3 @@ export class Lookup {
 
 /** Reads of a batch before it gives up on a model that keeps changing. */
 const MAX_READS = 10;
-
-/** The lower of two standby replay positions (null: read on a primary). */
-function lowestReplay(a: string | null, b: string | null): string | null {
-  if (a === null) return b;
-  if (b === null) return a;
-  return lsnValue(a) <= lsnValue(b) ? a : b;
-}

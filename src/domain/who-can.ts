@@ -4,8 +4,8 @@ import type { Db } from "../store/db.js";
 import { graphStore, type SubjectsInput, type SubjectsRow } from "../store/graph-store.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
 import type { Caller } from "./check.js";
-import { unauthenticated, Violations } from "./errors.js";
-import { exactRead } from "./exact-read.js";
+import { Violations } from "./errors.js";
+import { exactRead, requireAnswerable } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 
@@ -66,10 +66,7 @@ export class WhoCan {
       after,
       limit: limit + 1,
     });
-    if (!row.keyValid) throw unauthenticated("the API key is not valid: it is unknown or revoked");
-    if (row.actions === null) v.add("resource", `"${q.resource}" is not a resource of the catalog`);
-    else if (!row.actions.includes(q.action)) v.add("action", `"${q.action}" is not an action of resource "${q.resource}"`);
-    v.throwIfAny();
+    requireAnswerable(row, q);
     const userIds = row.userIds.slice(0, limit);
     const more = row.userIds.length > limit;
     return { userIds, nextPageToken: more ? encodePageToken({ userId: userIds[userIds.length - 1]! }) : "" };
