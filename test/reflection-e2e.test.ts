@@ -132,10 +132,11 @@ describe("buf curl with server reflection (pglite)", () => {
       "authz.v1.CheckService/Check",
       "authz.v1.CheckService/Explain",
       "authz.v1.CheckService/Lookup",
+      "authz.v1.CheckService/LookupSubjects",
       "authz.v1.CheckService/Permissions",
     ]);
-    // Seven services: 6 + 1 + 2 + 6 + 6 + 4 + 9 methods.
-    expect(methods.filter((m) => m.startsWith("authz.v1."))).toHaveLength(38);
+    // Seven services: 7 + 1 + 2 + 7 + 7 + 5 + 10 methods (applications, audit, catalog, check, policies, relationships, roles).
+    expect(methods.filter((m) => m.startsWith("authz.v1."))).toHaveLength(39);
   }, 90_000);
 
   it("calls GetCatalog over gRPC with the schema from reflection only", async () => {
