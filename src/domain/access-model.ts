@@ -12,6 +12,22 @@ interface ResourceModel {
   inherits: Map<string, { through: string; relation: string }[]>;
 }
 
+/**
+ * One edge of the graph as the catalog allows it, read inward: a holder of
+ * `fl` on an instance of `fr` holds `g` on every instance of `r` whose
+ * grant of `p` names that instance as its subject, with subject relation
+ * `sr` ("Y#r": a subject set, sr = fl; a link: sr = "", p the link relation,
+ * g the relation that inherits fl through it).
+ */
+export interface InwardStep {
+  fr: string;
+  fl: string;
+  sr: string;
+  r: string;
+  p: string;
+  g: string;
+}
+
 interface RoleModel {
   /** null: the role holds application-wide */
   tenantId: string | null;
@@ -64,25 +80,29 @@ export class AccessModel {
     return new AccessModel(rows.version, resources, roles, hierarchical);
   }
 
-  /** "X#R" → the pairs that reach it in one hop; computed once per model, on first use. */
-  private into: Map<string, string[]> | undefined;
+  /** "X#R" → the edges that reach it in one hop; computed once per model, on first use. */
+  private into: Map<string, InwardStep[]> | undefined;
 
-  private oneHopInto(): Map<string, string[]> {
+  private oneHopInto(): Map<string, InwardStep[]> {
     if (this.into !== undefined) return this.into;
-    const into = new Map<string, string[]>();
-    const add = (to: string, from: string) => {
+    const into = new Map<string, InwardStep[]>();
+    const add = (step: InwardStep) => {
+      const to = `${step.r}#${step.g}`;
       const list = into.get(to);
-      if (list === undefined) into.set(to, [from]);
-      else list.push(from);
+      if (list === undefined) into.set(to, [step]);
+      else list.push(step);
     };
     for (const [x, model] of this.resources) {
       for (const [relation, subjects] of model.subjects) {
-        for (const subject of subjects) if (subject.includes("#")) add(`${x}#${relation}`, subject);
+        for (const subject of subjects) {
+          const hash = subject.indexOf("#");
+          if (hash > 0) add({ fr: subject.slice(0, hash), fl: subject.slice(hash + 1), sr: subject.slice(hash + 1), r: x, p: relation, g: relation });
+        }
       }
       for (const [relation, rules] of model.inherits) {
         for (const rule of rules) {
           for (const linked of model.subjects.get(rule.through) ?? []) {
-            if (!linked.includes("#") && linked !== "user") add(`${x}#${relation}`, `${linked}#${rule.relation}`);
+            if (!linked.includes("#") && linked !== "user") add({ fr: linked, fl: rule.relation, sr: "", r: x, p: rule.through, g: relation });
           }
         }
       }
@@ -98,23 +118,32 @@ export class AccessModel {
   }
 
   /**
-   * The (resource, relation) pairs from which one of `targets` (relations
-   * of `resource`) can be reached in one hop or more: a pair Y#r reaches
-   * X#R in one hop when R names the subject set "Y#r", or when R inherits r
-   * through a link of X that names Y. Lookup walks only these.
+   * What lookup walks (store/graph-store.ts), from the catalog of this
+   * version: the (resource, relation) pairs from which one of `targets`
+   * (relations of `resource`) can be reached in one hop or more (`through`:
+   * where the walk starts, from the user's own grants); the edges between
+   * them (`steps`: a pair Y#r reaches X#R in one hop when R names the
+   * subject set "Y#r", or when R inherits r through a link L of X that names
+   * Y); and the edges into the targets themselves (`last`). The statement
+   * follows only these, each edge one index probe of its own: nothing is
+   * read to be dropped, and the plan does not rest on the planner's guess of
+   * which catalog rows match.
    */
-  reachingPairs(resource: string, targets: readonly string[]): [string, string][] {
+  inward(resource: string, targets: readonly string[]): { through: [string, string][]; steps: InwardStep[]; last: InwardStep[] } {
     const into = this.oneHopInto();
     const seen = new Set<string>();
     const queue = targets.map((t) => `${resource}#${t}`);
+    const last = queue.flatMap((target) => into.get(target) ?? []);
     while (queue.length > 0) {
-      for (const from of into.get(queue.pop()!) ?? []) {
+      for (const step of into.get(queue.pop()!) ?? []) {
+        const from = `${step.fr}#${step.fl}`;
         if (seen.has(from)) continue;
         seen.add(from);
         queue.push(from);
       }
     }
-    return [...seen].map((pair) => pair.split("#") as [string, string]);
+    const steps = [...seen].flatMap((pair) => (into.get(pair) ?? []).filter((step) => seen.has(`${step.fr}#${step.fl}`)));
+    return { through: [...seen].map((pair) => pair.split("#") as [string, string]), steps, last };
   }
 
   hasResource(resource: string): boolean {

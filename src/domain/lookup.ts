@@ -69,7 +69,7 @@ export class Lookup {
         const model = used.get(input.appId);
         if (model?.hierarchical !== true) return [];
         const answers = model.relationsImplying(input.resource, input.action);
-        return [{ i, input: { ...input, answers, through: model.reachingPairs(input.resource, answers) } }];
+        return [{ i, input: { ...input, answers, ...model.inward(input.resource, answers) } }];
       });
       const flat = inputs.flatMap((input, i) => (used.get(input.appId)?.hierarchical === true ? [] : [{ i, input }]));
       const [flatRead, graphRead] = await Promise.all([

@@ -30,9 +30,10 @@
  * which Citus runs a recursive query).
  */
 import type { Queryable } from "./db.js";
-import { distinctKeys, perApplication } from "./per-application.js";
+import { distinctKeys, distinctQuestions, perApplication } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
 import { LIVE_GRANT } from "./relationships-store.js";
+import type { InwardStep } from "../domain/access-model.js";
 
 /** Subject sets and links followed at most, from the instance (API.md). */
 export const MAX_HOPS = 16;
@@ -150,6 +151,94 @@ export const EXPLAIN_GRANTS = (n: string, user: string) => `
      ON g.app_id = $1 AND g.user_id = ${user} AND g.resource = d.resource AND g.resource_id = d.resource_id AND g.relation = d.relation
     AND ${LIVE_GRANT("g")})`;
 
+// ------------------------------------------------------------------ pages
+
+/**
+ * A page of the `lim` smallest distinct ids after a cursor over many
+ * sources, each a run of ids in order in an index (lookup's: the folders a
+ * user reaches; who can's: the teams that hold a relation), without reading
+ * `lim` ids from every source (1,000 folders would be 100,000 rows for a
+ * page of 100).
+ *
+ * `src` (a CTE the statement defines) has a row per question and source:
+ * n (the question), lim, after, and the source (kind, a, b, c, res, rel,
+ * which `probe` reads). Then:
+ * 1. heads: the next ceil(lim / sources) ids of each source: about `lim`
+ *    rows and one index probe a source.
+ * 2. bound: if the heads hold `lim` distinct ids, the `lim`-th smallest:
+ *    every id of the page is at most it (there are `lim` ids up to it).
+ *    Otherwise none ('': ids are never empty).
+ * 3. found: each source's ids up to the bound (all of them without one),
+ *    its first `lim`: those of its heads, then, only for a source whose
+ *    heads were all under the bound and did not run out, a read from its
+ *    last head on, up to the bound (the index range stops there: the page
+ *    and its near misses). 1,000 folders whose first documents are each
+ *    past the bound but for 100 cost 100 probes here, not 1,000.
+ * 4. pages: each question's found ids, distinct, in order, cut to `lim`;
+ *    computed once for all questions with the same sources that have ids
+ *    after the cursor (`sig`): the documents of a folder that hold nothing
+ *    of their own have the folder's page. Complete: an id of the page is within the first `lim` ids of
+ *    the source that gives it (those below it are in the page too), and
+ *    under the bound.
+ *
+ * A coalesced batch reads each source once in each step however many
+ * questions name it (fifty who-can questions on a folder's documents share
+ * its teams): the probes are over the distinct sources (`sid`), joined back
+ * by number. The ids read are put in order once for the whole batch
+ * (`rk`), and each page is then cut by that number.
+ */
+const PAGE_CTES = (probe: (limit: string, bounded: boolean, gate: string) => string) => `
+  counted AS MATERIALIZED (
+    SELECT src.*, (src.lim + count(*) OVER per - 1) / count(*) OVER per AS m,
+           dense_rank() OVER (ORDER BY src.kind, src.a, src.b, src.c, src.res, src.rel, src.after, src.lim) AS sid
+    FROM src WINDOW per AS (PARTITION BY src.n)
+  ),
+  heads AS MATERIALIZED (
+    SELECT h.sid, h.m, h.id, dense_rank() OVER (ORDER BY h.id) AS rk, count(*) OVER per AS got, max(h.id) OVER per AS last
+    FROM (SELECT p.sid, p.m, x.id
+          FROM (SELECT DISTINCT sid, kind, a, b, c, res, rel, after, m FROM counted) p
+          CROSS JOIN LATERAL (${probe("p.m", false, "")}) x(id)) h
+    WINDOW per AS (PARTITION BY h.sid, h.m)
+  ),
+  bound AS MATERIALIZED (
+    SELECT q.n, coalesce(x.upto, '') AS upto
+    FROM q LEFT JOIN (
+      SELECT d.n, (array_agg(d.id ORDER BY d.rk))[d.lim] AS upto
+      FROM (SELECT DISTINCT ON (k.n, h.rk) k.n, k.lim, h.rk, h.id FROM counted k JOIN heads h ON h.sid = k.sid AND h.m = k.m) d
+      GROUP BY d.n, d.lim
+    ) x ON x.n = q.n
+  ),
+  found AS MATERIALIZED (
+    SELECT f.sid, f.m, f.upto, f.id, dense_rank() OVER (ORDER BY f.id) AS rk
+    FROM (SELECT p.sid, p.m, p.upto, h.id
+          FROM (SELECT DISTINCT k.sid, k.m, b.upto FROM counted k JOIN bound b ON b.n = k.n) p
+          JOIN heads h ON h.sid = p.sid AND h.m = p.m AND (p.upto = '' OR h.id <= p.upto)
+          UNION ALL
+          SELECT p.sid, p.m, p.upto, x.id
+          FROM (SELECT DISTINCT k.sid, k.kind, k.a, k.b, k.c, k.res, k.rel, k.lim, k.m, h.last AS after, b.upto
+                FROM counted k JOIN bound b ON b.n = k.n
+                JOIN heads h ON h.sid = k.sid AND h.m = k.m AND h.got = k.m AND k.lim > k.m AND (b.upto = '' OR h.last < b.upto)) p
+          CROSS JOIN LATERAL (${probe("p.lim - p.m", true, " AND p.upto <> ''")}
+            UNION ALL${probe("p.lim - p.m", false, " AND p.upto = ''")}) x(id)) f
+  ),
+  sig AS MATERIALIZED (
+    SELECT k.n, k.lim, k.m, b.upto, array_agg(k.sid ORDER BY k.sid) AS sids
+    FROM counted k JOIN bound b ON b.n = k.n
+    WHERE k.sid IN (SELECT h.sid FROM heads h)
+    GROUP BY k.n, k.lim, k.m, b.upto
+  ),
+  pages AS MATERIALIZED (
+    SELECT g.sids, g.lim, g.m, g.upto, (array_agg(d.id ORDER BY d.rk))[1:g.lim] AS ids
+    FROM (SELECT DISTINCT sids, lim, m, upto FROM sig) g
+    CROSS JOIN LATERAL (SELECT DISTINCT ON (f.rk) f.rk, f.id FROM found f
+                        WHERE f.sid = ANY (g.sids) AND f.m = g.m AND f.upto = g.upto ORDER BY f.rk) d
+    GROUP BY g.sids, g.lim, g.m, g.upto
+  )`;
+
+/** A question's page (after PAGE_CTES). */
+const PAGE_OF_Q = `coalesce((SELECT g.ids FROM sig x JOIN pages g ON g.sids = x.sids AND g.lim = x.lim AND g.m = x.m AND g.upto = x.upto
+                              WHERE x.n = q.n), '{}')`;
+
 // ------------------------------------------------------------------ who can
 
 export interface SubjectsInput {
@@ -173,13 +262,26 @@ export interface SubjectsRow {
 }
 
 /**
+ * Who can's sources (PAGE_CTES), read in user_id order: the holders of a
+ * node (kind 0: a = resource, b = id, c = relation; relationships' primary
+ * key) or the users of a role (kind 1: a = the role; role_assignments').
+ */
+const holderIds = (limit: string, bounded: boolean, gate: string) => `
+      (SELECT g.user_id FROM relationships g
+       WHERE p.kind = 0${gate} AND g.app_id = $1 AND g.resource = p.a AND g.resource_id = p.b AND g.relation = p.c
+         AND g.user_id > p.after${bounded ? " AND g.user_id <= p.upto" : ""} AND ${LIVE_GRANT("g")}
+       ORDER BY g.user_id LIMIT ${limit})
+      UNION ALL
+      (SELECT a.user_id FROM role_assignments a
+       WHERE p.kind = 1${gate} AND a.app_id = $1 AND a.role_id = p.a
+         AND a.user_id > p.after${bounded ? " AND a.user_id <= p.upto" : ""}
+       ORDER BY a.user_id LIMIT ${limit})`;
+
+/**
  * Who can, a page per question: the outward walk from the instance (every
- * relation implying the action), then, from each node, its next `limit`
- * holders after the cursor in user_id order (the primary key's order within
- * one node), and the next `limit` users of each role in scope that holds
- * resource:action (role_assignments' primary key); the union, distinct, in
- * order, cut to `limit`. A page never skips a user: any id below the page's
- * last is within the first `limit` of the node or role that gives it.
+ * relation implying the action); its sources of holders: each node walked,
+ * and each role in scope that holds resource:action (role_permissions);
+ * the page from them as PAGE_CTES reads it.
  */
 const subjectsSql = (replayed: boolean) => `
   WITH RECURSIVE
@@ -194,26 +296,19 @@ const subjectsSql = (replayed: boolean) => `
     FROM walk w CROSS JOIN LATERAL (${OUTWARD}) e(resource, resource_id, relation)
     WHERE w.depth < ${MAX_HOPS}
   ),
-  nodes AS (SELECT DISTINCT n, resource, resource_id, relation FROM walk)
+  src AS (
+    SELECT DISTINCT q.n, q.lim, q.after, 0 AS kind, w.resource AS a, w.resource_id AS b, w.relation AS c, '' AS res, '' AS rel
+    FROM q JOIN walk w ON w.n = q.n
+    UNION
+    SELECT q.n, q.lim, q.after, 1, p.role_id, '', '', '', ''
+    FROM q JOIN role_permissions p ON p.app_id = $1 AND p.resource = q.resource AND p.action = q.action
+     AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id)
+  ),${PAGE_CTES(holderIds)}
   SELECT
     ${KEYS} AS keys,
     (SELECT json_agg(json_build_array(
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
-        ARRAY(SELECT DISTINCT x.user_id FROM (
-                SELECT h.user_id FROM nodes d CROSS JOIN LATERAL (
-                  SELECT g.user_id FROM relationships g
-                  WHERE g.app_id = $1 AND g.resource = d.resource AND g.resource_id = d.resource_id AND g.relation = d.relation
-                    AND g.user_id > q.after AND ${LIVE_GRANT("g")}
-                  ORDER BY g.user_id LIMIT q.lim) h
-                WHERE d.n = q.n
-                UNION ALL
-                SELECT h.user_id FROM role_permissions p CROSS JOIN LATERAL (
-                  SELECT a.user_id FROM role_assignments a
-                  WHERE a.app_id = $1 AND a.role_id = p.role_id AND a.user_id > q.after
-                  ORDER BY a.user_id LIMIT q.lim) h
-                WHERE p.app_id = $1 AND p.resource = q.resource AND p.action = q.action
-                  AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id)
-              ) x ORDER BY x.user_id LIMIT q.lim)
+        ${PAGE_OF_Q}
       ) ORDER BY q.n)
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
 
@@ -226,80 +321,93 @@ export interface GraphLookupInput extends LookupInput {
   answers: string[];
   /** The (resource, relation) pairs from which an answer can be reached in one hop or more. */
   through: [resource: string, relation: string][];
+  /** The catalog's edges between those pairs, and into the answers (AccessModel.inward). */
+  steps: InwardStep[];
+  last: InwardStep[];
 }
 
 export type GraphLookupRow = LookupRow;
 
 /**
- * Lookup through the graph, a page per question: the user's own grants on
- * the `through` pairs, walked inward (a node held makes held every grant
- * to it as a subject set, and every instance linking to it through a link
- * whose rule inherits the node's relation), kept to `through` pairs and
- * below the hop bound; then the answers, each in resource_id order after
- * the cursor, at most `limit` from each source: the user's own grants of an
- * answer relation, and one hop from every node walked. The union, distinct,
- * in order, cut to `limit`: complete, as the direct lookup's pages.
+ * Lookup's sources (PAGE_CTES), read in resource_id order: the user's own
+ * grants of a relation (kind 0: a = the user;
+ * relationships_user_relation_idx) or the grants held by one subject (kind
+ * 1: a, b, c = the subject; subject_relationships_subject_idx), of `res`
+ * and `rel`.
+ */
+const sourceIds = (limit: string, bounded: boolean, gate: string) => `
+      (SELECT g.resource_id FROM relationships g
+       WHERE p.kind = 0${gate} AND g.app_id = $1 AND g.user_id = p.a AND g.resource = p.res AND g.relation = p.rel
+         AND g.resource_id > p.after${bounded ? " AND g.resource_id <= p.upto" : ""} AND ${LIVE_GRANT("g")}
+       ORDER BY g.resource_id LIMIT ${limit})
+      UNION ALL
+      (SELECT s.resource_id FROM subject_relationships s
+       WHERE p.kind = 1${gate} AND s.app_id = $1 AND s.subject_resource = p.a AND s.subject_id = p.b
+         AND s.subject_relation = p.c AND s.resource = p.res AND s.relation = p.rel
+         AND s.resource_id > p.after${bounded ? " AND s.resource_id <= p.upto" : ""} AND ${LIVE_GRANT("s")}
+       ORDER BY s.resource_id LIMIT ${limit})`;
+
+/**
+ * Lookup through the graph, a page per question.
+ *
+ * The walk: the user's own grants on the `through` pairs, then inward along
+ * the catalog's edges between those pairs (`steps`, from the model of the
+ * version the statement reads: AccessModel.inward): a node held makes held
+ * every grant to it as a subject set, and every instance linking to it
+ * through a link whose rule inherits the node's relation. Each edge is one
+ * probe of subject_relationships_subject_idx with the subject and the
+ * target's resource and relation, so only what the walk keeps is read (a
+ * folder's 100 documents are not read to be dropped), below the hop bound.
+ * The probes are lateral subqueries fenced with OFFSET 0, so that they
+ * stay whole: joined flat, the planner probed by the subject alone and
+ * filtered the target after (a folder's 100 links read to keep none).
+ *
+ * The sources of answers: the user's own grants of an answer relation, and
+ * for each node walked, each edge of `last` from its pair: the grants of an
+ * answer relation to it as a subject set, or the links to it whose rule
+ * gives an answer relation. Each is a run of ids in resource_id order in an
+ * index.
+ *
+ * The page from the sources as PAGE_CTES reads it.
  */
 const graphLookupSql = (replayed: boolean) => `
   WITH RECURSIVE
-  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int, ans text[], thr jsonb))
-             WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, answers, through, n)),
+  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int, ans text[], thr jsonb, st jsonb, ls jsonb))
+             WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, answers, through, steps, last, n)),
   pairs AS (SELECT q.n, p.resource, p.relation FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.through) AS p(resource text, relation text)),
+  steps AS (SELECT q.n, t.* FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.steps) AS t(fr text, fl text, sr text, r text, p text, g text)),
   walk(n, resource, resource_id, relation, depth) AS (
-    SELECT q.n, g.resource, g.resource_id, g.relation, 0
-    FROM q JOIN pairs p ON p.n = q.n
-    JOIN relationships g ON g.app_id = $1 AND g.user_id = q.user_id AND g.resource = p.resource AND g.relation = p.relation
-     AND ${LIVE_GRANT("g")}
+    SELECT p.n, p.resource, e.resource_id, p.relation, 0
+    FROM pairs p JOIN q ON q.n = p.n
+    CROSS JOIN LATERAL (
+      SELECT g.resource_id FROM relationships g
+      WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = p.resource AND g.relation = p.relation AND ${LIVE_GRANT("g")}
+      OFFSET 0) e
     UNION
-    SELECT w.n, e.resource, e.resource_id, e.relation, w.depth + 1
-    FROM walk w CROSS JOIN LATERAL (
-      SELECT s.resource, s.resource_id, s.relation
-      FROM subject_relationships s
-      WHERE s.app_id = $1 AND s.subject_resource = w.resource AND s.subject_id = w.resource_id AND s.subject_relation = w.relation
-        AND ${LIVE_GRANT("s")}
-      UNION ALL
-      SELECT s.resource, s.resource_id, ci.relation
-      FROM catalog_inherits ci
-      JOIN subject_relationships s
-        ON s.app_id = $1 AND s.subject_resource = w.resource AND s.subject_id = w.resource_id AND s.subject_relation = ''
-       AND s.resource = ci.resource AND s.relation = ci.through AND ${LIVE_GRANT("s")}
-      WHERE ci.app_id = $1 AND ci.inherited = w.relation
-    ) e(resource, resource_id, relation)
+    SELECT w.n, t.r, e.resource_id, t.g, w.depth + 1
+    FROM walk w
+    JOIN steps t ON t.n = w.n AND t.fr = w.resource AND t.fl = w.relation
+    CROSS JOIN LATERAL (
+      SELECT s.resource_id FROM subject_relationships s
+      WHERE s.app_id = $1 AND s.subject_resource = w.resource AND s.subject_id = w.resource_id AND s.subject_relation = t.sr
+        AND s.resource = t.r AND s.relation = t.p AND ${LIVE_GRANT("s")}
+      OFFSET 0) e
     WHERE w.depth < ${MAX_HOPS - 1}
-      AND EXISTS (SELECT 1 FROM pairs p WHERE p.n = w.n AND p.resource = e.resource AND p.relation = e.relation)
   ),
-  nodes AS (SELECT DISTINCT n, resource, resource_id, relation FROM walk)
+  src AS (
+    SELECT q.n, q.lim, q.after, 0 AS kind, q.user_id AS a, '' AS b, '' AS c, q.resource AS res, ans.relation AS rel
+    FROM q CROSS JOIN unnest(q.answers) AS ans(relation)
+    UNION
+    SELECT q.n, q.lim, q.after, 1, w.resource, w.resource_id, t.sr, t.r, t.p
+    FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.last) AS t(fr text, fl text, sr text, r text, p text, g text)
+    JOIN walk w ON w.n = q.n AND w.resource = t.fr AND w.relation = t.fl
+  ),${PAGE_CTES(sourceIds)}
   SELECT
     ${KEYS} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         ${ACTIONS_AND_ROLE},
-        ARRAY(SELECT DISTINCT x.resource_id FROM (
-                SELECT h.resource_id FROM unnest(q.answers) AS ans(relation) CROSS JOIN LATERAL (
-                  SELECT g.resource_id FROM relationships g
-                  WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.relation = ans.relation
-                    AND g.resource_id > q.after AND ${LIVE_GRANT("g")}
-                  ORDER BY g.resource_id LIMIT q.lim) h
-                UNION ALL
-                SELECT h.resource_id FROM nodes d CROSS JOIN unnest(q.answers) AS ans(relation) CROSS JOIN LATERAL (
-                  SELECT s.resource_id FROM subject_relationships s
-                  WHERE s.app_id = $1 AND s.subject_resource = d.resource AND s.subject_id = d.resource_id
-                    AND s.subject_relation = d.relation AND s.resource = q.resource AND s.relation = ans.relation
-                    AND s.resource_id > q.after AND ${LIVE_GRANT("s")}
-                  ORDER BY s.resource_id LIMIT q.lim) h
-                WHERE d.n = q.n
-                UNION ALL
-                SELECT h.resource_id FROM nodes d
-                JOIN catalog_inherits ci ON ci.app_id = $1 AND ci.resource = q.resource AND ci.relation = ANY (q.answers)
-                 AND ci.inherited = d.relation
-                CROSS JOIN LATERAL (
-                  SELECT s.resource_id FROM subject_relationships s
-                  WHERE s.app_id = $1 AND s.subject_resource = d.resource AND s.subject_id = d.resource_id
-                    AND s.subject_relation = '' AND s.resource = q.resource AND s.relation = ci.through
-                    AND s.resource_id > q.after AND ${LIVE_GRANT("s")}
-                  ORDER BY s.resource_id LIMIT q.lim) h
-                WHERE d.n = q.n
-              ) x ORDER BY x.resource_id LIMIT q.lim)
+        ${PAGE_OF_Q}
       ) ORDER BY q.n)
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
 
@@ -312,14 +420,18 @@ export const graphStore = {
   async subjects(q: Queryable, inputs: readonly SubjectsInput[], options: { replayed?: boolean } = {}) {
     return perApplication(inputs, async (appId, ofApp) => {
       const { keys, keyOf } = distinctKeys(ofApp);
-      const questions = ofApp.map((i) => ({ r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit }));
+      const { json, at } = distinctQuestions(ofApp.map((i) => ({ r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit })));
       const { rows } = await q.query<{ keys: boolean[] | null; rows: [string[] | null, string[]][] | null } & Replayed>(
         options.replayed === true ? SUBJECTS.replayed : SUBJECTS.plain,
-        [appId, keys, JSON.stringify(questions)],
+        [appId, keys, json],
       );
       const row = rows[0]!;
+      const answers = row.rows ?? [];
       return {
-        rows: (row.rows ?? []).map(([actions, userIds], i): SubjectsRow => ({ keyValid: row.keys?.[keyOf[i]!] === true, actions, userIds })),
+        rows: ofApp.map((_, i): SubjectsRow => {
+          const [actions, userIds] = answers[at[i]!]!;
+          return { keyValid: row.keys?.[keyOf[i]!] === true, actions, userIds };
+        }),
         replayed: row.replayed ?? null,
       };
     });
@@ -329,25 +441,31 @@ export const graphStore = {
   async lookup(q: Queryable, inputs: readonly GraphLookupInput[], options: { replayed?: boolean } = {}) {
     return perApplication(inputs, async (appId, ofApp) => {
       const { keys, keyOf } = distinctKeys(ofApp);
-      const questions = ofApp.map((i) => ({
-        u: i.userId,
-        r: i.resource,
-        a: i.action,
-        t: i.tenantId ?? null,
-        c: i.after,
-        l: i.limit,
-        ans: i.answers,
-        thr: i.through.map(([resource, relation]) => ({ resource, relation })),
-      }));
+      const { json, at } = distinctQuestions(
+        ofApp.map((i) => ({
+          u: i.userId,
+          r: i.resource,
+          a: i.action,
+          t: i.tenantId ?? null,
+          c: i.after,
+          l: i.limit,
+          ans: i.answers,
+          thr: i.through.map(([resource, relation]) => ({ resource, relation })),
+          st: i.steps,
+          ls: i.last,
+        })),
+      );
       const { rows } = await q.query<{ keys: boolean[] | null; version: string | null; rows: [string[] | null, boolean, string[]][] | null } & Replayed>(
         options.replayed === true ? GRAPH_LOOKUP.replayed : GRAPH_LOOKUP.plain,
-        [appId, keys, JSON.stringify(questions)],
+        [appId, keys, json],
       );
       const row = rows[0]!;
+      const answers = row.rows ?? [];
       return {
-        rows: (row.rows ?? []).map(
-          ([actions, allInstances, resourceIds], i): GraphLookupRow => ({ keyValid: row.keys?.[keyOf[i]!] === true, version: row.version, actions, allInstances, resourceIds }),
-        ),
+        rows: ofApp.map((_, i): GraphLookupRow => {
+          const [actions, allInstances, resourceIds] = answers[at[i]!]!;
+          return { keyValid: row.keys?.[keyOf[i]!] === true, version: row.version, actions, allInstances, resourceIds };
+        }),
         replayed: row.replayed ?? null,
       };
     });

@@ -1,5 +1,5 @@
 import type { Queryable } from "./db.js";
-import { distinctKeys, perApplication } from "./per-application.js";
+import { distinctKeys, distinctQuestions, perApplication } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 export interface LookupInput {
@@ -118,18 +118,16 @@ export const lookupStore = {
 
 async function lookupApplication(q: Queryable, appId: string, inputs: readonly LookupInput[], replayed: boolean): Promise<LookupRows> {
   const { keys, keyOf } = distinctKeys(inputs);
-  const questions = inputs.map((i) => ({ u: i.userId, r: i.resource, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit }));
-  const { rows } = await q.query<StatementRow>(replayed ? LOOKUP_REPLAYED_SQL : LOOKUP_SQL, [appId, keys, JSON.stringify(questions)]);
+  const { json, at } = distinctQuestions(inputs.map((i) => ({ u: i.userId, r: i.resource, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit })));
+  const { rows } = await q.query<StatementRow>(replayed ? LOOKUP_REPLAYED_SQL : LOOKUP_SQL, [appId, keys, json]);
   const row = rows[0]!;
   const keyRows = row.keys ?? [];
+  const answers = row.rows ?? [];
   return {
-    rows: (row.rows ?? []).map(([actions, allInstances, resourceIds], i) => ({
-      keyValid: keyRows[keyOf[i]!] === true,
-      actions,
-      allInstances,
-      resourceIds,
-      version: row.version,
-    })),
+    rows: inputs.map((_, i) => {
+      const [actions, allInstances, resourceIds] = answers[at[i]!]!;
+      return { keyValid: keyRows[keyOf[i]!] === true, actions, allInstances, resourceIds, version: row.version };
+    }),
     replayed: row.replayed ?? null,
   };
 }

@@ -51,3 +51,25 @@ export function distinctKeys(inputs: readonly { keyHash: string }[]): { keys: st
   });
   return { keys, keyOf };
 }
+
+/**
+ * The distinct questions of a coalesced batch, as the JSON array a
+ * statement reads, and which of them each input asked: fifty callers asking
+ * the same page (a dashboard's lookup, the same who-can) cost one question's
+ * work, not fifty. Identical questions in one statement read one snapshot,
+ * so sharing the answer changes none.
+ */
+export function distinctQuestions(questions: readonly unknown[]): { json: string; at: number[] } {
+  const index = new Map<string, number>();
+  const texts: string[] = [];
+  const at = questions.map((question) => {
+    const text = JSON.stringify(question);
+    let i = index.get(text);
+    if (i === undefined) {
+      i = texts.push(text) - 1;
+      index.set(text, i);
+    }
+    return i;
+  });
+  return { json: `[${texts.join(",")}]`, at };
+}

@@ -88,6 +88,13 @@ export class PgDb implements Db {
     // The failed call then answers UNAVAILABLE (see failure()).
     this.pool.on("connect", (client) => {
       client.on("error", (error) => this.lost.set(client as pg.PoolClient, error));
+      // No JIT: every statement here is a short read or write, and JIT's
+      // compile (150 ms and more) fires on cost estimates alone. The graph's
+      // statements, estimated dear from their lateral probes, ran 190 ms with
+      // it and 31 ms without (docs/performance.md). Queued ahead of anything
+      // the client is handed out for; a server that refuses it (no such
+      // setting) answers as before, and a lost connection fails the next query.
+      client.query("SET jit = off").catch(() => undefined);
     });
   }
 
