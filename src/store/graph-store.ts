@@ -163,8 +163,10 @@ export const EXPLAIN_GRANTS = (n: string, user: string) => `
  * `src` (a CTE the statement defines) has a row per question and source:
  * n (the question), lim, after, and the source (kind, a, b, c, res, rel,
  * which `probe` reads). Then:
- * 1. heads: the next ceil(lim / sources) ids of each source: about `lim`
- *    rows and one index probe a source.
+ * 1. heads: the first id of each source after the cursor (one probe a
+ *    source); if those hold fewer than `lim` distinct ids, then m - 1 more
+ *    from each source that had one, m = ceil(lim / those sources) + 1:
+ *    about `lim` rows more, and a probe a live source.
  * 2. bound: if the heads hold `lim` distinct ids, the `lim`-th smallest:
  *    every id of the page is at most it (there are `lim` ids up to it).
  *    Otherwise none ('': ids are never empty).
@@ -177,9 +179,9 @@ export const EXPLAIN_GRANTS = (n: string, user: string) => `
  * 4. pages: each question's found ids, distinct, in order, cut to `lim`;
  *    computed once for all questions with the same sources that have ids
  *    after the cursor (`sig`): the documents of a folder that hold nothing
- *    of their own have the folder's page. Complete: an id of the page is within the first `lim` ids of
- *    the source that gives it (those below it are in the page too), and
- *    under the bound.
+ *    of their own have the folder's page.
+ * Complete: an id of the page is within the first `lim` ids of the source
+ * that gives it (those below it are in the page too), and under the bound.
  *
  * A coalesced batch reads each source once in each step however many
  * questions name it (fifty who-can questions on a folder's documents share
@@ -188,16 +190,28 @@ export const EXPLAIN_GRANTS = (n: string, user: string) => `
  * (`rk`), and each page is then cut by that number.
  */
 const PAGE_CTES = (probe: (limit: string, bounded: boolean, gate: string) => string) => `
-  counted AS MATERIALIZED (
-    SELECT src.*, (src.lim + count(*) OVER per - 1) / count(*) OVER per AS m,
-           dense_rank() OVER (ORDER BY src.kind, src.a, src.b, src.c, src.res, src.rel, src.after, src.lim) AS sid
-    FROM src WINDOW per AS (PARTITION BY src.n)
+  sources AS MATERIALIZED (
+    SELECT src.*, dense_rank() OVER (ORDER BY src.kind, src.a, src.b, src.c, src.res, src.rel, src.after, src.lim) AS sid FROM src
   ),
+  firsts AS MATERIALIZED (
+    SELECT p.sid, x.id
+    FROM (SELECT DISTINCT sid, kind, a, b, c, res, rel, after FROM sources) p
+    CROSS JOIN LATERAL (${probe("1", false, "")}) x(id)
+  ),
+  depth AS MATERIALIZED (
+    SELECT d.n, CASE WHEN d.ids >= d.lim OR d.live = 0 THEN 1 ELSE (d.lim + d.live - 1) / d.live + 1 END AS m
+    FROM (SELECT k.n, k.lim, count(f.sid) AS live, count(DISTINCT f.id) AS ids
+          FROM sources k LEFT JOIN firsts f ON f.sid = k.sid GROUP BY k.n, k.lim) d
+  ),
+  counted AS MATERIALIZED (SELECT k.*, d.m FROM sources k JOIN depth d ON d.n = k.n),
   heads AS MATERIALIZED (
     SELECT h.sid, h.m, h.id, dense_rank() OVER (ORDER BY h.id) AS rk, count(*) OVER per AS got, max(h.id) OVER per AS last
-    FROM (SELECT p.sid, p.m, x.id
-          FROM (SELECT DISTINCT sid, kind, a, b, c, res, rel, after, m FROM counted) p
-          CROSS JOIN LATERAL (${probe("p.m", false, "")}) x(id)) h
+    FROM (SELECT f.sid, p.m, f.id FROM (SELECT DISTINCT sid, m FROM counted) p JOIN firsts f ON f.sid = p.sid
+          UNION ALL
+          SELECT p.sid, p.m, x.id
+          FROM (SELECT DISTINCT k.sid, k.kind, k.a, k.b, k.c, k.res, k.rel, f.id AS after, k.m
+                FROM counted k JOIN firsts f ON f.sid = k.sid WHERE k.m > 1) p
+          CROSS JOIN LATERAL (${probe("p.m - 1", false, "")}) x(id)) h
     WINDOW per AS (PARTITION BY h.sid, h.m)
   ),
   bound AS MATERIALIZED (
