@@ -66,6 +66,9 @@ const SETTINGS = {
   max_connections: 100,
   // No reports home to Citus Data from a test.
   "citus.enable_statistics_collection": "off",
+  // As docs/scale-out.md says to run Citus: a worker plans the statements routed to it, and JIT
+  // would compile each graph statement (150 ms and more) on its cost estimate alone.
+  jit: "off",
 } as const;
 
 export async function startCitusCluster(): Promise<CitusCluster> {
