@@ -1,6 +1,7 @@
 import { Metrics } from "../lib/metrics.js";
 import type { Db, Queryable } from "../store/db.js";
 import { modelStore, type ModelRows } from "../store/model-store.js";
+import type { InwardStep } from "../store/graph-store.js";
 
 interface ResourceModel {
   actions: Set<string>;
@@ -10,22 +11,6 @@ interface ResourceModel {
   subjects: Map<string, string[]>;
   /** relation → its inheritance rules */
   inherits: Map<string, { through: string; relation: string }[]>;
-}
-
-/**
- * One edge of the graph as the catalog allows it, read inward: a holder of
- * `fl` on an instance of `fr` holds `g` on every instance of `r` whose
- * grant of `p` names that instance as its subject, with subject relation
- * `sr` ("Y#r": a subject set, sr = fl; a link: sr = "", p the link relation,
- * g the relation that inherits fl through it).
- */
-export interface InwardStep {
-  fr: string;
-  fl: string;
-  sr: string;
-  r: string;
-  p: string;
-  g: string;
 }
 
 interface RoleModel {

@@ -33,7 +33,6 @@ import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, perApplication } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
 import { LIVE_GRANT } from "./relationships-store.js";
-import type { InwardStep } from "../domain/access-model.js";
 
 /** Subject sets and links followed at most, from the instance (API.md). */
 export const MAX_HOPS = 16;
@@ -329,6 +328,22 @@ const subjectsSql = (replayed: boolean) => `
 const SUBJECTS = { plain: subjectsSql(false), replayed: subjectsSql(true) };
 
 // ------------------------------------------------------------------ lookup
+
+/**
+ * One edge of the graph as the catalog allows it, read inward: a holder of
+ * `fl` on an instance of `fr` holds `g` on every instance of `r` whose
+ * grant of `p` names that instance as its subject, with subject relation
+ * `sr` ("Y#r": a subject set, sr = fl; a link: sr = "", p the link relation,
+ * g the relation that inherits fl through it).
+ */
+export interface InwardStep {
+  fr: string;
+  fl: string;
+  sr: string;
+  r: string;
+  p: string;
+  g: string;
+}
 
 export interface GraphLookupInput extends LookupInput {
   /** The relations of `resource` that imply `action`: the answers. */
