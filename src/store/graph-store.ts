@@ -66,7 +66,10 @@ const OUTWARD = `
  * or inheritance: the same answer as the direct one (check-store.ts), each
  * question's relations on the instance now those the user holds through the
  * walk, limited to those that imply the question's action (all, for a
- * permissions question: action null).
+ * permissions question: action null). The relations held are gathered for
+ * the whole batch at once (`held`) and joined to the questions: read per
+ * question, each of 50 questions scanned the whole batch's walk (800 rows
+ * for 50 checks through 4 hops: 5 of the statement's 7 ms).
  */
 export const graphCheckSql = (replayed: boolean) => `
   WITH RECURSIVE
@@ -80,19 +83,23 @@ export const graphCheckSql = (replayed: boolean) => `
     SELECT w.n, w.root, e.resource, e.resource_id, e.relation, w.depth + 1
     FROM walk w CROSS JOIN LATERAL (${OUTWARD}) e(resource, resource_id, relation)
     WHERE w.depth < ${MAX_HOPS}
+  ),
+  held AS (
+    SELECT w.n, array_agg(DISTINCT w.root) AS roots
+    FROM walk w JOIN q ON q.n = w.n
+    WHERE EXISTS (SELECT 1 FROM relationships g
+                  WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = w.resource
+                    AND g.resource_id = w.resource_id AND g.relation = w.relation AND ${LIVE_GRANT("g")})
+    GROUP BY w.n
   )
   SELECT
     ${KEYS} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
-        ARRAY(SELECT DISTINCT w.root FROM walk w
-              WHERE w.n = q.n
-                AND EXISTS (SELECT 1 FROM relationships g
-                            WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = w.resource
-                              AND g.resource_id = w.resource_id AND g.relation = w.relation AND ${LIVE_GRANT("g")})),
+        coalesce(h.roots, '{}'),
         ARRAY(SELECT a.role_id FROM role_assignments a WHERE a.app_id = $1 AND a.user_id = q.user_id)
       ) ORDER BY q.n)
-     FROM q) AS rows${replayed ? REPLAYED : ""}`;
+     FROM q LEFT JOIN held h ON h.n = q.n) AS rows${replayed ? REPLAYED : ""}`;
 
 export const GRAPH_CHECK_SQL = { plain: graphCheckSql(false), replayed: graphCheckSql(true) };
 
