@@ -149,6 +149,24 @@ export async function createCitusDatabase(coordinatorUrl: string, workerUrls: re
 export async function dropCitusDatabase(coordinatorUrl: string, workerUrls: readonly string[], name: string): Promise<void> {
   checkDatabaseName(name);
   // The coordinator's sessions hold connections to the workers' copy: they go first.
-  await pgQuery(coordinatorUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await Promise.all(workerUrls.map((admin) => pgQuery(admin, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)));
+  await dropForced(coordinatorUrl, name);
+  await Promise.all(workerUrls.map((admin) => dropForced(admin, name)));
+}
+
+/**
+ * DROP DATABASE ... WITH (FORCE), again while it meets object_in_use
+ * (55006): Citus's maintenance daemon connects to every database with the
+ * extension, and can connect again between FORCE ending the sessions and
+ * the drop (seen once in CI: "is being accessed by other users").
+ */
+async function dropForced(adminUrl: string, name: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await pgQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      return;
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== "55006" || attempt >= 20) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
 }
