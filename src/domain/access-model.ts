@@ -102,19 +102,25 @@ export class AccessModel {
     return [...relations].filter(([, actions]) => actions.has(action)).map(([relation]) => relation);
   }
 
+  /** inward's answers by resource and targets, computed once per model (a model never changes). */
+  private readonly inwardOf = new Map<string, { steps: InwardStep[]; last: InwardStep[] }>();
+
   /**
    * What lookup walks (store/graph-store.ts), from the catalog of this
-   * version: the (resource, relation) pairs from which one of `targets`
-   * (relations of `resource`) can be reached in one hop or more (`through`:
-   * where the walk starts, from the user's own grants); the edges between
-   * them (`steps`: a pair Y#r reaches X#R in one hop when R names the
-   * subject set "Y#r", or when R inherits r through a link L of X that names
-   * Y); and the edges into the targets themselves (`last`). The statement
-   * follows only these, each edge one index probe of its own: nothing is
-   * read to be dropped, and the plan does not rest on the planner's guess of
-   * which catalog rows match.
+   * version: the edges into one of `targets` (relations of `resource`)
+   * themselves (`last`), and the edges between the (resource, relation)
+   * pairs from which a target can be reached in one hop or more (`steps`: a
+   * pair Y#r reaches X#R in one hop when R names the subject set "Y#r", or
+   * when R inherits r through a link L of X that names Y). Those pairs are
+   * the edges' origins, where the walk starts from the user's own grants.
+   * The statement follows only these edges, each one index probe of its
+   * own: nothing is read to be dropped, and the plan does not rest on the
+   * planner's guess of which catalog rows match.
    */
-  inward(resource: string, targets: readonly string[]): { through: [string, string][]; steps: InwardStep[]; last: InwardStep[] } {
+  inward(resource: string, targets: readonly string[]): { steps: InwardStep[]; last: InwardStep[] } {
+    const key = `${resource}#${targets.join(",")}`;
+    const known = this.inwardOf.get(key);
+    if (known !== undefined) return known;
     const into = this.oneHopInto();
     const seen = new Set<string>();
     const queue = targets.map((t) => `${resource}#${t}`);
@@ -127,8 +133,10 @@ export class AccessModel {
         queue.push(from);
       }
     }
-    const steps = [...seen].flatMap((pair) => (into.get(pair) ?? []).filter((step) => seen.has(`${step.fr}#${step.fl}`)));
-    return { through: [...seen].map((pair) => pair.split("#") as [string, string]), steps, last };
+    // Every edge into a pair reached comes from a pair reached.
+    const walked = { steps: [...seen].flatMap((pair) => into.get(pair) ?? []), last };
+    this.inwardOf.set(key, walked);
+    return walked;
   }
 
   hasResource(resource: string): boolean {

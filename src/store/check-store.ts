@@ -1,5 +1,5 @@
 import type { Queryable } from "./db.js";
-import { distinctKeys, perApplication } from "./per-application.js";
+import { distinctKeys, KEYS_VALID, perApplication } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 import { sqlState, SqlState } from "./sqlstate.js";
 import { GRAPH_CHECK_SQL } from "./graph-store.js";
@@ -54,9 +54,7 @@ export interface CheckRows {
  */
 const checkSql = (replayed: boolean) => `
   SELECT
-    (SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
-                             WHERE k.secret_hash = c.key_hash AND k.app_id = $1 AND k.revoked_at IS NULL) ORDER BY c.n)
-     FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n)) AS keys,
+    ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         ARRAY(SELECT g.relation FROM relationships g

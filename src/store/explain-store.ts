@@ -1,5 +1,5 @@
 import type { Queryable } from "./db.js";
-import { distinctKeys, perApplication } from "./per-application.js";
+import { distinctKeys, KEYS_VALID, perApplication } from "./per-application.js";
 import { EXPLAIN_EDGES, EXPLAIN_GRANTS, EXPLAIN_WALK, type PathGrantRow, type WalkEdgeRow } from "./graph-store.js";
 
 export type { PathGrantRow, WalkEdgeRow };
@@ -82,9 +82,7 @@ const explainSql = (replayed: boolean) => `
              WITH ORDINALITY AS q(user_id, resource, resource_id, action, tenant_id, n)),
   ${EXPLAIN_WALK}
   SELECT
-    (SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
-                             WHERE k.secret_hash = c.key_hash AND k.app_id = $1 AND k.revoked_at IS NULL) ORDER BY c.n)
-     FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n)) AS keys,
+    ${KEYS_VALID} AS keys,
     (SELECT json_agg(json_build_array(
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
         (SELECT coalesce(json_agg(json_build_array(cr.relation, cr.actions) ORDER BY cr.position), '[]')

@@ -30,16 +30,12 @@
  * which Citus runs a recursive query).
  */
 import type { Queryable } from "./db.js";
-import { distinctKeys, distinctQuestions, perApplication } from "./per-application.js";
+import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 /** Subject sets and links followed at most, from the instance (API.md). */
 export const MAX_HOPS = 16;
-
-const KEYS = `(SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
-                                   WHERE k.secret_hash = c.key_hash AND k.app_id = $1 AND k.revoked_at IS NULL) ORDER BY c.n)
-           FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n))`;
 
 const REPLAYED = ",\n    pg_last_wal_replay_lsn()::text AS replayed";
 
@@ -93,7 +89,7 @@ export const graphCheckSql = (replayed: boolean) => `
     GROUP BY w.n
   )
   SELECT
-    ${KEYS} AS keys,
+    ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         coalesce(h.roots, '{}'),
@@ -325,7 +321,7 @@ const subjectsSql = (replayed: boolean) => `
      AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id)
   ),${PAGE_CTES(holderIds)}
   SELECT
-    ${KEYS} AS keys,
+    ${KEYS_VALID} AS keys,
     (SELECT json_agg(json_build_array(
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
         ${PAGE_OF_Q}
@@ -355,9 +351,11 @@ export interface InwardStep {
 export interface GraphLookupInput extends LookupInput {
   /** The relations of `resource` that imply `action`: the answers. */
   answers: string[];
-  /** The (resource, relation) pairs from which an answer can be reached in one hop or more. */
-  through: [resource: string, relation: string][];
-  /** The catalog's edges between those pairs, and into the answers (AccessModel.inward). */
+  /**
+   * The catalog's edges between the (resource, relation) pairs from which
+   * an answer can be reached in one hop or more, and into the answers
+   * (AccessModel.inward); their origins are those pairs.
+   */
   steps: InwardStep[];
   last: InwardStep[];
 }
@@ -386,11 +384,11 @@ const sourceIds = (limit: string, bounded: boolean, gate: string) => `
 /**
  * Lookup through the graph, a page per question.
  *
- * The walk: the user's own grants on the `through` pairs, then inward along
- * the catalog's edges between those pairs (`steps`, from the model of the
- * version the statement reads: AccessModel.inward): a node held makes held
- * every grant to it as a subject set, and every instance linking to it
- * through a link whose rule inherits the node's relation. Each edge is one
+ * The walk: the user's own grants on the pairs the edges start from, then
+ * inward along the catalog's edges between those pairs (`steps`, from the
+ * model of the version the statement reads: AccessModel.inward): a node
+ * held makes held every grant to it as a subject set, and every instance
+ * linking to it through a link whose rule inherits the node's relation. Each edge is one
  * probe of subject_relationships_subject_idx with the subject and the
  * target's resource and relation, so only what the walk keeps is read (a
  * folder's 100 documents are not read to be dropped), below the hop bound.
@@ -408,9 +406,9 @@ const sourceIds = (limit: string, bounded: boolean, gate: string) => `
  */
 const graphLookupSql = (replayed: boolean) => `
   WITH RECURSIVE
-  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int, ans text[], thr jsonb, st jsonb, ls jsonb))
-             WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, answers, through, steps, last, n)),
-  pairs AS (SELECT q.n, p.resource, p.relation FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.through) AS p(resource text, relation text)),
+  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int, ans text[], st jsonb, ls jsonb))
+             WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, answers, steps, last, n)),
+  pairs AS (SELECT DISTINCT q.n, e.fr AS resource, e.fl AS relation FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.steps || q.last) AS e(fr text, fl text)),
   steps AS (SELECT q.n, t.* FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.steps) AS t(fr text, fl text, sr text, r text, p text, g text)),
   walk(n, resource, resource_id, relation, depth) AS (
     SELECT p.n, p.resource, e.resource_id, p.relation, 0
@@ -439,7 +437,7 @@ const graphLookupSql = (replayed: boolean) => `
     JOIN walk w ON w.n = q.n AND w.resource = t.fr AND w.relation = t.fl
   ),${PAGE_CTES(sourceIds)}
   SELECT
-    ${KEYS} AS keys,
+    ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         ${ACTIONS_AND_ROLE},
@@ -486,7 +484,6 @@ export const graphStore = {
           c: i.after,
           l: i.limit,
           ans: i.answers,
-          thr: i.through.map(([resource, relation]) => ({ resource, relation })),
           st: i.steps,
           ls: i.last,
         })),

@@ -1,5 +1,5 @@
 import type { Queryable } from "./db.js";
-import { distinctKeys, distinctQuestions, perApplication } from "./per-application.js";
+import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 export interface LookupInput {
@@ -41,6 +41,18 @@ type StatementRow = {
 };
 
 /**
+ * A lookup question's first two answers, for the direct statement and the
+ * graph's (graph-store.ts): the resource's actions (null: no such resource),
+ * and whether a role of the user in scope holds resource:action, read from
+ * role_permissions as the check reads it.
+ */
+export const ACTIONS_AND_ROLE = `(SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
+        EXISTS (SELECT 1 FROM role_assignments a
+                JOIN role_permissions p ON p.app_id = a.app_id AND p.role_id = a.role_id
+                WHERE a.app_id = $1 AND a.user_id = q.user_id AND p.resource = q.resource AND p.action = q.action
+                  AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id))`;
+
+/**
  * Pages of lookups of one application (any number, of any of its keys), in
  * one statement, so from one snapshot: each key's validity, and for each
  * lookup the resource's actions, whether a role of the user in scope holds
@@ -62,23 +74,9 @@ type StatementRow = {
  *
  * Every table is named with `app_id = $1` (docs/scale-out.md), as the check's.
  */
-/**
- * A lookup question's first two answers, for the direct statement and the
- * graph's (graph-store.ts): the resource's actions (null: no such resource),
- * and whether a role of the user in scope holds resource:action, read from
- * role_permissions as the check reads it.
- */
-export const ACTIONS_AND_ROLE = `(SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
-        EXISTS (SELECT 1 FROM role_assignments a
-                JOIN role_permissions p ON p.app_id = a.app_id AND p.role_id = a.role_id
-                WHERE a.app_id = $1 AND a.user_id = q.user_id AND p.resource = q.resource AND p.action = q.action
-                  AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id))`;
-
 const lookupSql = (replayed: boolean) => `
   SELECT
-    (SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
-                             WHERE k.secret_hash = c.key_hash AND k.app_id = $1 AND k.revoked_at IS NULL) ORDER BY c.n)
-     FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n)) AS keys,
+    ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         ${ACTIONS_AND_ROLE},

@@ -40,6 +40,15 @@ export async function perApplication<I extends { appId: string }, R>(
 }
 
 /**
+ * A statement's answer for the keys of distinctKeys (its $2; the
+ * application is $1): a JSON array, in their order, of whether each still
+ * holds for the application (known, not revoked).
+ */
+export const KEYS_VALID = `(SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
+                                   WHERE k.secret_hash = c.key_hash AND k.app_id = $1 AND k.revoked_at IS NULL) ORDER BY c.n)
+           FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n))`;
+
+/**
  * The distinct calling keys of a batch (a batch has one, a coalesced one a
  * few), each verified once in the statement, and which of them each input used.
  */
