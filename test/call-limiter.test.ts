@@ -102,6 +102,32 @@ describe("call limiter", () => {
     expect(limiter.load).toEqual({ running: 0, waiting: 0 });
   });
 
+  it("gives back the place of a caller that goes away after its place was given and before it started", async () => {
+    const limiter = new CallLimiter(1);
+    const started: string[] = [];
+    const first = held(started, "first");
+    const firstResult = limiter.run(context().ctx, first.fn);
+    const caller = context();
+    const gone = held(started, "gone");
+    const goneResult = limiter.run(caller.ctx, gone.fn);
+    const after = held(started, "after");
+    const afterResult = limiter.run(context().ctx, after.fn);
+    await tick();
+    // first ends: its place goes to the waiting caller, to start on the next turn of the loop...
+    first.release();
+    await microtasks();
+    expect(limiter.load.running).toBe(1);
+    // ...and the caller hangs up before that turn.
+    caller.abort();
+    await expect(goneResult).rejects.toMatchObject({ code: Code.Canceled });
+    await tick();
+    expect(started).toEqual(["first", "after"]);
+    after.release();
+    await Promise.all([firstResult, afterResult]);
+    expect(limiter.load).toEqual({ running: 0, waiting: 0 });
+    expect(await limiter.run(context().ctx, async () => "still free")).toBe("still free");
+  });
+
   it("refuses at once a caller already gone, and frees its place when a call fails", async () => {
     const limiter = new CallLimiter(1);
     const started: string[] = [];

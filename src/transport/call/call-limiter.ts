@@ -72,6 +72,17 @@ export class CallLimiter {
       this.queue.push({
         start: () => {
           signal.removeEventListener("abort", onAbort);
+          // It was given a place, and its caller went away before its turn
+          // came to start (next() hands a place over a turn of the loop
+          // later): the promise is already rejected, so nothing would give
+          // the place back. Every such call lost a place for good, and a
+          // load whose clients hang up mid-call (a benchmark's end) left
+          // none: every limited call then waited forever.
+          if (signal.aborted) {
+            this.running--;
+            this.next();
+            return;
+          }
           resolve();
         },
         live: () => !signal.aborted,
