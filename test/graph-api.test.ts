@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { startTestService, type TestService } from "./support/service.js";
 import { admin, createApp, expectError, expectStatus, queryString } from "./helpers/authz.js";
-import { GRAPH_CATALOG, set, text, user, type AnyGrant } from "./support/graph.js";
+import { GRAPH_CATALOG, OPEN_GROUPS_CATALOG, set, text, user, type AnyGrant } from "./support/graph.js";
 
 describe.each(engines)("groups and hierarchy on %s", (engine) => {
   let database: TestDatabase;
@@ -189,6 +189,62 @@ describe.each(engines)("groups and hierarchy on %s", (engine) => {
     expect(await lookupAll("u16", "document", "read")).toEqual([]);
     const explain = await call("POST", "/api/v1/authorization/check/explain", { userId: "u15", resource: "document", resourceId: "deep", action: "read" });
     expect((explain.body.reasons as { path: unknown[] }[])[0]!.path).toHaveLength(17); // the user's grant and 16 hops
+  });
+
+  it("the hop bound is exact where the walk from the instance meets the user's teams: 16 reach, 17 do not", async () => {
+    // document split ← folder split-0 ← ... ← split-7 (8 links); team:split-t0#member views split-7; split-tk is in split-t(k-1).
+    const writes: AnyGrant[] = [set("folder:split-0", "document", "split", "parent"), set("team:split-t0#member", "folder", "split-7", "viewer")];
+    for (let k = 1; k <= 7; k++) writes.push(set(`folder:split-${k}`, "folder", `split-${k - 1}`, "parent"));
+    for (let k = 1; k <= 9; k++) writes.push(set(`team:split-t${k}#member`, "team", `split-t${k - 1}`, "member"));
+    for (let k = 0; k <= 9; k++) writes.push(user(`s${k}`, "team", `split-t${k}`, "member"));
+    await bulk(writes);
+    // s_k: k nested hops, team t0 → folder split-7 (1), 8 links to the document: k + 9 hops.
+    for (let k = 0; k <= 9; k++) expect(await allowed(`s${k}`, "document", "split", "read"), `s${k}: ${k + 9} hops`).toBe(k + 9 <= 16);
+    const who = await whoCanAll("document", "split", "read", 100);
+    expect(who.filter((u) => u.startsWith("s"))).toEqual(["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"]);
+    const permissions = await call("POST", "/api/v1/authorization/permissions/batch", {
+      requests: ["s7", "s8"].map((userId) => ({ userId, resource: "document", resourceId: "split" })),
+    });
+    expectStatus(permissions, 200);
+    expect((permissions.body.results as { actions: string[] }[]).map((r) => r.actions)).toEqual([["read"], []]);
+  });
+
+  it("groups that are not only nested groups are walked down from the instance, and teams still met from the user's side", async () => {
+    // group#member's members may be a folder's viewers (fed by links): the
+    // walk cannot meet it from the user's side, and goes through it to the team.
+    const groupsKey = await createApp(service, "graph-open-groups", OPEN_GROUPS_CATALOG);
+    const as = (method: string, path: string, body: unknown) => service.call(method, path, { key: groupsKey, body });
+    expectStatus(
+      await as("POST", "/api/v1/authorization/relationships/bulk", {
+        writes: [
+          user("ann", "folder", "fx", "viewer"),
+          set("folder:fx", "folder", "fy", "parent"),
+          set("folder:fy#viewer", "group", "g", "member"), // the viewers of fy, fx's included, are in g
+          set("team:t#member", "group", "g", "member"),
+          set("team:inner#member", "team", "t", "member"),
+          user("ben", "team", "inner", "member"),
+          user("cas", "group", "h", "member"),
+          set("group:h#member", "group", "g", "member"),
+          set("group:g#member", "document", "dx", "viewer"),
+        ],
+      }),
+      200,
+    );
+    const checks = ["ann", "ben", "cas", "dan"].map((userId) => ({ userId, resource: "document", resourceId: "dx", action: "read" }));
+    const batch = await as("POST", "/api/v1/authorization/check/batch", { checks });
+    expectStatus(batch, 200);
+    expect((batch.body.results as { allowed: boolean }[]).map((r) => r.allowed)).toEqual([true, true, true, false]);
+    const single = await as("POST", "/api/v1/authorization/check", checks[0]);
+    expectStatus(single, 200);
+    expect(single.body.allowed).toBe(true);
+    const explained = await as("POST", "/api/v1/authorization/check/explain", checks[1]);
+    expectStatus(explained, 200);
+    expect((explained.body.reasons as { path: AnyGrant[] }[])[0]!.path.map(text)).toEqual([
+      "ben is member of team:inner",
+      "team:inner#member is member of team:t",
+      "team:t#member is member of group:g",
+      "group:g#member is viewer of document:dx",
+    ]);
   });
 
   it("grants to subjects are listed, deleted singly and by subject", async () => {

@@ -74,8 +74,8 @@ describe("the SQL rule checker", () => {
     // The function's query is the check's inline statement (used where Citus refuses the function).
     const same = (sql: string) => sql.replace(/::(text\[\]|jsonb)|\s+AS (keys|version|rows)\b/g, "").replace(/\s+/g, " ").trim();
     expect(same(check!)).toBe(same(CHECK_SQL_INLINE));
-    // The graph's function (008) likewise.
-    const graph = functionQueries.get("portcullis_graph_facts");
+    // The graph's function (010) likewise.
+    const graph = functionQueries.get("portcullis_graph_check");
     expect(graph).toMatch(/^WITH RECURSIVE\b/);
     expect(sqlRuleViolations(graph!)).toEqual([]);
     expect(same(graph!)).toBe(same(GRAPH_CHECK_SQL_INLINE));

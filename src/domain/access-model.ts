@@ -1,7 +1,7 @@
 import { Metrics } from "../lib/metrics.js";
 import type { Db, Queryable } from "../store/db.js";
 import { modelStore, type ModelRows } from "../store/model-store.js";
-import type { InwardStep } from "../store/graph-store.js";
+import type { GraphGroups, InwardStep } from "../store/graph-store.js";
 
 interface ResourceModel {
   actions: Set<string>;
@@ -137,6 +137,57 @@ export class AccessModel {
     const walked = { steps: [...seen].flatMap((pair) => into.get(pair) ?? []), last };
     this.inwardOf.set(key, walked);
     return walked;
+  }
+
+  private groupsOf: GraphGroups | undefined;
+
+  /**
+   * The groups the check meets from the user's side (store/graph-store.ts,
+   * graphCheckSql): the (resource, relation) pairs named as subject sets
+   * ("team#member") into which every edge comes from another such pair.
+   * That is what makes the meeting exact: whoever holds a group holds it
+   * through users' grants of groups and groups nested in groups, all of
+   * which the user's side walks. The largest such set: pairs are dropped
+   * while one has an edge from outside it. Pairs reached through a link
+   * are dropped too, though the walk would stay exact: walked from the
+   * user, a link goes down a tree (a folder's viewer views every folder
+   * below it), which is wide; walked up, a group's members nest a few
+   * levels at most. The check's walk from the instance stops at the
+   * groups and the statement walks up from the user's own memberships
+   * instead: walked down, the 4-hop check probed every team inside a parent
+   * team. `steps` are the edges into them; `key` tells two sets apart.
+   */
+  groups(): GraphGroups {
+    if (this.groupsOf !== undefined) return this.groupsOf;
+    const into = this.oneHopInto();
+    const pairs = new Set<string>();
+    for (const [, model] of this.resources) {
+      for (const subjects of model.subjects.values()) {
+        for (const subject of subjects) {
+          const hash = subject.indexOf("#");
+          if (hash > 0 && this.resources.get(subject.slice(0, hash))?.relations.has(subject.slice(hash + 1)) === true) pairs.add(subject);
+        }
+      }
+    }
+    const open = (pair: string) => (into.get(pair) ?? []).some((step) => step.sr === "" || !pairs.has(`${step.fr}#${step.fl}`));
+    for (let dropped = true; dropped; ) {
+      dropped = false;
+      for (const pair of pairs) {
+        if (open(pair)) {
+          pairs.delete(pair);
+          dropped = true;
+        }
+      }
+    }
+    const sorted = [...pairs].sort();
+    return (this.groupsOf = {
+      pairs: sorted.map((pair) => {
+        const hash = pair.indexOf("#");
+        return { r: pair.slice(0, hash), l: pair.slice(hash + 1) };
+      }),
+      steps: sorted.flatMap((pair) => into.get(pair) ?? []),
+      key: sorted.join(","),
+    });
   }
 
   hasResource(resource: string): boolean {

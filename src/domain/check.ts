@@ -3,6 +3,7 @@ import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db, Queryable } from "../store/db.js";
 import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
 import { CheckStatements, type CheckInput } from "../store/check-store.js";
+import type { GraphGroups } from "../store/graph-store.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, unavailable, Violations } from "./errors.js";
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
@@ -156,9 +157,14 @@ export class Checker {
   private async answerOn(q: Queryable, onReplica: boolean, inputs: readonly CheckInput[]): Promise<ReplicaRead<Facts[]>> {
     for (let reads = 1; ; reads++) {
       // Applications whose model (as this replica last read it) has
-      // hierarchy are asked the graph's statement; the others the direct one.
-      const graph = new Set(inputs.map((i) => i.appId).filter((appId) => this.models.latest(appId)?.hierarchical === true));
-      const { rows, replayed } = await this.statements.check(q, inputs, { replayed: onReplica, graph: (appId) => graph.has(appId) });
+      // hierarchy are asked the graph's statement, with that model's groups;
+      // the others the direct one.
+      const graph = new Map<string, GraphGroups>();
+      for (const { appId } of inputs) {
+        const latest = this.models.latest(appId);
+        if (latest?.hierarchical === true && !graph.has(appId)) graph.set(appId, latest.groups());
+      }
+      const { rows, replayed } = await this.statements.check(q, inputs, { replayed: onReplica, graph: (appId) => graph.get(appId) });
       const models = new Map<string, AccessModel | undefined>();
       let moved = false;
       let misshapen = false;
@@ -171,9 +177,12 @@ export class Checker {
         // would mix two snapshots: read again, unless versions keep moving.
         if (model !== undefined && model.version !== row.version) moved = true;
         // The other statement was needed (the first question of an
-        // application, or its model gained or lost hierarchy): its facts
-        // would be wrong, so ask again, now with the model just read.
-        if (model !== undefined && model.hierarchical !== graph.has(appId)) misshapen = true;
+        // application, or its model gained or lost hierarchy), or the walk
+        // met the user's side at groups the model read does not have: its
+        // facts would be wrong, so ask again, now with the model just read.
+        if (model !== undefined && (model.hierarchical !== graph.has(appId) || (model.hierarchical && model.groups().key !== graph.get(appId)!.key))) {
+          misshapen = true;
+        }
         models.set(appId, model);
       }
       if (misshapen) {

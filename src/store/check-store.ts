@@ -2,7 +2,7 @@ import type { Queryable } from "./db.js";
 import { distinctKeys, KEYS_VALID, perApplication } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 import { sqlState, SqlState } from "./sqlstate.js";
-import { GRAPH_CHECK_SQL } from "./graph-store.js";
+import { GRAPH_CHECK_SQL, type GraphGroups } from "./graph-store.js";
 
 /** Whose facts on which instance: what a check, or a permissions question, asks the database. */
 export interface CheckInput {
@@ -76,9 +76,9 @@ const checkSql = (replayed: boolean) => `
 const planOnceSql = (replayed: boolean) =>
   `SELECT f.keys, f.version, f.rows${replayed ? ", pg_last_wal_replay_lsn()::text AS replayed" : ""} FROM portcullis_check_facts($1, $2, $3::jsonb) AS f`;
 
-/** The graph's statement planned once: portcullis_graph_facts of migration 008, graphCheckSql's text. */
+/** The graph's statement planned once: portcullis_graph_check of migration 010, graphCheckSql's text. */
 const graphPlanOnceSql = (replayed: boolean) =>
-  `SELECT f.keys, f.version, f.rows${replayed ? ", pg_last_wal_replay_lsn()::text AS replayed" : ""} FROM portcullis_graph_facts($1, $2, $3::jsonb) AS f`;
+  `SELECT f.keys, f.version, f.rows${replayed ? ", pg_last_wal_replay_lsn()::text AS replayed" : ""} FROM portcullis_graph_check($1, $2, $3::jsonb, $4::jsonb, $5::jsonb) AS f`;
 
 interface Statements {
   planned: { plain: string; replayed: string };
@@ -133,20 +133,26 @@ export class CheckStatements {
   async check(
     q: Queryable,
     checks: readonly CheckInput[],
-    options: { replayed?: boolean; graph?: (appId: string) => boolean } = {},
+    options: { replayed?: boolean; graph?: (appId: string) => GraphGroups | undefined } = {},
   ): Promise<CheckRows> {
-    return perApplication(checks, (appId, ofApp) =>
-      this.checkApplication(q, appId, ofApp, options.replayed === true, options.graph?.(appId) === true),
-    );
+    return perApplication(checks, (appId, ofApp) => this.checkApplication(q, appId, ofApp, options.replayed === true, options.graph?.(appId)));
   }
 
-  private async checkApplication(q: Queryable, appId: string, checks: readonly CheckInput[], replayed: boolean, graph: boolean): Promise<CheckRows> {
+  private async checkApplication(
+    q: Queryable,
+    appId: string,
+    checks: readonly CheckInput[],
+    replayed: boolean,
+    graph: GraphGroups | undefined,
+  ): Promise<CheckRows> {
     const { keys, keyOf } = distinctKeys(checks);
-    const row = graph
+    const row = graph !== undefined
       ? await this.statement(GRAPH_STATEMENTS, q, replayed, [
           appId,
           keys,
           JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId, a: c.action ?? null }))),
+          JSON.stringify(graph.pairs),
+          JSON.stringify(graph.steps),
         ])
       : await this.statement(STATEMENTS, q, replayed, [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))]);
     const keyRows = row.keys ?? [];

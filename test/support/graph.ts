@@ -32,6 +32,22 @@ export const GRAPH_CATALOG = [
   },
 ];
 
+/**
+ * GRAPH_CATALOG plus groups that are not only nested groups: a group's
+ * members are users, teams' members and the viewers of a folder (fed by
+ * links), and a group may view a document. The service meets teams from
+ * the user's side (AccessModel.groups) but must walk groups down: the
+ * walk from a document goes through a group to a team, then meets.
+ */
+export const OPEN_GROUPS_CATALOG = [
+  ...GRAPH_CATALOG.map((entry) =>
+    entry.resource !== "document"
+      ? entry
+      : { ...entry, relations: entry.relations.map((r) => (r.name === "viewer" ? { ...r, subjects: [...r.subjects, "group#member"] } : r)) },
+  ),
+  { resource: "group", description: "", actions: ["read"], relations: [{ name: "member", actions: ["read"], subjects: ["user", "team#member", "folder#viewer", "group#member"] }] },
+];
+
 type Subject = { resource: string; resourceId: string; relation?: string };
 export interface AnyGrant {
   userId?: string;
