@@ -7,6 +7,7 @@ import pino, { type Logger } from "pino";
 import { ApplicationService } from "../gen/authz/v1/applications_pb.js";
 import { AuditService } from "../gen/authz/v1/audit_pb.js";
 import { CatalogService } from "../gen/authz/v1/catalog_pb.js";
+import { ModelService } from "../gen/authz/v1/model_pb.js";
 import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { PolicyService } from "../gen/authz/v1/policies_pb.js";
 import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
@@ -15,6 +16,7 @@ import type { Config } from "./config.js";
 import { Applications } from "./domain/applications.js";
 import { AuditLog } from "./domain/audit-log.js";
 import { Catalog } from "./domain/catalog.js";
+import { Models } from "./domain/models.js";
 import { Checker } from "./domain/check.js";
 import { Explainer } from "./domain/explain.js";
 import { ExpirySweep } from "./domain/expiry-sweep.js";
@@ -27,6 +29,7 @@ import { Roles } from "./domain/roles.js";
 import { applicationService } from "./services/application-service.js";
 import { auditService } from "./services/audit-service.js";
 import { catalogService } from "./services/catalog-service.js";
+import { modelService } from "./services/model-service.js";
 import { checkService } from "./services/check-service.js";
 import { policyService } from "./services/policy-service.js";
 import { relationshipService } from "./services/relationship-service.js";
@@ -226,6 +229,7 @@ export async function startPortcullis(
         deps,
       ),
       guard(AuditService, auditService(new AuditLog(data)), deps),
+      guard(ModelService, modelService(new Models(data)), deps),
     ] as ServiceBinding[];
     metrics.knownRpcs(bindings.flatMap(({ service }) => service.methods.map((m) => `/${service.typeName}/${m.name}`)));
 

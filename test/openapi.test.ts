@@ -19,6 +19,7 @@ import addFormatsModule from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApplicationService } from "../gen/authz/v1/applications_pb.js";
 import { AuditService } from "../gen/authz/v1/audit_pb.js";
+import { ModelService } from "../gen/authz/v1/model_pb.js";
 import { CatalogService } from "../gen/authz/v1/catalog_pb.js";
 import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { PolicyService } from "../gen/authz/v1/policies_pb.js";
@@ -30,7 +31,7 @@ import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
 
 // The services app.ts serves (the document is built from the app's own list; a service missing here shows as a difference).
-const SERVICES = [ApplicationService, CatalogService, PolicyService, RoleService, RelationshipService, CheckService, AuditService];
+const SERVICES = [ApplicationService, CatalogService, PolicyService, RoleService, RelationshipService, CheckService, AuditService, ModelService];
 const HEALTH = ["GET /healthz", "GET /readyz"];
 const VERBS = ["get", "put", "post", "delete", "patch"] as const;
 
@@ -232,6 +233,7 @@ describe("the OpenAPI document", () => {
     const OP = undefined; // the operator key (the test service's default)
     const ids: Record<string, string> = { app: "oa" };
     let appKey = "";
+    let modelDoc: unknown;
     // `refused`: a body the request schema itself refuses (the 400 it gets is foreseen by the document).
     type Step = { route: string; path?: string; key?: "op" | "app"; body?: unknown; refused?: true; status: number; keep?: (body: any) => void };
     const A = "/api/v1/applications/{app}";
@@ -290,6 +292,10 @@ describe("the OpenAPI document", () => {
         body: { permissions: ["document:read", "document:comment"] },
         status: 200,
       },
+      // The model as it stands, planned and applied unchanged (the steps after need it as it is).
+      { route: "GET /api/v1/applications/{app_id}/model", path: `${A}/model`, status: 200, keep: (b) => (modelDoc = b) },
+      { route: "POST /api/v1/applications/{app_id}/model/plan", path: `${A}/model/plan`, body: () => modelDoc, status: 200 },
+      { route: "PUT /api/v1/applications/{app_id}/model", path: `${A}/model`, body: () => modelDoc, status: 200 },
       ...[201, 200].map((status) => ({
         route: "POST /api/v1/authorization/relationships",
         key: "app" as const,
@@ -356,7 +362,8 @@ describe("the OpenAPI document", () => {
       expect(op, step.route).toBeDefined();
       const [verb, template] = step.route.split(" ") as [string, string];
       const path = fill(step.path ?? template);
-      const body = step.body === undefined ? undefined : JSON.parse(fill(JSON.stringify(step.body)));
+      const given = typeof step.body === "function" ? (step.body as () => unknown)() : step.body;
+      const body = given === undefined ? undefined : JSON.parse(fill(JSON.stringify(given)));
       if (body !== undefined) {
         const requestSchema = op!.requestBody!.content["application/json"].schema;
         const problems = schemas.problems(requestSchema, body);

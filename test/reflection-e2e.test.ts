@@ -23,6 +23,7 @@ const AUTHZ_SERVICES = [
   "authz.v1.AuditService",
   "authz.v1.CatalogService",
   "authz.v1.CheckService",
+  "authz.v1.ModelService",
   "authz.v1.PolicyService",
   "authz.v1.RelationshipService",
   "authz.v1.RoleService",
@@ -135,8 +136,8 @@ describe("buf curl with server reflection (pglite)", () => {
       "authz.v1.CheckService/LookupSubjects",
       "authz.v1.CheckService/Permissions",
     ]);
-    // Seven services: 7 + 1 + 2 + 7 + 7 + 5 + 10 methods (applications, audit, catalog, check, policies, relationships, roles).
-    expect(methods.filter((m) => m.startsWith("authz.v1."))).toHaveLength(39);
+    // Eight services: 7 + 1 + 2 + 7 + 3 + 7 + 5 + 10 methods (applications, audit, catalog, check, model, policies, relationships, roles).
+    expect(methods.filter((m) => m.startsWith("authz.v1."))).toHaveLength(42);
   }, 90_000);
 
   it("calls GetCatalog over gRPC with the schema from reflection only", async () => {

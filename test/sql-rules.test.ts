@@ -157,6 +157,17 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
         ok("delete by user and resource", await call("POST", "/api/v1/authorization/relationships/delete", { key, body: { userId: grant.userId, resource: grant.resource } }));
         await new ExpirySweep(service.db, { intervalMs: 60_000, batchSize: 10, onError: (e) => { throw e; } }).sweepOnce();
       }
+      // The model as a document: exported, planned (every role gone: the impact reaches every assigned user), applied with a policy
+      // and a role more and the policies changed, then applied back as it was (the role and the policy removed).
+      const { version, ...document } = ok("model", await call("GET", `${base}/model`)) as { version: string; policies: { name: string }[]; roles: unknown[] };
+      ok("model plan", await call("POST", `${base}/model/plan`, { body: { ...document, roles: [] } }));
+      const more = {
+        ...document,
+        policies: [...document.policies.map((p) => ({ ...p, description: "from the model" })), { name: "model-policy", description: "", permissions: [] }],
+        roles: [...document.roles, { name: "model-role", description: "", policies: ["model-policy"] }],
+      };
+      ok("model apply", await call("PUT", `${base}/model`, { body: { ...more, expectedVersion: version } }));
+      ok("model apply back", await call("PUT", `${base}/model`, { body: document }));
       const policies = ok("policies", await call("GET", `${base}/policies`)).policies as { policyId: string }[];
       const roles = ok("roles", await call("GET", `${base}/roles`)).roles as { roleId: string }[];
       for (const p of policies) {

@@ -38,17 +38,23 @@ export const BUILT_IN_RELATIONS: ReadonlyMap<string, readonly string[] | "all"> 
 ]);
 
 /** Checks a submitted catalog against every rule; throws one 400 naming each bad field. */
-export function validateCatalog(entries: CatalogEntryInput[]): void {
+export function validateCatalog(entries: CatalogEntryInput[], root = "resources"): void {
   const v = new Violations();
+  catalogViolations(v, entries, root);
+  v.throwIfAny();
+}
+
+/** validateCatalog's findings, added to `v`, each field under `root` ("resources[2].actions[0]"; a model document's "catalog[2]..."). */
+export function catalogViolations(v: Violations, entries: CatalogEntryInput[], root: string): void {
   if (entries.length > LIMITS.catalogResources) {
-    v.add("resources", `at most ${LIMITS.catalogResources} resources are allowed, got ${entries.length}`);
+    v.add(root, `at most ${LIMITS.catalogResources} resources are allowed, got ${entries.length}`);
   }
   const seenResources = new Map<string, number>();
   entries.forEach((entry, i) => {
-    const at = `resources[${i}]`;
+    const at = `${root}[${i}]`;
     if (check(v, `${at}.resource`, tokenProblem(entry.resource))) {
       const first = seenResources.get(entry.resource);
-      if (first !== undefined) v.add(`${at}.resource`, `"${entry.resource}" is already defined by resources[${first}]`);
+      if (first !== undefined) v.add(`${at}.resource`, `"${entry.resource}" is already defined by ${root}[${first}]`);
       else seenResources.set(entry.resource, i);
     }
     check(v, `${at}.description`, descriptionProblem(entry.description));
@@ -90,8 +96,7 @@ export function validateCatalog(entries: CatalogEntryInput[]): void {
   });
   // Subjects and inherits name other resources' relations: checked once
   // every resource's relations are known.
-  if (v.empty) validateGraph(v, entries);
-  v.throwIfAny();
+  if (v.empty) validateGraph(v, entries, root);
 }
 
 /** Every relation name of each resource once effective: the built-ins and the custom ones. */
@@ -114,7 +119,7 @@ function linkTargets(r: RelationInput): string[] | undefined {
  * through a link relation of the same resource to a relation that every
  * linked resource has and that is no link itself.
  */
-function validateGraph(v: Violations, entries: CatalogEntryInput[]): void {
+function validateGraph(v: Violations, entries: CatalogEntryInput[], root: string): void {
   const names = relationNamesOf(entries);
   const byResource = new Map(entries.map((e) => [e.resource, new Map(e.relations.filter((r) => !r.builtIn).map((r) => [r.name, r]))]));
   const isLink = (resource: string, relation: string) => {
@@ -124,7 +129,7 @@ function validateGraph(v: Violations, entries: CatalogEntryInput[]): void {
   entries.forEach((entry, i) => {
     entry.relations.forEach((relation, k) => {
       if (relation.builtIn) return;
-      const rat = `resources[${i}].relations[${k}]`;
+      const rat = `${root}[${i}].relations[${k}]`;
       const subjects = relation.subjects ?? [];
       if (subjects.length > LIMITS.subjectsPerRelation) {
         v.add(`${rat}.subjects`, `at most ${LIMITS.subjectsPerRelation} subjects are allowed, got ${subjects.length}`);

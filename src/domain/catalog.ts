@@ -1,4 +1,4 @@
-import type { AbortOptions, Db } from "../store/db.js";
+import type { AbortOptions, Db, Queryable } from "../store/db.js";
 import { auditStore } from "../store/audit-store.js";
 import { modelStore } from "../store/model-store.js";
 import { catalogStore } from "../store/catalog-store.js";
@@ -7,6 +7,7 @@ import {
   diffCatalog,
   effectiveCatalog,
   validateCatalog,
+  type CatalogChange,
   type CatalogEntry,
   type CatalogEntryInput,
 } from "./catalog-rules.js";
@@ -38,43 +39,7 @@ export class Catalog {
       const before = await catalogStore.load(tx, appId);
       const change = diffCatalog(before, next);
 
-      const held = await catalogStore.policiesHolding(tx, appId, change.permissionsRemoved);
-      const orphanedResources = await catalogStore.resourcesWithGrants(tx, appId, change.resourcesRemoved);
-      const orphanedRelations = await catalogStore.relationsWithGrants(tx, appId, change.relationsRemoved);
-      const orphanedSubjects = await catalogStore.subjectsWithGrants(tx, appId, change.subjectsRemoved);
-      if (held.length > 0 || orphanedResources.length > 0 || orphanedRelations.length > 0 || orphanedSubjects.length > 0) {
-        const details: JsonObject[] = [
-          ...held.map((h) => ({ policyId: h.policyId, policyName: h.name, permission: h.permission })),
-          ...orphanedResources.map((r) => ({ resource: r.resource, reason: usedBy(r.expiredOnly, "resource") })),
-          ...orphanedRelations.map((r) => ({ resource: r.resource, relation: r.relation, reason: usedBy(r.expiredOnly, "relation") })),
-          ...orphanedSubjects.map((r) => ({ resource: r.resource, relation: r.relation, subject: r.subject, reason: usedBy(r.expiredOnly, "subject") })),
-        ];
-        const parts: string[] = [];
-        if (held.length > 0) {
-          const permissions = [...new Set(held.map((h) => h.permission))];
-          const policies = [...new Set(held.map((h) => `"${h.name}"`))];
-          parts.push(`drops permission${permissions.length > 1 ? "s" : ""} ${permissions.join(", ")} held by polic${policies.length > 1 ? "ies" : "y"} ${policies.join(", ")}`);
-        }
-        if (orphanedResources.length > 0) {
-          parts.push(`drops resource${orphanedResources.length > 1 ? "s" : ""} ${orphanedResources.map((r) => r.resource + expiredNote(r.expiredOnly)).join(", ")} used by grants`);
-        }
-        if (orphanedRelations.length > 0) {
-          parts.push(
-            `drops relation${orphanedRelations.length > 1 ? "s" : ""} ${orphanedRelations.map((r) => `${r.resource}#${r.relation}${expiredNote(r.expiredOnly)}`).join(", ")} used by grants`,
-          );
-        }
-        if (orphanedSubjects.length > 0) {
-          parts.push(
-            `drops subject${orphanedSubjects.length > 1 ? "s" : ""} ${orphanedSubjects
-              .map((r) => `"${r.subject}" of ${r.resource}#${r.relation}${expiredNote(r.expiredOnly)}`)
-              .join(", ")} used by grants`,
-          );
-        }
-        const hint = [...orphanedResources, ...orphanedRelations, ...orphanedSubjects].some((r) => r.expiredOnly)
-          ? ". Expired grants block until the sweep deletes them; delete them now with POST /api/v1/authorization/relationships/delete"
-          : "";
-        throw failedPrecondition(`the new catalog ${parts.join("; it ")}${hint}`, details);
-      }
+      await refuseStranding(tx, appId, change);
 
       await catalogStore.replace(tx, appId, next);
       await modelStore.bump(tx, appId);
@@ -101,6 +66,52 @@ export class Catalog {
       });
       return next;
     }, options);
+  }
+}
+
+/**
+ * Refuses (409, changing nothing) a catalog change that drops a permission
+ * a policy holds, or a resource, relation or subject type a grant uses,
+ * naming each. Call in the transaction that replaces the catalog, after
+ * locking the application row FOR UPDATE.
+ */
+export async function refuseStranding(tx: Queryable, appId: string, change: CatalogChange): Promise<void> {
+  const held = await catalogStore.policiesHolding(tx, appId, change.permissionsRemoved);
+  const orphanedResources = await catalogStore.resourcesWithGrants(tx, appId, change.resourcesRemoved);
+  const orphanedRelations = await catalogStore.relationsWithGrants(tx, appId, change.relationsRemoved);
+  const orphanedSubjects = await catalogStore.subjectsWithGrants(tx, appId, change.subjectsRemoved);
+  if (held.length > 0 || orphanedResources.length > 0 || orphanedRelations.length > 0 || orphanedSubjects.length > 0) {
+    const details: JsonObject[] = [
+      ...held.map((h) => ({ policyId: h.policyId, policyName: h.name, permission: h.permission })),
+      ...orphanedResources.map((r) => ({ resource: r.resource, reason: usedBy(r.expiredOnly, "resource") })),
+      ...orphanedRelations.map((r) => ({ resource: r.resource, relation: r.relation, reason: usedBy(r.expiredOnly, "relation") })),
+      ...orphanedSubjects.map((r) => ({ resource: r.resource, relation: r.relation, subject: r.subject, reason: usedBy(r.expiredOnly, "subject") })),
+    ];
+    const parts: string[] = [];
+    if (held.length > 0) {
+      const permissions = [...new Set(held.map((h) => h.permission))];
+      const policies = [...new Set(held.map((h) => `"${h.name}"`))];
+      parts.push(`drops permission${permissions.length > 1 ? "s" : ""} ${permissions.join(", ")} held by polic${policies.length > 1 ? "ies" : "y"} ${policies.join(", ")}`);
+    }
+    if (orphanedResources.length > 0) {
+      parts.push(`drops resource${orphanedResources.length > 1 ? "s" : ""} ${orphanedResources.map((r) => r.resource + expiredNote(r.expiredOnly)).join(", ")} used by grants`);
+    }
+    if (orphanedRelations.length > 0) {
+      parts.push(
+        `drops relation${orphanedRelations.length > 1 ? "s" : ""} ${orphanedRelations.map((r) => `${r.resource}#${r.relation}${expiredNote(r.expiredOnly)}`).join(", ")} used by grants`,
+      );
+    }
+    if (orphanedSubjects.length > 0) {
+      parts.push(
+        `drops subject${orphanedSubjects.length > 1 ? "s" : ""} ${orphanedSubjects
+          .map((r) => `"${r.subject}" of ${r.resource}#${r.relation}${expiredNote(r.expiredOnly)}`)
+          .join(", ")} used by grants`,
+      );
+    }
+    const hint = [...orphanedResources, ...orphanedRelations, ...orphanedSubjects].some((r) => r.expiredOnly)
+      ? ". Expired grants block until the sweep deletes them; delete them now with POST /api/v1/authorization/relationships/delete"
+      : "";
+    throw failedPrecondition(`the new catalog ${parts.join("; it ")}${hint}`, details);
   }
 }
 

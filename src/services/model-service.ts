@@ -1,0 +1,55 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { CatalogResource } from "../../gen/authz/v1/catalog_pb.js";
+import { ModelService, type ModelPolicy, type ModelRole } from "../../gen/authz/v1/model_pb.js";
+import type { ModelDocument, ModelInput, ModelPlan, Models } from "../domain/models.js";
+import { principalOf } from "./call-values.js";
+import { callLimits } from "./call-limits.js";
+
+/** The document's catalog entries: custom relations only, so `builtIn` is left out. */
+const catalogToProto = (doc: ModelDocument["catalog"]) =>
+  doc.map((e) => ({
+    resource: e.resource,
+    description: e.description,
+    actions: e.actions,
+    relations: e.relations.map((r) => ({ name: r.name, actions: r.actions, subjects: r.subjects ?? [], inherits: r.inherits ?? [] })),
+  }));
+
+const inputOf = (req: { catalog: CatalogResource[]; policies: ModelPolicy[]; roles: ModelRole[] }): ModelInput => ({
+  catalog: req.catalog.map((r) => ({
+    resource: r.resource,
+    description: r.description,
+    actions: r.actions,
+    relations: r.relations.map((x) => ({
+      name: x.name,
+      actions: x.actions,
+      builtIn: x.builtIn,
+      subjects: x.subjects,
+      inherits: x.inherits.map((i) => ({ through: i.through, relation: i.relation })),
+    })),
+  })),
+  policies: req.policies.map((p) => ({ name: p.name, description: p.description, permissions: p.permissions, tenantId: p.tenantId })),
+  roles: req.roles.map((r) => ({ name: r.name, description: r.description, tenantId: r.tenantId, policies: r.policies })),
+});
+
+const planToProto = (plan: ModelPlan) => ({
+  version: plan.version,
+  catalog: plan.catalog,
+  policies: plan.policies,
+  roles: plan.roles,
+  impact: plan.impact,
+});
+
+export function modelService(models: Models): ServiceImpl<typeof ModelService> {
+  return {
+    async getModel(req, ctx) {
+      const doc = await models.export(req.appId, callLimits(ctx));
+      return { version: doc.version, catalog: catalogToProto(doc.catalog), policies: doc.policies, roles: doc.roles };
+    },
+    async planModel(req, ctx) {
+      return planToProto(await models.plan(req.appId, inputOf(req), callLimits(ctx)));
+    },
+    async applyModel(req, ctx) {
+      return planToProto(await models.apply(principalOf(ctx), req.appId, inputOf(req), req.expectedVersion, callLimits(ctx)));
+    },
+  };
+}
