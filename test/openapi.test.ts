@@ -157,6 +157,27 @@ describe("the OpenAPI document", () => {
     expect(schemas.problems(schemas.responseSchema(check, 200)!, {})).not.toEqual([]); // "allowed" is always written
   });
 
+  it("serves a model file's schema at /model.schema.json: what apply takes, and nothing else", async () => {
+    const res = await fetch(`${service.url}/model.schema.json`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("application/schema+json; charset=utf-8");
+    const schema = (await res.json()) as object;
+    const ajv = new Ajv2020({ strict: true, allErrors: true });
+    addFormats(ajv);
+    for (const format of ["int32", "int64", "float", "double"]) ajv.addFormat(format, true);
+    const validate = ajv.compile(schema);
+    const model = {
+      version: "7",
+      catalog: [{ resource: "invoice", description: "", actions: ["read", "approve"], relations: [{ name: "approver", actions: ["approve"], subjects: ["user"] }] }],
+      policies: [{ name: "approvers", description: "", permissions: ["invoice:approve"], tenantId: "acme" }],
+      roles: [{ name: "finance", description: "", policies: ["approvers"], tenantId: "acme" }],
+    };
+    expect(validate(model), JSON.stringify(validate.errors)).toBe(true);
+    expect(validate({ ...model, policies: [{ ...model.policies[0], surprise: 1 }] })).toBe(false);
+    expect(validate({ ...model, roles: [{ name: 7 }] })).toBe(false);
+    expect(validate({ policies: [] })).toBe(false); // the catalog is required, as apply requires it
+  });
+
   it("has exactly the gateway's routes and the health routes", () => {
     const gateway = httpBindings(SERVICES).map((b) => `${b.verb} ${b.template}`);
     expect(gateway.length).toBeGreaterThan(30);

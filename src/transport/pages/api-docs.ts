@@ -23,6 +23,7 @@ import { createRequire } from "node:module";
 import { dirname } from "node:path";
 import type { HttpBinding } from "../rest/http-rules.js";
 import { openApiDocument } from "./openapi.js";
+import { modelSchema } from "./model-schema.js";
 import { pageSecurityHeaders, strictCsp } from "./page-headers.js";
 
 /**
@@ -118,8 +119,11 @@ function sendCached(req: FastifyRequest, reply: FastifyReply, text: string, etag
 }
 
 export async function registerApiDocs(app: FastifyInstance, bindings: readonly HttpBinding[]): Promise<void> {
-  const document = JSON.stringify(openApiDocument(bindings));
+  const openapi = openApiDocument(bindings);
+  const document = JSON.stringify(openapi);
   const documentTag = etagOf(document);
+  const schema = JSON.stringify(modelSchema(openapi));
+  const schemaTag = etagOf(schema);
   const { dir, version } = swaggerUiDist();
   const html = page(version);
   const htmlTag = etagOf(html);
@@ -129,6 +133,12 @@ export async function registerApiDocs(app: FastifyInstance, bindings: readonly H
     // Public and without secrets: tools on other origins (editors, client generators) may read it.
     reply.header("access-control-allow-origin", "*");
     return sendCached(req, reply, document, documentTag, "application/json; charset=utf-8", "public, max-age=300");
+  });
+
+  // A model file's schema (model-schema.ts), for editors, likewise public.
+  app.get("/model.schema.json", (req, reply) => {
+    reply.header("access-control-allow-origin", "*");
+    return sendCached(req, reply, schema, schemaTag, "application/schema+json; charset=utf-8", "public, max-age=300");
   });
 
   const docsPage = (req: FastifyRequest, reply: FastifyReply) => {
