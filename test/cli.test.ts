@@ -11,19 +11,17 @@
  * errors and the service's refusals by line); check, explain, catalog, keys; usage errors name
  * their flag; a wrong key is refused and never printed.
  */
-import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
+import { cli, type Run } from "./support/cli-process.js";
 import { createApp } from "./helpers/authz.js";
 import { GRAPH_CATALOG, set, user, type AnyGrant } from "./support/graph.js";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const CATALOG = {
   resources: [
     { resource: "document", description: "A document", actions: ["read", "update", "delete", "comment"], relations: [{ name: "reviewer", actions: ["read", "comment"] }] },
@@ -31,31 +29,6 @@ const CATALOG = {
   ],
 };
 const FUTURE = "2099-01-01T00:00:00Z";
-
-interface Run {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** The CLI as a child process; `key` goes in PORTCULLIS_KEY (null: none), the URL in PORTCULLIS_URL. */
-function cli(service: TestService, args: string[], options: { key?: string | null; stdin?: string; onSpawn?: (kill: () => void) => void } = {}): Promise<Run> {
-  const env = { ...process.env };
-  for (const name of ["PORTCULLIS_KEY", "PORTCULLIS_URL", "NODE_OPTIONS"]) delete env[name];
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-    cwd: ROOT,
-    env: { ...env, PORTCULLIS_URL: service.url, ...(options.key === null ? {} : { PORTCULLIS_KEY: options.key ?? ADMIN_KEY }) },
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
-  child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
-  child.stdin.end(options.stdin ?? "");
-  options.onSpawn?.(() => child.kill("SIGKILL"));
-  return new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal, stdout, stderr })));
-}
 
 /* ------------------------------------------------------------------------ */
 /* A data set with bad rows, and what importing it must give                 */

@@ -10,6 +10,7 @@ import { catalogGet, catalogPut, keysCreate, scopesList } from "./admin.js";
 import { Api, ApiError, NetworkError } from "./client.js";
 import { CliError, EXIT, usageError } from "./errors.js";
 import { exportGrants } from "./grants-export.js";
+import { modelApply, modelExport, modelPlan, type PlanFormat } from "./model.js";
 import { importGrants } from "./grants-import.js";
 import { resolveKey } from "./key.js";
 import { check, explain, question, whoCan } from "./questions.js";
@@ -185,6 +186,39 @@ Examples:
     .option("--json", "print the API's answer as JSON")
     .action(async (file: string, options: { app: string; json?: boolean }, command: Command) => {
       await catalogPut(await api(command), file, options.app, options.json === true, io);
+    });
+
+  const model = program
+    .command("model")
+    .summary("export, plan or apply the model as a file")
+    .description("the whole model (catalog, policies, roles by name) as one YAML or JSON file: export it, plan a change with its access impact, apply it");
+  const formatOption = () => new Option("--format <format>", "text (in colour on a terminal), markdown (for a pull request) or json").choices(["text", "markdown", "json"]).default("text");
+  model
+    .command("export")
+    .description("print the model as YAML (or JSON), what plan and apply take back")
+    .option("--app <appId>", "the application (default: the key's own)")
+    .addOption(new Option("--format <format>", "yaml or json").choices(["yaml", "json"]).default("yaml"))
+    .action(async (options: { app?: string; format: "yaml" | "json" }, command: Command) => {
+      await modelExport(await api(command), options, io.out);
+    });
+  model
+    .command("plan")
+    .description("what applying FILE would create, change and remove, and which users would gain or lose which permission; changes nothing")
+    .argument("<FILE>", "the model file (YAML or JSON), or - for stdin")
+    .option("--app <appId>", "the application (default: the key's own)")
+    .addOption(formatOption())
+    .action(async (file: string, options: { app?: string; format: PlanFormat }, command: Command) => {
+      await modelPlan(await api(command), file, options, io);
+    });
+  model
+    .command("apply")
+    .description("make the model FILE, in one transaction; refused whole when it would strand grants or when --expected-version is stale")
+    .argument("<FILE>", "the model file (YAML or JSON), or - for stdin")
+    .option("--app <appId>", "the application (default: the key's own)")
+    .option("--expected-version <version>", "refuse unless the model is still at this version (the plan's)")
+    .addOption(formatOption())
+    .action(async (file: string, options: { app?: string; expectedVersion?: string; format: PlanFormat }, command: Command) => {
+      await modelApply(await api(command), file, options, io);
     });
 
   program

@@ -1,0 +1,185 @@
+/**
+ * `portcullis model export|plan|apply`: the model as a file (API.md,
+ * "Models as files"), YAML or JSON, kept in git and reviewed as a diff. The
+ * plan prints what apply would create, change and remove and who would gain
+ * or lose which permission: in colour on a terminal, plain in a CI log, as
+ * Markdown for a pull request's comment, or as the API's JSON.
+ */
+import { readFile } from "node:fs/promises";
+import { isMap, parseDocument, stringify } from "yaml";
+import type { Api } from "./client.js";
+import { usageError } from "./errors.js";
+
+export type PlanFormat = "text" | "markdown" | "json";
+
+interface Changes {
+  created?: string[];
+  changed?: string[];
+  removed?: string[];
+}
+
+interface Impact {
+  permission: string;
+  gaining?: number;
+  losing?: number;
+  gainingSample?: string[];
+  losingSample?: string[];
+}
+
+export interface PlanAnswer {
+  version: string;
+  catalog?: Changes;
+  policies?: Changes;
+  roles?: Changes;
+  impact?: Impact[];
+}
+
+const appPath = (appId: string) => `/api/v1/applications/${encodeURIComponent(appId)}`;
+
+/** The key's own application, or --app. */
+async function appOf(api: Api, app: string | undefined, command: string): Promise<string> {
+  if (app !== undefined) return app;
+  const me = await api.get<{ appId?: string }>("/api/v1/api-keys/current");
+  if (me.appId === undefined) throw usageError(`${command}: --app is required with the operator key`);
+  return me.appId;
+}
+
+/**
+ * A model file, YAML or JSON (JSON is YAML), as an object. A file that
+ * cannot be read or parsed is a usage error naming its line.
+ */
+export async function readModelFile(file: string, stdin: NodeJS.ReadableStream): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = file === "-" ? await readAll(stdin) : await readFile(file, "utf8");
+  } catch (error) {
+    throw usageError(`FILE ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
+  const problem = doc.errors[0];
+  if (problem !== undefined) {
+    const line = problem.linePos?.[0].line;
+    const message = problem.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "");
+    throw usageError(`FILE ${file}: ${line === undefined ? "" : `line ${line}: `}${message}`);
+  }
+  if (!isMap(doc.contents)) throw usageError(`FILE ${file}: line 1: a model is a mapping with catalog, policies and roles (what model export prints)`);
+  // maxAliasCount limits a hostile file's aliases ("billion laughs"); a model has none to speak of.
+  const value = doc.toJS({ maxAliasCount: 100 }) as Record<string, unknown>;
+  const { version: _, ...model } = value; // the version exported with it is not an input
+  return model;
+}
+
+export async function modelExport(
+  api: Api,
+  options: { app?: string | undefined; format: "yaml" | "json" },
+  out: NodeJS.WritableStream,
+): Promise<void> {
+  const appId = await appOf(api, options.app, "model export");
+  const doc = await api.get<Record<string, unknown>>(`${appPath(appId)}/model`);
+  if (options.format === "json") {
+    out.write(`${JSON.stringify(doc, null, 2)}\n`);
+    return;
+  }
+  out.write(`# yaml-language-server: $schema=${api.baseUrl.replace(/\/$/, "")}/model.schema.json\n`);
+  out.write(stringify(doc, { lineWidth: 0 }));
+}
+
+export async function modelPlan(
+  api: Api,
+  file: string,
+  options: { app?: string | undefined; format: PlanFormat },
+  io: { out: NodeJS.WritableStream; stdin: NodeJS.ReadableStream },
+): Promise<void> {
+  const model = await readModelFile(file, io.stdin);
+  const appId = await appOf(api, options.app, "model plan");
+  const plan = await api.post<PlanAnswer>(`${appPath(appId)}/model/plan`, model);
+  io.out.write(renderPlan(plan, options.format, colours(io.out), `plan of ${file} against ${appId}, version ${plan.version}`));
+}
+
+export async function modelApply(
+  api: Api,
+  file: string,
+  options: { app?: string | undefined; expectedVersion?: string | undefined; format: PlanFormat },
+  io: { out: NodeJS.WritableStream; stdin: NodeJS.ReadableStream },
+): Promise<void> {
+  const model = await readModelFile(file, io.stdin);
+  const appId = await appOf(api, options.app, "model apply");
+  const body = options.expectedVersion === undefined ? model : { ...model, expectedVersion: options.expectedVersion };
+  const applied = await api.put<PlanAnswer>(`${appPath(appId)}/model`, body);
+  io.out.write(renderPlan(applied, options.format, colours(io.out), `applied ${file} to ${appId}: now version ${applied.version}`));
+}
+
+interface Paint {
+  add: (s: string) => string;
+  remove: (s: string) => string;
+  change: (s: string) => string;
+}
+
+/** Colours only on a terminal; a CI log gets the same text plain. */
+function colours(out: NodeJS.WritableStream): Paint {
+  const tty = (out as { isTTY?: boolean }).isTTY === true;
+  const wrap = (code: number) => (s: string) => (tty ? `\x1b[${code}m${s}\x1b[0m` : s);
+  return { add: wrap(32), remove: wrap(31), change: wrap(33) };
+}
+
+const count = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
+const sampleText = (sample: string[] | undefined, n: number) =>
+  sample === undefined || sample.length === 0 ? "" : ` (${sample.join(", ")}${n > sample.length ? `, and ${n - sample.length} more` : ""})`;
+
+/** The plan as a reviewer reads it. */
+export function renderPlan(plan: PlanAnswer, format: PlanFormat, paint: Paint, title: string): string {
+  if (format === "json") return `${JSON.stringify(plan, null, 2)}\n`;
+  const parts = [
+    ["catalog", plan.catalog],
+    ["policies", plan.policies],
+    ["roles", plan.roles],
+  ] as const;
+  const impact = plan.impact ?? [];
+  const nothing = parts.every(([, c]) => (c?.created?.length ?? 0) + (c?.changed?.length ?? 0) + (c?.removed?.length ?? 0) === 0);
+  if (format === "markdown") {
+    const lines = [`### ${title}`, ""];
+    if (nothing) lines.push("No changes.");
+    for (const [name, c] of parts) {
+      const rows = [
+        ...(c?.created ?? []).map((n) => `| ➕ created | \`${n}\` |`),
+        ...(c?.changed ?? []).map((n) => `| ✏️ changed | \`${n}\` |`),
+        ...(c?.removed ?? []).map((n) => `| ➖ removed | \`${n}\` |`),
+      ];
+      if (rows.length > 0) lines.push(`**${name}**`, "", "| | |", "|---|---|", ...rows, "");
+    }
+    if (impact.length > 0) {
+      lines.push("**access**", "", "| permission | gaining | losing |", "|---|---:|---:|");
+      for (const i of impact) {
+        lines.push(`| \`${i.permission}\` | ${i.gaining ?? 0}${sampleText(i.gainingSample, i.gaining ?? 0)} | ${i.losing ?? 0}${sampleText(i.losingSample, i.losing ?? 0)} |`);
+      }
+      lines.push("");
+    } else if (!nothing) lines.push("No user gains or loses a permission.", "");
+    return `${lines.join("\n").trimEnd()}\n`;
+  }
+  const lines = [title];
+  if (nothing) lines.push("  no changes");
+  for (const [name, c] of parts) {
+    const rows = [
+      ...(c?.created ?? []).map((n) => paint.add(`  + ${n}`)),
+      ...(c?.changed ?? []).map((n) => paint.change(`  ~ ${n}`)),
+      ...(c?.removed ?? []).map((n) => paint.remove(`  - ${n}`)),
+    ];
+    if (rows.length > 0) lines.push(`${name}:`, ...rows);
+  }
+  if (impact.length > 0) {
+    lines.push("access:");
+    for (const i of impact) {
+      const gains = i.gaining ?? 0;
+      const losses = i.losing ?? 0;
+      if (gains > 0) lines.push(paint.add(`  + ${i.permission}: ${count(gains, "user")} gain it${sampleText(i.gainingSample, gains)}`));
+      if (losses > 0) lines.push(paint.remove(`  - ${i.permission}: ${count(losses, "user")} lose it${sampleText(i.losingSample, losses)}`));
+    }
+  } else if (!nothing) lines.push("access: no user gains or loses a permission");
+  return `${lines.join("\n")}\n`;
+}
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
+  return Buffer.concat(chunks).toString("utf8");
+}
