@@ -19,7 +19,8 @@ const toProto = (entries: CatalogEntry[]) =>
     })),
   }));
 
-const fromProto = (resources: CatalogResource[]) =>
+/** A catalog in a request, as the domain takes it (the model document's catalog too). */
+export const catalogFromProto = (resources: CatalogResource[]) =>
   resources.map((r) => ({
     resource: r.resource,
     description: r.description,
@@ -36,7 +37,7 @@ const fromProto = (resources: CatalogResource[]) =>
 export function catalogService(catalog: Catalog): ServiceImpl<typeof CatalogService> {
   return {
     async putCatalog(req, ctx) {
-      return { resources: toProto(await catalog.replace(principalOf(ctx), req.appId, fromProto(req.resources), callLimits(ctx))) };
+      return { resources: toProto(await catalog.replace(principalOf(ctx), req.appId, catalogFromProto(req.resources), callLimits(ctx))) };
     },
     async getCatalog(req) {
       return { resources: toProto(await catalog.get(req.appId)) };

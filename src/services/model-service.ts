@@ -3,6 +3,7 @@ import type { CatalogResource } from "../../gen/authz/v1/catalog_pb.js";
 import { ModelService, type ModelPolicy, type ModelRole } from "../../gen/authz/v1/model_pb.js";
 import type { ModelDocument, ModelInput, ModelPlan, Models } from "../domain/models.js";
 import { principalOf } from "./call-values.js";
+import { catalogFromProto } from "./catalog-service.js";
 import { callLimits } from "./call-limits.js";
 
 /** The document's catalog entries: custom relations only, so `builtIn` is left out. */
@@ -15,18 +16,7 @@ const catalogToProto = (doc: ModelDocument["catalog"]) =>
   }));
 
 const inputOf = (req: { catalog: CatalogResource[]; policies: ModelPolicy[]; roles: ModelRole[] }): ModelInput => ({
-  catalog: req.catalog.map((r) => ({
-    resource: r.resource,
-    description: r.description,
-    actions: r.actions,
-    relations: r.relations.map((x) => ({
-      name: x.name,
-      actions: x.actions,
-      builtIn: x.builtIn,
-      subjects: x.subjects,
-      inherits: x.inherits.map((i) => ({ through: i.through, relation: i.relation })),
-    })),
-  })),
+  catalog: catalogFromProto(req.catalog),
   policies: req.policies.map((p) => ({ name: p.name, description: p.description, permissions: p.permissions, tenantId: p.tenantId })),
   roles: req.roles.map((r) => ({ name: r.name, description: r.description, tenantId: r.tenantId, policies: r.policies })),
 });
