@@ -28,8 +28,19 @@ import { freePort } from "./support/ports.js";
 import { ADMIN_KEY, restCaller } from "./support/service.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-/** A normal call's answer, during and after each attack. */
+/** A normal call's answer after each attack. */
 const ANSWER_WITHIN_MS = 100;
+/**
+ * The slowest of a normal call's answers while an attack runs. Higher than
+ * after it: since the call limiter gives back the place of a call cancelled
+ * before it started (call-limiter.ts), the attack's calls that are still live
+ * do run, and on PGlite they share the one connection with the checks; before
+ * that fix, cancelled calls leaked their places, the limiter jammed, and the
+ * checks had the database to themselves. The slowest check of 26 under
+ * MadeYouReset on PGlite measured 100.7 ms on a 2-vCPU machine three times
+ * slower than the one 100 ms was set on.
+ */
+const ANSWER_DURING_ATTACK_MS = 200;
 /** Resident memory the service may gain over one attack. */
 const MEMORY_BOUND_MB = 150;
 const GRANTS = 2_000;
@@ -268,8 +279,8 @@ describe.each(engines)("HTTP/2 attacks on %s", (engine) => {
     expect(during.failures, report).toEqual([]);
     expect(after.failures, report).toEqual([]);
     expect(during.count, report).toBeGreaterThan(3);
-    expect(during.rest, report).toBeLessThan(ANSWER_WITHIN_MS);
-    expect(during.grpc, report).toBeLessThan(ANSWER_WITHIN_MS);
+    expect(during.rest, report).toBeLessThan(ANSWER_DURING_ATTACK_MS);
+    expect(during.grpc, report).toBeLessThan(ANSWER_DURING_ATTACK_MS);
     expect(after.rest, report).toBeLessThan(ANSWER_WITHIN_MS);
     expect(after.grpc, report).toBeLessThan(ANSWER_WITHIN_MS);
     expect(peak - before, report).toBeLessThan(MEMORY_BOUND_MB);
