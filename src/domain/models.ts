@@ -145,7 +145,7 @@ export class Models {
         const existing = policyIds.get(p.name);
         const stored: StoredPolicy = { ...p, policyId: existing ?? newId("pol") };
         if (existing === undefined) {
-          await modelDocumentStore.insertPolicy(tx, appId, stored);
+          await policiesStore.insert(tx, appId, { ...stored, tenantId: stored.tenantId ?? undefined });
           policyIds.set(p.name, stored.policyId);
         } else if (diff.policiesChanged.has(p.name)) await modelDocumentStore.updatePolicy(tx, appId, stored);
         if (existing === undefined || diff.policiesChanged.has(p.name)) await policiesStore.setPermissions(tx, appId, stored.policyId, p.permissions);
@@ -159,7 +159,7 @@ export class Models {
         const key = roleKey(r);
         const existing = roleIds.get(key);
         const stored: StoredRole = { ...r, roleId: existing ?? newId("rol"), policyIds: r.policies.map((name) => policyIds.get(name)!) };
-        if (existing === undefined) await modelDocumentStore.insertRole(tx, appId, stored);
+        if (existing === undefined) await rolesStore.insert(tx, appId, { ...stored, tenantId: stored.tenantId ?? undefined });
         else if (diff.rolesChanged.has(key)) await modelDocumentStore.updateRole(tx, appId, stored);
         if (existing === undefined || diff.rolesChanged.has(key)) await rolesStore.setPolicies(tx, appId, stored.roleId, stored.policyIds);
         // A role whose policies' permissions changed holds other things too.
@@ -168,7 +168,7 @@ export class Models {
       // Derives what every role touched holds, and gives the model a new version.
       await rolePermissionsStore.refresh(tx, appId, touched);
       await modelStore.bump(tx, appId);
-      const version = await currentVersion(tx, appId);
+      const version = await modelDocumentStore.version(tx, appId);
       await auditStore.append(tx, {
         appId,
         type: "model.applied",
@@ -205,14 +205,9 @@ interface Target {
   roles: (Omit<StoredRole, "roleId" | "policyIds"> & { policies: string[] })[];
 }
 
-async function currentVersion(q: Queryable, appId: string): Promise<string> {
-  const { rows } = await q.query<{ version: string }>("SELECT version::text AS version FROM model_versions WHERE app_id = $1", [appId]);
-  return rows[0]?.version ?? "0";
-}
-
 async function readState(q: Queryable, appId: string): Promise<State> {
   return {
-    version: await currentVersion(q, appId),
+    version: await modelDocumentStore.version(q, appId),
     catalog: await catalogStore.load(q, appId),
     policies: await modelDocumentStore.policies(q, appId),
     roles: await modelDocumentStore.roles(q, appId),
@@ -381,9 +376,8 @@ async function planOf(q: Queryable, appId: string, state: State, target: Target)
   };
 
   // What each role holds before and after: its policies' permissions.
-  const holdsBefore = new Map(
-    state.roles.map((r) => [r.roleId, new Set(r.policyIds.flatMap((id) => state.policies.find((p) => p.policyId === id)?.permissions ?? []))]),
-  );
+  const storedPermissions = new Map(state.policies.map((p) => [p.policyId, p.permissions]));
+  const holdsBefore = new Map(state.roles.map((r) => [r.roleId, new Set(r.policyIds.flatMap((id) => storedPermissions.get(id) ?? []))]));
   const targetPermissions = new Map(target.policies.map((p) => [p.name, p.permissions]));
   const holdsAfter = new Map<string, Set<string>>();
   for (const r of state.roles) {

@@ -34,6 +34,12 @@ export interface UserRoleSet {
  * roles reaches. Every statement names one application.
  */
 export const modelDocumentStore = {
+  /** The model's version, as GET .../model reports it. */
+  async version(q: Queryable, appId: string): Promise<string> {
+    const { rows } = await q.query<{ version: string }>("SELECT version::text AS version FROM model_versions WHERE app_id = $1", [appId]);
+    return rows[0]?.version ?? "0";
+  },
+
   async policies(q: Queryable, appId: string): Promise<StoredPolicy[]> {
     const { rows } = await q.query<StoredPolicy>(
       `SELECT p.policy_id AS "policyId", p.name, p.description, p.tenant_id AS "tenantId",
@@ -85,16 +91,6 @@ export const modelDocumentStore = {
     return rows;
   },
 
-  async insertPolicy(q: Queryable, appId: string, p: StoredPolicy): Promise<void> {
-    await q.query("INSERT INTO policies (app_id, policy_id, name, description, tenant_id) VALUES ($1, $2, $3, $4, $5)", [
-      appId,
-      p.policyId,
-      p.name,
-      p.description,
-      p.tenantId,
-    ]);
-  },
-
   async updatePolicy(q: Queryable, appId: string, p: StoredPolicy): Promise<void> {
     await q.query(
       "UPDATE policies SET description = $3, tenant_id = $4, updated_at = now() WHERE app_id = $1 AND policy_id = $2",
@@ -107,16 +103,6 @@ export const modelDocumentStore = {
     if (policyIds.length === 0) return;
     await q.query("DELETE FROM role_policies WHERE app_id = $1 AND policy_id = ANY ($2::text[])", [appId, policyIds]);
     await q.query("DELETE FROM policies WHERE app_id = $1 AND policy_id = ANY ($2::text[])", [appId, policyIds]);
-  },
-
-  async insertRole(q: Queryable, appId: string, r: StoredRole): Promise<void> {
-    await q.query("INSERT INTO roles (app_id, role_id, name, description, tenant_id) VALUES ($1, $2, $3, $4, $5)", [
-      appId,
-      r.roleId,
-      r.name,
-      r.description,
-      r.tenantId,
-    ]);
   },
 
   async updateRole(q: Queryable, appId: string, r: StoredRole): Promise<void> {
