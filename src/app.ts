@@ -149,6 +149,42 @@ function replicaName(url: string): string {
   return `${parsed.hostname}:${parsed.port || "5432"}${parsed.pathname}`;
 }
 
+/**
+ * Every service of the API, guarded (authorization, the edge's checks, the
+ * one error mapping), on `data`: what the transports serve, and what the
+ * command line's embedded instance (embedded.ts) calls without a port.
+ */
+export function serviceBindings(
+  data: Db,
+  deps: Parameters<typeof guard>[2],
+  reads: { replicas?: ReadReplicas | undefined; telemetry?: Telemetry } = {},
+): ServiceBinding[] {
+  const { replicas } = reads;
+  const telemetry = reads.telemetry ?? NO_TELEMETRY;
+  return [
+    guard(ApplicationService, applicationService(new Applications(data)), deps),
+    guard(CatalogService, catalogService(new Catalog(data)), deps),
+    guard(PolicyService, policyService(new Policies(data)), deps),
+    guard(RoleService, roleService(new Roles(data)), deps),
+    guard(RelationshipService, relationshipService(new Relationships(data)), deps),
+    guard(
+      CheckService,
+      checkService(
+        {
+          checker: new Checker(data, replicas, telemetry),
+          explainer: new Explainer(data, replicas, telemetry),
+          lookup: new Lookup(data, replicas, telemetry),
+          whoCan: new WhoCan(data, replicas, telemetry),
+        },
+        telemetry.metrics,
+      ),
+      deps,
+    ),
+    guard(AuditService, auditService(new AuditLog(data)), deps),
+    guard(ModelService, modelService(new Models(data)), deps),
+  ] as ServiceBinding[];
+}
+
 export async function startPortcullis(
   config: Config,
   options: { log?: Logger; db?: Db } = {},
@@ -208,29 +244,7 @@ export async function startPortcullis(
 
   let metricsServer: MetricsServer | undefined;
   try {
-    const deps = { keys, log, limiter: new CallLimiter(config.maxRunningCalls), tracing };
-    const bindings: ServiceBinding[] = [
-      guard(ApplicationService, applicationService(new Applications(data)), deps),
-      guard(CatalogService, catalogService(new Catalog(data)), deps),
-      guard(PolicyService, policyService(new Policies(data)), deps),
-      guard(RoleService, roleService(new Roles(data)), deps),
-      guard(RelationshipService, relationshipService(new Relationships(data)), deps),
-      guard(
-        CheckService,
-        checkService(
-          {
-            checker: new Checker(data, replicas, telemetry),
-            explainer: new Explainer(data, replicas, telemetry),
-            lookup: new Lookup(data, replicas, telemetry),
-            whoCan: new WhoCan(data, replicas, telemetry),
-          },
-          metrics,
-        ),
-        deps,
-      ),
-      guard(AuditService, auditService(new AuditLog(data)), deps),
-      guard(ModelService, modelService(new Models(data)), deps),
-    ] as ServiceBinding[];
+    const bindings = serviceBindings(data, { keys, log, limiter: new CallLimiter(config.maxRunningCalls), tracing }, { replicas, telemetry });
     metrics.knownRpcs(bindings.flatMap(({ service }) => service.methods.map((m) => `/${service.typeName}/${m.name}`)));
 
     const requestLog = new RequestLog(log, telemetry);

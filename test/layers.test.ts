@@ -35,7 +35,10 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   domain: ["store", "lib", "gen"],
   store: ["lib"],
   lib: [],
-  cli: ["lib", "gen"],
+  // The command line is a client; `model test` alone runs the service in its process (embedded.ts).
+  cli: ["lib", "gen", "embedded"],
+  // The command line's in-process service: composed like app, served by the REST gateway without a port.
+  embedded: ["app", "transport/rest", "transport/call", "domain", "store", "lib"],
 };
 
 function* sourceFiles(dir: string): Generator<string> {

@@ -48,6 +48,8 @@ export class Api {
   constructor(
     readonly baseUrl: string,
     private readonly key: string,
+    /** How requests travel: the network, or the embedded instance's Fastify (embedded.ts). */
+    private readonly fetchFn: typeof fetch = fetch,
   ) {}
 
   get<T>(path: string, query?: Record<string, string | number | boolean | undefined>): Promise<T> {
@@ -70,7 +72,7 @@ export class Api {
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
     let res: Response;
     try {
-      res = await fetch(new URL(path, this.baseUrl), {
+      res = await this.fetchFn(new URL(path, this.baseUrl), {
         method,
         headers: { "x-api-key": this.key, ...(body === undefined ? {} : { "content-type": "application/json" }) },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),

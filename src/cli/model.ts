@@ -49,12 +49,7 @@ async function appOf(api: Api, app: string | undefined, command: string): Promis
  * cannot be read or parsed is a usage error naming its line.
  */
 export async function readModelFile(file: string, stdin: NodeJS.ReadableStream): Promise<Record<string, unknown>> {
-  let text: string;
-  try {
-    text = file === "-" ? await readAll(stdin) : await readFile(file, "utf8");
-  } catch (error) {
-    throw usageError(`FILE ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
-  }
+  const text = await readInput(file, stdin);
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
   const problem = doc.errors[0];
   if (problem !== undefined) {
@@ -67,6 +62,15 @@ export async function readModelFile(file: string, stdin: NodeJS.ReadableStream):
   const value = doc.toJS({ maxAliasCount: 100 }) as Record<string, unknown>;
   const { version: _, ...model } = value; // the version exported with it is not an input
   return model;
+}
+
+/** The text of FILE, or of stdin for "-"; one that cannot be read is a usage error. */
+export async function readInput(file: string, stdin: NodeJS.ReadableStream): Promise<string> {
+  try {
+    return file === "-" ? await readAll(stdin) : await readFile(file, "utf8");
+  } catch (error) {
+    throw usageError(`FILE ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
 }
 
 export async function modelExport(

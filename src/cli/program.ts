@@ -11,6 +11,7 @@ import { Api, ApiError, NetworkError } from "./client.js";
 import { CliError, EXIT, usageError } from "./errors.js";
 import { exportGrants } from "./grants-export.js";
 import { modelApply, modelExport, modelPlan, type PlanFormat } from "./model.js";
+import { modelTest, type TestFormat } from "./model-test.js";
 import { importGrants } from "./grants-import.js";
 import { resolveKey } from "./key.js";
 import { check, explain, question, whoCan } from "./questions.js";
@@ -70,7 +71,8 @@ export async function run(argv: readonly string[], env: Env, io: Io): Promise<nu
   program
     .description(
       "Portcullis from the command line: import and export grants, ask a check, keep the catalog and API keys.\n" +
-        "It talks to a running service over its REST API, with the key in PORTCULLIS_KEY or the file --key-file names.",
+        "It talks to a running service over its REST API, with the key in PORTCULLIS_KEY or the file --key-file names " +
+        "(model test alone needs neither: it runs its own embedded instance).",
     )
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out.write(s), writeErr: (s) => io.err.write(s) })
@@ -190,8 +192,8 @@ Examples:
 
   const model = program
     .command("model")
-    .summary("export, plan or apply the model as a file")
-    .description("the whole model (catalog, policies, roles by name) as one YAML or JSON file: export it, plan a change with its access impact, apply it");
+    .summary("export, plan, apply or test the model as a file")
+    .description("the whole model (catalog, policies, roles by name) as one YAML or JSON file: export it, plan a change with its access impact, apply it, test it");
   const formatOption = () => new Option("--format <format>", "text (in colour on a terminal), markdown (for a pull request) or json").choices(["text", "markdown", "json"]).default("text");
   model
     .command("export")
@@ -219,6 +221,19 @@ Examples:
     .addOption(formatOption())
     .action(async (file: string, options: { app?: string; expectedVersion?: string; format: PlanFormat }, command: Command) => {
       await modelApply(await api(command), file, options, io);
+    });
+
+  model
+    .command("test")
+    .description(
+      "run a test file's assertions (check, lookup, who can; allowed or denied) against its model, grants and role assignments, " +
+        "on an embedded in-memory instance: no server, no key. Each failed assertion is printed with its explain. " +
+        "Exit 0 when all hold, 1 when one fails, 2 when the file cannot be read or used (its line named)",
+    )
+    .argument("<FILE>", "the test file (YAML or JSON): {model, grants, assignments, assertions}, or - for stdin")
+    .addOption(new Option("--format <format>", "text (for a CI log) or json (for tools)").choices(["text", "json"]).default("text"))
+    .action(async (file: string, options: { format: TestFormat }) => {
+      exitCode = await modelTest(file, options, io);
     });
 
   program

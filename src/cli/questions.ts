@@ -56,7 +56,7 @@ const sentence = (g: ExplainGrant): string => {
   return `${holder} is ${g.relation} of ${g.resource}:${g.resourceId}`;
 };
 
-interface ExplainAnswer {
+export interface ExplainAnswer {
   allowed?: boolean;
   reasons?: {
     kind: string;
@@ -83,6 +83,13 @@ export async function explain(api: Api, q: Question, json: boolean, out: NodeJS.
     out.write(`${JSON.stringify(answer, null, 2)}\n`);
     return allowed ? EXIT.ok : EXIT.negative;
   }
+  out.write(`${explainLines(q, answer).join("\n")}\n`);
+  return allowed ? EXIT.ok : EXIT.negative;
+}
+
+/** Explain's answer for people: allowed or denied, the reasons, and what was considered. */
+export function explainLines(q: Question, answer: ExplainAnswer): string[] {
+  const allowed = answer.allowed === true;
   const lines = [`${allowed ? "allowed" : "denied"}: ${said(q)}`];
   const reasons = answer.reasons ?? [];
   if (reasons.length > 0) {
@@ -115,8 +122,7 @@ export async function explain(api: Api, q: Question, json: boolean, out: NodeJS.
   lines.push(
     `  roles: ${roles.length === 0 ? "none" : roles.map((r) => `"${r.roleName}" (${r.roleId})${r.tenantId === undefined ? "" : ` in tenant ${r.tenantId}`}`).join(", ")}`,
   );
-  out.write(`${lines.join("\n")}\n`);
-  return allowed ? EXIT.ok : EXIT.negative;
+  return lines;
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
  * The command line (src/cli/) as a real process, `node --import tsx
- * src/cli/main.ts`, against a test service: what a user at a shell runs.
+ * src/cli/main.ts`, against a test service, or compiled (bin/portcullis.mjs)
+ * with no service at all: what a user at a shell runs.
  */
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -17,13 +18,21 @@ export interface Run {
 
 /** The CLI as a child process; `key` goes in PORTCULLIS_KEY (null: none), the URL in PORTCULLIS_URL. */
 export function cli(service: TestService, args: string[], options: { key?: string | null; stdin?: string; onSpawn?: (kill: () => void) => void } = {}): Promise<Run> {
+  return spawnCli(["--import", "tsx", "src/cli/main.ts", ...args], { PORTCULLIS_URL: service.url, ...(options.key === null ? {} : { PORTCULLIS_KEY: options.key ?? ADMIN_KEY }) }, options);
+}
+
+/**
+ * `npx portcullis ARGS` as a user runs it: bin/portcullis.mjs, the compiled
+ * command line (built by npm test's pretest), with no service, URL or key.
+ */
+export function portcullis(args: string[], options: { stdin?: string } = {}): Promise<Run> {
+  return spawnCli(["bin/portcullis.mjs", ...args], {}, options);
+}
+
+function spawnCli(argv: string[], vars: Record<string, string>, options: { stdin?: string; onSpawn?: (kill: () => void) => void }): Promise<Run> {
   const env = { ...process.env };
   for (const name of ["PORTCULLIS_KEY", "PORTCULLIS_URL", "NODE_OPTIONS"]) delete env[name];
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-    cwd: ROOT,
-    env: { ...env, PORTCULLIS_URL: service.url, ...(options.key === null ? {} : { PORTCULLIS_KEY: options.key ?? ADMIN_KEY }) },
-    stdio: ["pipe", "pipe", "pipe"],
-  });
+  const child = spawn(process.execPath, argv, { cwd: ROOT, env: { ...env, ...vars }, stdio: ["pipe", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));

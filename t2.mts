@@ -1,0 +1,16 @@
+import { PGlite } from "@electric-sql/pglite";
+let t0 = performance.now();
+const pg = await PGlite.create();
+console.log("create", Math.round(performance.now()-t0));
+await pg.exec("create table x(a int)");
+t0 = performance.now();
+const dump = await pg.dumpDataDir("gzip");
+console.log("dump", Math.round(performance.now()-t0), dump.size);
+await pg.close();
+t0 = performance.now();
+const pg2 = await PGlite.create({ loadDataDir: dump });
+console.log("load", Math.round(performance.now()-t0));
+console.log((await pg2.query("select count(*) from x")).rows);
+t0 = performance.now();
+const pg3 = await PGlite.create({ loadDataDir: dump });
+console.log("load2", Math.round(performance.now()-t0));
