@@ -27,6 +27,7 @@ export function appPaths(appId: string) {
     roles: at(`${base}/roles`),
     role: (roleId: string) => at(`${base}/roles/${segment(roleId)}`),
     grants: at(`${base}/grants`),
+    model: at(`${base}/model`),
     audit: at(`${base}/audit`),
     check: at(`${base}/check`),
     keys: at(`${base}/keys`),

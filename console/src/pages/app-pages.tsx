@@ -13,6 +13,7 @@ const AuditPage = lazy(() => import("./audit").then((m) => ({ default: m.AuditPa
 const CatalogPage = lazy(() => import("./catalog").then((m) => ({ default: m.CatalogPage })));
 const CheckPage = lazy(() => import("./check").then((m) => ({ default: m.CheckPage })));
 const GrantsPage = lazy(() => import("./grants").then((m) => ({ default: m.GrantsPage })));
+const ModelPage = lazy(() => import("./model").then((m) => ({ default: m.ModelPage })));
 const KeysPage = lazy(() => import("./keys").then((m) => ({ default: m.KeysPage })));
 const PoliciesPage = lazy(() => import("./policies").then((m) => ({ default: m.PoliciesPage })));
 const RolesPage = lazy(() => import("./roles").then((m) => ({ default: m.RolesPage })));
@@ -25,6 +26,7 @@ export function AppPages({ appId, caller, onSignOut }: { appId: string; caller: 
     { to: to.policies, label: "Policies" },
     { to: to.roles, label: "Roles" },
     { to: to.grants, label: "Grants" },
+    { to: to.model, label: "Model" },
     { to: to.audit, label: "Audit log" },
     { to: to.check, label: "Check" },
     { to: to.keys, label: "API keys" },
@@ -44,6 +46,9 @@ export function AppPages({ appId, caller, onSignOut }: { appId: string; caller: 
           </Route>
           <Route path="/grants">
             <GrantsPage appId={appId} caller={caller} />
+          </Route>
+          <Route path="/model">
+            <ModelPage appId={appId} caller={caller} />
           </Route>
           <Route path="/audit">
             <AuditPage appId={appId} caller={caller} />
