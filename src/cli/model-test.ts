@@ -13,7 +13,7 @@ import { isMap, LineCounter, parseDocument, type Document } from "yaml";
 import type { Embedded } from "../embedded.js";
 import { Api, ApiError } from "./client.js";
 import { EXIT, usageError } from "./errors.js";
-import { readInput } from "./model.js";
+import { count, readInput } from "./model.js";
 import { explainLines, type ExplainAnswer, type Question } from "./questions.js";
 
 export type TestFormat = "text" | "json";
@@ -325,7 +325,7 @@ const asked = (o: Outcome) => {
 };
 
 function renderText(file: string, fixture: Fixture, outcomes: Outcome[], ms: number): string {
-  const lines = [`model test ${file}: ${fixture.grants.length} grants, ${fixture.assignments.length} assignments, ${outcomes.length} assertions`];
+  const lines = [`model test ${file}: ${count(fixture.grants.length, "grant")}, ${count(fixture.assignments.length, "assignment")}, ${count(outcomes.length, "assertion")}`];
   for (const o of outcomes.filter((x) => !x.holds)) {
     const where = `assertions[${o.index}]${o.line === undefined ? "" : ` (line ${o.line})`}${o.name === undefined ? "" : ` "${o.name}"`}`;
     lines.push(`FAIL ${where}: ${asked(o)}: expected ${o.expect}, got ${o.got === "error" ? "an error" : o.got}`);

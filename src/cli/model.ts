@@ -126,7 +126,7 @@ function colours(out: NodeJS.WritableStream): Paint {
   return { add: wrap(32), remove: wrap(31), change: wrap(33) };
 }
 
-const count = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
+export const count = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
 const sampleText = (sample: string[] | undefined, n: number) =>
   sample === undefined || sample.length === 0 ? "" : ` (${sample.join(", ")}${n > sample.length ? `, and ${n - sample.length} more` : ""})`;
 
@@ -175,8 +175,8 @@ export function renderPlan(plan: PlanAnswer, format: PlanFormat, paint: Paint, t
     for (const i of impact) {
       const gains = i.gaining ?? 0;
       const losses = i.losing ?? 0;
-      if (gains > 0) lines.push(paint.add(`  + ${i.permission}: ${count(gains, "user")} gain it${sampleText(i.gainingSample, gains)}`));
-      if (losses > 0) lines.push(paint.remove(`  - ${i.permission}: ${count(losses, "user")} lose it${sampleText(i.losingSample, losses)}`));
+      if (gains > 0) lines.push(paint.add(`  + ${i.permission}: ${count(gains, "user")} ${gains === 1 ? "gains" : "gain"} it${sampleText(i.gainingSample, gains)}`));
+      if (losses > 0) lines.push(paint.remove(`  - ${i.permission}: ${count(losses, "user")} ${losses === 1 ? "loses" : "lose"} it${sampleText(i.losingSample, losses)}`));
     }
   } else if (!nothing) lines.push("access: no user gains or loses a permission");
   return `${lines.join("\n")}\n`;
