@@ -11,7 +11,7 @@
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { initialJavaScript, INITIAL_JS_LIMIT_BYTES } from "../scripts/console-size.mjs";
-import { accessibilityProblems, destructiveButtonProblems, inPage, openTab, screenshot, type Tab, startConsoleRig, type ConsoleRig } from "./support/browser.js";
+import { inPage, openTab, type Tab, startConsoleRig, type ConsoleRig, expectClean as expectCleanTab } from "./support/browser.js";
 import type { TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, type TestService } from "./support/service.js";
 import { admin, createApp, expectStatus, type Admin } from "./helpers/authz.js";
@@ -66,13 +66,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
   }
 
   /** What every page must be: no script error or CSP violation, nothing serious for axe, one look for destructive buttons, the key in no URL. */
-  async function expectClean(tab: Tab, key: string, screenshotName?: string): Promise<void> {
-    expect(await accessibilityProblems(tab.page), tab.page.url()).toEqual([]);
-    expect(await destructiveButtonProblems(tab.page), tab.page.url()).toEqual([]);
-    if (screenshotName !== undefined) await screenshot(tab.page, screenshotName);
-    expect(tab.problems).toEqual([]);
-    expect(tab.urls.filter((u) => u.includes(key) || u.includes(encodeURIComponent(key)))).toEqual([]);
-  }
+  const expectClean = (tab: Tab, key: string, screenshotName?: string) => expectCleanTab(tab, { key, ...(screenshotName === undefined ? {} : { screenshot: screenshotName }) });
 
   const heading = (page: Page, name: string) => page.getByRole("heading", { level: 1, name });
 

@@ -13,7 +13,7 @@
  */
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { accessibilityProblems, destructiveButtonProblems, openTab, screenshot, type Tab, startConsoleRig, type ConsoleRig } from "./support/browser.js";
+import { openTab, type Tab, startConsoleRig, type ConsoleRig, expectClean as expectCleanTab } from "./support/browser.js";
 import type { TestService } from "./support/service.js";
 import { admin, createApp, expectStatus } from "./helpers/authz.js";
 
@@ -81,12 +81,7 @@ describe("groups and hierarchy in the console, in Chromium", { timeout: 180_000 
   }
 
   /** No script error or CSP violation so far, nothing serious for axe, destructive buttons in their one style. */
-  async function expectClean(tab: Tab, screenshotName?: string): Promise<void> {
-    expect(await accessibilityProblems(tab.page), tab.page.url()).toEqual([]);
-    expect(await destructiveButtonProblems(tab.page), tab.page.url()).toEqual([]);
-    if (screenshotName !== undefined) await screenshot(tab.page, screenshotName);
-    expect(tab.problems).toEqual([]);
-  }
+  const expectClean = (tab: Tab, screenshotName?: string) => expectCleanTab(tab, screenshotName === undefined ? {} : { screenshot: screenshotName });
 
   /** The text of the element that describes `field` (aria-describedby): its field error. */
   const describedText = async (page: Page, field: ReturnType<Page["locator"]>) => {

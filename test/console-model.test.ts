@@ -13,7 +13,7 @@ import { readFile } from "node:fs/promises";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
-import { accessibilityProblems, destructiveButtonProblems, openTab, screenshot, startConsoleRig, type ConsoleRig, type Tab } from "./support/browser.js";
+import { openTab, startConsoleRig, type ConsoleRig, type Tab, expectClean as expectCleanTab } from "./support/browser.js";
 import type { TestService } from "./support/service.js";
 import { admin, createApp, expectStatus } from "./helpers/authz.js";
 
@@ -79,12 +79,7 @@ describe("the Model page, in Chromium", { timeout: 180_000 }, () => {
     return tab;
   }
 
-  async function expectClean(tab: Tab, screenshotName?: string): Promise<void> {
-    expect(await accessibilityProblems(tab.page), tab.page.url()).toEqual([]);
-    expect(await destructiveButtonProblems(tab.page), tab.page.url()).toEqual([]);
-    if (screenshotName !== undefined) await screenshot(tab.page, screenshotName);
-    expect(tab.problems).toEqual([]);
-  }
+  const expectClean = (tab: Tab, screenshotName?: string) => expectCleanTab(tab, screenshotName === undefined ? {} : { screenshot: screenshotName });
 
   const restExport = async () => {
     const res = await service.call("GET", `/api/v1/applications/${appId}/model`);

@@ -7,6 +7,7 @@
  * page must never do: a script error, a Content-Security-Policy violation,
  * a request whose URL carries the key.
  */
+import { expect } from "vitest";
 import { AxeBuilder } from "@axe-core/playwright";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -144,4 +145,18 @@ export async function startConsoleRig(): Promise<ConsoleRig> {
       rmSync(buildDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * No script error or CSP violation so far, nothing serious or critical for
+ * axe, destructive buttons in their one style; a screenshot when named.
+ * With `key`, no request URL carried the key either.
+ */
+export async function expectClean(tab: Tab, options: { screenshot?: string; key?: string } = {}): Promise<void> {
+  expect(await accessibilityProblems(tab.page), tab.page.url()).toEqual([]);
+  expect(await destructiveButtonProblems(tab.page), tab.page.url()).toEqual([]);
+  if (options.screenshot !== undefined) await screenshot(tab.page, options.screenshot);
+  expect(tab.problems).toEqual([]);
+  const { key } = options;
+  if (key !== undefined) expect(tab.urls.filter((u) => u.includes(key) || u.includes(encodeURIComponent(key)))).toEqual([]);
 }
