@@ -7,7 +7,8 @@
  *
  *   npm run bench -- [--grants 100000 | --grants 10000,1000000] [--seconds 10]
  *                    [--connections 50] [--profile] [--out FILE] [--keep]
- *                    [--only ceiling,rest,grpc,external,batch,list,hierarchy,bulk,questions,upkeep,telemetry]
+ *                    [--only ceiling,rest,grpc,external,batch,list,hierarchy,models,bulk,questions,upkeep,telemetry]
+ *                    [--model-grants 1000000] [--model-connections 10] [--model-cycles 6] [--model-test-runs 3]
  *                    [--service-env NAME=VALUE]... (added to the service's environment)
  *                    [--compare NAME=VALUE[,NAME=VALUE...] [--compare-rounds 2]] [--compare-tree DIR]
  *
@@ -29,6 +30,14 @@
  * through the graph (4 hops allowed, 6 levels denied) against the direct
  * check of the bench application, alternated, and lookup and who can
  * through it, with a pass through every page of each (exactly once).
+ *
+ * The models group (issue 27) loads an application of its own, its model
+ * applied as one document (bench/models.ts): 20 resources, 200 policies, 50
+ * roles, 10,000 users holding roles, 1,000,000 grants; it measures plan and
+ * apply of a real change, alternated A → B → A, while REST checks of that
+ * application run, the same checks alone, and `portcullis model test` of
+ * 200 assertions from a cold start. With `--only models` the bench
+ * application's data set is not loaded (nothing else is measured on it).
  *
  * The telemetry group (last, as it restarts the service) measures the REST
  * check on the same data with the service started three ways, alternated
@@ -55,6 +64,7 @@ import pg from "pg";
 import { CheckRequestSchema } from "../gen/authz/v1/check_pb.js";
 import * as data from "./dataset.js";
 import * as graph from "./hierarchy.js";
+import * as models from "./models.js";
 import { clusterCpuSeconds, createDatabase, freePort, startPgCluster } from "./pg-cluster.js";
 import { h2loadCheck, installed, wrkCheck, type ExternalResult } from "./external.js";
 import type { LoadResult, LoadSpec } from "./load.js";
@@ -86,9 +96,27 @@ const KEEP = process.argv.includes("--keep");
  * Figure groups to measure (default all): ceiling, rest, grpc, external (wrk
  * and h2load, when installed), batch, list, bulk, questions (permissions,
  * explain and lookup, as ratios to a single check measured in the same run),
- * hierarchy (groups and hierarchy: see measureHierarchy), upkeep, telemetry.
+ * hierarchy (groups and hierarchy: see measureHierarchy), models (models as
+ * files: bench/models.ts), upkeep, telemetry.
  */
-const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,hierarchy,bulk,questions,upkeep,telemetry").split(","));
+const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,hierarchy,models,bulk,questions,upkeep,telemetry").split(","));
+/**
+ * Whether any group selected measures the bench application (its catalog,
+ * roles, users and grants): the ceiling needs no data and the models group
+ * loads an application of its own, so `--only models` skips minutes of loading.
+ */
+const BENCH_APP = [...ONLY].some((g) => g !== "ceiling" && g !== "models");
+/**
+ * The models group's sizes are the issue's, not --grants's: 1,000,000 grants
+ * of its own application (`--model-grants N` to shrink it while developing),
+ * its checks at a moderate 10 in flight (a service answering its usual load
+ * while someone applies a model, not one saturated), and 6 cycles of two
+ * plans and an apply while they run; `model test` run 3 times.
+ */
+const MODEL_GRANTS = Number(arg("model-grants", String(models.MODEL_GRANTS)).replace(/_/g, ""));
+const MODEL_CONNECTIONS = Number(arg("model-connections", "10"));
+const MODEL_CYCLES = Number(arg("model-cycles", "6"));
+const MODEL_TEST_RUNS = Number(arg("model-test-runs", "3"));
 const OUT = arg("out", join(ROOT, "bench", "results", `bench-${new Date().toISOString().replace(/[:.]/g, "-")}.json`));
 const ADMIN_KEY = `bench-${randomBytes(16).toString("hex")}`;
 /** Hot standbys to measure checks on (0: the usual figures). */
@@ -274,6 +302,23 @@ async function postgresCpuOf(databaseUrl: string): Promise<Record<string, () => 
   }
 }
 
+/**
+ * The service's event-loop delay since the last read, its p99 and its
+ * longest, in ms, from its /metrics (prom-client resets the delay histogram
+ * at each collection); undefined when metrics are off.
+ */
+async function eventLoopDelay(url: string): Promise<{ p99Ms: number; maxMs: number } | undefined> {
+  try {
+    const res = await fetch(`${url}/metrics`);
+    if (res.status !== 200) return undefined;
+    const text = await res.text();
+    const pick = (name: string) => Number(new RegExp(`^nodejs_eventloop_lag_${name}_seconds (\\S+)$`, "m").exec(text)?.[1] ?? Number.NaN) * 1000;
+    return { p99Ms: pick("p99"), maxMs: pick("max") };
+  } catch {
+    return undefined;
+  }
+}
+
 /** CPU time a process has used so far, in microseconds, from /proc (Linux); undefined elsewhere. */
 function cpuMicros(pid: number | undefined): number | undefined {
   if (pid === undefined) return undefined;
@@ -352,6 +397,29 @@ interface Measured extends LoadResult {
 }
 
 /**
+ * One run of the load generator (bench/load.ts, its own process): `spec`
+ * at `connections` in flight for `seconds`, with the CPU per request of the
+ * server of process `serverPid` and of `others` over the run.
+ */
+async function loadOnce(
+  spec: Omit<LoadSpec, "connections" | "seconds">,
+  seconds: number,
+  connections: number,
+  serverPid: number | undefined,
+  others: Record<string, () => number> = {},
+): Promise<Measured> {
+  const child = node([join(TREE, `bench/load${EXT}`), JSON.stringify({ ...spec, connections, seconds })], {});
+  const before = cpuMicros(serverPid);
+  const othersBefore = Object.entries(others).map(([name, cpu]) => [name, cpu()] as const);
+  const result = JSON.parse(await firstLine(child)) as LoadResult;
+  const after = cpuMicros(serverPid);
+  const requests = Math.max(1, result.requests);
+  const othersCpuUs = Object.fromEntries(othersBefore.map(([name, b]) => [name, (others[name]!() - b) / requests]));
+  const serverCpuUs = before === undefined || after === undefined ? undefined : (after - before) / requests;
+  return { ...result, serverCpuUs, othersCpuUs };
+}
+
+/**
  * Drives `spec` at the server of process `serverPid`. Besides throughput and
  * latency, the server's CPU time per request is taken from /proc over the
  * measured run, and the generator reports its own: on a shared 2-core
@@ -364,17 +432,7 @@ async function drive(
   /** CPU microseconds used so far by other processes to account, by name (the Postgres servers). */
   others: Record<string, () => number> = {},
 ): Promise<Measured> {
-  const run = async (seconds: number): Promise<Measured> => {
-    const child = node([join(TREE, `bench/load${EXT}`), JSON.stringify({ ...spec, connections: CONNECTIONS, seconds })], {});
-    const before = cpuMicros(serverPid);
-    const othersBefore = Object.entries(others).map(([name, cpu]) => [name, cpu()] as const);
-    const result = JSON.parse(await firstLine(child)) as LoadResult;
-    const after = cpuMicros(serverPid);
-    const requests = Math.max(1, result.requests);
-    const othersCpuUs = Object.fromEntries(othersBefore.map(([name, b]) => [name, (others[name]!() - b) / requests]));
-    const serverCpuUs = before === undefined || after === undefined ? undefined : (after - before) / requests;
-    return { ...result, serverCpuUs, othersCpuUs };
-  };
+  const run = (seconds: number) => loadOnce(spec, seconds, CONNECTIONS, serverPid, others);
   // A server's first load runs longer: its JIT is still settling, which
   // otherwise lands on whichever figure comes first.
   const warmUp = warmed.has(spec.url) ? WARMUP : 3 * WARMUP;
@@ -427,7 +485,10 @@ async function main(): Promise<void> {
   const engine = benchDb ? "postgres" : "pglite";
   /** The CPU of the Postgres server of DATABASE_URL, all its processes, when it runs on this machine (the hierarchy group reports it per request). */
   const postgresCpu = env.DATABASE_URL === undefined ? undefined : await postgresCpuOf(env.DATABASE_URL);
-  say(`portcullis bench: ${engine}, grants ${GRANT_STEPS.join(" → ")}, ${SECONDS} s per figure, ${CONNECTIONS} in flight`);
+  say(
+    `portcullis bench: ${engine}, ${BENCH_APP ? `grants ${GRANT_STEPS.join(" → ")}` : "the bench application not loaded (no group selected measures it)"}, ${SECONDS} s per figure, ${CONNECTIONS} in flight` +
+      (ONLY.has("models") ? `; models: ${MODEL_GRANTS.toLocaleString("en-US")} grants of its own, checks ${MODEL_CONNECTIONS} in flight` : ""),
+  );
 
   const ceilingServer = node([join(TREE, `bench/ceiling-server${EXT}`)], { PORT: String(await freePort()) });
   const ceilingUrl = (JSON.parse(await firstLine(ceilingServer)) as { url: string }).url;
@@ -449,6 +510,7 @@ async function main(): Promise<void> {
   let externalRatio: number | undefined;
   let questions: QuestionFigures | undefined;
   let hierarchy: HierarchyFigures | undefined;
+  let modelFigures: models.ModelFigures | undefined;
   let upkeep: UpkeepFigures | undefined;
   let telemetry: TelemetryFigures | undefined;
   let compared: CompareRun[] | undefined;
@@ -466,9 +528,12 @@ async function main(): Promise<void> {
   };
   try {
     const t0 = Date.now();
-    const key = await loadBase(url);
-    say(`loaded catalog, 200 policies, 50 roles, ${data.USERS} users in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    memory.push(memoryMark(service.pid, "loaded the catalog, roles and users"));
+    // No group measures the bench application: no key is needed (the ceiling ignores it).
+    const key = BENCH_APP ? await loadBase(url) : "";
+    if (BENCH_APP) {
+      say(`loaded catalog, 200 policies, 50 roles, ${data.USERS} users in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      memory.push(memoryMark(service.pid, "loaded the catalog, roles and users"));
+    }
 
     const rest = (bodies: unknown[], label: string, path = "/api/v1/authorization/check", method = "POST") =>
       drive({ kind: "rest", url, method, path, key, bodies }, label, service.pid);
@@ -504,10 +569,12 @@ async function main(): Promise<void> {
     let loaded = 0;
     for (const [step, grants] of GRANT_STEPS.entries()) {
       const t1 = Date.now();
-      await loadGrants(url, key, loaded, grants);
-      loaded = grants;
-      say(`loaded ${grants} grants in ${((Date.now() - t1) / 1000).toFixed(1)} s`);
-      memory.push(memoryMark(service.pid, `loaded ${grants} grants`));
+      if (BENCH_APP) {
+        await loadGrants(url, key, loaded, grants);
+        loaded = grants;
+        say(`loaded ${grants} grants in ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+        memory.push(memoryMark(service.pid, `loaded ${grants} grants`));
+      }
       const last = step === GRANT_STEPS.length - 1;
       if (last) await ceiling("before");
       if (ONLY.has("rest")) {
@@ -588,6 +655,26 @@ async function main(): Promise<void> {
         hierarchy = await measureHierarchy({ url, key, grants, rest: restAs(key), row, rows }, restAs, postgresCpu !== undefined);
         memory.push(memoryMark(service.pid, "hierarchy"));
       }
+      if (ONLY.has("models")) {
+        modelFigures = await models.measureModels({
+          url,
+          adminKey: ADMIN_KEY,
+          api: (method, path, body, k) => api(url, method, path, body, k),
+          load: (bodies, k, seconds, connections) => loadOnce({ kind: "rest", url, method: "POST", path: "/api/v1/authorization/check", key: k, bodies }, seconds, connections, service.pid),
+          progress,
+          say,
+          cpu: () => ({ service: cpuMicros(service.pid), postgres: postgresCpu?.postgres?.() }),
+          eventLoopDelay: () => eventLoopDelay(url),
+          root: ROOT,
+          tmp,
+          seconds: SECONDS,
+          grants: MODEL_GRANTS,
+          connections: MODEL_CONNECTIONS,
+          cycles: MODEL_CYCLES,
+          testRuns: MODEL_TEST_RUNS,
+        });
+        memory.push(memoryMark(service.pid, "models"));
+      }
       if (ONLY.has("questions")) questions = await measureQuestions({ url, key, grants, rest, row, rows });
       if (ONLY.has("upkeep")) upkeep = await measureUpkeep({ url, key, grants, rest, row, rows });
       if (ONLY.has("bulk")) {
@@ -637,7 +724,7 @@ async function main(): Promise<void> {
     for (const r of rows) {
       if (r.versusCeiling && ceilings.length > 0) r.ofCeiling = r.rps / ceilingRps;
     }
-    report(rows, scale, { peakMb: peak, marks: memory, node: nodeSplit }, engine, externalRatio, questions, upkeep, telemetry, compared, hierarchy);
+    report(rows, scale, { peakMb: peak, marks: memory, node: nodeSplit }, engine, externalRatio, questions, upkeep, telemetry, compared, hierarchy, modelFigures);
     if (died) say(`the service exited early (${service.exitCode ?? service.signalCode}):\n${serviceLog.slice(-2000)}`);
     else if (serviceLog.includes('"level":50')) say(`the service logged errors:\n${serviceLog.slice(-2000)}`);
   }
@@ -1300,6 +1387,7 @@ function report(
   telemetry: TelemetryFigures | undefined,
   compared: CompareRun[] | undefined,
   hierarchy?: HierarchyFigures,
+  modelFigures?: models.ModelFigures,
 ) {
   progress("");
   const lines = [
@@ -1355,6 +1443,7 @@ function report(
     );
   }
   if (hierarchy !== undefined) lines.push(...hierarchyLines(hierarchy, rows));
+  if (modelFigures !== undefined) lines.push(...models.modelLines(modelFigures, engine));
   if (compared !== undefined) {
     const settings = Object.entries(COMPARE ?? {}).map(([k, v]) => `${k}=${v}`);
     const other = [...(COMPARE_TREE === undefined ? [] : [`the service of ${COMPARE_TREE}`]), ...(settings.length === 0 ? [] : [settings.join(" ")])].join(", ");
@@ -1408,6 +1497,7 @@ function report(
         upkeep,
         telemetry,
         hierarchy,
+        models: modelFigures,
         compare: compared === undefined ? undefined : { variables: COMPARE, tree: COMPARE_TREE, runs: compared },
         peakRssMb: peakRss,
         memory: marks,
