@@ -16,7 +16,7 @@ import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import Fastify from "fastify";
 import pino from "pino";
-import { serviceBindings } from "./app.js";
+import { serviceBindings } from "./bindings.js";
 import { KeyAuthenticator } from "./domain/keys.js";
 import { migrate } from "./store/migrate.js";
 import { PgliteDb } from "./store/pglite-db.js";

@@ -24,7 +24,7 @@ function roomOf(file: string): string {
 /** What each room may import, besides itself. */
 const MAY_IMPORT: Record<string, readonly string[]> = {
   main: ["app", "config", "store", "lib", "transport/http", "domain"],
-  app: ["config", "transport/http", "transport/grpc", "transport/call", "transport/pages", "services", "domain", "store", "lib", "gen"],
+  app: ["bindings", "config", "transport/http", "transport/grpc", "transport/call", "transport/pages", "services", "domain", "store", "lib", "gen"],
   config: ["domain", "lib"],
   "transport/http": ["config", "transport/pages", "transport/rest", "transport/grpc", "transport/call", "services", "domain", "store", "lib", "gen"],
   "transport/pages": ["transport/rest", "transport/call", "domain", "lib", "gen"],
@@ -38,7 +38,9 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   // The command line is a client; `model test` alone runs the service in its process (embedded.ts).
   cli: ["lib", "gen", "embedded"],
   // The command line's in-process service: composed like app, served by the REST gateway without a port.
-  embedded: ["app", "transport/rest", "transport/call", "domain", "store", "lib"],
+  // The services guarded on a database, for app and embedded alike.
+  bindings: ["services", "domain", "store", "transport/call", "lib", "gen"],
+  embedded: ["bindings", "transport/rest", "transport/call", "domain", "store", "lib"],
 };
 
 function* sourceFiles(dir: string): Generator<string> {
