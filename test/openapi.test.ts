@@ -178,6 +178,44 @@ describe("the OpenAPI document", () => {
     expect(validate({ policies: [] })).toBe(false); // the catalog is required, as apply requires it
   });
 
+  it("serves a model test file's schema at /model-test.schema.json: a model, grants, assignments and assertions", async () => {
+    const res = await fetch(`${service.url}/model-test.schema.json`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("application/schema+json; charset=utf-8");
+    const ajv = new Ajv2020({ strict: true, allErrors: true });
+    addFormats(ajv);
+    for (const format of ["int32", "int64", "float", "double"]) ajv.addFormat(format, true);
+    const validate = ajv.compile((await res.json()) as object);
+    const body = { userId: "alice", resource: "document", resourceId: "d1", action: "read" };
+    const file = {
+      model: { catalog: [{ resource: "document", actions: ["read"], relations: [{ name: "viewer", actions: ["read"], subjects: ["user", "team#member"] }] }], policies: [], roles: [] },
+      grants: [
+        { userId: "alice", resource: "team", resourceId: "eng", relation: "member", expiresAt: "2030-01-01T00:00:00Z" },
+        { subject: { resource: "team", resourceId: "eng", relation: "member" }, resource: "document", resourceId: "d1", relation: "viewer" },
+      ],
+      assignments: [{ role: "auditor", userId: "carol" }, { role: "janitor", userId: "dan", tenantId: "acme" }],
+      assertions: [
+        { name: "alice reads d1", check: body, expect: "allowed" },
+        { check: { ...body, tenantId: "acme" }, expect: "denied" },
+        { lookup: body, expect: "allowed" },
+        { whoCan: body, expect: "denied" },
+      ],
+    };
+    expect(validate(file), JSON.stringify(validate.errors)).toBe(true);
+    const bad: [string, unknown][] = [
+      ["a part a test file has not", { ...file, asserts: [] }],
+      ["no model", { assertions: [] }],
+      ["two questions in one assertion", { ...file, assertions: [{ check: body, whoCan: body, expect: "allowed" }] }],
+      ["an expectation that is neither", { ...file, assertions: [{ check: body, expect: "yes" }] }],
+      ["a question without its user", { ...file, assertions: [{ check: { ...body, userId: undefined }, expect: "allowed" }] }],
+      ["a page size (the test reads every page)", { ...file, assertions: [{ lookup: { ...body, pageSize: 10 }, expect: "allowed" }] }],
+      ["an assignment without its user", { ...file, assignments: [{ role: "auditor" }] }],
+      ["a grant with a field it has not", { ...file, grants: [{ ...file.grants[0], surprise: 1 }] }],
+      ["a model with a field it has not", { ...file, model: { ...file.model, surprise: 1 } }],
+    ];
+    for (const [what, value] of bad) expect(validate(JSON.parse(JSON.stringify(value))), what).toBe(false);
+  });
+
   it("has exactly the gateway's routes and the health routes", () => {
     const gateway = httpBindings(SERVICES).map((b) => `${b.verb} ${b.template}`);
     expect(gateway.length).toBeGreaterThan(30);

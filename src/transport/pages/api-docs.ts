@@ -23,7 +23,7 @@ import { createRequire } from "node:module";
 import { dirname } from "node:path";
 import type { HttpBinding } from "../rest/http-rules.js";
 import { openApiDocument } from "./openapi.js";
-import { modelSchema } from "./model-schema.js";
+import { modelSchema, modelTestSchema } from "./model-schema.js";
 import { pageSecurityHeaders, strictCsp } from "./page-headers.js";
 
 /**
@@ -124,6 +124,8 @@ export async function registerApiDocs(app: FastifyInstance, bindings: readonly H
   const documentTag = etagOf(document);
   const schema = JSON.stringify(modelSchema(openapi));
   const schemaTag = etagOf(schema);
+  const testSchema = JSON.stringify(modelTestSchema(openapi));
+  const testSchemaTag = etagOf(testSchema);
   const { dir, version } = swaggerUiDist();
   const html = page(version);
   const htmlTag = etagOf(html);
@@ -135,10 +137,14 @@ export async function registerApiDocs(app: FastifyInstance, bindings: readonly H
     return sendCached(req, reply, document, documentTag, "application/json; charset=utf-8", "public, max-age=300");
   });
 
-  // A model file's schema (model-schema.ts), for editors, likewise public.
+  // A model file's schema and a test file's (model-schema.ts), for editors, likewise public.
   app.get("/model.schema.json", (req, reply) => {
     reply.header("access-control-allow-origin", "*");
     return sendCached(req, reply, schema, schemaTag, "application/schema+json; charset=utf-8", "public, max-age=300");
+  });
+  app.get("/model-test.schema.json", (req, reply) => {
+    reply.header("access-control-allow-origin", "*");
+    return sendCached(req, reply, testSchema, testSchemaTag, "application/schema+json; charset=utf-8", "public, max-age=300");
   });
 
   const docsPage = (req: FastifyRequest, reply: FastifyReply) => {
