@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npm run test:citus`: the storage tests on a real Citus cluster, CI's Citus
-// leg. Runs the store suite, the SQL rules, the model's API and every test/graph-*.test.ts
+// leg. Runs the store suite, the SQL rules, the model's API, the change feed's storage and every test/graph-*.test.ts
 // with PORTCULLIS_TEST_ENGINES=citus; vitest's global setup
 // (test/support/global-setup.ts) starts a coordinator and two workers on free
 // loopback ports in a temporary folder and stops them when the run ends,
@@ -16,6 +16,7 @@ const files = [
   "test/store-suite.test.ts",
   "test/sql-rules.test.ts",
   "test/model-api.test.ts",
+  "test/changes-store.test.ts",
   ...readdirSync(join(root, "test"))
     .filter((f) => /^graph-.*\.test\.ts$/.test(f))
     .sort()

@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExpirySweep } from "../src/domain/expiry-sweep.js";
+import { changesStore } from "../src/store/changes-store.js";
 import { DISTRIBUTED_TABLES, REFERENCE_TABLES } from "../src/store/distribute.js";
 import type { Db, Queryable } from "../src/store/db.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
@@ -225,6 +226,10 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     ok("graph delete by instance", await asKey("POST", "/api/v1/authorization/relationships/delete", { resource: "folder", resourceId: "f1" }));
     ok("graph delete by subject", await asKey("POST", "/api/v1/authorization/relationships/delete", { subject: { resource: "folder", resourceId: "f1" } }));
     await new ExpirySweep(service.db, { intervalMs: 60_000, batchSize: 10, onError: (e) => { throw e; } }).sweepOnce();
+    // The change feed's storage, which no route reaches yet (docs/change-feed-design.md): its record and its reads.
+    await service.db.transaction((tx) => changesStore.record(tx, "rules-graph", [{ kind: "grant_written", body: {} }, { kind: "grant_deleted", body: {} }]));
+    const first = await changesStore.read(service.db, "rules-graph", { seen: undefined }, 1);
+    await changesStore.read(service.db, "rules-graph", first.next, 1);
     ok("applications", await call("GET", "/api/v1/applications"));
     expect(statements.size).toBeGreaterThan(40);
     // The questions' own statements were among them (explain's, lookup's).

@@ -33,6 +33,7 @@ export const DISTRIBUTED_TABLES = [
   "relationships",
   "subject_relationships",
   "audit_events",
+  "changes",
 ] as const;
 
 export class DistributionError extends Error {}
@@ -74,6 +75,11 @@ export async function distributeOnCitus(db: Db): Promise<string[]> {
     // Tables with foreign keys to reference tables are distributed in one
     // transaction only in sequential mode.
     await tx.query("SET LOCAL citus.multi_shard_modify_mode = 'sequential'");
+    // The change feed's trigger (migration 011) sets each row's transaction
+    // id on the node that stores it. Citus refuses triggers on distributed
+    // tables unless told otherwise, because a trigger could reach other
+    // shards; this one only sets a field of NEW.
+    await tx.query("SET LOCAL citus.enable_unsafe_triggers = on");
     const changed: string[] = [];
     for (const name of REFERENCE_TABLES) {
       if (done.has(name)) continue;

@@ -1,0 +1,133 @@
+/**
+ * The change feed's storage (migration 011; docs/change-feed-design.md):
+ * changes recorded in the transactions that make them, read back in commit
+ * order, exactly once, by transaction id and snapshot.
+ *
+ * A read from position P = (S1, S2?, after) returns the changes of the
+ * transactions visible in S2 and not in S1, in transaction id order, after
+ * `after`; S2 is the statement's own snapshot unless P is in the middle of
+ * a window. Every transaction returned committed before S2 was taken; every
+ * one left for later commits after it, or was still running, and is then in
+ * S2's xip: none is skipped, none comes twice. If T1 committed before T2
+ * began, T1's id is the smaller (it was assigned before T1's commit, T2's
+ * after T2's start), so id order within a window agrees with the commits.
+ *
+ * Every statement names one app_id and reads model_versions' row of the
+ * application beside it, so on Citus it goes whole to the node that holds
+ * the application, where pg_current_snapshot() is that node's snapshot and
+ * the xids are that node's (the trigger of 011 sets them there).
+ */
+import type { Queryable } from "./db.js";
+
+/** A snapshot as pg_snapshot's text: xmin:xmax:xip,... (xid8 values, decimal). */
+export type SnapshotText = string;
+
+/** Where a reader is: after the window (after undefined), or inside one. */
+export interface ChangePosition {
+  /** Seen: every transaction visible in this snapshot (undefined: nothing yet, from the oldest kept). */
+  seen: SnapshotText | undefined;
+  /** Inside a window: its upper snapshot, and the last change returned from it. */
+  window?: { upTo: SnapshotText; xid: string; ord: number };
+}
+
+export interface StoredChange {
+  xid: string;
+  ord: number;
+  kind: string;
+  body: unknown;
+  createdAt: Date;
+}
+
+export interface ChangePage {
+  changes: StoredChange[];
+  /** Where the next read starts. */
+  next: ChangePosition;
+}
+
+export interface NewChange {
+  kind: string;
+  body: unknown;
+}
+
+const SNAPSHOT = /^(\d{1,20}):(\d{1,20}):((?:\d{1,20})(?:,\d{1,20})*)?$/;
+
+/** Whether `text` is a snapshot Postgres would take (pg_snapshot's input rules), so that a bad one is a 400, not a cast error. */
+export function isSnapshotText(text: string): boolean {
+  const m = SNAPSHOT.exec(text);
+  if (m === null) return false;
+  const xmin = BigInt(m[1]!);
+  const xmax = BigInt(m[2]!);
+  const max = (1n << 63n) - 1n;
+  if (xmin < 1n || xmin > xmax || xmax > max) return false;
+  let last = xmin - 1n;
+  for (const part of m[3] === undefined ? [] : m[3].split(",")) {
+    const xip = BigInt(part);
+    // In [xmin, xmax), ascending, no repeats.
+    if (xip < xmin || xip >= xmax || xip <= last) return false;
+    last = xip;
+  }
+  return true;
+}
+
+export const changesStore = {
+  /**
+   * Records a transaction's changes, its `ord`s from `first` on (a
+   * transaction that records in several statements passes on where the last
+   * one ended). Call it inside the transaction that makes them.
+   */
+  async record(q: Queryable, appId: string, changes: readonly NewChange[], first = 0): Promise<number> {
+    if (changes.length === 0) return 0;
+    const { rows } = await q.query(
+      `INSERT INTO changes (app_id, ord, kind, body)
+       SELECT $1, $2::int + c.n - 1, c.kind, c.body
+       FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (kind text, body jsonb)) WITH ORDINALITY AS c(kind, body, n)
+       RETURNING 1`,
+      [appId, first, JSON.stringify(changes)],
+    );
+    return rows.length;
+  },
+
+  /** Up to `limit` changes after `from`, in commit order, and where the next read starts. */
+  async read(q: Queryable, appId: string, from: ChangePosition, limit: number): Promise<ChangePage> {
+    const seen = from.seen;
+    const upTo = from.window?.upTo;
+    const params: unknown[] = [appId, limit, upTo ?? null, from.window?.xid ?? "0", from.window?.ord ?? -1];
+    let unseen = "";
+    if (seen !== undefined) {
+      params.push(seen);
+      unseen = "AND c.xid >= pg_snapshot_xmin($6::pg_snapshot) AND NOT pg_visible_in_snapshot(c.xid, $6::pg_snapshot)";
+    }
+    // The window's upper snapshot: the one a page inside it was read to, else this statement's.
+    const { rows } = await q.query<{ snap: string; xid: string | null; ord: number | null; kind: string | null; body: unknown; created_at: Date | null }>(
+      `SELECT coalesce($3::pg_snapshot, pg_current_snapshot())::text AS snap, c.xid::text AS xid, c.ord, c.kind, c.body, c.created_at
+       FROM model_versions m
+       LEFT JOIN LATERAL (
+         SELECT c.xid, c.ord, c.kind, c.body, c.created_at
+         FROM changes c
+         WHERE c.app_id = $1 ${unseen}
+           AND c.xid < pg_snapshot_xmax(coalesce($3::pg_snapshot, pg_current_snapshot()))
+           AND pg_visible_in_snapshot(c.xid, coalesce($3::pg_snapshot, pg_current_snapshot()))
+           AND (c.xid, c.ord) > ($4::xid8, $5::int)
+         ORDER BY c.xid, c.ord
+         LIMIT $2
+       ) c ON true
+       WHERE m.app_id = $1`,
+      params,
+    );
+    const window = rows[0]?.snap;
+    if (window === undefined) return { changes: [], next: from }; // no such application: the service says so first
+    const changes = rows
+      .filter((r) => r.xid !== null)
+      .map((r) => ({ xid: r.xid!, ord: r.ord!, kind: r.kind!, body: r.body, createdAt: r.created_at! }));
+    const last = changes.at(-1);
+    if (changes.length === limit && last !== undefined) return { changes, next: { seen, window: { upTo: window, xid: last.xid, ord: last.ord } } };
+    // A window finished with room left on the page: on to the changes after
+    // it, so that a short page always means "nothing more yet", wherever it
+    // started.
+    if (upTo !== undefined) {
+      const more = await changesStore.read(q, appId, { seen: upTo }, limit - changes.length);
+      return { changes: [...changes, ...more.changes], next: more.next };
+    }
+    return { changes, next: { seen: window } };
+  },
+};

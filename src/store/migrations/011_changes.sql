@@ -1,0 +1,37 @@
+-- The change feed's table (issue 28; docs/change-feed-design.md): each
+-- change an application's writes make, in the transaction that makes it,
+-- read back in commit order by transaction id and snapshot
+-- (store/changes-store.ts). Nothing writes to it yet: the writes' capture
+-- comes with the feed's API, so that the feed never has some kinds of
+-- change and not others.
+--
+-- xid is the top-level transaction's id, set by the trigger below on the
+-- node that stores the row. Not a column default: Citus evaluates a
+-- default's volatile function on the coordinator, whose ids mean nothing to
+-- the worker's snapshots. Not the row's xmin: inside a savepoint that is
+-- the subtransaction's id, which snapshots do not list.
+CREATE TABLE changes (
+  app_id      text NOT NULL REFERENCES applications ON DELETE CASCADE,
+  xid         xid8 NOT NULL,
+  -- The change's place among its transaction's, given by the writer.
+  ord         integer NOT NULL,
+  kind        text NOT NULL,
+  body        jsonb NOT NULL,
+  created_at  timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (app_id, xid, ord)
+);
+
+-- The retention sweep's order.
+CREATE INDEX changes_created_idx ON changes (app_id, created_at);
+
+CREATE FUNCTION portcullis_change_xid() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+  NEW.xid := pg_current_xact_id();
+  RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER changes_xid BEFORE INSERT ON changes
+FOR EACH ROW EXECUTE FUNCTION portcullis_change_xid();
