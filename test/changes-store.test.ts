@@ -100,6 +100,31 @@ describe.each(engines)("the change feed's storage on %s", (engine) => {
     expect(rows).toEqual([{ same: true }]);
   });
 
+  it("sweeps changes past retention in batches, oldest first, and tells a reader that had not seen them to start again", async () => {
+    await database.db.query("INSERT INTO applications (app_id, name) VALUES ('swept', 'swept')");
+    await database.db.query("INSERT INTO model_versions (app_id) VALUES ('swept')");
+    const before = (await changesStore.read(database.db, "swept", { seen: undefined }, 10)).next;
+    for (const n of [1, 2, 3]) await database.db.transaction((tx) => changesStore.record(tx, "swept", [{ kind: "grant_written", body: { n } }]));
+    const afterOne = (await changesStore.read(database.db, "swept", before, 1)).next;
+    const afterAll = (await readAll("swept", before, 10)).at;
+    // Made old by hand: a day ago; then one more, new.
+    await database.db.query("UPDATE changes SET created_at = $1::timestamptz WHERE app_id = 'swept'", [new Date(Date.now() - 86_400_000).toISOString()]);
+    await database.db.transaction((tx) => changesStore.record(tx, "swept", [{ kind: "grant_written", body: { n: 4 } }]));
+
+    expect(await changesStore.sweep(database.db, "swept", 3_600_000, 2)).toBe(2);
+    // A reader that had not seen them: expired. One that had: reads on.
+    expect(await changesStore.read(database.db, "swept", before, 10)).toMatchObject({ expired: true, changes: [] });
+    expect(await changesStore.read(database.db, "swept", afterOne, 10)).toMatchObject({ expired: true, changes: [] });
+    expect((await changesStore.read(database.db, "swept", afterAll, 10)).changes.map((c) => c.body)).toEqual([{ n: 4 }]);
+    expect(await changesStore.sweep(database.db, "swept", 3_600_000, 2)).toBe(1);
+    expect(await changesStore.sweep(database.db, "swept", 3_600_000, 2)).toBe(0);
+    // From the oldest kept: the new one only. Other applications' changes untouched.
+    expect((await readAll("swept", { seen: undefined }, 10)).changes.map((c) => c.body)).toEqual([{ n: 4 }]);
+    expect((await readAll("other", { seen: undefined }, 10)).changes.map((c) => c.body)).toEqual([{ n: 99 }]);
+    // Within retention nothing goes.
+    expect(await changesStore.sweep(database.db, "swept", 3_600_000, 10)).toBe(0);
+  });
+
   it(
     "concurrent writers committing out of id order, readers resuming from random positions: every committed change exactly once, in an order the commits allow",
     { timeout: 120_000 },

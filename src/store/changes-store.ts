@@ -42,6 +42,8 @@ export interface ChangePage {
   changes: StoredChange[];
   /** Where the next read starts. */
   next: ChangePosition;
+  /** The retention sweep deleted changes this position had not seen: the reader must start again from a fresh read. */
+  expired?: true;
 }
 
 export interface NewChange {
@@ -98,8 +100,10 @@ export const changesStore = {
       unseen = "AND c.xid >= pg_snapshot_xmin($6::pg_snapshot) AND NOT pg_visible_in_snapshot(c.xid, $6::pg_snapshot)";
     }
     // The window's upper snapshot: the one a page inside it was read to, else this statement's.
-    const { rows } = await q.query<{ snap: string; xid: string | null; ord: number | null; kind: string | null; body: unknown; created_at: Date | null }>(
-      `SELECT coalesce($3::pg_snapshot, pg_current_snapshot())::text AS snap, c.xid::text AS xid, c.ord, c.kind, c.body, c.created_at
+    const { rows } = await q.query<{ snap: string; swept: string | null; xid: string | null; ord: number | null; kind: string | null; body: unknown; created_at: Date | null }>(
+      `SELECT coalesce($3::pg_snapshot, pg_current_snapshot())::text AS snap,
+              (SELECT h.swept_xid::text FROM change_horizons h WHERE h.app_id = $1) AS swept,
+              c.xid::text AS xid, c.ord, c.kind, c.body, c.created_at
        FROM model_versions m
        LEFT JOIN LATERAL (
          SELECT c.xid, c.ord, c.kind, c.body, c.created_at
@@ -116,6 +120,11 @@ export const changesStore = {
     );
     const window = rows[0]?.snap;
     if (window === undefined) return { changes: [], next: from }; // no such application: the service says so first
+    // Every deleted change's transaction is at most `swept`; one this position has not seen is at
+    // least its xmin. So below its xmin, nothing it lacks was deleted (an over-cautious "expired"
+    // at the boundary is the price of one number per application).
+    const swept = rows[0]!.swept;
+    if (seen !== undefined && swept !== null && BigInt(swept) >= BigInt(seen.split(":")[0]!)) return { changes: [], next: from, expired: true };
     const changes = rows
       .filter((r) => r.xid !== null)
       .map((r) => ({ xid: r.xid!, ord: r.ord!, kind: r.kind!, body: r.body, createdAt: r.created_at! }));
@@ -126,8 +135,45 @@ export const changesStore = {
     // started.
     if (upTo !== undefined) {
       const more = await changesStore.read(q, appId, { seen: upTo }, limit - changes.length);
+      // Expired between the two statements: the changes of this window stand; the next read says so.
+      if (more.expired === true) return { changes, next: { seen: upTo } };
       return { changes: [...changes, ...more.changes], next: more.next };
     }
     return { changes, next: { seen: window } };
+  },
+
+  /**
+   * Deletes up to `limit` of an application's changes older than
+   * `retentionMs`, oldest transactions first, and moves its horizon past
+   * them; returns how many went. Only changes of transactions that every
+   * snapshot now sees as finished: the bound is read first, on the node that
+   * holds the application (its own ids), and passed to the delete as a
+   * value, so no function runs inside the write.
+   */
+  async sweep(q: Queryable, appId: string, retentionMs: number, limit: number): Promise<number> {
+    const { rows: bound } = await q.query<{ xmin: string }>(
+      "SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin FROM model_versions WHERE app_id = $1",
+      [appId],
+    );
+    const finished = bound[0]?.xmin;
+    if (finished === undefined) return 0;
+    const { rows } = await q.query<{ n: number }>(
+      `WITH gone AS (
+         DELETE FROM changes c
+         USING (SELECT xid, ord FROM changes
+                WHERE app_id = $1 AND xid < $2::xid8 AND created_at < now() - $3::float8 * interval '1 millisecond'
+                ORDER BY xid, ord LIMIT $4) old
+         WHERE c.app_id = $1 AND c.xid = old.xid AND c.ord = old.ord
+         RETURNING c.xid
+       ), moved AS (
+         INSERT INTO change_horizons (app_id, swept_xid)
+         SELECT $1, max(xid) FROM gone HAVING count(*) > 0
+         ON CONFLICT (app_id) DO UPDATE SET swept_xid = greatest(change_horizons.swept_xid, excluded.swept_xid)
+         RETURNING 1
+       )
+       SELECT count(*)::int AS n FROM gone`,
+      [appId, finished, retentionMs, limit],
+    );
+    return rows[0]!.n;
   },
 };

@@ -34,6 +34,7 @@ export const DISTRIBUTED_TABLES = [
   "subject_relationships",
   "audit_events",
   "changes",
+  "change_horizons",
 ] as const;
 
 export class DistributionError extends Error {}

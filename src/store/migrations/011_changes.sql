@@ -35,3 +35,12 @@ $$;
 
 CREATE TRIGGER changes_xid BEFORE INSERT ON changes
 FOR EACH ROW EXECUTE FUNCTION portcullis_change_xid();
+
+-- How far the retention sweep has deleted, per application: the greatest
+-- transaction id among the changes it deleted. A reader whose position
+-- does not see every transaction up to it may have missed a deleted change,
+-- and is told to start again (the 409 of a token older than retention).
+CREATE TABLE change_horizons (
+  app_id     text PRIMARY KEY REFERENCES applications ON DELETE CASCADE,
+  swept_xid  xid8 NOT NULL
+);
