@@ -10,7 +10,8 @@ export const APP_ID = "bench";
 export const USERS = 10_000;
 export const INSTANCES_PER_RESOURCE = 50_000;
 
-const RESOURCES: { resource: string; actions: string[] }[] = [
+/** The resources of the bench's catalog (the models group's model starts from them too). */
+export const RESOURCES: { resource: string; actions: string[] }[] = [
   { resource: "document", actions: ["create", "read", "update", "delete", "list", "comment", "share"] },
   { resource: "folder", actions: ["create", "read", "update", "delete", "list"] },
   { resource: "project", actions: ["create", "read", "update", "delete", "archive"] },

@@ -22,6 +22,7 @@ import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { random } from "./random.js";
+import { RESOURCES as BENCH_RESOURCES } from "./dataset.js";
 import { chunks } from "./hierarchy.js";
 import type { LoadResult } from "./load.js";
 
@@ -32,17 +33,9 @@ export const MODEL_GRANTS = 1_000_000;
 const POLICIES = 200;
 const ROLES = 50;
 
+// The bench catalog's ten, and ten more.
 const RESOURCES: { resource: string; actions: string[] }[] = [
-  { resource: "document", actions: ["create", "read", "update", "delete", "list", "comment", "share"] },
-  { resource: "folder", actions: ["create", "read", "update", "delete", "list"] },
-  { resource: "project", actions: ["create", "read", "update", "delete", "archive"] },
-  { resource: "task", actions: ["create", "read", "update", "delete", "assign", "comment"] },
-  { resource: "invoice", actions: ["create", "read", "update", "send", "approve"] },
-  { resource: "report", actions: ["read", "export", "list"] },
-  { resource: "team", actions: ["read", "update", "invite"] },
-  { resource: "channel", actions: ["read", "publish", "comment", "archive"] },
-  { resource: "file", actions: ["create", "read", "delete", "list"] },
-  { resource: "dashboard", actions: ["read", "update", "share"] },
+  ...BENCH_RESOURCES,
   { resource: "ticket", actions: ["create", "read", "update", "close", "assign", "comment"] },
   { resource: "release", actions: ["create", "read", "approve", "deploy"] },
   { resource: "repository", actions: ["read", "write", "admin", "fork"] },
