@@ -9,9 +9,11 @@
  * committed change exactly once, never a rolled-back one, each transaction's
  * changes together and in their order, and a transaction that committed
  * before another began before it. Per application: another application's
- * changes are never read.
+ * changes are never read. Readers hold their positions as tokens
+ * (domain/change-tokens.ts), as clients will.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { decodeChangeToken, encodeChangeToken } from "../src/domain/change-tokens.js";
 import { changesStore, isSnapshotText, type ChangePosition, type StoredChange } from "../src/store/changes-store.js";
 import { migrate } from "../src/store/migrate.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
@@ -36,6 +38,10 @@ describe("snapshot text as a position carries it", () => {
   });
 });
 
+/** A position as a client holds it: through its token and back (the start, from the oldest, has none). */
+const viaToken = (position: ChangePosition): ChangePosition =>
+  position.seen === undefined && position.window === undefined ? position : decodeChangeToken(encodeChangeToken(position));
+
 describe.each(engines)("the change feed's storage on %s", (engine) => {
   let database: TestDatabase;
 
@@ -58,7 +64,7 @@ describe.each(engines)("the change feed's storage on %s", (engine) => {
     for (;;) {
       const page = await changesStore.read(database.db, appId, at, pageSize);
       changes.push(...page.changes);
-      at = page.next;
+      at = viaToken(page.next);
       if (page.changes.length < pageSize) return { changes, at };
     }
   }
@@ -174,7 +180,7 @@ describe.each(engines)("the change feed's storage on %s", (engine) => {
           const finished = stop;
           const page = await changesStore.read(database.db, "feed", at, pageSize);
           seen.push(...page.changes);
-          at = page.next;
+          at = viaToken(page.next);
           if (page.changes.length === 0) {
             if (finished) return seen;
             await sleep(2);
