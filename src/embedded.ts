@@ -13,10 +13,11 @@
  * slowly as before but as correctly: the migrations run either way.
  */
 import { randomBytes } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import Fastify from "fastify";
 import pino from "pino";
 import { serviceBindings } from "./bindings.js";
+import { LIMITS } from "./domain/formats.js";
 import { KeyAuthenticator } from "./domain/keys.js";
 import { migrate } from "./store/migrate.js";
 import { PgliteDb } from "./store/pglite-db.js";
@@ -43,7 +44,8 @@ export async function openEmbedded(): Promise<Embedded> {
     const keys = new KeyAuthenticator(db, operatorKey);
     // PGlite is one connection: calls beyond two would only queue for it (as the service's default for PGlite).
     const bindings = serviceBindings(db, { keys, log, limiter: new CallLimiter(2) });
-    const app = Fastify({ logger: false, bodyLimit: 64 << 20 });
+    // The service's own body limit: the same requests pass and fail as against a running service.
+    const app = Fastify({ logger: false, bodyLimit: LIMITS.bodyBytes });
     registerRestGateway(app, restRoutes(bindings), { keys, log });
     await app.ready();
     return {
@@ -77,7 +79,6 @@ async function openDatabase(): Promise<PgliteDb> {
 
 /** The build's step: a migrated, empty database, dumped to `file`. */
 export async function writeTemplate(file: URL): Promise<void> {
-  const { writeFile } = await import("node:fs/promises");
   const db = await PgliteDb.open(undefined);
   try {
     await migrate(db);

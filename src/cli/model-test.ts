@@ -9,11 +9,11 @@
  * the file and its line. Exit 0 when all hold, 1 when one fails, 2 when the
  * file cannot be read or used (its line named).
  */
-import { isMap, LineCounter, parseDocument, type Document } from "yaml";
+import { LineCounter, type Document } from "yaml";
 import type { Embedded } from "../embedded.js";
 import { Api, ApiError } from "./client.js";
 import { EXIT, usageError } from "./errors.js";
-import { count, readInput } from "./model.js";
+import { count, readYamlMap } from "./model.js";
 import { explainLines, type ExplainAnswer, type Question } from "./questions.js";
 
 export type TestFormat = "text" | "json";
@@ -31,12 +31,8 @@ const PAGE = 1_000;
 
 const KINDS = ["check", "lookup", "whoCan"] as const;
 type Kind = (typeof KINDS)[number];
-/** What each kind's body must name (the rest the API itself checks). */
-const NEEDS: Record<Kind, readonly string[]> = {
-  check: ["userId", "resource", "resourceId", "action"],
-  lookup: ["userId", "resource", "resourceId", "action"],
-  whoCan: ["userId", "resource", "resourceId", "action"],
-};
+/** What every kind's body must name (lookup's resourceId and who can's userId are the assertion's own); the API checks the rest. */
+const NEEDS = ["userId", "resource", "resourceId", "action"] as const;
 const EXPECTS = ["allowed", "denied"] as const;
 type Expect = (typeof EXPECTS)[number];
 
@@ -98,18 +94,12 @@ export function parsePath(field: string): Path {
 const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 
 async function readTestFile(file: string, stdin: NodeJS.ReadableStream): Promise<{ file: TestFile; value: Json }> {
-  const text = await readInput(file, stdin);
   const lines = new LineCounter();
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true, lineCounter: lines });
-  const problem = doc.errors[0];
-  if (problem !== undefined) {
-    const line = problem.linePos?.[0].line;
-    const message = problem.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "");
-    throw usageError(`FILE ${file}: ${line === undefined ? "" : `line ${line}: `}${message}`);
-  }
-  if (!isMap(doc.contents)) throw usageError(`FILE ${file}: line 1: a test file is a mapping with model, grants, assignments and assertions`);
-  // maxAliasCount limits a hostile file's aliases ("billion laughs"); anchors for repeated bodies are fine.
-  return { file: new TestFile(file, doc, lines), value: doc.toJS({ maxAliasCount: 1_000 }) as Json };
+  const { doc, value } = await readYamlMap(file, stdin, "a test file is a mapping with model, grants, assignments and assertions", {
+    lineCounter: lines,
+    maxAliases: 1_000, // anchors for repeated bodies are fine
+  });
+  return { file: new TestFile(file, doc, lines), value };
 }
 
 interface Fixture {
@@ -155,7 +145,7 @@ function fixtureOf(file: TestFile, value: Json): Fixture {
     const kind = kinds[0]!;
     const body = a[kind];
     if (!isObject(body)) throw file.problem([...at, kind], `must be the ${kind} question's body`);
-    for (const key of NEEDS[kind]) {
+    for (const key of NEEDS) {
       if (typeof body[key] !== "string" || body[key] === "") throw file.problem([...at, kind, key], "is required: a non-empty string");
     }
     for (const key of ["pageSize", "pageToken"]) if (key in body) throw file.problem([...at, kind, key], "is not taken: the test reads every page");

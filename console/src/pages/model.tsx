@@ -80,7 +80,7 @@ export function ModelPage({ appId }: { appId: string; caller: GetCurrentKeyRespo
     setUpload(read);
     let request;
     try {
-      request = fromJson(PlanModelRequestSchema, { ...(read.document as JsonObject), appId });
+      request = planRequest(read);
     } catch (error) {
       // A field the model has not (the API would name it too; the message of the reader is as clear).
       setUnreadable(`${file.name}: not a model document: ${error instanceof Error ? error.message.replace(/^cannot decode message [\w.]+ from JSON: /, "") : String(error)}`);
@@ -88,6 +88,9 @@ export function ModelPage({ appId }: { appId: string; caller: GetCurrentKeyRespo
     }
     plan.mutate(request);
   };
+
+  /** The plan's request for an uploaded document; throws for a field the model has not. */
+  const planRequest = (u: Upload) => fromJson(PlanModelRequestSchema, { ...(u.document as JsonObject), appId });
 
   const applyPlan = (planned: PlanModelResponse) => {
     if (upload === undefined) return;
@@ -153,7 +156,7 @@ export function ModelPage({ appId }: { appId: string; caller: GetCurrentKeyRespo
                 <button type="button" className="secondary" onClick={() => {
                   apply.reset();
                   void model.refetch();
-                  plan.mutate(fromJson(PlanModelRequestSchema, { ...(upload.document as JsonObject), appId }));
+                  plan.mutate(planRequest(upload));
                 }}>
                   Plan again
                 </button>
