@@ -33,9 +33,11 @@ export interface ChangePosition {
 export interface StoredChange {
   xid: string;
   ord: number;
-  kind: string;
+  kind: ChangeKind;
   body: unknown;
   createdAt: Date;
+  /** Where a read resumes to give the changes after this one. */
+  after: ChangePosition;
 }
 
 export interface ChangePage {
@@ -166,9 +168,16 @@ export const changesStore = {
     // at the boundary is the price of one number per application).
     const swept = rows[0]!.swept;
     if (seen !== undefined && swept !== null && BigInt(swept) >= BigInt(seen.split(":")[0]!)) return { changes: [], next: from, expired: true };
-    const changes = rows
+    const changes: StoredChange[] = rows
       .filter((r) => r.xid !== null)
-      .map((r) => ({ xid: r.xid!, ord: r.ord!, kind: r.kind!, body: r.body, createdAt: r.created_at! }));
+      .map((r) => ({
+        xid: r.xid!,
+        ord: r.ord!,
+        kind: r.kind as ChangeKind,
+        body: r.body,
+        createdAt: r.created_at!,
+        after: { seen, window: { upTo: window, xid: r.xid!, ord: r.ord! } },
+      }));
     const last = changes.at(-1);
     if (changes.length === limit && last !== undefined) return { changes, next: { seen, window: { upTo: window, xid: last.xid, ord: last.ord } } };
     // A window finished with room left on the page: on to the changes after
@@ -181,6 +190,27 @@ export const changesStore = {
       return { changes: [...changes, ...more.changes], next: more.next };
     }
     return { changes, next: { seen: window } };
+  },
+
+  /**
+   * For each snapshot a reader has seen, whether a change it has not seen
+   * has committed since: one statement for every reader of an application
+   * that waits (domain/change-signals.ts). Each is an index range from the
+   * snapshot's xmin, as a read's is. Returns the snapshots that have news.
+   */
+  async newer(q: Queryable, appId: string, seen: readonly SnapshotText[]): Promise<Set<SnapshotText>> {
+    if (seen.length === 0) return new Set();
+    const { rows } = await q.query<{ seen: string }>(
+      `SELECT s.seen FROM model_versions m
+       CROSS JOIN LATERAL unnest($2::text[]) AS s(seen)
+       WHERE m.app_id = $1 AND EXISTS (
+         SELECT 1 FROM changes c
+         WHERE c.app_id = $1 AND c.xid >= pg_snapshot_xmin(s.seen::pg_snapshot)
+           AND NOT pg_visible_in_snapshot(c.xid, s.seen::pg_snapshot)
+           AND pg_visible_in_snapshot(c.xid, pg_current_snapshot()))`,
+      [appId, [...seen]],
+    );
+    return new Set(rows.map((r) => r.seen));
   },
 
   /**
