@@ -13,7 +13,11 @@
  * In CI (CI=true) the test runs or fails: .ci/run installs Citus. Elsewhere
  * it is skipped, saying so, when Citus is not installed.
  */
+import { toJson } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import pino from "pino";
+import { ChangeSchema, ChangeService } from "../gen/authz/v1/changes_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startPortcullis } from "../src/app.js";
 import type { Config } from "../src/config.js";
@@ -133,7 +137,8 @@ function normalized(steps: Step[]): Step[] {
       .replace(/\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)/g, "<instant>")
       .replace(/\breq_[a-z0-9]+/g, "req_*");
   const walk = (value: unknown, field?: string): unknown => {
-    if (typeof value === "string") return field === "nextPageToken" && value !== "" ? "<token>" : text(value);
+    // Page tokens hold instants or sequence numbers; the change feed's tokens, transaction ids.
+    if (typeof value === "string") return (field === "nextPageToken" || field === "token" || field === "nextToken") && value !== "" ? "<token>" : text(value);
     if (Array.isArray(value)) return value.map((v) => walk(v));
     if (value !== null && typeof value === "object") {
       const entries = Object.entries(value);
@@ -379,6 +384,38 @@ async function drive(r: Run): Promise<void> {
   await r.rest("a check with the revoked key", "POST", `${AUTHZ}/check`, { key: checkKey.key, body: questions[0], status: 401 });
   await r.rpc("grpc check with the revoked key", "CheckService", "Check", questions[0]!, checkKey.key, 16);
   await r.rest("list applications at the end", "GET", "/api/v1/applications?pageSize=100");
+
+  // The change feed: every change the script made, in commit order, read in pages of 7 (windows
+  // continued across pages), and again over Watch from the start: the same changes.
+  // Roles by name: a statement's changes come in key order, and role ids are random, so two runs
+  // may order one user's removed assignments differently; compared as "role name@user" in order.
+  const roleNames = new Map([[reader, "Reader"], [editor, "Editor"], [tenantEditor, "Editor t1"], [browser, "Browser"]]);
+  type FeedChange = { token: string; kind: string; assignment?: { roleId: string; userId: string } };
+  const feed: FeedChange[] = [];
+  let after = "";
+  for (let page = 1; page < 1_000; page++) {
+    const answer = await r.service.call("GET", `${AUTHZ}/changes?pageSize=7&after=${after}`, { key });
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+    feed.push(...(answer.body.changes as FeedChange[]));
+    after = answer.body.nextToken as string;
+    if ((answer.body.changes as unknown[]).length < 7) break;
+  }
+  expect(feed.length).toBeGreaterThan(40);
+  const byName = (c: FeedChange) => (c.assignment === undefined ? c : { ...c, assignment: { ...c.assignment, roleId: roleNames.get(c.assignment.roleId) } });
+  const assignments = feed.filter((c) => c.assignment !== undefined).map(byName);
+  r.note("the change feed, its assignments with role names, each user's in name order", [
+    ...feed.filter((c) => c.assignment === undefined),
+    ...assignments.sort((a, b) => JSON.stringify(a.assignment).localeCompare(JSON.stringify(b.assignment))),
+  ]);
+  const watched: unknown[] = [];
+  const controller = new AbortController();
+  const client = createClient(ChangeService, createGrpcTransport({ baseUrl: r.service.url }));
+  for await (const res of client.watch({}, { signal: controller.signal, headers: { "x-api-key": key } })) {
+    watched.push(toJson(ChangeSchema, res.change!));
+    if (watched.length === feed.length) break;
+  }
+  controller.abort();
+  expect(normalized([{ name: "", status: 0, body: watched }])).toEqual(normalized([{ name: "", status: 0, body: feed }]));
 }
 
 /** The service in this process over `db`, its warnings and errors kept rather than printed. */

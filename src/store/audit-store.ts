@@ -41,9 +41,12 @@ export const MODEL_EVENT_TYPES: ReadonlySet<string> = new Set([
 ]);
 
 /** A model_changed change's body: the audit event, as the audit log lists it (the actor's name is looked up when read). */
-const MODEL_EVENT_BODY = (r: string) =>
-  `jsonb_build_object('eventId', ${r}.event_id, 'type', ${r}.type, 'occurredAt', ${r}.occurred_at, 'actorKeyId', ${r}.actor_key_id,
-     'targetType', ${r}.target_type, 'targetId', ${r}.target_id, 'data', ${r}.data)`;
+const MODEL_EVENT_BODY = {
+  body: (r: string) =>
+    `jsonb_build_object('eventId', ${r}.event_id, 'type', ${r}.type, 'occurredAt', ${r}.occurred_at, 'actorKeyId', ${r}.actor_key_id,
+       'targetType', ${r}.target_type, 'targetId', ${r}.target_id, 'data', ${r}.data)`,
+  order: "", // one event
+};
 
 /** SQL for the audit log. Events are written inside the transaction of the change they record. */
 export const auditStore = {

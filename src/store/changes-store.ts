@@ -64,15 +64,31 @@ export type ChangeKind = (typeof CHANGE_KINDS)[number];
  * over the write's RETURNING of the table's plain columns.
  */
 export const CHANGE_BODY = {
-  userGrant: (r: string) =>
-    `jsonb_build_object('userId', ${r}.user_id, 'resource', ${r}.resource, 'resourceId', ${r}.resource_id, 'relation', ${r}.relation,
-       'createdAt', ${r}.created_at, 'expiresAt', ${r}.expires_at)`,
-  subjectGrant: (r: string) =>
-    `jsonb_build_object('resource', ${r}.resource, 'resourceId', ${r}.resource_id, 'relation', ${r}.relation,
-       'subject', jsonb_build_object('resource', ${r}.subject_resource, 'resourceId', ${r}.subject_id, 'relation', ${r}.subject_relation),
-       'createdAt', ${r}.created_at, 'expiresAt', ${r}.expires_at)`,
-  assignment: (r: string) => `jsonb_build_object('roleId', ${r}.role_id, 'userId', ${r}.user_id, 'createdAt', ${r}.created_at)`,
+  userGrant: {
+    body: (r: string) =>
+      `jsonb_build_object('userId', ${r}.user_id, 'resource', ${r}.resource, 'resourceId', ${r}.resource_id, 'relation', ${r}.relation,
+         'createdAt', ${r}.created_at, 'expiresAt', ${r}.expires_at)`,
+    order: "resource, resource_id, relation, user_id",
+  },
+  subjectGrant: {
+    body: (r: string) =>
+      `jsonb_build_object('resource', ${r}.resource, 'resourceId', ${r}.resource_id, 'relation', ${r}.relation,
+         'subject', jsonb_build_object('resource', ${r}.subject_resource, 'resourceId', ${r}.subject_id, 'relation', ${r}.subject_relation),
+         'createdAt', ${r}.created_at, 'expiresAt', ${r}.expires_at)`,
+    order: "resource, resource_id, relation, subject_resource, subject_id, subject_relation",
+  },
+  assignment: {
+    body: (r: string) => `jsonb_build_object('roleId', ${r}.role_id, 'userId', ${r}.user_id, 'createdAt', ${r}.created_at)`,
+    order: "role_id, user_id",
+  },
 } as const;
+
+/** How a kind of row becomes changes: its body, and the order a statement's changes take (its key's). */
+export interface ChangeRows {
+  body: (r: string) => string;
+  /** The row's key columns, or "" for a statement of one row. */
+  order: string;
+}
 
 /** What a user grant's write or delete returns for its change to be recorded. */
 export const USER_GRANT_RETURNING = "resource, resource_id, relation, user_id, created_at, expires_at";
@@ -90,13 +106,16 @@ export const prefixed = (alias: string, list: string) =>
 
 /**
  * A CTE (to follow others in a WITH) recording one change of `kind` per row
- * of the CTE `from`, in the same statement as the write: the change commits
+ * of the CTE `from`, in the order of their keys, in the same statement as the write: the change commits
  * or rolls back with it, and a write that changes no row records nothing.
  * The statement's $1 is the application. Data-modifying CTEs run to
  * completion whether or not the statement reads them.
  */
-export function recordChanges(name: string, kind: ChangeKind, from: string, body: (r: string) => string): string {
-  return `${name} AS (INSERT INTO changes (app_id, kind, body) SELECT $1, '${kind}', ${body(from)} FROM ${from} RETURNING 1)`;
+export function recordChanges(name: string, kind: ChangeKind, from: string, rows: ChangeRows): string {
+  // A statement's rows come in whatever order the plan makes them (another on Citus than on one
+  // node): the changes go in the order of the rows' keys, so a feed reads the same everywhere.
+  const order = rows.order === "" ? "" : ` ORDER BY ${rows.order}`;
+  return `${name} AS (INSERT INTO changes (app_id, kind, body) SELECT $1, '${kind}', ${rows.body(from)} FROM ${from}${order} RETURNING 1)`;
 }
 
 const SNAPSHOT = /^(\d{1,20}):(\d{1,20}):((?:\d{1,20})(?:,\d{1,20})*)?$/;
