@@ -13,7 +13,8 @@
  * gives every change after a token exactly once; what reaches stdout is at
  * least once at the page boundary: a kill or a crash between the lines and
  * the save prints that one page again on the next run, never more, and
- * skips nothing. A stop by signal finishes the page in hand and saves it.
+ * skips nothing. A stop by signal finishes the page in hand and saves it
+ * (exit 0 for a follower, 3 for a run up to now, which did not get there).
  *
  * The state file names its application: a token carries none, and one used
  * with another application's key would read that feed from a position that
@@ -180,7 +181,8 @@ export async function changes(api: Api, options: ChangesOptions, io: ChangesIo):
   const where =
     stateFile !== undefined ? (saved === undefined ? `no position saved in ${stateFile.given} yet` : `the position is saved in ${stateFile.given}`) : token === "" ? "no position yet" : `go on with --after ${token}`;
   io.err.write(stoppedBy === undefined ? `${printed}, up to now; ${where}\n` : `stopped (${stoppedBy}) after ${printed}; ${where}\n`);
-  return EXIT.ok;
+  // A signal is how a follower ends; a run up to now that it cut short did not finish.
+  return stoppedBy !== undefined && !options.follow ? EXIT.stopped : EXIT.ok;
 }
 
 /** The state file's folder must exist before the first page is printed: a page whose position cannot be saved would be printed again. */

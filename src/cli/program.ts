@@ -184,7 +184,8 @@ Examples:
       "print the changes to the key's application in commit order (grants written and deleted, role assignments added and removed, model changes) " +
         "as NDJSON, one change a line as GET /api/v1/authorization/changes returns it: {kind, token, changedAt, and grant, assignment or modelEvent}. " +
         "It starts after --after TOKEN, else after the --state file's position, else at the oldest change kept. " +
-        "Without --follow it prints up to now and exits 0; with --follow it keeps printing each change as it comes until SIGINT or SIGTERM, then exits 0",
+        "Without --follow it prints up to now and exits 0; with --follow it keeps printing each change as it comes until SIGINT or SIGTERM, " +
+        "which finish the page in hand and save it, then exits 0",
     )
     .option("--after <token>", "start after this token (a change's token, or the one the last run printed on stderr); wins over the --state file's")
     .option("--state <file>", "the position: read at the start when the file exists, saved atomically after each page's lines are written")
