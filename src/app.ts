@@ -5,6 +5,8 @@
 import type { Server as Http1Server } from "node:http";
 import pino, { type Logger } from "pino";
 import type { Config } from "./config.js";
+import { WAIT_MS_MAX } from "./domain/change-feed.js";
+import { ChangeSignals } from "./domain/change-signals.js";
 import { ExpirySweep } from "./domain/expiry-sweep.js";
 import { KeyAuthenticator } from "./domain/keys.js";
 import type { Db } from "./store/db.js";
@@ -113,6 +115,16 @@ export function openReadReplicas(config: Config, primary: Db, log: Logger, telem
   });
 }
 
+/**
+ * The change feed's waits, inside the transports' limits: a read waits at
+ * most 0.9 of the request timeout (HTTP/2 resets a stream open longer), and
+ * a Watch with nothing to send ends after 0.8 of the idle timeout (HTTP/1.1
+ * closes a socket silent that long).
+ */
+export function feedBounds(config: Pick<Config, "requestTimeoutMs" | "idleTimeoutMs">): { maxWaitMs: number; maxSilenceMs: number } {
+  return { maxWaitMs: Math.min(WAIT_MS_MAX, Math.floor(config.requestTimeoutMs * 0.9)), maxSilenceMs: Math.floor(config.idleTimeoutMs * 0.8) };
+}
+
 /** A host as a URL writes it (an IPv6 address in brackets). */
 const metricsHostOf = (host: string) => (host.includes(":") ? `[${host}]` : host);
 
@@ -168,9 +180,15 @@ export async function startPortcullis(
           intervalMs: config.grantSweepIntervalMs,
           batchSize: config.grantSweepBatch,
           onError: (error) => log.warn({ err: error }, "the sweep of expired grants failed; the next pass will try again"),
-          onSwept: (deleted, ms) => log.info({ deleted, ms: Math.round(ms) }, "swept expired grants"),
+          onSwept: (deleted, ms, changes) => log.info({ deleted, changes, ms: Math.round(ms) }, "swept expired grants and old changes"),
+          changesRetentionMs: config.changesRetentionMs,
         })
       : undefined;
+  // The change feed's readers: woken by this process's writes, and by a probe for others' (domain/change-signals.ts).
+  const feed = {
+    signals: new ChangeSignals(data, { pollMs: config.changesPollMs, onError: (error) => log.warn({ err: error }, "the change feed's probe for new changes failed") }),
+    ...feedBounds(config),
+  };
   const ready = db.opened.then(async () => {
     const generatedOperatorKey = await keys.ensureOperatorKey();
     log.info({ database: engine }, "database ready");
@@ -181,7 +199,7 @@ export async function startPortcullis(
 
   let metricsServer: MetricsServer | undefined;
   try {
-    const bindings = serviceBindings(data, { keys, log, limiter: new CallLimiter(config.maxRunningCalls), tracing }, { replicas, telemetry });
+    const bindings = serviceBindings(data, { keys, log, limiter: new CallLimiter(config.maxRunningCalls), tracing }, { replicas, telemetry, feed });
     metrics.knownRpcs(bindings.flatMap(({ service }) => service.methods.map((m) => `/${service.typeName}/${m.name}`)));
 
     const requestLog = new RequestLog(log, telemetry);
@@ -191,6 +209,9 @@ export async function startPortcullis(
         maxSessionMemoryMb: config.h2MaxSessionMemoryMb,
         requestTimeoutMs: config.requestTimeoutMs,
         idleTimeoutMs: config.idleTimeoutMs,
+        streamingPaths: new Set(
+          bindings.flatMap(({ service }) => service.methods.filter((m) => m.methodKind === "server_streaming").map((m) => `/${service.typeName}/${m.name}`)),
+        ),
       },
       new UnaryGrpc(bindings, log, requestLog, tracing),
       log,
@@ -240,6 +261,8 @@ export async function startPortcullis(
       ready,
       async close() {
         await sweep?.stop();
+        // Waiting reads answer now and Watch streams end (OK): the listener's grace is not spent on them.
+        feed.signals.close();
         await listener.close(config.shutdownGraceMs);
         await Promise.allSettled([app1.close(), app2.close(), metricsServer?.close()]);
         await replicas?.close();

@@ -7,6 +7,7 @@
  */
 import { ApplicationService } from "../gen/authz/v1/applications_pb.js";
 import { AuditService } from "../gen/authz/v1/audit_pb.js";
+import { ChangeService } from "../gen/authz/v1/changes_pb.js";
 import { CatalogService } from "../gen/authz/v1/catalog_pb.js";
 import { ModelService } from "../gen/authz/v1/model_pb.js";
 import { CheckService } from "../gen/authz/v1/check_pb.js";
@@ -15,6 +16,8 @@ import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
 import { RoleService } from "../gen/authz/v1/roles_pb.js";
 import { Applications } from "./domain/applications.js";
 import { AuditLog } from "./domain/audit-log.js";
+import { ChangeFeed, type ChangeFeedOptions } from "./domain/change-feed.js";
+import { ChangeSignals } from "./domain/change-signals.js";
 import { Catalog } from "./domain/catalog.js";
 import { Models } from "./domain/models.js";
 import { Checker } from "./domain/check.js";
@@ -26,6 +29,7 @@ import { Relationships } from "./domain/relationships.js";
 import { Roles } from "./domain/roles.js";
 import { applicationService } from "./services/application-service.js";
 import { auditService } from "./services/audit-service.js";
+import { changeService } from "./services/change-service.js";
 import { catalogService } from "./services/catalog-service.js";
 import { modelService } from "./services/model-service.js";
 import { checkService } from "./services/check-service.js";
@@ -38,13 +42,27 @@ import { guard, type ServiceBinding } from "./transport/call/guard.js";
 import { NO_TELEMETRY, type Telemetry } from "./lib/telemetry.js";
 
 /** The services, each guarded: authorization, the edge's checks, the one error mapping. */
+/** The change feed's parts: the readers' wake-ups (app.ts makes them, with their probe's interval) and the waits' bounds. */
+export interface FeedParts extends ChangeFeedOptions {
+  signals: ChangeSignals;
+}
+
+/** The change feed's bounds where nothing else says: waits within HTTP/2's default request timeout, silence within the default idle timeout. */
+export const DEFAULT_FEED = { maxWaitMs: 28_000, maxSilenceMs: 52_000, pollMs: 250 } as const;
+
 export function serviceBindings(
   data: Db,
   deps: Parameters<typeof guard>[2],
-  reads: { replicas?: ReadReplicas | undefined; telemetry?: Telemetry } = {},
+  reads: { replicas?: ReadReplicas | undefined; telemetry?: Telemetry; feed?: FeedParts } = {},
 ): ServiceBinding[] {
   const { replicas } = reads;
   const telemetry = reads.telemetry ?? NO_TELEMETRY;
+  const feed = reads.feed ?? {
+    ...DEFAULT_FEED,
+    signals: new ChangeSignals(data, { pollMs: DEFAULT_FEED.pollMs, onError: (error) => deps.log.warn({ err: error }, "the change feed's probe failed") }),
+  };
+  // Every write that succeeds wakes the feed's readers of its application.
+  deps = { ...deps, writes: deps.writes ?? feed.signals };
   return [
     guard(ApplicationService, applicationService(new Applications(data)), deps),
     guard(CatalogService, catalogService(new Catalog(data)), deps),
@@ -66,5 +84,6 @@ export function serviceBindings(
     ),
     guard(AuditService, auditService(new AuditLog(data)), deps),
     guard(ModelService, modelService(new Models(data)), deps),
+    guard(ChangeService, changeService(new ChangeFeed(data, feed.signals, feed)), deps),
   ] as ServiceBinding[];
 }

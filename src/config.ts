@@ -67,6 +67,10 @@ export interface Config {
   readonly grantSweepIntervalMs: number;
   /** Expired grants one sweep statement deletes at most. */
   readonly grantSweepBatch: number;
+  /** How long the change feed keeps a change (CHANGES_RETENTION); the sweep deletes older ones. */
+  readonly changesRetentionMs: number;
+  /** How often an application with readers waiting for changes is asked for writes made through other processes. */
+  readonly changesPollMs: number;
   /** The built console served at /console/; undefined: the build beside the service (dist/console). */
   readonly consoleDir: string | undefined;
   /** Prometheus metrics recorded and served at /metrics; false: neither (the bench's "without metrics"). */
@@ -135,6 +139,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     ...scaleOut(env, databaseUrl),
     grantSweepIntervalMs: intVar(env, "GRANT_SWEEP_INTERVAL_MS", 60_000, 0, 86_400_000),
     grantSweepBatch: intVar(env, "GRANT_SWEEP_BATCH", 1_000, 1, 100_000),
+    changesRetentionMs: durationVar(env, "CHANGES_RETENTION", "7d", 1_000, 3_650 * 86_400_000),
+    changesPollMs: intVar(env, "CHANGES_POLL_MS", 250, 10, 60_000),
     consoleDir: nonEmpty(env.CONSOLE_DIR),
     ...telemetry(env),
   };
@@ -276,6 +282,18 @@ function boolVar(env: Readonly<Record<string, string | undefined>>, name: string
 
 function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === "" ? undefined : value;
+}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A duration as a whole number and a unit (ms, s, m, h, d): `7d`, `12h`, `30s`; in milliseconds. */
+function durationVar(env: Readonly<Record<string, string | undefined>>, name: string, fallback: string, min: number, max: number): number {
+  const raw = nonEmpty(env[name]) ?? fallback;
+  const match = /^(\d{1,9})(ms|s|m|h|d)$/.exec(raw.trim());
+  if (match === null) throw new ConfigError(`${name} must be a duration such as 7d, 12h, 30m, 30s or 500ms, got "${raw}"`);
+  const value = Number(match[1]) * DURATION_UNITS[match[2]!]!;
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min / 1_000}s and ${max / 86_400_000}d, got "${raw}"`);
+  return value;
 }
 
 function intVar(

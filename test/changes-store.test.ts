@@ -77,7 +77,7 @@ describe.each(engines)("the change feed's storage on %s", (engine) => {
         { kind: "grant_written", body: { n: 1 } },
         { kind: "grant_written", body: { n: 2 } },
       ]);
-      await changesStore.record(tx, "feed", [{ kind: "assignment_added", body: { n: 3 } }], 2);
+      await changesStore.record(tx, "feed", [{ kind: "assignment_added", body: { n: 3 } }]);
       await changesStore.record(tx, "other", [{ kind: "grant_written", body: { n: 99 } }]);
     });
     await database.db
@@ -161,8 +161,8 @@ describe.each(engines)("the change feed's storage on %s", (engine) => {
               await changesStore.record(tx, "feed", [{ kind: "grant_written", body: { tag, i: 0 } }]);
               wrote = performance.now();
               await sleep(hold); // the id is taken; the commit comes later, after others' maybe
-              const rest = Array.from({ length: size - 1 }, (_, k) => ({ kind: "grant_written", body: { tag, i: k + 1 } }));
-              await changesStore.record(tx, "feed", rest, 1);
+              const rest = Array.from({ length: size - 1 }, (_, k) => ({ kind: "grant_written" as const, body: { tag, i: k + 1 } }));
+              await changesStore.record(tx, "feed", rest);
               if (rollBack) throw new Error("roll back");
             });
             committed.push({ tag, wrote, done: performance.now(), size });

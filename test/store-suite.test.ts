@@ -40,7 +40,7 @@ async function findKeyByHash(db: Queryable, secretHash: string) {
 }
 
 /** The migrations this build has. */
-const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
+const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
 const ALL = ["check", "read", "write"];
 const POSTGRES_ONLY = "Postgres only (PGlite is a single in-process connection: no second pool, no concurrent transactions)";
 
@@ -131,6 +131,7 @@ describe.each(engines)("store on %s", (engine) => {
         { version: 9, name: "graph_check_batch" },
         { version: 10, name: "graph_check_groups" },
         { version: 11, name: "changes" },
+        { version: 12, name: "change_ord" },
       ]);
       expect(rows[0]!.applied_at).toBeInstanceOf(Date);
       expect(Math.abs(Date.now() - rows[0]!.applied_at.getTime())).toBeLessThan(10 * 60_000);

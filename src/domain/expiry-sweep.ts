@@ -1,4 +1,5 @@
 import { applicationsStore } from "../store/applications-store.js";
+import { changesStore } from "../store/changes-store.js";
 import type { Db } from "../store/db.js";
 import { relationshipsStore } from "../store/relationships-store.js";
 
@@ -9,8 +10,10 @@ export interface SweepOptions {
   readonly batchSize: number;
   /** A pass that failed (the next one still runs). */
   readonly onError: (error: unknown) => void;
-  /** A pass that deleted grants: how many, and how long it took. */
-  readonly onSwept?: (deleted: number, ms: number) => void;
+  /** A pass that deleted grants or changes: how many of each, and how long it took. */
+  readonly onSwept?: (deleted: number, ms: number, changes: number) => void;
+  /** The change feed's retention: changes older than this go in the same pass (undefined: they stay). */
+  readonly changesRetentionMs?: number;
 }
 
 /** Applications read per statement while a pass walks them. */
@@ -55,16 +58,39 @@ export class ExpirySweep {
 
   /** One pass over every application; returns how many grants it deleted. */
   async sweepOnce(): Promise<number> {
-    let deleted = 0;
+    return (await this.pass1()).grants;
+  }
+
+  /** One pass: every application's expired grants, then its changes past the retention. */
+  private async pass1(): Promise<{ grants: number; changes: number }> {
+    const deleted = { grants: 0, changes: 0 };
     let after = "";
     for (;;) {
       const rows = await applicationsStore.list(this.db, after, APPS_PER_PAGE);
       for (const { appId } of rows) {
         if (this.stopped) return deleted;
-        deleted += await this.sweepApplication(appId);
+        deleted.grants += await this.sweepApplication(appId);
+        deleted.changes += await this.sweepChanges(appId);
       }
       if (rows.length < APPS_PER_PAGE) return deleted;
       after = rows[rows.length - 1]!.appId;
+    }
+  }
+
+  /**
+   * Deletes one application's changes older than the retention, batch after
+   * batch (changesStore.sweep: the oldest transactions first, each batch its
+   * own statement). A reader whose token had not seen one is told so (409).
+   */
+  async sweepChanges(appId: string): Promise<number> {
+    const retention = this.options.changesRetentionMs;
+    if (retention === undefined) return 0;
+    let deleted = 0;
+    for (;;) {
+      const batch = await changesStore.sweep(this.db, appId, retention, this.options.batchSize);
+      deleted += batch;
+      if (batch < this.options.batchSize || this.stopped) return deleted;
+      await new Promise((resolve) => setImmediate(resolve));
     }
   }
 
@@ -96,8 +122,8 @@ export class ExpirySweep {
   private async pass(): Promise<void> {
     const started = performance.now();
     try {
-      const deleted = await this.sweepOnce();
-      if (deleted > 0) this.options.onSwept?.(deleted, performance.now() - started);
+      const deleted = await this.pass1();
+      if (deleted.grants + deleted.changes > 0) this.options.onSwept?.(deleted.grants, performance.now() - started, deleted.changes);
     } catch (error) {
       this.options.onError(error);
     }

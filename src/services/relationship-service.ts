@@ -14,7 +14,7 @@ import { markCreated, ownAppOf } from "./call-values.js";
 import { callLimits } from "./call-limits.js";
 import { instantOf } from "./instants.js";
 
-const relationshipMessage = (row: RelationshipRow) => ({
+export const relationshipMessage = (row: RelationshipRow) => ({
   userId: row.userId,
   resource: row.resource,
   resourceId: row.resourceId,

@@ -18,7 +18,7 @@ export const roleMessage = (row: RoleRow): MessageInitShape<typeof RoleSchema> =
   updatedAt: timestampFromDate(row.updatedAt),
 });
 
-const assignmentMessage = (row: AssignmentRow): MessageInitShape<typeof RoleAssignmentSchema> => ({
+export const assignmentMessage = (row: AssignmentRow): MessageInitShape<typeof RoleAssignmentSchema> => ({
   roleId: row.roleId,
   userId: row.userId,
   createdAt: timestampFromDate(row.createdAt),

@@ -1,5 +1,6 @@
 import type { JsonObject } from "../lib/json.js";
 import { newId } from "../lib/ids.js";
+import { recordChanges } from "./changes-store.js";
 import type { Queryable } from "./db.js";
 
 export interface AuditEventInput {
@@ -22,13 +23,45 @@ export interface AuditEventRow {
   data: JsonObject;
 }
 
+/**
+ * The audit events that are changes to the model (catalog, policies, roles,
+ * or all at once): the change feed's model_changed. Assignments have
+ * changes of their own (assignment_added, assignment_removed), and API keys
+ * and applications are not part of an application's model.
+ */
+export const MODEL_EVENT_TYPES: ReadonlySet<string> = new Set([
+  "catalog.replaced",
+  "model.applied",
+  "policy.created",
+  "policy.updated",
+  "policy.deleted",
+  "role.created",
+  "role.updated",
+  "role.deleted",
+]);
+
+/** A model_changed change's body: the audit event, as the audit log lists it (the actor's name is looked up when read). */
+const MODEL_EVENT_BODY = (r: string) =>
+  `jsonb_build_object('eventId', ${r}.event_id, 'type', ${r}.type, 'occurredAt', ${r}.occurred_at, 'actorKeyId', ${r}.actor_key_id,
+     'targetType', ${r}.target_type, 'targetId', ${r}.target_id, 'data', ${r}.data)`;
+
 /** SQL for the audit log. Events are written inside the transaction of the change they record. */
 export const auditStore = {
+  /**
+   * Writes the event; a change to the model (MODEL_EVENT_TYPES) also goes to
+   * the change feed as model_changed, carrying the event, in the same
+   * statement.
+   */
   async append(q: Queryable, event: AuditEventInput): Promise<string> {
     const eventId = newId("evt");
+    const insert = `INSERT INTO audit_events (app_id, event_id, type, actor_key_id, target_type, target_id, data)
+       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`;
     await q.query(
-      `INSERT INTO audit_events (app_id, event_id, type, actor_key_id, target_type, target_id, data)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`,
+      MODEL_EVENT_TYPES.has(event.type)
+        ? `WITH e AS (${insert} RETURNING event_id, type, occurred_at, actor_key_id, target_type, target_id, data),
+                ${recordChanges("c", "model_changed", "e", MODEL_EVENT_BODY)}
+           SELECT 1`
+        : insert,
       [event.appId, eventId, event.type, event.actorKeyId, event.targetType, event.targetId, JSON.stringify(event.data)],
     );
     return eventId;

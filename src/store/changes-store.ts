@@ -33,9 +33,11 @@ export interface ChangePosition {
 export interface StoredChange {
   xid: string;
   ord: number;
-  kind: string;
+  kind: ChangeKind;
   body: unknown;
   createdAt: Date;
+  /** Where a read resumes to give the changes after this one. */
+  after: ChangePosition;
 }
 
 export interface ChangePage {
@@ -47,8 +49,47 @@ export interface ChangePage {
 }
 
 export interface NewChange {
-  kind: string;
+  kind: ChangeKind;
   body: unknown;
+}
+
+/** The kinds of change (API.md, "Change feed"). */
+export const CHANGE_KINDS = ["grant_written", "grant_deleted", "assignment_added", "assignment_removed", "model_changed"] as const;
+export type ChangeKind = (typeof CHANGE_KINDS)[number];
+
+/**
+ * A change's body from a row of the write that makes it, in the API's
+ * shape (a Relationship, a RoleAssignment), built in the statement: the
+ * rows never come back to the service to be sent again. `r` names a CTE
+ * over the write's RETURNING of the table's plain columns.
+ */
+export const CHANGE_BODY = {
+  userGrant: (r: string) =>
+    `jsonb_build_object('userId', ${r}.user_id, 'resource', ${r}.resource, 'resourceId', ${r}.resource_id, 'relation', ${r}.relation,
+       'createdAt', ${r}.created_at, 'expiresAt', ${r}.expires_at)`,
+  subjectGrant: (r: string) =>
+    `jsonb_build_object('resource', ${r}.resource, 'resourceId', ${r}.resource_id, 'relation', ${r}.relation,
+       'subject', jsonb_build_object('resource', ${r}.subject_resource, 'resourceId', ${r}.subject_id, 'relation', ${r}.subject_relation),
+       'createdAt', ${r}.created_at, 'expiresAt', ${r}.expires_at)`,
+  assignment: (r: string) => `jsonb_build_object('roleId', ${r}.role_id, 'userId', ${r}.user_id, 'createdAt', ${r}.created_at)`,
+} as const;
+
+/** What a user grant's write or delete returns for its change to be recorded. */
+export const USER_GRANT_RETURNING = "resource, resource_id, relation, user_id, created_at, expires_at";
+/** What a grant to a subject's write or delete returns. */
+export const SUBJECT_GRANT_RETURNING = "resource, resource_id, relation, subject_resource, subject_id, subject_relation, created_at, expires_at";
+/** What an assignment's write or delete returns. */
+export const ASSIGNMENT_RETURNING = "role_id, user_id, created_at";
+
+/**
+ * A CTE (to follow others in a WITH) recording one change of `kind` per row
+ * of the CTE `from`, in the same statement as the write: the change commits
+ * or rolls back with it, and a write that changes no row records nothing.
+ * The statement's $1 is the application. Data-modifying CTEs run to
+ * completion whether or not the statement reads them.
+ */
+export function recordChanges(name: string, kind: ChangeKind, from: string, body: (r: string) => string): string {
+  return `${name} AS (INSERT INTO changes (app_id, kind, body) SELECT $1, '${kind}', ${body(from)} FROM ${from} RETURNING 1)`;
 }
 
 const SNAPSHOT = /^(\d{1,20}):(\d{1,20}):((?:\d{1,20})(?:,\d{1,20})*)?$/;
@@ -73,18 +114,20 @@ export function isSnapshotText(text: string): boolean {
 
 export const changesStore = {
   /**
-   * Records a transaction's changes, its `ord`s from `first` on (a
-   * transaction that records in several statements passes on where the last
-   * one ended). Call it inside the transaction that makes them.
+   * Records changes given as values, in their order (the trigger numbers
+   * them after the transaction's earlier ones). Call it inside the
+   * transaction that makes them. The writes of grants and assignments
+   * record theirs in their own statements instead (recordChanges).
    */
-  async record(q: Queryable, appId: string, changes: readonly NewChange[], first = 0): Promise<number> {
+  async record(q: Queryable, appId: string, changes: readonly NewChange[]): Promise<number> {
     if (changes.length === 0) return 0;
     const { rows } = await q.query(
-      `INSERT INTO changes (app_id, ord, kind, body)
-       SELECT $1, $2::int + c.n - 1, c.kind, c.body
-       FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (kind text, body jsonb)) WITH ORDINALITY AS c(kind, body, n)
+      `INSERT INTO changes (app_id, kind, body)
+       SELECT $1, c.kind, c.body
+       FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (kind text, body jsonb)) WITH ORDINALITY AS c(kind, body, n)
+       ORDER BY c.n
        RETURNING 1`,
-      [appId, first, JSON.stringify(changes)],
+      [appId, JSON.stringify(changes)],
     );
     return rows.length;
   },
@@ -125,9 +168,16 @@ export const changesStore = {
     // at the boundary is the price of one number per application).
     const swept = rows[0]!.swept;
     if (seen !== undefined && swept !== null && BigInt(swept) >= BigInt(seen.split(":")[0]!)) return { changes: [], next: from, expired: true };
-    const changes = rows
+    const changes: StoredChange[] = rows
       .filter((r) => r.xid !== null)
-      .map((r) => ({ xid: r.xid!, ord: r.ord!, kind: r.kind!, body: r.body, createdAt: r.created_at! }));
+      .map((r) => ({
+        xid: r.xid!,
+        ord: r.ord!,
+        kind: r.kind as ChangeKind,
+        body: r.body,
+        createdAt: r.created_at!,
+        after: { seen, window: { upTo: window, xid: r.xid!, ord: r.ord! } },
+      }));
     const last = changes.at(-1);
     if (changes.length === limit && last !== undefined) return { changes, next: { seen, window: { upTo: window, xid: last.xid, ord: last.ord } } };
     // A window finished with room left on the page: on to the changes after
@@ -140,6 +190,27 @@ export const changesStore = {
       return { changes: [...changes, ...more.changes], next: more.next };
     }
     return { changes, next: { seen: window } };
+  },
+
+  /**
+   * For each snapshot a reader has seen, whether a change it has not seen
+   * has committed since: one statement for every reader of an application
+   * that waits (domain/change-signals.ts). Each is an index range from the
+   * snapshot's xmin, as a read's is. Returns the snapshots that have news.
+   */
+  async newer(q: Queryable, appId: string, seen: readonly SnapshotText[]): Promise<Set<SnapshotText>> {
+    if (seen.length === 0) return new Set();
+    const { rows } = await q.query<{ seen: string }>(
+      `SELECT s.seen FROM model_versions m
+       CROSS JOIN LATERAL unnest($2::text[]) AS s(seen)
+       WHERE m.app_id = $1 AND EXISTS (
+         SELECT 1 FROM changes c
+         WHERE c.app_id = $1 AND c.xid >= pg_snapshot_xmin(s.seen::pg_snapshot)
+           AND NOT pg_visible_in_snapshot(c.xid, s.seen::pg_snapshot)
+           AND pg_visible_in_snapshot(c.xid, pg_current_snapshot()))`,
+      [appId, [...seen]],
+    );
+    return new Set(rows.map((r) => r.seen));
   },
 
   /**

@@ -1,5 +1,6 @@
 import type { Queryable } from "./db.js";
 import { SAMPLE_SIZE } from "./impact-store.js";
+import { rolesStore } from "./roles-store.js";
 
 /** A policy as the model document names it, with its id for the writes. */
 export interface StoredPolicy {
@@ -112,7 +113,9 @@ export const modelDocumentStore = {
   /** Deletes roles with their assignments, attachments and derived permissions, as rolesStore.delete does one. */
   async deleteRoles(q: Queryable, appId: string, roleIds: string[]): Promise<void> {
     if (roleIds.length === 0) return;
-    for (const table of ["role_assignments", "role_permissions", "role_policies", "roles"]) {
+    // The assignments first, each recorded in the change feed as removed.
+    await rolesStore.unassignAll(q, appId, roleIds);
+    for (const table of ["role_permissions", "role_policies", "roles"]) {
       await q.query(`DELETE FROM ${table} WHERE app_id = $1 AND role_id = ANY ($2::text[])`, [appId, roleIds]);
     }
   },

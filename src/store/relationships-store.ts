@@ -1,3 +1,4 @@
+import { CHANGE_BODY, recordChanges, SUBJECT_GRANT_RETURNING, USER_GRANT_RETURNING } from "./changes-store.js";
 import type { Queryable } from "./db.js";
 
 /** A grant's holder other than a user: a subject set (with relation) or a linked instance (relation ""). */
@@ -125,16 +126,22 @@ export const relationshipsStore = {
     for (let turn = 1; ; turn++) {
       if (turn > 10) throw new Error("a grant kept vanishing between its insert and its read");
       const inserted = await q.query<RelationshipRow>(
-        `INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at) VALUES ($1, $2, $3, $4, $5, $6::timestamptz)
-         ON CONFLICT DO NOTHING RETURNING ${COLUMNS}`,
+        `WITH w AS (
+           INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at) VALUES ($1, $2, $3, $4, $5, $6::timestamptz)
+           ON CONFLICT DO NOTHING RETURNING ${USER_GRANT_RETURNING}
+         ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}
+         SELECT ${COLUMNS} FROM w`,
         params,
       );
       if (inserted.rows[0] !== undefined) return { row: inserted.rows[0], created: true };
       const replaced = await q.query<RelationshipRow>(
-        `UPDATE relationships SET expires_at = $6::timestamptz
-         WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4 AND user_id = $5
-           AND expires_at IS DISTINCT FROM $6::timestamptz
-         RETURNING ${COLUMNS}`,
+        `WITH w AS (
+           UPDATE relationships SET expires_at = $6::timestamptz
+           WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4 AND user_id = $5
+             AND expires_at IS DISTINCT FROM $6::timestamptz
+           RETURNING ${USER_GRANT_RETURNING}
+         ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}
+         SELECT ${COLUMNS} FROM w`,
         params,
       );
       if (replaced.rows[0] !== undefined) return { row: replaced.rows[0], created: false };
@@ -150,21 +157,27 @@ export const relationshipsStore = {
 
   async delete(q: Queryable, appId: string, t: Tuple): Promise<boolean> {
     if (t.subject !== undefined) {
-      const { rows } = await q.query(
-        `DELETE FROM subject_relationships
-         WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4
-           AND subject_resource = $5 AND subject_id = $6 AND subject_relation = $7
-         RETURNING 1`,
+      const { rows } = await q.query<{ n: number }>(
+        `WITH d AS (
+           DELETE FROM subject_relationships
+           WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4
+             AND subject_resource = $5 AND subject_id = $6 AND subject_relation = $7
+           RETURNING ${SUBJECT_GRANT_RETURNING}
+         ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.subjectGrant)}
+         SELECT count(*)::int AS n FROM d`,
         [appId, t.resource, t.resourceId, t.relation, t.subject.resource, t.subject.resourceId, t.subject.relation],
       );
-      return rows.length > 0;
+      return rows[0]!.n > 0;
     }
-    const { rows } = await q.query(
-      `DELETE FROM relationships WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4 AND user_id = $5
-       RETURNING 1`,
+    const { rows } = await q.query<{ n: number }>(
+      `WITH d AS (
+         DELETE FROM relationships WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4 AND user_id = $5
+         RETURNING ${USER_GRANT_RETURNING}
+       ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.userGrant)}
+       SELECT count(*)::int AS n FROM d`,
       [appId, t.resource, t.resourceId, t.relation, t.userId],
     );
-    return rows.length > 0;
+    return rows[0]!.n > 0;
   },
 
   /**
@@ -177,29 +190,35 @@ export const relationshipsStore = {
     const { users: grants, subjects } = byHolder(all);
     let written = 0;
     if (subjects.length > 0) {
-      const { rows } = await q.query(
-        `INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
-         SELECT $1, t.resource, t.resource_id, t.relation, t.subject_resource, t.subject_id, t.subject_relation, t.expires_at
-         FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
-              AS t(resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
-         ON CONFLICT (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation)
-           DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE subject_relationships.expires_at IS DISTINCT FROM EXCLUDED.expires_at
-         RETURNING 1`,
+      const { rows } = await q.query<{ n: number }>(
+        `WITH w AS (
+           INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
+           SELECT $1, t.resource, t.resource_id, t.relation, t.subject_resource, t.subject_id, t.subject_relation, t.expires_at
+           FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
+                AS t(resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
+           ON CONFLICT (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation)
+             DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE subject_relationships.expires_at IS DISTINCT FROM EXCLUDED.expires_at
+           RETURNING ${SUBJECT_GRANT_RETURNING}
+         ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
+         SELECT count(*)::int AS n FROM w`,
         [appId, ...subjectColumns(subjects), subjects.map((g) => iso(g.expiresAt))],
       );
-      written += rows.length;
+      written += rows[0]!.n;
     }
     if (grants.length === 0) return written;
-    const { rows } = await q.query(
-      `INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at)
-       SELECT $1, t.resource, t.resource_id, t.relation, t.user_id, t.expires_at
-       FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) AS t(resource, resource_id, relation, user_id, expires_at)
-       ON CONFLICT (app_id, resource, resource_id, relation, user_id)
-         DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE relationships.expires_at IS DISTINCT FROM EXCLUDED.expires_at
-       RETURNING 1`,
+    const { rows } = await q.query<{ n: number }>(
+      `WITH w AS (
+         INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at)
+         SELECT $1, t.resource, t.resource_id, t.relation, t.user_id, t.expires_at
+         FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) AS t(resource, resource_id, relation, user_id, expires_at)
+         ON CONFLICT (app_id, resource, resource_id, relation, user_id)
+           DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE relationships.expires_at IS DISTINCT FROM EXCLUDED.expires_at
+         RETURNING ${USER_GRANT_RETURNING}
+       ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}
+       SELECT count(*)::int AS n FROM w`,
       [appId, ...columns(grants), grants.map((g) => iso(g.expiresAt))],
     );
-    return written + rows.length;
+    return written + rows[0]!.n;
   },
 
   /**
@@ -210,11 +229,15 @@ export const relationshipsStore = {
    */
   async deleteMatching(q: Queryable, appId: string, filter: GrantFilter): Promise<number> {
     if (filter.subject !== undefined) {
-      const { rows } = await q.query(
-        "DELETE FROM subject_relationships WHERE app_id = $1 AND subject_resource = $2 AND subject_id = $3 RETURNING 1",
+      const { rows } = await q.query<{ n: number }>(
+        `WITH d AS (
+           DELETE FROM subject_relationships WHERE app_id = $1 AND subject_resource = $2 AND subject_id = $3
+           RETURNING ${SUBJECT_GRANT_RETURNING}
+         ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.subjectGrant)}
+         SELECT count(*)::int AS n FROM d`,
         [appId, filter.subject.resource, filter.subject.resourceId],
       );
-      return rows.length;
+      return rows[0]!.n;
     }
     const params: unknown[] = [appId];
     const conditions = ["app_id = $1"];
@@ -226,14 +249,21 @@ export const relationshipsStore = {
     }
     if (params.length === 1) throw new Error("deleteMatching needs a filter"); // the domain never sends none
     if (filter.userId !== undefined) {
-      const { rows } = await q.query(`DELETE FROM relationships WHERE ${conditions.join(" AND ")} RETURNING 1`, params);
-      return rows.length;
+      const { rows } = await q.query<{ n: number }>(
+        `WITH d AS (DELETE FROM relationships WHERE ${conditions.join(" AND ")} RETURNING ${USER_GRANT_RETURNING}),
+              ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.userGrant)}
+         SELECT count(*)::int AS n FROM d`,
+        params,
+      );
+      return rows[0]!.n;
     }
     // By instance: its grants to users and to subjects, in one statement
     // (one snapshot, and one transaction without a transaction block).
     const { rows } = await q.query<{ n: number }>(
-      `WITH users AS (DELETE FROM relationships WHERE ${conditions.join(" AND ")} RETURNING 1),
-            subjects AS (DELETE FROM subject_relationships WHERE ${conditions.join(" AND ")} RETURNING 1)
+      `WITH users AS (DELETE FROM relationships WHERE ${conditions.join(" AND ")} RETURNING ${USER_GRANT_RETURNING}),
+            subjects AS (DELETE FROM subject_relationships WHERE ${conditions.join(" AND ")} RETURNING ${SUBJECT_GRANT_RETURNING}),
+            ${recordChanges("cu", "grant_deleted", "users", CHANGE_BODY.userGrant)},
+            ${recordChanges("cs", "grant_deleted", "subjects", CHANGE_BODY.subjectGrant)}
        SELECT (SELECT count(*) FROM users)::int + (SELECT count(*) FROM subjects)::int AS n`,
       params,
     );
@@ -249,17 +279,20 @@ export const relationshipsStore = {
   async sweepExpired(q: Queryable, appId: string, limit: number): Promise<number> {
     const users = await sweepUsers(q, appId, limit);
     if (users >= limit) return users;
-    const { rows } = await q.query(
-      `DELETE FROM subject_relationships g
-       USING (SELECT resource, resource_id, relation, subject_resource, subject_id, subject_relation FROM subject_relationships
-              WHERE app_id = $1 AND expires_at <= now() ORDER BY expires_at LIMIT $2) e
-       WHERE g.app_id = $1 AND g.resource = e.resource AND g.resource_id = e.resource_id AND g.relation = e.relation
-         AND g.subject_resource = e.subject_resource AND g.subject_id = e.subject_id AND g.subject_relation = e.subject_relation
-         AND g.expires_at <= now()
-       RETURNING 1`,
+    const { rows } = await q.query<{ n: number }>(
+      `WITH d AS (
+         DELETE FROM subject_relationships g
+         USING (SELECT resource, resource_id, relation, subject_resource, subject_id, subject_relation FROM subject_relationships
+                WHERE app_id = $1 AND expires_at <= now() ORDER BY expires_at LIMIT $2) e
+         WHERE g.app_id = $1 AND g.resource = e.resource AND g.resource_id = e.resource_id AND g.relation = e.relation
+           AND g.subject_resource = e.subject_resource AND g.subject_id = e.subject_id AND g.subject_relation = e.subject_relation
+           AND g.expires_at <= now()
+         RETURNING ${prefixed("g", SUBJECT_GRANT_RETURNING)}
+       ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.subjectGrant)}
+       SELECT count(*)::int AS n FROM d`,
       [appId, limit - users],
     );
-    return users + rows.length;
+    return users + rows[0]!.n;
   },
 
   /** The database's clock, in milliseconds since the epoch: what expiries are measured against. */
@@ -273,27 +306,33 @@ export const relationshipsStore = {
     const { users: tuples, subjects } = byHolder(all);
     let deleted = 0;
     if (subjects.length > 0) {
-      const { rows } = await q.query(
-        `DELETE FROM subject_relationships r
-         USING unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-               AS t(resource, resource_id, relation, subject_resource, subject_id, subject_relation)
-         WHERE r.app_id = $1 AND r.resource = t.resource AND r.resource_id = t.resource_id AND r.relation = t.relation
-           AND r.subject_resource = t.subject_resource AND r.subject_id = t.subject_id AND r.subject_relation = t.subject_relation
-         RETURNING 1`,
+      const { rows } = await q.query<{ n: number }>(
+        `WITH d AS (
+           DELETE FROM subject_relationships r
+           USING unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+                 AS t(resource, resource_id, relation, subject_resource, subject_id, subject_relation)
+           WHERE r.app_id = $1 AND r.resource = t.resource AND r.resource_id = t.resource_id AND r.relation = t.relation
+             AND r.subject_resource = t.subject_resource AND r.subject_id = t.subject_id AND r.subject_relation = t.subject_relation
+           RETURNING ${prefixed("r", SUBJECT_GRANT_RETURNING)}
+         ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.subjectGrant)}
+         SELECT count(*)::int AS n FROM d`,
         [appId, ...subjectColumns(subjects)],
       );
-      deleted += rows.length;
+      deleted += rows[0]!.n;
     }
     if (tuples.length === 0) return deleted;
-    const { rows } = await q.query(
-      `DELETE FROM relationships r
-       USING unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS t(resource, resource_id, relation, user_id)
-       WHERE r.app_id = $1 AND r.resource = t.resource AND r.resource_id = t.resource_id
-         AND r.relation = t.relation AND r.user_id = t.user_id
-       RETURNING 1`,
+    const { rows } = await q.query<{ n: number }>(
+      `WITH d AS (
+         DELETE FROM relationships r
+         USING unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS t(resource, resource_id, relation, user_id)
+         WHERE r.app_id = $1 AND r.resource = t.resource AND r.resource_id = t.resource_id
+           AND r.relation = t.relation AND r.user_id = t.user_id
+         RETURNING ${prefixed("r", USER_GRANT_RETURNING)}
+       ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.userGrant)}
+       SELECT count(*)::int AS n FROM d`,
       [appId, ...columns(tuples)],
     );
-    return deleted + rows.length;
+    return deleted + rows[0]!.n;
   },
 
   /**
@@ -492,16 +531,19 @@ function rowOf(r: ListedRow): RelationshipRow {
 
 /** Deletes up to `limit` expired user grants of the application, the longest expired first. */
 async function sweepUsers(q: Queryable, appId: string, limit: number): Promise<number> {
-  const { rows } = await q.query(
-    `DELETE FROM relationships g
-     USING (SELECT resource, resource_id, relation, user_id FROM relationships
-            WHERE app_id = $1 AND expires_at <= now() ORDER BY expires_at LIMIT $2) e
-     WHERE g.app_id = $1 AND g.resource = e.resource AND g.resource_id = e.resource_id
-       AND g.relation = e.relation AND g.user_id = e.user_id AND g.expires_at <= now()
-     RETURNING 1`,
+  const { rows } = await q.query<{ n: number }>(
+    `WITH d AS (
+       DELETE FROM relationships g
+       USING (SELECT resource, resource_id, relation, user_id FROM relationships
+              WHERE app_id = $1 AND expires_at <= now() ORDER BY expires_at LIMIT $2) e
+       WHERE g.app_id = $1 AND g.resource = e.resource AND g.resource_id = e.resource_id
+         AND g.relation = e.relation AND g.user_id = e.user_id AND g.expires_at <= now()
+       RETURNING ${prefixed("g", USER_GRANT_RETURNING)}
+     ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.userGrant)}
+     SELECT count(*)::int AS n FROM d`,
     [appId, limit],
   );
-  return rows.length;
+  return rows[0]!.n;
 }
 
 /**
@@ -509,7 +551,14 @@ async function sweepUsers(q: Queryable, appId: string, limit: number): Promise<n
  * Citus refuses a function that is not immutable (json_build_object is
  * stable) in a RETURNING, so the subject is put together here.
  */
-const SUBJECT_RETURNING = `resource, resource_id, relation, subject_resource, subject_id, subject_relation, created_at, expires_at`;
+const SUBJECT_RETURNING = SUBJECT_GRANT_RETURNING;
+
+/** A RETURNING list's columns of one table alias, for a DELETE ... USING (whose other relation has some of the same names). */
+const prefixed = (alias: string, list: string) =>
+  list
+    .split(",")
+    .map((c) => `${alias}.${c.trim()}`)
+    .join(", ");
 
 interface SubjectReturned {
   resource: string;
@@ -540,16 +589,22 @@ async function writeSubject(q: Queryable, appId: string, t: GrantWrite & { subje
   for (let turn = 1; ; turn++) {
     if (turn > 10) throw new Error("a grant kept vanishing between its insert and its read");
     const inserted = await q.query<SubjectReturned>(
-      `INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8::timestamptz)
-       ON CONFLICT DO NOTHING RETURNING ${SUBJECT_RETURNING}`,
+      `WITH w AS (
+         INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::timestamptz)
+         ON CONFLICT DO NOTHING RETURNING ${SUBJECT_RETURNING}
+       ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
+       SELECT * FROM w`,
       params,
     );
     if (inserted.rows[0] !== undefined) return { row: subjectRow(inserted.rows[0]), created: true };
     const replaced = await q.query<SubjectReturned>(
-      `UPDATE subject_relationships SET expires_at = $8::timestamptz
-       WHERE ${key} AND expires_at IS DISTINCT FROM $8::timestamptz
-       RETURNING ${SUBJECT_RETURNING}`,
+      `WITH w AS (
+         UPDATE subject_relationships SET expires_at = $8::timestamptz
+         WHERE ${key} AND expires_at IS DISTINCT FROM $8::timestamptz
+         RETURNING ${SUBJECT_RETURNING}
+       ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
+       SELECT * FROM w`,
       params,
     );
     if (replaced.rows[0] !== undefined) return { row: subjectRow(replaced.rows[0]), created: false };

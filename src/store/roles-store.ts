@@ -1,3 +1,4 @@
+import { ASSIGNMENT_RETURNING, CHANGE_BODY, recordChanges } from "./changes-store.js";
 import type { Queryable, TimeCursor } from "./db.js";
 
 export interface RoleRow {
@@ -113,16 +114,30 @@ export const rolesStore = {
 
   /** Deletes the role with its policies and assignments; how many assignments went. */
   async delete(q: Queryable, appId: string, roleId: string): Promise<number> {
-    const { rows } = await q.query("DELETE FROM role_assignments WHERE app_id = $1 AND role_id = $2 RETURNING 1", [appId, roleId]);
+    const removed = await rolesStore.unassignAll(q, appId, [roleId]);
     await q.query("DELETE FROM roles WHERE app_id = $1 AND role_id = $2", [appId, roleId]);
-    return rows.length;
+    return removed;
+  },
+
+  /** Removes every assignment of the roles (they are going), each an assignment_removed change; how many went. */
+  async unassignAll(q: Queryable, appId: string, roleIds: string[]): Promise<number> {
+    const { rows } = await q.query<{ n: number }>(
+      `WITH d AS (DELETE FROM role_assignments WHERE app_id = $1 AND role_id = ANY ($2::text[]) RETURNING ${ASSIGNMENT_RETURNING}),
+            ${recordChanges("c", "assignment_removed", "d", CHANGE_BODY.assignment)}
+       SELECT count(*)::int AS n FROM d`,
+      [appId, roleIds],
+    );
+    return rows[0]!.n;
   },
 
   /** Assigns the role; `created` is false when the assignment existed (then it is the stored one). */
   async assign(q: Queryable, appId: string, roleId: string, userId: string): Promise<{ row: AssignmentRow; created: boolean }> {
     const inserted = await q.query<AssignmentRow>(
-      `INSERT INTO role_assignments (app_id, role_id, user_id) VALUES ($1, $2, $3)
-       ON CONFLICT DO NOTHING RETURNING ${ASSIGNMENT_COLUMNS}`,
+      `WITH w AS (
+         INSERT INTO role_assignments (app_id, role_id, user_id) VALUES ($1, $2, $3)
+         ON CONFLICT DO NOTHING RETURNING ${ASSIGNMENT_RETURNING}
+       ), ${recordChanges("c", "assignment_added", "w", CHANGE_BODY.assignment)}
+       SELECT ${ASSIGNMENT_COLUMNS} FROM w`,
       [appId, roleId, userId],
     );
     if (inserted.rows[0] !== undefined) return { row: inserted.rows[0], created: true };
@@ -140,7 +155,9 @@ export const rolesStore = {
    */
   async unassignUser(q: Queryable, appId: string, userId: string): Promise<{ roleId: string; name: string; tenantId: string | null }[]> {
     const { rows } = await q.query<{ roleId: string }>(
-      "DELETE FROM role_assignments WHERE app_id = $1 AND user_id = $2 RETURNING role_id AS \"roleId\"",
+      `WITH d AS (DELETE FROM role_assignments WHERE app_id = $1 AND user_id = $2 RETURNING ${ASSIGNMENT_RETURNING}),
+            ${recordChanges("c", "assignment_removed", "d", CHANGE_BODY.assignment)}
+       SELECT role_id AS "roleId" FROM d`,
       [appId, userId],
     );
     if (rows.length === 0) return [];
@@ -153,11 +170,13 @@ export const rolesStore = {
   },
 
   async unassign(q: Queryable, appId: string, roleId: string, userId: string): Promise<boolean> {
-    const { rows } = await q.query(
-      "DELETE FROM role_assignments WHERE app_id = $1 AND role_id = $2 AND user_id = $3 RETURNING 1",
+    const { rows } = await q.query<{ n: number }>(
+      `WITH d AS (DELETE FROM role_assignments WHERE app_id = $1 AND role_id = $2 AND user_id = $3 RETURNING ${ASSIGNMENT_RETURNING}),
+            ${recordChanges("c", "assignment_removed", "d", CHANGE_BODY.assignment)}
+       SELECT count(*)::int AS n FROM d`,
       [appId, roleId, userId],
     );
-    return rows.length > 0;
+    return rows[0]!.n > 0;
   },
 
   async listAssignments(q: Queryable, appId: string, roleId: string, after: Cursor, limit: number): Promise<AssignmentRow[]> {

@@ -32,6 +32,9 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     // Off: tests that need expired rows keep them; the sweep's own tests turn it on.
     grantSweepIntervalMs: 0,
     grantSweepBatch: 1_000,
+    changesRetentionMs: 7 * 86_400_000,
+    // Short, so that a test of writes through another process waits little.
+    changesPollMs: 50,
     consoleDir: undefined,
     metricsEnabled: true,
     metricsPort: undefined,

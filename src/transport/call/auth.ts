@@ -20,7 +20,7 @@ const methodAccess: Record<string, Access> = {
 };
 
 /** Services acting on the calling key's own application (/api/v1/authorization/*). */
-const ownApplicationServices = new Set(["authz.v1.RelationshipService", "authz.v1.CheckService"]);
+const ownApplicationServices = new Set(["authz.v1.RelationshipService", "authz.v1.CheckService", "authz.v1.ChangeService"]);
 
 /**
  * Services whose every query verifies the calling key itself, in the same
@@ -35,14 +35,17 @@ const scopeByMethod = new Map<DescMethod, { scope: Scope; route: string }>();
 /**
  * The scope a method takes (API.md, key scopes): "check" for the questions
  * of the CheckService, then by the REST verb its google.api.http annotation
- * gives it, on every protocol alike: "read" for a GET, "write" otherwise.
+ * gives it, on every protocol alike: "read" for a GET (and a server stream,
+ * which has no route), "write" otherwise.
  */
 export function scopeOf(method: DescMethod): { scope: Scope; route: string } {
   let scoped = scopeByMethod.get(method);
   if (scoped === undefined) {
     const rule = getOption(method, http).pattern;
     const route = rule.case === undefined ? method.name : `${rule.case.toUpperCase()} ${String(rule.value)}`;
-    const scope: Scope = method.parent.typeName === "authz.v1.CheckService" ? "check" : rule.case === "get" ? "read" : "write";
+    // A server stream (Watch) has no REST route, and only reads.
+    const reads = rule.case === "get" || method.methodKind === "server_streaming";
+    const scope: Scope = method.parent.typeName === "authz.v1.CheckService" ? "check" : reads ? "read" : "write";
     scopeByMethod.set(method, (scoped = { scope, route }));
   }
   return scoped;

@@ -1,9 +1,10 @@
-import type { DescService } from "@bufbuild/protobuf";
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { KeyAuthenticator } from "../../domain/keys.js";
 import { Tracing } from "../../lib/tracing.js";
-import { authorizeCall } from "./auth.js";
+import { callerOf } from "../../services/call-values.js";
+import { authorizeCall, scopeOf } from "./auth.js";
 import { requestIdOf, spanOf } from "./call-context.js";
 import type { CallLimiter } from "./call-limiter.js";
 import { toConnectError } from "./errors.js";
@@ -21,6 +22,12 @@ export interface ServiceBinding<S extends DescService = DescService> {
 }
 
 type UnaryFn = (request: { appId?: unknown }, ctx: HandlerContext) => Promise<unknown>;
+type StreamFn = (request: { appId?: unknown }, ctx: HandlerContext) => AsyncIterable<unknown>;
+
+/** Told of every write call that succeeded, with its application: the change feed's readers wake (domain/change-signals.ts). */
+export interface WriteSignals {
+  changed(appId: string): void;
+}
 
 /**
  * Wraps every RPC of a service with authorization, the check of every string
@@ -35,21 +42,28 @@ type UnaryFn = (request: { appId?: unknown }, ctx: HandlerContext) => Promise<un
 export function guard<S extends DescService>(
   service: S,
   impl: ServiceImpl<S>,
-  deps: { keys: KeyAuthenticator; log: Logger; limiter?: CallLimiter; tracing?: Tracing },
+  deps: { keys: KeyAuthenticator; log: Logger; limiter?: CallLimiter; tracing?: Tracing; writes?: WriteSignals },
 ): ServiceBinding<S> {
-  const guarded: Record<string, UnaryFn> = {};
+  const guarded: Record<string, UnaryFn | StreamFn> = {};
   const methods = impl as unknown as Record<string, UnaryFn>;
   const tracing = deps.tracing ?? Tracing.off;
   for (const method of service.methods) {
-    if (method.methodKind !== "unary") throw new Error(`${service.typeName}.${method.name}: only unary RPCs are guarded`);
+    if (method.methodKind === "server_streaming") {
+      guarded[method.localName] = guardStream(method, (impl as unknown as Record<string, StreamFn>)[method.localName]!, deps);
+      continue;
+    }
+    if (method.methodKind !== "unary") throw new Error(`${service.typeName}.${method.name}: only unary and server-streaming RPCs are guarded`);
     const fn = methods[method.localName]!;
+    const writes = scopeOf(method).scope === "write" ? deps.writes : undefined;
     // Calls that hold a database connection a while wait for a place (see call-limiter).
     const limiter = deps.limiter?.limits(method) === true ? deps.limiter : undefined;
     const run: UnaryFn = async (request, ctx) => {
       try {
         await authorizeCall(deps.keys, method, ctx, typeof request.appId === "string" ? request.appId : undefined);
         checkTextFields(method.input, request);
-        return await (limiter === undefined ? fn(request, ctx) : limiter.run(ctx, () => fn(request, ctx)));
+        const answer = await (limiter === undefined ? fn(request, ctx) : limiter.run(ctx, () => fn(request, ctx)));
+        if (writes !== undefined) signalWrite(writes, ctx, request);
+        return answer;
       } catch (error) {
         throw toConnectError(error, deps.log, requestIdOf(ctx));
       }
@@ -62,4 +76,29 @@ export function guard<S extends DescService>(
         };
   }
   return { service, impl: guarded as unknown as ServiceImpl<S> };
+}
+
+/** The application a write acted on: the key's own, or (the operator's) the request's. */
+function signalWrite(writes: WriteSignals, ctx: HandlerContext, request: { appId?: unknown }): void {
+  const caller = callerOf(ctx);
+  const appId = caller?.kind === "application" ? caller.appId : request.appId;
+  if (typeof appId === "string" && appId !== "") writes.changed(appId);
+}
+
+/**
+ * A server stream, guarded as a unary call is: authorization and the
+ * request's text checked before the first message, every error (before or
+ * during the stream) mapped once. It takes no place in the call limiter: a
+ * stream holds no database connection between its reads, and may last long.
+ */
+function guardStream(method: DescMethod, fn: StreamFn, deps: { keys: KeyAuthenticator; log: Logger }): StreamFn {
+  return async function* (request, ctx) {
+    try {
+      await authorizeCall(deps.keys, method, ctx, typeof request.appId === "string" ? request.appId : undefined);
+      checkTextFields(method.input, request);
+      yield* fn(request, ctx);
+    } catch (error) {
+      throw toConnectError(error, deps.log, requestIdOf(ctx));
+    }
+  };
 }

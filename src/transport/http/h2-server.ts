@@ -53,6 +53,12 @@ export interface H2Limits {
   readonly requestTimeoutMs: number;
   /** A connection with no stream for this long is closed. */
   readonly idleTimeoutMs: number;
+  /**
+   * The paths of server streams (the change feed's Watch), which may stay
+   * open for as long as their client reads: not reset at the request
+   * timeout, but when what they send waits that long for the client's window.
+   */
+  readonly streamingPaths?: ReadonlySet<string>;
 }
 
 /** Request headers, as the HTTP/1.1 server allows (431 there above it; here the stream is reset). */
@@ -112,6 +118,9 @@ export class H2Server {
   tick = 0;
   private readonly sessions = new Set<Http2Session>();
   private readonly generations: Set<ServerHttp2Stream>[] = [];
+  /** Open server streams, with the tick since which each has had bytes its client's window does not take (undefined: none). */
+  private readonly streaming = new Map<ServerHttp2Stream, number | undefined>();
+  private readonly streamingPaths: ReadonlySet<string>;
   private readonly maxCallsPerSession: number;
   private readonly sweepMs: number;
   private readonly idleTicks: number;
@@ -130,6 +139,7 @@ export class H2Server {
     private readonly requestLog: RequestLog = new RequestLog(log),
   ) {
     this.maxCallsPerSession = 2 * limits.maxConcurrentStreams;
+    this.streamingPaths = limits.streamingPaths ?? new Set();
     for (let i = 0; i < GENERATIONS; i++) this.generations.push(new Set());
     // Turn the stream ring every timeout/(N-1); check idle connections on the same timer.
     this.sweepMs = Math.max(10, Math.min(1_000, Math.floor(limits.requestTimeoutMs / (GENERATIONS - 1)), Math.floor(limits.idleTimeoutMs / 4)));
@@ -191,6 +201,7 @@ export class H2Server {
   }
 
   forget(stream: ServerHttp2Stream): void {
+    if (this.streaming.delete(stream)) return;
     for (const generation of this.generations) if (generation.delete(stream)) return;
   }
 
@@ -223,7 +234,8 @@ export class H2Server {
     work.inFlight++;
     work.lastStreamTick = this.tick;
     work.seenStreamId = stream.id ?? work.seenStreamId;
-    this.generations[0]!.add(stream);
+    if (this.streamingPaths.has(headers[":path"] ?? "")) this.streaming.set(stream, undefined);
+    else this.generations[0]!.add(stream);
     if (this.unary?.serve(stream, headers, work)) return;
     this.serveCompat(stream, headers, rawHeaders, work);
   }
@@ -289,6 +301,28 @@ export class H2Server {
     if (!sent) session.destroy();
   }
 
+  /**
+   * A server stream whose client stopped reading: its answer's bytes wait in
+   * the stream's buffer for the client's window. Once they have waited the
+   * request timeout, the stream is reset (its call is aborted on close and
+   * frees what it held); the client resumes from the last message it read.
+   * An idle stream, with nothing to send, has nothing buffered and stays.
+   */
+  private sweepStreaming(): void {
+    const limit = this.streamTicks * (GENERATIONS - 1);
+    for (const [stream, since] of this.streaming) {
+      if (stream.closed || stream.destroyed) {
+        this.streaming.delete(stream);
+      } else if (stream.writableLength === 0) {
+        if (since !== undefined) this.streaming.set(stream, undefined);
+      } else if (since === undefined) {
+        this.streaming.set(stream, this.tick);
+      } else if (this.tick - since >= limit) {
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+      }
+    }
+  }
+
   private sweep(): void {
     this.tick++;
     if (++this.streamTick >= this.streamTicks) {
@@ -301,6 +335,7 @@ export class H2Server {
       oldest.clear();
       this.generations.unshift(oldest);
     }
+    this.sweepStreaming();
     for (const session of this.sessions) {
       const work = (session as WithWork)[kWork]!;
       if (!session.closed && !session.destroyed) this.watchForTermination(session, work);

@@ -1,0 +1,193 @@
+/**
+ * The change feed (API.md, "Change feed"; docs/change-feed.md): an
+ * application's changes in commit order from any token, as pages (ListChanges,
+ * with a wait for the next) and as a stream (Watch).
+ *
+ * The exactness lives in the storage (store/changes-store.ts: transaction
+ * ids and snapshots); here are the tokens, the wait, the stream's bounds and
+ * the changes' shapes.
+ */
+import type { Db } from "../store/db.js";
+import { applicationsStore } from "../store/applications-store.js";
+import { changesStore, type ChangeKind, type ChangePosition, type StoredChange } from "../store/changes-store.js";
+import type { RelationshipRow, Subject } from "../store/relationships-store.js";
+import type { AssignmentRow } from "../store/roles-store.js";
+import type { AuditEventView } from "./audit-log.js";
+import type { ChangeSignals } from "./change-signals.js";
+import { decodeChangeToken, encodeChangeToken } from "./change-tokens.js";
+import { failedPrecondition, invalidArgument } from "./errors.js";
+import { pageSize } from "./formats.js";
+import type { JsonObject } from "../lib/json.js";
+import { ENV_OPERATOR_KEY_ID } from "./principal.js";
+
+/** The longest a read may wait for a change (API.md: waitMs up to 30,000). */
+export const WAIT_MS_MAX = 30_000;
+
+/** Changes a Watch reads per statement: what one stream holds in memory at most, beside what the transport buffers. */
+export const WATCH_PAGE = 100;
+
+export interface ChangeView {
+  kind: ChangeKind;
+  token: string;
+  changedAt: Date;
+  grant?: RelationshipRow;
+  assignment?: AssignmentRow;
+  modelEvent?: AuditEventView;
+}
+
+export interface ChangePage {
+  changes: ChangeView[];
+  nextToken: string;
+}
+
+export interface ChangeFeedOptions {
+  /** How long a waiting read may wait at most, below the transport's own limits (HTTP/2's request timeout). */
+  readonly maxWaitMs: number;
+  /** A Watch that has sent nothing this long ends (OK): no idle stream outlives the transports' idle limits. */
+  readonly maxSilenceMs: number;
+}
+
+const expired = () =>
+  failedPrecondition(
+    "after: this token is older than the change feed's retention (CHANGES_RETENTION): changes it had not seen were deleted. Start again from a fresh read (without after) and rebuild what you keep from it",
+    [{ field: "after", reason: "older than the retention" }],
+  );
+
+/** The position a request's `after` names: from the oldest change kept when empty. */
+function positionOf(after: string): ChangePosition {
+  return after === "" ? { seen: undefined } : decodeChangeToken(after, "after");
+}
+
+export class ChangeFeed {
+  constructor(
+    private readonly db: Db,
+    private readonly signals: ChangeSignals,
+    private readonly options: ChangeFeedOptions,
+  ) {}
+
+  /**
+   * A page of changes after `after`; when there is none and `waitMs` > 0,
+   * waits up to that long for one. The next token is given even for an
+   * empty page: it has seen what committed before the read.
+   */
+  async page(appId: string, after: string, size: number | undefined, waitMs: number | undefined, signal?: AbortSignal): Promise<ChangePage> {
+    const limit = pageSize(size);
+    const wait = waitMs ?? 0;
+    if (!Number.isInteger(wait) || wait < 0 || wait > WAIT_MS_MAX) {
+      throw invalidArgument(`waitMs: must be between 0 and ${WAIT_MS_MAX}, got ${wait}`, [{ field: "waitMs", reason: `0 to ${WAIT_MS_MAX} milliseconds` }]);
+    }
+    let position = positionOf(after);
+    const deadline = Date.now() + Math.min(wait, this.options.maxWaitMs);
+    for (;;) {
+      const read = await this.read(appId, position, limit);
+      position = read.next;
+      const left = deadline - Date.now();
+      if (read.changes.length > 0 || left <= 0 || signal?.aborted === true || position.seen === undefined || this.signals.isClosed) {
+        return { changes: await this.views(read.changes), nextToken: encodeChangeToken(position) };
+      }
+      await this.signals.wait(appId, position.seen, left, signal);
+    }
+  }
+
+  /**
+   * Every change after `after`, as it commits, until `signal` aborts or
+   * nothing was sent for maxSilenceMs. The consumer pulls: a stream holds
+   * one page of WATCH_PAGE at most, whatever its reader's pace.
+   */
+  async *watch(appId: string, after: string, signal?: AbortSignal): AsyncGenerator<ChangeView> {
+    let position = positionOf(after);
+    let lastSent = Date.now();
+    while (signal?.aborted !== true) {
+      const read = await this.read(appId, position, WATCH_PAGE);
+      for (const change of await this.views(read.changes)) {
+        yield change;
+        lastSent = Date.now();
+      }
+      position = read.next;
+      if (read.changes.length === WATCH_PAGE) continue;
+      const silence = lastSent + this.options.maxSilenceMs - Date.now();
+      if (silence <= 0 || this.signals.isClosed) return;
+      // A position always has a snapshot after a read of an application that exists.
+      if (position.seen === undefined) return;
+      await this.signals.wait(appId, position.seen, silence, signal);
+    }
+  }
+
+  private async read(appId: string, position: ChangePosition, limit: number) {
+    // The primary: a standby's snapshots would order commits as it replays them (docs/change-feed.md).
+    const read = await changesStore.read(this.db, appId, position, limit);
+    if (read.expired === true) throw expired();
+    return read;
+  }
+
+  /** The stored changes as the API gives them, the model events with their actors' names. */
+  private async views(changes: StoredChange[]): Promise<ChangeView[]> {
+    const actors = [
+      ...new Set(changes.filter((c) => c.kind === "model_changed").map((c) => (c.body as { actorKeyId: string }).actorKeyId)),
+    ].filter((id) => id !== ENV_OPERATOR_KEY_ID);
+    const names = actors.length === 0 ? new Map<string, string>() : await applicationsStore.keyNames(this.db, actors);
+    return changes.map((c) => {
+      const view: ChangeView = { kind: c.kind, token: encodeChangeToken(c.after), changedAt: c.createdAt };
+      if (c.kind === "grant_written" || c.kind === "grant_deleted") view.grant = grantOf(c.body as GrantBody);
+      else if (c.kind === "assignment_added" || c.kind === "assignment_removed") view.assignment = assignmentOf(c.body as AssignmentBody);
+      else view.modelEvent = modelEventOf(c.body as ModelEventBody, names);
+      return view;
+    });
+  }
+}
+
+/** The bodies as store/changes-store.ts's CHANGE_BODY and audit-store's MODEL_EVENT_BODY build them (timestamps as JSON text). */
+interface GrantBody {
+  userId?: string;
+  resource: string;
+  resourceId: string;
+  relation: string;
+  subject?: Subject;
+  createdAt: string;
+  expiresAt: string | null;
+}
+
+interface AssignmentBody {
+  roleId: string;
+  userId: string;
+  createdAt: string;
+}
+
+interface ModelEventBody {
+  eventId: string;
+  type: string;
+  occurredAt: string;
+  actorKeyId: string;
+  targetType: string;
+  targetId: string;
+  data: JsonObject;
+}
+
+function grantOf(b: GrantBody): RelationshipRow {
+  const row: RelationshipRow = {
+    userId: b.userId ?? "",
+    resource: b.resource,
+    resourceId: b.resourceId,
+    relation: b.relation,
+    createdAt: new Date(b.createdAt),
+    expiresAt: b.expiresAt === null ? null : new Date(b.expiresAt),
+  };
+  if (b.subject !== undefined) row.subject = b.subject;
+  return row;
+}
+
+const assignmentOf = (b: AssignmentBody): AssignmentRow => ({ roleId: b.roleId, userId: b.userId, createdAt: new Date(b.createdAt) });
+
+function modelEventOf(b: ModelEventBody, names: Map<string, string>): AuditEventView {
+  return {
+    seq: 0,
+    eventId: b.eventId,
+    type: b.type,
+    occurredAt: new Date(b.occurredAt),
+    actorKeyId: b.actorKeyId,
+    actorKeyName: b.actorKeyId === ENV_OPERATOR_KEY_ID ? ENV_OPERATOR_KEY_ID : (names.get(b.actorKeyId) ?? b.actorKeyId),
+    targetType: b.targetType,
+    targetId: b.targetId,
+    data: b.data,
+  };
+}

@@ -1,0 +1,131 @@
+/**
+ * Wakes the change feed's waiting readers (a Watch stream with nothing left
+ * to send, a REST read with waitMs) when a change they have not seen
+ * commits.
+ *
+ * Two ways in:
+ * - `changed(appId)`: a write through this process has committed; its
+ *   readers wake at once and read. This is what keeps the delay from commit
+ *   to a Watch client short (docs/change-feed.md).
+ * - A probe of the database every `pollMs` while an application has readers
+ *   waiting, for the writes other processes make (another replica of the
+ *   service, the expiry sweep): one statement per application, whatever the
+ *   number of readers, asking for each snapshot they wait at whether a change
+ *   it does not see has committed (changesStore.newer).
+ *
+ * A reader waits at the snapshot its last read saw, so the probe's answer is
+ * exact for it: no change committed after that read can be missed, whenever
+ * the probe runs. A spurious wake costs a read that finds nothing, and the
+ * reader waits again.
+ */
+import type { Db } from "../store/db.js";
+import { changesStore, type SnapshotText } from "../store/changes-store.js";
+
+interface Waiter {
+  seen: SnapshotText;
+  wake: () => void;
+}
+
+interface AppWaiters {
+  waiters: Set<Waiter>;
+  timer: NodeJS.Timeout | undefined;
+  probing: boolean;
+}
+
+export interface ChangeSignalsOptions {
+  /** How often an application with waiting readers is probed for others' writes. */
+  readonly pollMs: number;
+  /** A probe that failed (the next one still runs; the readers keep waiting). */
+  readonly onError: (error: unknown) => void;
+}
+
+export class ChangeSignals {
+  private readonly apps = new Map<string, AppWaiters>();
+  private closed = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly options: ChangeSignalsOptions,
+  ) {}
+
+  /** A write through this process committed changes of `appId`: its waiting readers read again. */
+  changed(appId: string): void {
+    const app = this.apps.get(appId);
+    if (app === undefined) return;
+    for (const waiter of [...app.waiters]) waiter.wake();
+  }
+
+  /** Closed: waits return at once, and readers stop waiting (the service is stopping). */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Readers waiting now (all applications). */
+  get waiting(): number {
+    let n = 0;
+    for (const app of this.apps.values()) n += app.waiters.size;
+    return n;
+  }
+
+  /**
+   * Resolves when a change that `seen` does not show may have committed,
+   * after `ms`, or when `signal` aborts, whichever comes first.
+   */
+  wait(appId: string, seen: SnapshotText, ms: number, signal: AbortSignal | undefined): Promise<void> {
+    if (this.closed || ms <= 0 || signal?.aborted === true) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      let app = this.apps.get(appId);
+      if (app === undefined) this.apps.set(appId, (app = { waiters: new Set(), timer: undefined, probing: false }));
+      const timeout = setTimeout(() => waiter.wake(), ms);
+      const onAbort = () => waiter.wake();
+      const waiter: Waiter = {
+        seen,
+        wake: () => {
+          clearTimeout(timeout);
+          signal?.removeEventListener("abort", onAbort);
+          const current = this.apps.get(appId);
+          if (current !== undefined && current.waiters.delete(waiter) && current.waiters.size === 0) this.drop(appId, current);
+          resolve();
+        },
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      app.waiters.add(waiter);
+      this.schedule(appId, app);
+    });
+  }
+
+  /** Wakes every reader and stops probing (the service is stopping). */
+  close(): void {
+    this.closed = true;
+    for (const app of [...this.apps.values()]) for (const waiter of [...app.waiters]) waiter.wake();
+  }
+
+  private schedule(appId: string, app: AppWaiters): void {
+    if (app.timer !== undefined || app.probing || this.closed) return;
+    app.timer = setTimeout(() => void this.probe(appId, app), this.options.pollMs);
+    // Waiting readers do not keep the process alive on their own.
+    app.timer.unref();
+  }
+
+  private drop(appId: string, app: AppWaiters): void {
+    if (app.timer !== undefined) clearTimeout(app.timer);
+    app.timer = undefined;
+    if (this.apps.get(appId) === app) this.apps.delete(appId);
+  }
+
+  private async probe(appId: string, app: AppWaiters): Promise<void> {
+    app.timer = undefined;
+    if (app.waiters.size === 0) return;
+    app.probing = true;
+    try {
+      const waiters = [...app.waiters];
+      const news = await changesStore.newer(this.db, appId, [...new Set(waiters.map((w) => w.seen))]);
+      for (const waiter of waiters) if (news.has(waiter.seen)) waiter.wake();
+    } catch (error) {
+      this.options.onError(error);
+    } finally {
+      app.probing = false;
+    }
+    if (app.waiters.size > 0 && this.apps.get(appId) === app) this.schedule(appId, app);
+  }
+}
