@@ -251,8 +251,8 @@ function expired(error: ApiError, from: { after: string | undefined; state: stri
       ? `delete ${from.state}${from.after === undefined ? "" : " and leave --after out"}`
       : "run it again without --after";
   return stopError(
-    `${source} is older than the change feed's retention: changes after it have been deleted, so the feed cannot go on from it without a gap. ` +
-      `To start again from the oldest change kept, ${restart}, and rebuild what you keep from the feed from a fresh read (${error.describe()})`,
+    `${source} is older than the change feed's retention: changes after it were deleted, so the feed cannot go on from it without a gap. ` +
+      `To start again from the oldest change kept, ${restart} (${error.describe()})`,
   );
 }
 

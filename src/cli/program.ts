@@ -196,9 +196,10 @@ Examples:
       `
 The feed gives every change after a token exactly once. What reaches stdout is at least once at
 the page boundary: --state moves after a page's lines have been written, so a kill or a crash in
-between prints that one page again on the next run, never more, and skips none. A consumer that
-must not apply a change twice keeps the token of the last change it applied and, after a
-restart, skips the lines up to that one (a read from a token gives the same changes in order).
+between prints that one page again on the next run, never more, and skips none. The page comes
+again whole and in order: a consumer that applies each change by its key (upsert a grant
+written, delete a grant deleted) ends in the same state. A change's token is for resuming from,
+not for comparing: the same change read twice may carry two different tokens.
 The state file names the application; one file serves one process at a time.
 A position older than the feed's retention is refused (409): delete the state file (or leave
 --after out) to start again from the oldest change kept.`,
