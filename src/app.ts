@@ -45,6 +45,8 @@ export interface Portcullis {
    * Until then /healthz answers, /readyz says 503, and API calls wait.
    */
   readonly ready: Promise<{ generatedOperatorKey: string | undefined }>;
+  /** Readers of the change feed waiting for a change now (Watch streams and waiting reads). */
+  waitingReaders(): number;
   /** Graceful stop: in-flight requests finish, then the database closes (unless it was passed in). */
   close(): Promise<void>;
 }
@@ -259,6 +261,7 @@ export async function startPortcullis(
       metricsPort: metricsServer?.port,
       db,
       ready,
+      waitingReaders: () => feed.signals.waiting,
       async close() {
         await sweep?.stop();
         // Waiting reads answer now and Watch streams end (OK): the listener's grace is not spent on them.

@@ -20,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApplicationService } from "../gen/authz/v1/applications_pb.js";
 import { AuditService } from "../gen/authz/v1/audit_pb.js";
 import { ModelService } from "../gen/authz/v1/model_pb.js";
+import { ChangeService } from "../gen/authz/v1/changes_pb.js";
 import { CatalogService } from "../gen/authz/v1/catalog_pb.js";
 import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { PolicyService } from "../gen/authz/v1/policies_pb.js";
@@ -31,7 +32,7 @@ import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
 
 // The services app.ts serves (the document is built from the app's own list; a service missing here shows as a difference).
-const SERVICES = [ApplicationService, CatalogService, PolicyService, RoleService, RelationshipService, CheckService, AuditService, ModelService];
+const SERVICES = [ApplicationService, CatalogService, PolicyService, RoleService, RelationshipService, CheckService, AuditService, ModelService, ChangeService];
 const HEALTH = ["GET /healthz", "GET /readyz"];
 const VERBS = ["get", "put", "post", "delete", "patch"] as const;
 
@@ -398,6 +399,8 @@ describe("the OpenAPI document", () => {
         status: 200,
       },
       { route: "POST /api/v1/authorization/relationships/delete", key: "app", body: { userId: "bob" }, status: 200 },
+      { route: "GET /api/v1/authorization/changes", path: "/api/v1/authorization/changes?pageSize=5", key: "app", status: 200 },
+      { route: "GET /api/v1/authorization/changes", path: "/api/v1/authorization/changes?after=nope", key: "app", status: 400 },
       { route: "DELETE /api/v1/applications/{app_id}/roles/{role_id}/assignments/{user_id}", path: `${A}/roles/{role}/assignments/alice`, status: 200 },
       { route: "DELETE /api/v1/applications/{app_id}/users/{user_id}/roles", path: `${A}/users/alice/roles`, status: 200 },
       { route: "DELETE /api/v1/applications/{app_id}/policies/{policy_id}", path: `${A}/policies/{pol}?force=true`, status: 200 },

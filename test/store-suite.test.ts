@@ -17,6 +17,7 @@ import { CheckStatements, type CheckInput } from "../src/store/check-store.js";
 const checkStore = new CheckStatements();
 import { modelStore } from "../src/store/model-store.js";
 import { relationshipsStore } from "../src/store/relationships-store.js";
+import { expiredGrantsStore } from "../src/store/expired-grants-store.js";
 import { rolesStore } from "../src/store/roles-store.js";
 import { DeadlinePassedError, type Db, type Queryable, type TimeCursor } from "../src/store/db.js";
 import { loadMigrations, migrate } from "../src/store/migrate.js";
@@ -168,7 +169,7 @@ describe.each(engines)("store on %s", (engine) => {
         expect(asked.rows.map((r) => r.relations)).toEqual([["viewer"]]);
         // Citus refuses the function (its tables distributed once migrated): the inline statement answered.
         expect(statements.plannedOnce).toBe(engine !== "citus");
-        expect(await relationshipsStore.sweepExpired(fresh.db, "old-grants", 100)).toBe(0);
+        expect(await expiredGrantsStore.sweep(fresh.db, "old-grants", 100)).toBe(0);
         expect(await count(fresh.db, "SELECT 1 FROM relationships WHERE app_id = 'old-grants'")).toBe(1);
       } finally {
         await fresh.dispose();
@@ -890,7 +891,7 @@ describe.each(engines)("store on %s", (engine) => {
       await expect(relationshipsStore.deleteMatching(db, appId, {})).rejects.toThrow(/needs a filter/);
     });
 
-    it("sweepExpired deletes at most `limit` expired rows of one application, oldest expiry first", async () => {
+    it("the expiry sweep deletes at most `limit` expired rows of one application, oldest expiry first", async () => {
       const appId = await newApp(db, "sw");
       const other = await newApp(db, "sw-other");
       for (const app of [appId, other]) {
@@ -901,12 +902,12 @@ describe.each(engines)("store on %s", (engine) => {
         );
         await db.query("INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at) VALUES ($1, 'doc', 'live', 'viewer', 'u', now() + interval '1 hour')", [app]);
       }
-      expect(await relationshipsStore.sweepExpired(db, appId, 3)).toBe(3);
+      expect(await expiredGrantsStore.sweep(db, appId, 3)).toBe(3);
       // The three longest expired went first.
       const { rows } = await db.query<{ id: string }>("SELECT resource_id AS id FROM relationships WHERE app_id = $1 ORDER BY expires_at", [appId]);
       expect(rows.map((r) => r.id)).toEqual(["x4", "x3", "x2", "x1", "live"]);
-      expect(await relationshipsStore.sweepExpired(db, appId, 100)).toBe(4);
-      expect(await relationshipsStore.sweepExpired(db, appId, 100)).toBe(0);
+      expect(await expiredGrantsStore.sweep(db, appId, 100)).toBe(4);
+      expect(await expiredGrantsStore.sweep(db, appId, 100)).toBe(0);
       expect(await count(db, "SELECT 1 FROM relationships WHERE app_id = $1", [other])).toBe(8);
     });
   });

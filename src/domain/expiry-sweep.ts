@@ -1,7 +1,7 @@
 import { applicationsStore } from "../store/applications-store.js";
 import { changesStore } from "../store/changes-store.js";
 import type { Db } from "../store/db.js";
-import { relationshipsStore } from "../store/relationships-store.js";
+import { expiredGrantsStore } from "../store/expired-grants-store.js";
 
 export interface SweepOptions {
   /** Time between the end of one pass and the start of the next. */
@@ -98,7 +98,7 @@ export class ExpirySweep {
   async sweepApplication(appId: string): Promise<number> {
     let deleted = 0;
     for (;;) {
-      const batch = await relationshipsStore.sweepExpired(this.db, appId, this.options.batchSize);
+      const batch = await expiredGrantsStore.sweep(this.db, appId, this.options.batchSize);
       deleted += batch;
       if (batch < this.options.batchSize || this.stopped) return deleted;
       // Let the event loop read what arrived meanwhile before the next batch:

@@ -81,6 +81,13 @@ export const SUBJECT_GRANT_RETURNING = "resource, resource_id, relation, subject
 /** What an assignment's write or delete returns. */
 export const ASSIGNMENT_RETURNING = "role_id, user_id, created_at";
 
+/** A RETURNING list's columns of one table alias, for a DELETE ... USING (whose other relation has some of the same names). */
+export const prefixed = (alias: string, list: string) =>
+  list
+    .split(",")
+    .map((c) => `${alias}.${c.trim()}`)
+    .join(", ");
+
 /**
  * A CTE (to follow others in a WITH) recording one change of `kind` per row
  * of the CTE `from`, in the same statement as the write: the change commits

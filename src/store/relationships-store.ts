@@ -1,4 +1,4 @@
-import { CHANGE_BODY, recordChanges, SUBJECT_GRANT_RETURNING, USER_GRANT_RETURNING } from "./changes-store.js";
+import { CHANGE_BODY, prefixed, recordChanges, SUBJECT_GRANT_RETURNING, USER_GRANT_RETURNING } from "./changes-store.js";
 import type { Queryable } from "./db.js";
 
 /** A grant's holder other than a user: a subject set (with relation) or a linked instance (relation ""). */
@@ -270,31 +270,6 @@ export const relationshipsStore = {
     return rows[0]!.n;
   },
 
-  /**
-   * Deletes up to `limit` of the application's grants whose expiry has
-   * passed, the longest expired first; returns how many went. A grant whose
-   * expiry a writer pushed forward meanwhile stays (the condition is checked
-   * again on the row's new version).
-   */
-  async sweepExpired(q: Queryable, appId: string, limit: number): Promise<number> {
-    const users = await sweepUsers(q, appId, limit);
-    if (users >= limit) return users;
-    const { rows } = await q.query<{ n: number }>(
-      `WITH d AS (
-         DELETE FROM subject_relationships g
-         USING (SELECT resource, resource_id, relation, subject_resource, subject_id, subject_relation FROM subject_relationships
-                WHERE app_id = $1 AND expires_at <= now() ORDER BY expires_at LIMIT $2) e
-         WHERE g.app_id = $1 AND g.resource = e.resource AND g.resource_id = e.resource_id AND g.relation = e.relation
-           AND g.subject_resource = e.subject_resource AND g.subject_id = e.subject_id AND g.subject_relation = e.subject_relation
-           AND g.expires_at <= now()
-         RETURNING ${prefixed("g", SUBJECT_GRANT_RETURNING)}
-       ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.subjectGrant)}
-       SELECT count(*)::int AS n FROM d`,
-      [appId, limit - users],
-    );
-    return users + rows[0]!.n;
-  },
-
   /** The database's clock, in milliseconds since the epoch: what expiries are measured against. */
   async clock(q: Queryable): Promise<number> {
     const { rows } = await q.query<{ ms: string | number }>("SELECT (extract(epoch FROM statement_timestamp()) * 1000)::float8 AS ms");
@@ -529,22 +504,6 @@ function rowOf(r: ListedRow): RelationshipRow {
   return row;
 }
 
-/** Deletes up to `limit` expired user grants of the application, the longest expired first. */
-async function sweepUsers(q: Queryable, appId: string, limit: number): Promise<number> {
-  const { rows } = await q.query<{ n: number }>(
-    `WITH d AS (
-       DELETE FROM relationships g
-       USING (SELECT resource, resource_id, relation, user_id FROM relationships
-              WHERE app_id = $1 AND expires_at <= now() ORDER BY expires_at LIMIT $2) e
-       WHERE g.app_id = $1 AND g.resource = e.resource AND g.resource_id = e.resource_id
-         AND g.relation = e.relation AND g.user_id = e.user_id AND g.expires_at <= now()
-       RETURNING ${prefixed("g", USER_GRANT_RETURNING)}
-     ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.userGrant)}
-     SELECT count(*)::int AS n FROM d`,
-    [appId, limit],
-  );
-  return rows[0]!.n;
-}
 
 /**
  * A row of subject_relationships as a write returns it: plain columns only.
@@ -553,12 +512,6 @@ async function sweepUsers(q: Queryable, appId: string, limit: number): Promise<n
  */
 const SUBJECT_RETURNING = SUBJECT_GRANT_RETURNING;
 
-/** A RETURNING list's columns of one table alias, for a DELETE ... USING (whose other relation has some of the same names). */
-const prefixed = (alias: string, list: string) =>
-  list
-    .split(",")
-    .map((c) => `${alias}.${c.trim()}`)
-    .join(", ");
 
 interface SubjectReturned {
   resource: string;
