@@ -135,7 +135,7 @@ export async function changes(api: Api, options: ChangesOptions, io: ChangesIo):
   let saved: string | undefined;
   try {
     const appId = await attempt(() => ownApplication(api, "changes", "the feed is the key's own application's"));
-    if (appId === STOPPED) return EXIT.ok;
+    if (appId === STOPPED) return options.follow ? EXIT.ok : EXIT.stopped;
     const state = stateFile === undefined ? undefined : await readFeedState(stateFile, appId);
     // --after wins over the state file: it is how a consumer is sent back to a known point.
     const first = options.after ?? state?.nextToken ?? "";
