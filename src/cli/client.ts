@@ -44,6 +44,13 @@ export class NetworkError extends Error {
  */
 const CALL_TIMEOUT_MS = 300_000;
 
+export interface CallOptions {
+  /** Ends the call early (the command is stopping): it then fails as a NetworkError, which the caller tells apart by its own signal. */
+  signal?: AbortSignal;
+  /** Instead of CALL_TIMEOUT_MS: a long poll knows how long its answer may take. */
+  timeoutMs?: number;
+}
+
 export class Api {
   constructor(
     readonly baseUrl: string,
@@ -52,13 +59,13 @@ export class Api {
     private readonly fetchFn: typeof fetch = fetch,
   ) {}
 
-  get<T>(path: string, query?: Record<string, string | number | boolean | undefined>): Promise<T> {
+  get<T>(path: string, query?: Record<string, string | number | boolean | undefined>, options?: CallOptions): Promise<T> {
     const params = new URLSearchParams();
     for (const [name, value] of Object.entries(query ?? {})) {
       if (value !== undefined && value !== "") params.set(name, String(value));
     }
     const qs = params.toString();
-    return this.call<T>("GET", qs === "" ? path : `${path}?${qs}`);
+    return this.call<T>("GET", qs === "" ? path : `${path}?${qs}`, undefined, options);
   }
 
   post<T>(path: string, body: unknown): Promise<T> {
@@ -69,23 +76,25 @@ export class Api {
     return this.call<T>("PUT", path, body);
   }
 
-  async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  async call<T>(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<T> {
+    const timeoutMs = options.timeoutMs ?? CALL_TIMEOUT_MS;
+    const timeout = AbortSignal.timeout(timeoutMs);
     let res: Response;
     try {
       res = await this.fetchFn(new URL(path, this.baseUrl), {
         method,
         headers: { "x-api-key": this.key, ...(body === undefined ? {} : { "content-type": "application/json" }) },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+        signal: options.signal === undefined ? timeout : AbortSignal.any([options.signal, timeout]),
       });
     } catch (error) {
-      throw new NetworkError(`could not reach ${this.baseUrl}: ${reasonOf(error)}`);
+      throw new NetworkError(`could not reach ${this.baseUrl}: ${reasonOf(error, timeoutMs)}`);
     }
     let text: string;
     try {
       text = await res.text();
     } catch (error) {
-      throw new NetworkError(`the answer from ${this.baseUrl} was cut off: ${reasonOf(error)}`);
+      throw new NetworkError(`the answer from ${this.baseUrl} was cut off: ${reasonOf(error, timeoutMs)}`);
     }
     if (res.ok) {
       try {
@@ -120,8 +129,8 @@ function errorOf(res: Response, text: string): ApiError {
 }
 
 /** A fetch failure's reason: undici hides the socket's error in `cause`. */
-function reasonOf(error: unknown): string {
-  if (error instanceof Error && error.name === "TimeoutError") return `no answer within ${CALL_TIMEOUT_MS / 1000} s`;
+function reasonOf(error: unknown, timeoutMs: number): string {
+  if (error instanceof Error && error.name === "TimeoutError") return `no answer within ${timeoutMs / 1000} s`;
   const cause = error instanceof Error ? (error.cause as { code?: unknown; message?: unknown } | undefined) : undefined;
   if (cause !== undefined && typeof cause.message === "string") return cause.message;
   return error instanceof Error ? error.message : String(error);

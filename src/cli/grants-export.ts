@@ -161,10 +161,10 @@ async function catalogResources(api: Api): Promise<string[]> {
 }
 
 /** The application of the calling key; the /authorization routes act on it, so they take an application key. */
-export async function ownApplication(api: Api, command: string): Promise<string> {
+export async function ownApplication(api: Api, command: string, why = "grants belong to the key's own application"): Promise<string> {
   const me = await api.get<{ kind?: string; appId?: string }>("/api/v1/api-keys/current");
   if (me.appId === undefined || me.kind !== "application") {
-    throw usageError(`${command} needs an application key (grants belong to the key's own application); this is the operator key`);
+    throw usageError(`${command} needs an application key (${why}); this is the operator key`);
   }
   return me.appId;
 }

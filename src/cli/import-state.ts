@@ -1,12 +1,12 @@
 /**
  * The resumable position of `grants import`: a small JSON file written after
- * every committed batch, atomically (a temporary file in the same folder,
- * flushed, then renamed over the old one), so a kill at any moment leaves
- * either the previous position or the new one, never half a file.
+ * every committed batch, atomically (atomic-file.ts), so a kill at any
+ * moment leaves either the previous position or the new one, never half a
+ * file.
  */
-import { open, readFile, rename, rm, stat } from "node:fs/promises";
-import { dirname, join, basename } from "node:path";
+import { readFile, rm, stat } from "node:fs/promises";
 import type { Column, GrantFormat } from "../lib/grant-import/index.js";
+import { writeFileAtomically } from "./atomic-file.js";
 import { usageError } from "./errors.js";
 
 export interface ImportCounts {
@@ -41,15 +41,7 @@ export interface ImportState {
 }
 
 export async function writeState(file: string, state: ImportState): Promise<void> {
-  const temp = join(dirname(file), `.${basename(file)}.${process.pid}.tmp`);
-  const handle = await open(temp, "w", 0o600);
-  try {
-    await handle.writeFile(`${JSON.stringify(state, null, 2)}\n`);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await rename(temp, file);
+  await writeFileAtomically(file, `${JSON.stringify(state, null, 2)}\n`);
 }
 
 export async function readState(file: string): Promise<ImportState> {

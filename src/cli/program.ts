@@ -7,6 +7,7 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { BULK_LIMIT } from "../lib/grant-import/index.js";
 import { catalogGet, catalogPut, keysCreate, scopesList } from "./admin.js";
+import { changes } from "./changes.js";
 import { Api, ApiError, NetworkError } from "./client.js";
 import { CliError, EXIT, usageError } from "./errors.js";
 import { exportGrants } from "./grants-export.js";
@@ -33,6 +34,9 @@ export interface Io {
 export const DEFAULT_URL = "http://127.0.0.1:8080";
 /** Batches in flight at most with --concurrency: more only queues calls at the service (see docs/limits.md). */
 const MAX_CONCURRENCY = 4;
+/** The change feed's page size: the route's bounds and default. */
+const MAX_CHANGES_PAGE = 1000;
+const CHANGES_PAGE = 100;
 
 interface Globals {
   url: string;
@@ -70,7 +74,7 @@ export async function run(argv: readonly string[], env: Env, io: Io): Promise<nu
 
   program
     .description(
-      "Portcullis from the command line: import and export grants, ask a check, keep the catalog and API keys.\n" +
+      "Portcullis from the command line: import and export grants, ask a check, follow the change feed, keep the catalog and API keys.\n" +
         "It talks to a running service over its REST API, with the key in PORTCULLIS_KEY or the file --key-file names " +
         "(model test alone needs neither: it runs its own embedded instance).",
     )
@@ -92,6 +96,7 @@ Examples:
   portcullis grants export --out grants.ndjson
   portcullis check alice document:d7 read
   portcullis who-can document:d7 read
+  portcullis changes --follow --state feed.json | jq -c 'select(.kind == "grant_deleted")'
   portcullis --key-file ~/.portcullis-operator catalog get --app docs`,
     );
 
@@ -170,6 +175,37 @@ Examples:
     .action(async (instance: string, action: string, options: { tenant?: string; json?: boolean }, command: Command) => {
       const { userId: _, ...q } = question("-", instance, action, options.tenant);
       exitCode = await whoCan(await api(command), q, options.json === true, io.out);
+    });
+
+  program
+    .command("changes")
+    .summary("print the change feed as NDJSON; --follow to keep printing")
+    .description(
+      "print the changes to the key's application in commit order (grants written and deleted, role assignments added and removed, model changes) " +
+        "as NDJSON, one change a line as GET /api/v1/authorization/changes returns it: {kind, token, changedAt, and grant, assignment or modelEvent}. " +
+        "It starts after --after TOKEN, else after the --state file's position, else at the oldest change kept. " +
+        "Without --follow it prints up to now and exits 0; with --follow it keeps printing each change as it comes until SIGINT or SIGTERM, " +
+        "which finish the page in hand and save it, then exits 0",
+    )
+    .option("--after <token>", "start after this token (a change's token, or the one the last run printed on stderr); wins over the --state file's")
+    .option("--state <file>", "the position: read at the start when the file exists, saved atomically after each page's lines are written")
+    .option("--page-size <changes>", `changes a call, 1 to ${MAX_CHANGES_PAGE}`, wholeNumber(1, MAX_CHANGES_PAGE), CHANGES_PAGE)
+    .option("--follow", "keep going: wait for changes (30 s long polls), retry a lost service (every 0.5 s, doubling to 10 s), stop on SIGINT or SIGTERM")
+    .addHelpText(
+      "after",
+      `
+The feed gives every change after a token exactly once. What reaches stdout is at least once at
+the page boundary: --state moves after a page's lines have been written, so a kill or a crash in
+between prints that one page again on the next run, never more, and skips none. The page comes
+again whole and in order: a consumer that applies each change by its key (upsert a grant
+written, delete a grant deleted) ends in the same state. A change's token is for resuming from,
+not for comparing: the same change read twice may carry two different tokens.
+The state file names the application; one file serves one process at a time.
+A position older than the feed's retention is refused (409): delete the state file (or leave
+--after out) to start again from the oldest change kept.`,
+    )
+    .action(async (options: { after?: string; state?: string; pageSize: number; follow?: boolean }, command: Command) => {
+      exitCode = await changes(await api(command), { ...options, follow: options.follow === true }, io);
     });
 
   const catalog = program.command("catalog").summary("get or put the catalog").description("read or replace an application's resource catalog");

@@ -3,7 +3,7 @@
  * src/cli/main.ts`, against a test service, or compiled (bin/portcullis.mjs)
  * with no service at all: what a user at a shell runs.
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { ADMIN_KEY, type TestService } from "./service.js";
 
@@ -16,9 +16,13 @@ export interface Run {
   stderr: string;
 }
 
-/** The CLI as a child process; `key` goes in PORTCULLIS_KEY (null: none), the URL in PORTCULLIS_URL. */
-export function cli(service: TestService, args: string[], options: { key?: string | null; stdin?: string; onSpawn?: (kill: () => void) => void } = {}): Promise<Run> {
-  return spawnCli(["--import", "tsx", "src/cli/main.ts", ...args], { PORTCULLIS_URL: service.url, ...(options.key === null ? {} : { PORTCULLIS_KEY: options.key ?? ADMIN_KEY }) }, options);
+/**
+ * The CLI as a child process; `key` goes in PORTCULLIS_KEY (null: none), the URL in PORTCULLIS_URL
+ * (`url` instead of the service's). `onSpawn` gets a SIGKILL, and the child for a test that reads its
+ * output as it comes or sends it another signal.
+ */
+export function cli(service: TestService, args: string[], options: CliOptions & { key?: string | null; url?: string } = {}): Promise<Run> {
+  return spawnCli(["--import", "tsx", "src/cli/main.ts", ...args], { PORTCULLIS_URL: options.url ?? service.url, ...(options.key === null ? {} : { PORTCULLIS_KEY: options.key ?? ADMIN_KEY }) }, options);
 }
 
 /**
@@ -29,7 +33,12 @@ export function portcullis(args: string[], options: { stdin?: string } = {}): Pr
   return spawnCli(["bin/portcullis.mjs", ...args], {}, options);
 }
 
-function spawnCli(argv: string[], vars: Record<string, string>, options: { stdin?: string; onSpawn?: (kill: () => void) => void }): Promise<Run> {
+interface CliOptions {
+  stdin?: string;
+  onSpawn?: (kill: () => void, child: ChildProcessWithoutNullStreams) => void;
+}
+
+function spawnCli(argv: string[], vars: Record<string, string>, options: CliOptions): Promise<Run> {
   const env = { ...process.env };
   for (const name of ["PORTCULLIS_KEY", "PORTCULLIS_URL", "NODE_OPTIONS"]) delete env[name];
   const child = spawn(process.execPath, argv, { cwd: ROOT, env: { ...env, ...vars }, stdio: ["pipe", "pipe", "pipe"] });
@@ -38,7 +47,7 @@ function spawnCli(argv: string[], vars: Record<string, string>, options: { stdin
   child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
   child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
   child.stdin.end(options.stdin ?? "");
-  options.onSpawn?.(() => child.kill("SIGKILL"));
+  options.onSpawn?.(() => child.kill("SIGKILL"), child);
   return new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal, stdout, stderr })));
 }
 
