@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm run test:citus`: the storage tests on a real Citus cluster, CI's Citus
-// leg. Runs the store suite, the SQL rules, the model's API, the change feed's storage and every test/graph-*.test.ts
+// leg. Runs the store suite, the SQL rules, the model's API, the change feed (its storage, its API and
+// the ordering proof) and every test/graph-*.test.ts
 // with PORTCULLIS_TEST_ENGINES=citus; vitest's global setup
 // (test/support/global-setup.ts) starts a coordinator and two workers on free
 // loopback ports in a temporary folder and stops them when the run ends,
@@ -17,6 +18,8 @@ const files = [
   "test/sql-rules.test.ts",
   "test/model-api.test.ts",
   "test/changes-store.test.ts",
+  "test/changes-api.test.ts",
+  "test/changes-order.test.ts",
   ...readdirSync(join(root, "test"))
     .filter((f) => /^graph-.*\.test\.ts$/.test(f))
     .sort()
