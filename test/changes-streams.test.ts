@@ -14,7 +14,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChangeService } from "../gen/authz/v1/changes_pb.js";
-import { createTestDatabase, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { ErrorCode, Flag, FrameType, RawH2, Setting } from "./support/raw-h2.js";
 import { startTestService, type TestService } from "./support/service.js";
 import { createApp, expectStatus } from "./helpers/authz.js";
@@ -28,7 +28,8 @@ describe("the change feed's streams within the service's limits", () => {
   let key: string;
 
   beforeAll(async () => {
-    database = await createTestDatabase("postgres");
+    // One engine is enough: what is tested is the transport's (Postgres when there is one).
+    database = await createTestDatabase(engines.at(-1)!);
     service = await startTestService(database.db, LIMITS);
     key = await createApp(service, "streams", CATALOG);
   }, 120_000);

@@ -226,10 +226,14 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     ok("graph delete by instance", await asKey("POST", "/api/v1/authorization/relationships/delete", { resource: "folder", resourceId: "f1" }));
     ok("graph delete by subject", await asKey("POST", "/api/v1/authorization/relationships/delete", { subject: { resource: "folder", resourceId: "f1" } }));
     await new ExpirySweep(service.db, { intervalMs: 60_000, batchSize: 10, onError: (e) => { throw e; } }).sweepOnce();
-    // The change feed's storage, which no route reaches yet (docs/change-feed-design.md): its record and its reads.
+    // The change feed (docs/change-feed.md): its pages (read, and a window continued), its probe and its sweep;
+    // every write above recorded its changes in its own statement.
     await service.db.transaction((tx) => changesStore.record(tx, "rules-graph", [{ kind: "grant_written", body: {} }, { kind: "grant_deleted", body: {} }]));
+    const page = await asKey("GET", "/api/v1/authorization/changes?pageSize=1");
+    ok("changes", page);
+    ok("changes after a token", await asKey("GET", `/api/v1/authorization/changes?pageSize=3&after=${page.body.nextToken}`));
     const first = await changesStore.read(service.db, "rules-graph", { seen: undefined }, 1);
-    await changesStore.read(service.db, "rules-graph", first.next, 1);
+    await changesStore.newer(service.db, "rules-graph", [first.next.window!.upTo]);
     await changesStore.sweep(service.db, "rules-graph", 0, 10);
     ok("applications", await call("GET", "/api/v1/applications"));
     expect(statements.size).toBeGreaterThan(40);

@@ -1,5 +1,5 @@
 /**
- * The change feed's storage (migration 011; docs/change-feed-design.md):
+ * The change feed's storage (migrations 011 and 012; docs/change-feed.md):
  * changes recorded in the transactions that make them, read back in commit
  * order, exactly once, by transaction id and snapshot.
  *
