@@ -191,6 +191,7 @@ export async function startPortcullis(
     signals: new ChangeSignals(data, { pollMs: config.changesPollMs, onError: (error) => log.warn({ err: error }, "the change feed's probe for new changes failed") }),
     ...feedBounds(config),
   };
+  metrics.watchFeed(() => feed.signals.waiting);
   const ready = db.opened.then(async () => {
     const generatedOperatorKey = await keys.ensureOperatorKey();
     log.info({ database: engine }, "database ready");

@@ -231,6 +231,18 @@ describe.each(engines)("metrics on %s", (engine) => {
     expect(after.families.get("portcullis_coalesced_statements_in_flight")!.type).toBe("gauge");
   });
 
+  it("reports the change feed's waiting readers", async () => {
+    const waiting = (s: Scrape) => s.value("portcullis_change_feed_waiting_readers", {});
+    expect(waiting(await scrape(service.url))).toBe(0);
+    const from = (await service.call("GET", "/api/v1/authorization/changes?pageSize=1000", { key })).body.nextToken as string;
+    const read = service.call("GET", `/api/v1/authorization/changes?after=${from}&waitMs=30000`, { key });
+    for (let i = 0; service.waitingReaders() === 0 && i < 200; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(waiting(await scrape(service.url))).toBe(1);
+    expect((await service.call("POST", "/api/v1/authorization/relationships", { key, body: { userId: "feed", resource: "doc", resourceId: "f", relation: "viewer" } })).status).toBe(201);
+    expect((await read).body.changes).toHaveLength(1);
+    expect(waiting(await scrape(service.url))).toBe(0);
+  });
+
   it("counts reloads of the access model: first, then when its version changed", async () => {
     const reloads = (s: Scrape, reason: string) => s.value("portcullis_model_reloads_total", { reason });
     const before = await scrape(service.url);

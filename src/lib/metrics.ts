@@ -117,6 +117,7 @@ export class Metrics {
   private readonly batchSizes: Histogram<"reads">;
   private readonly inFlight = new Map<string, (() => number)[]>();
   private readonly pools: { name: string; pool: WatchedPool }[] = [];
+  private readonly feedReaders: (() => number)[] = [];
   private readonly connectWait: Histogram<"pool">;
   private readonly modelReloads: Counter<"reason">;
 
@@ -188,6 +189,15 @@ export class Metrics {
       labelNames: ["pool"],
       buckets: WAIT_BUCKETS,
       registers,
+    });
+    const feedReaders = this.feedReaders;
+    new Gauge({
+      name: "portcullis_change_feed_waiting_readers",
+      help: "The change feed's readers waiting for a change now: Watch streams with nothing left to send, and reads with waitMs.",
+      registers,
+      collect() {
+        this.set(feedReaders.reduce((n, source) => n + source(), 0));
+      },
     });
     this.modelReloads = new Counter({
       name: "portcullis_model_reloads_total",
@@ -262,6 +272,11 @@ export class Metrics {
     this.pools.push({ name, pool });
     const wait = this.connectWait.labels(name);
     pool.watchConnectWait?.((seconds) => wait.observe(seconds));
+  }
+
+  /** The change feed's waiting readers, read when scraped. */
+  watchFeed(waiting: () => number): void {
+    if (this.enabled) this.feedReaders.push(waiting);
   }
 
   modelReloaded(reason: ModelReloadReason): void {
