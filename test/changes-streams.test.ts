@@ -4,6 +4,8 @@
  * - a Watch with nothing to send ends with OK after 0.8 of the idle timeout,
  *   over HTTP/2 and HTTP/1.1, and is not reset at the request timeout before;
  * - a waiting read answers (empty, with a token) within the request timeout;
+ * - a write through the server wakes its waiting readers at once, and one
+ *   through another server wakes them by the probe (CHANGES_POLL_MS);
  * - a Watch whose client stops reading (its flow-control window closed) is
  *   reset once its bytes have waited the request timeout, and frees its call;
  *   its connection lives on;
@@ -20,7 +22,8 @@ import { startTestService, type TestService } from "./support/service.js";
 import { createApp, expectStatus } from "./helpers/authz.js";
 
 const CATALOG = [{ resource: "document", description: "", actions: ["read"], relations: [{ name: "viewer", actions: ["read"] }] }];
-const LIMITS = { idleTimeoutMs: 3_000, requestTimeoutMs: 1_000, headersTimeoutMs: 500 };
+// The probe for other servers' writes a minute apart: a reader woken sooner was woken by this server's write.
+const LIMITS = { idleTimeoutMs: 3_000, requestTimeoutMs: 1_000, headersTimeoutMs: 500, changesPollMs: 60_000 };
 
 describe("the change feed's streams within the service's limits", () => {
   let database: TestDatabase;
@@ -77,6 +80,35 @@ describe("the change feed's streams within the service's limits", () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(850);
     expectStatus(await service.call("POST", "/api/v1/authorization/relationships", { key, body: { userId: "w", resource: "document", resourceId: "w", relation: "viewer" } }), 201);
     expect((await service.call("GET", `/api/v1/authorization/changes?after=${res.body.nextToken}`, { key })).body.changes).toHaveLength(1);
+  });
+
+  it("a write through this server wakes its waiting readers at once; one through another server, by the probe", async () => {
+    const waitingRead = async (on: TestService) => {
+      const from = (await on.call("GET", "/api/v1/authorization/changes?pageSize=1000", { key })).body.nextToken as string;
+      const read = on.call("GET", `/api/v1/authorization/changes?after=${from}&waitMs=800`, { key });
+      for (let i = 0; on.waitingReaders() === 0 && i < 200; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      return read;
+    };
+    const write = (on: TestService, userId: string) =>
+      on.call("POST", "/api/v1/authorization/relationships", { key, body: { userId, resource: "document", resourceId: "wake", relation: "viewer" } });
+    const local = waitingRead(service);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    let written = Date.now();
+    expectStatus(await write(service, "local"), 201);
+    expect((await local).body.changes).toHaveLength(1);
+    expect(Date.now() - written).toBeLessThan(200);
+    // Another server on the same database, probing every 100 ms: the write through this one reaches its reader.
+    const other = await startTestService(database.db, { ...LIMITS, changesPollMs: 100 });
+    try {
+      const remote = waitingRead(other);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      written = Date.now();
+      expectStatus(await write(service, "remote"), 201);
+      expect((await remote).body.changes).toHaveLength(1);
+      expect(Date.now() - written).toBeLessThan(400);
+    } finally {
+      await other.close();
+    }
   });
 
   it("a Watch whose client stops reading is reset once its bytes waited the request timeout; the call is freed, the connection lives", async () => {
