@@ -59,9 +59,11 @@ describe.skipIf(!engines.includes("postgres"))("the change feed across service r
     const log: { resourceId: string; userId: string; kind: string }[] = [];
     let token = start;
     let failures = 0;
+    /** Every write answered (or lost): a read sent after this sees all that committed. */
+    let written = false;
     const reader = async () => {
       for (;;) {
-        const last = !writing;
+        const last = written;
         try {
           const res = await current.call("GET", `/api/v1/authorization/changes?after=${token}&pageSize=${last ? 1000 : 37}&waitMs=${last ? 0 : 500}`, { key });
           if (res.status !== 200) throw new Error(`${res.status}`);
@@ -93,6 +95,7 @@ describe.skipIf(!engines.includes("postgres"))("the change feed across service r
     await restarts();
     writing = false;
     await writing_;
+    written = true;
     await reading;
 
     expect(failures).toBeGreaterThan(0); // the restarts were felt

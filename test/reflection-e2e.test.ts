@@ -22,6 +22,7 @@ const AUTHZ_SERVICES = [
   "authz.v1.ApplicationService",
   "authz.v1.AuditService",
   "authz.v1.CatalogService",
+  "authz.v1.ChangeService",
   "authz.v1.CheckService",
   "authz.v1.ModelService",
   "authz.v1.PolicyService",
@@ -95,7 +96,7 @@ describe("buf curl with server reflection (pglite)", () => {
     for (const dir of [emptyDir, cacheDir]) if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
 
-  it("--list-services lists the seven authz.v1 services and reflection", async () => {
+  it("--list-services lists the nine authz.v1 services and reflection", async () => {
     const result = await buf([...h2c, "--list-services", service.url]);
     expect(result.stderr).toBe("");
     expect(result.exitCode).toBe(0);
@@ -114,6 +115,7 @@ describe("buf curl with server reflection (pglite)", () => {
     const result = await buf([...h2c, "--list-methods", service.url]);
     expect(result.exitCode).toBe(0);
     const methods = lines(result.stdout);
+    expect(methods.filter((m) => m.startsWith("authz.v1.ChangeService/"))).toEqual(["authz.v1.ChangeService/ListChanges", "authz.v1.ChangeService/Watch"]);
     expect(methods.filter((m) => m.startsWith("authz.v1.CatalogService/"))).toEqual([
       "authz.v1.CatalogService/GetCatalog",
       "authz.v1.CatalogService/PutCatalog",
@@ -136,8 +138,8 @@ describe("buf curl with server reflection (pglite)", () => {
       "authz.v1.CheckService/LookupSubjects",
       "authz.v1.CheckService/Permissions",
     ]);
-    // Eight services: 7 + 1 + 2 + 7 + 3 + 7 + 5 + 10 methods (applications, audit, catalog, check, model, policies, relationships, roles).
-    expect(methods.filter((m) => m.startsWith("authz.v1."))).toHaveLength(42);
+    // Nine services: 7 + 1 + 2 + 2 + 7 + 3 + 7 + 5 + 10 methods (applications, audit, catalog, changes, check, model, policies, relationships, roles).
+    expect(methods.filter((m) => m.startsWith("authz.v1."))).toHaveLength(44);
   }, 90_000);
 
   it("calls GetCatalog over gRPC with the schema from reflection only", async () => {
