@@ -122,17 +122,17 @@ describe.each(engines)("the change feed on %s", (engine) => {
     expectStatus(await call("POST", "/api/v1/authorization/relationships/bulk", { writes: second, deletes: [user("nobody", "document", "d2", "viewer")] }), 200);
     expectStatus(await call("POST", "/api/v1/authorization/relationships/bulk", { writes: [user("dee", "document", "d2", "viewer")], deletes: [user("bo", "document", "d2", "editor")] }), 200);
     const changes = await expectChanges([
-      // Grants to subjects are written first (store/relationships-store.ts writeMany); a
-      // statement's changes come in the order of the grants' keys.
-      grantLine("grant_written", set("folder:f1", "document", "d2", "parent")),
+      // Grants to subjects are written first (store/relationships-store.ts writeMany), each
+      // statement's in the order of the request.
       grantLine("grant_written", set("team:t1#member", "document", "d2", "viewer")),
+      grantLine("grant_written", set("folder:f1", "document", "d2", "parent")),
       grantLine("grant_written", first[0]!),
       grantLine("grant_written", user("cy", "document", "d2", "viewer")),
       grantLine("grant_deleted", user("bo", "document", "d2", "editor")),
       grantLine("grant_written", user("dee", "document", "d2", "viewer")),
     ]);
-    expect(changes[1]!.grant!.subject).toEqual({ resource: "team", resourceId: "t1", relation: "member" });
-    expect(changes[0]!.grant!.subject).toEqual({ resource: "folder", resourceId: "f1", relation: "" });
+    expect(changes[0]!.grant!.subject).toEqual({ resource: "team", resourceId: "t1", relation: "member" });
+    expect(changes[1]!.grant!.subject).toEqual({ resource: "folder", resourceId: "f1", relation: "" });
   });
 
   it("deletes by filter and by subject: one change per grant deleted", async () => {

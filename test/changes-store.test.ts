@@ -87,11 +87,14 @@ describe.each(engines)("the change feed's storage on %s", (engine) => {
       })
       .catch(() => undefined);
     const read = await readAll("feed", start.next, 2);
+    // Numbered by statement (stmt, greater for each later one), then within it (ord, from 1).
     expect(read.changes.map((c) => [c.kind, c.body, c.ord])).toEqual([
-      ["grant_written", { n: 1 }, 0],
-      ["grant_written", { n: 2 }, 1],
-      ["assignment_added", { n: 3 }, 2],
+      ["grant_written", { n: 1 }, 1],
+      ["grant_written", { n: 2 }, 2],
+      ["assignment_added", { n: 3 }, 1],
     ]);
+    expect(read.changes[0]!.stmt).toBe(read.changes[1]!.stmt);
+    expect(BigInt(read.changes[2]!.stmt)).toBeGreaterThan(BigInt(read.changes[0]!.stmt));
     expect(new Set(read.changes.map((c) => c.xid)).size).toBe(1);
     // Nothing more from where it ended; from the start (undefined), the same three.
     expect((await changesStore.read(database.db, "feed", read.at, 10)).changes).toEqual([]);

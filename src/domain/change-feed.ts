@@ -79,13 +79,14 @@ export class ChangeFeed {
     let position = positionOf(after);
     const deadline = Date.now() + Math.min(wait, this.options.maxWaitMs);
     for (;;) {
+      const since = this.signals.generation(appId);
       const read = await this.read(appId, position, limit);
       position = read.next;
       const left = deadline - Date.now();
       if (read.changes.length > 0 || left <= 0 || signal?.aborted === true || position.seen === undefined || this.signals.isClosed) {
         return { changes: await this.views(read.changes), nextToken: encodeChangeToken(position) };
       }
-      await this.signals.wait(appId, position.seen, left, signal);
+      await this.signals.wait(appId, position.seen, left, signal, since);
     }
   }
 
@@ -98,6 +99,7 @@ export class ChangeFeed {
     let position = positionOf(after);
     let lastSent = Date.now();
     while (signal?.aborted !== true) {
+      const since = this.signals.generation(appId);
       const read = await this.read(appId, position, WATCH_PAGE);
       for (const change of await this.views(read.changes)) {
         yield change;
@@ -109,7 +111,7 @@ export class ChangeFeed {
       if (silence <= 0 || this.signals.isClosed) return;
       // A position always has a snapshot after a read of an application that exists.
       if (position.seen === undefined) return;
-      await this.signals.wait(appId, position.seen, silence, signal);
+      await this.signals.wait(appId, position.seen, silence, signal, since);
     }
   }
 

@@ -11,7 +11,9 @@
  *   waiting, for the writes other processes make (another replica of the
  *   service, the expiry sweep): one statement per application, whatever the
  *   number of readers, asking for each snapshot they wait at whether a change
- *   it does not see has committed (changesStore.newer).
+ *   it does not see has committed (changesStore.newer). While it finds none,
+ *   it asks half as often each time, down to once every 16 × pollMs: idle
+ *   readers cost next to nothing, and a change brings it back to pollMs.
  *
  * A reader waits at the snapshot its last read saw, so the probe's answer is
  * exact for it: no change committed after that read can be missed, whenever
@@ -30,7 +32,21 @@ interface AppWaiters {
   waiters: Set<Waiter>;
   timer: NodeJS.Timeout | undefined;
   probing: boolean;
+  /** The probe's interval now: pollMs while changes come, doubling up to MAX_BACKOFF × pollMs while none do. */
+  intervalMs: number;
+  /** A wake after this process's write, held a moment to gather the writes that follow. */
+  wakeTimer: NodeJS.Timeout | undefined;
 }
+
+/** How far the probe slows while an application has no change: 16 × CHANGES_POLL_MS (4 s by default). */
+const MAX_BACKOFF = 16;
+
+/**
+ * How long a wake after a write through this process waits for more: at
+ * 1,000 writes a second a reader then reads once per few writes instead of
+ * once per write (each read a statement), for 2 ms more delay.
+ */
+export const GATHER_MS = 2;
 
 export interface ChangeSignalsOptions {
   /** How often an application with waiting readers is probed for others' writes. */
@@ -41,6 +57,8 @@ export interface ChangeSignalsOptions {
 
 export class ChangeSignals {
   private readonly apps = new Map<string, AppWaiters>();
+  /** Writes through this process, per application: a reader that saw one come after its read does not wait. */
+  private readonly generations = new Map<string, number>();
   private closed = false;
 
   constructor(
@@ -50,14 +68,29 @@ export class ChangeSignals {
 
   /** A write through this process committed changes of `appId`: its waiting readers read again. */
   changed(appId: string): void {
+    this.generations.set(appId, (this.generations.get(appId) ?? 0) + 1);
     const app = this.apps.get(appId);
     if (app === undefined) return;
-    for (const waiter of [...app.waiters]) waiter.wake();
+    app.intervalMs = this.options.pollMs;
+    if (app.wakeTimer !== undefined) return;
+    app.wakeTimer = setTimeout(() => {
+      app.wakeTimer = undefined;
+      for (const waiter of [...app.waiters]) waiter.wake();
+    }, GATHER_MS);
   }
 
   /** Closed: waits return at once, and readers stop waiting (the service is stopping). */
   get isClosed(): boolean {
     return this.closed;
+  }
+
+  /**
+   * The count of this process's writes to `appId`. A reader takes it before
+   * each read and hands it to wait(): a write that committed after the read's
+   * snapshot but before the reader began to wait then ends the wait at once.
+   */
+  generation(appId: string): number {
+    return this.generations.get(appId) ?? 0;
   }
 
   /** Readers waiting now (all applications). */
@@ -71,11 +104,14 @@ export class ChangeSignals {
    * Resolves when a change that `seen` does not show may have committed,
    * after `ms`, or when `signal` aborts, whichever comes first.
    */
-  wait(appId: string, seen: SnapshotText, ms: number, signal: AbortSignal | undefined): Promise<void> {
+  wait(appId: string, seen: SnapshotText, ms: number, signal: AbortSignal | undefined, since?: number): Promise<void> {
     if (this.closed || ms <= 0 || signal?.aborted === true) return Promise.resolve();
+    if (since !== undefined && this.generation(appId) !== since) return Promise.resolve();
     return new Promise<void>((resolve) => {
       let app = this.apps.get(appId);
-      if (app === undefined) this.apps.set(appId, (app = { waiters: new Set(), timer: undefined, probing: false }));
+      if (app === undefined) {
+        this.apps.set(appId, (app = { waiters: new Set(), timer: undefined, probing: false, intervalMs: this.options.pollMs, wakeTimer: undefined }));
+      }
       const timeout = setTimeout(() => waiter.wake(), ms);
       const onAbort = () => waiter.wake();
       const waiter: Waiter = {
@@ -102,14 +138,16 @@ export class ChangeSignals {
 
   private schedule(appId: string, app: AppWaiters): void {
     if (app.timer !== undefined || app.probing || this.closed) return;
-    app.timer = setTimeout(() => void this.probe(appId, app), this.options.pollMs);
+    app.timer = setTimeout(() => void this.probe(appId, app), app.intervalMs);
     // Waiting readers do not keep the process alive on their own.
     app.timer.unref();
   }
 
   private drop(appId: string, app: AppWaiters): void {
     if (app.timer !== undefined) clearTimeout(app.timer);
+    if (app.wakeTimer !== undefined) clearTimeout(app.wakeTimer);
     app.timer = undefined;
+    app.wakeTimer = undefined;
     if (this.apps.get(appId) === app) this.apps.delete(appId);
   }
 
@@ -121,6 +159,8 @@ export class ChangeSignals {
       const waiters = [...app.waiters];
       const news = await changesStore.newer(this.db, appId, [...new Set(waiters.map((w) => w.seen))]);
       for (const waiter of waiters) if (news.has(waiter.seen)) waiter.wake();
+      // Quiet: ask less often; a change (found here, or written through this process) brings it back.
+      app.intervalMs = news.size > 0 ? this.options.pollMs : Math.min(app.intervalMs * 2, this.options.pollMs * MAX_BACKOFF);
     } catch (error) {
       this.options.onError(error);
     } finally {

@@ -5,10 +5,11 @@
  *
  * Opaque is not trusted, as with page tokens (paging.ts): a token is decoded
  * and checked completely here, before any statement sees it. A snapshot
- * Postgres would refuse, an xid out of range or an ord that is no int4 is a
+ * Postgres would refuse, an xid out of range, a statement number that is no
+ * int8 or an ord that is no int4 is a
  * 400 naming `after`, never a cast error from the database.
  *
- * The text is "s|SEEN" after a window and "w|SEEN|UPTO|XID|ORD" inside one,
+ * The text is "s|SEEN" after a window and "w|SEEN|UPTO|XID|STMT|ORD" inside one,
  * SEEN being "-" for a reader that started from the oldest change kept;
  * base64url of it, so that it is one URL-safe word.
  */
@@ -25,10 +26,13 @@ const TOKEN_MAX = 16_384;
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const XID = /^\d{1,20}$/;
 const INT4_MAX = 2_147_483_647;
+const STMT = /^(0|[1-9]\d{0,18})$/;
+const INT8_MAX = (1n << 63n) - 1n;
 
 export function encodeChangeToken(position: ChangePosition): string {
   const seen = position.seen ?? "-";
-  const text = position.window === undefined ? `s|${seen}` : `w|${seen}|${position.window.upTo}|${position.window.xid}|${position.window.ord}`;
+  const w = position.window;
+  const text = w === undefined ? `s|${seen}` : `w|${seen}|${w.upTo}|${w.xid}|${w.stmt}|${w.ord}`;
   return Buffer.from(text, "ascii").toString("base64url");
 }
 
@@ -47,12 +51,13 @@ export function decodeChangeToken(token: string, field = "after"): ChangePositio
     if (seen === undefined) throw bad(); // "from the oldest" is no token: the request leaves `after` out
     return { seen };
   }
-  if (parts[0] !== "w" || parts.length !== 5) throw bad();
-  const [, , upTo, xid, ordText] = parts as [string, string, string, string, string];
-  if (!isSnapshotText(upTo) || !XID.test(xid) || !/^(0|[1-9]\d{0,9})$/.test(ordText)) throw bad();
+  if (parts[0] !== "w" || parts.length !== 6) throw bad();
+  const [, , upTo, xid, stmt, ordText] = parts as [string, string, string, string, string, string];
+  if (!isSnapshotText(upTo) || !XID.test(xid) || !STMT.test(stmt) || !/^(0|[1-9]\d{0,9})$/.test(ordText)) throw bad();
+  if (BigInt(stmt) > INT8_MAX) throw bad();
   const ord = Number(ordText);
   // The last change read lies inside the window: below its xmax, and past what SEEN had seen.
-  const window = { upTo, xid, ord };
+  const window = { upTo, xid, stmt, ord };
   if (ord > INT4_MAX || BigInt(xid) >= BigInt(upTo.split(":")[1]!)) throw bad();
   if (seen !== undefined && BigInt(upTo.split(":")[1]!) < BigInt(seen.split(":")[1]!)) throw bad();
   return { seen, window };

@@ -199,7 +199,7 @@ export const relationshipsStore = {
            ON CONFLICT (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation)
              DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE subject_relationships.expires_at IS DISTINCT FROM EXCLUDED.expires_at
            RETURNING ${SUBJECT_GRANT_RETURNING}
-         ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
+         ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant, false)}
          SELECT count(*)::int AS n FROM w`,
         [appId, ...subjectColumns(subjects), subjects.map((g) => iso(g.expiresAt))],
       );
@@ -214,7 +214,7 @@ export const relationshipsStore = {
          ON CONFLICT (app_id, resource, resource_id, relation, user_id)
            DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE relationships.expires_at IS DISTINCT FROM EXCLUDED.expires_at
          RETURNING ${USER_GRANT_RETURNING}
-       ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}
+       ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant, false)}
        SELECT count(*)::int AS n FROM w`,
       [appId, ...columns(grants), grants.map((g) => iso(g.expiresAt))],
     );

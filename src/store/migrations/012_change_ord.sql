@@ -1,25 +1,35 @@
--- The change feed's ord from the trigger too (issue 28): a transaction's
--- changes numbered in the order they were inserted, across all its
--- statements, by a counter local to the transaction on the node that stores
--- the rows. A writer then records its changes in the statement that makes
--- them (a CTE over the write's RETURNING) without carrying a count from one
--- statement to the next.
+-- The change feed's rows, made cheap to write (issue 28; docs/change-feed.md):
+-- a bulk write of 5,000 grants records 5,000 changes in its own statement,
+-- so each change's cost counts against the write's.
 --
--- The counter is a setting local to the transaction (set_config's third
--- argument): a rolled-back savepoint rolls it back with its rows, and it
--- is gone at commit. On Citus the trigger runs on the worker, and every
--- statement of a transaction on one application's shard goes over the same
--- connection (Citus keeps a placement's connection for the transaction once
--- it has written there), so the count goes on from statement to statement.
+-- A change's place in its transaction is (stmt, ord): stmt, a number the
+-- recording statement takes once from change_statement_seq (in a scalar
+-- subquery: on Citus the coordinator takes it once and the statement carries
+-- the value), greater for each later statement of a transaction; ord, the
+-- row's number within its statement. The trigger only sets xid now: a
+-- counter it kept per transaction (a setting read and written for every
+-- row) cost a third of the changes' time.
+CREATE SEQUENCE change_statement_seq;
+
+ALTER TABLE changes ADD COLUMN stmt bigint NOT NULL DEFAULT 0;
+ALTER TABLE changes ALTER COLUMN stmt DROP DEFAULT;
+ALTER TABLE changes DROP CONSTRAINT changes_pkey;
+ALTER TABLE changes ADD PRIMARY KEY (app_id, xid, stmt, ord);
+
+-- No foreign key to applications, as relationships has none: its check,
+-- once for every change, cost as much as the trigger, and applications are
+-- never deleted.
+ALTER TABLE changes DROP CONSTRAINT changes_app_id_fkey;
+
+-- The retention sweep walks the primary key from the oldest transaction
+-- instead (store/changes-store.ts): one index less to keep for every change.
+DROP INDEX changes_created_idx;
+
 CREATE OR REPLACE FUNCTION portcullis_change_xid() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
-DECLARE
-  n integer := coalesce(nullif(current_setting('portcullis.change_ord', true), ''), '0')::integer;
 BEGIN
   NEW.xid := pg_current_xact_id();
-  NEW.ord := n;
-  PERFORM set_config('portcullis.change_ord', (n + 1)::text, true);
   RETURN NEW;
 END
 $$;
