@@ -51,54 +51,58 @@ export const IDLE_MEASURABLE_MS_PER_S = 1;
 export type Measured = LoadResult & { serverCpuUs: number | undefined };
 
 /**
- * CPU µs used so far by the service's process, and by each Postgres backend
- * connected to its database, by pid (undefined where not measurable:
- * PGlite, whose database runs in the service's process; another machine).
- * The backends rather than the whole server: on a server others use too,
- * they are what this service's statements cost, apart from theirs.
+ * The CPU a service process and its Postgres backends use from the meter's
+ * start to its stop, in µs: the service's from /proc; the backends' (those
+ * connected to its database, read while the meter runs, so that one the
+ * service drops meanwhile counts too) undefined where not measurable: on
+ * PGlite the database runs in the service's process, and a server on
+ * another machine has no /proc here. The backends rather than the whole
+ * server: on a server others use too, they are what this service's
+ * statements cost it, apart from theirs.
  */
-export interface CpuSample {
-  service: number | undefined;
-  backends: Map<number, number> | undefined;
-}
-export type CpuNow = () => Promise<CpuSample>;
-
-/** CPU µs used between two samples: the service's, and its backends' (those gone meanwhile are not counted). */
-function cpuSpent(before: CpuSample, after: CpuSample): { service: number | undefined; postgres: number | undefined } {
-  let postgres: number | undefined;
-  if (before.backends !== undefined && after.backends !== undefined) {
-    postgres = 0;
-    for (const [pid, us] of after.backends) postgres += us - (before.backends.get(pid) ?? 0);
-  }
-  return { service: spent(before.service, after.service), postgres };
+export interface CpuMeter {
+  stop: () => Promise<{ service: number | undefined; postgres: number | undefined }>;
 }
 
-/** What the delay and idle parts need of the harness in bench/run.ts: the service it started. */
+/** What the delay part needs of the harness in bench/run.ts: the service it started. */
 export interface ChangesHarness {
   url: string;
   adminKey: string;
   api: (method: string, path: string, body: unknown, key: string) => Promise<any>;
   progress: (text: string) => void;
   say: (text: string) => void;
-  cpu: CpuNow;
-  /** The service's resident set size now, in MB (undefined without /proc). */
-  rssMb: () => number | undefined;
+  meter: () => Promise<CpuMeter>;
   seconds: number;
   warmup: number;
   /** Single writes a second while the Watch delay is measured. */
   rate: number;
-  /** Length of each idle window (without streams, with them). */
-  idleSeconds: number;
-  streams: number;
-  streamsPerConnection: number;
 }
 
 /** A service process of one tree, started on the loaded data. */
 export interface StartedService {
   url: string;
   pid: number | undefined;
-  cpu: CpuNow;
+  meter: () => Promise<CpuMeter>;
+  /** Its resident set size now, in MB (undefined without /proc). */
+  rssMb: () => number | undefined;
+  /** Its garbage collections so far, from its /metrics (undefined with metrics off): major ones, and the time of all kinds. */
+  gc: () => Promise<{ major: number; ms: number } | undefined>;
+  /** Its V8 heap now, used and total, in MB, from its /metrics (undefined with metrics off). */
+  heapMb: () => Promise<{ used: number; total: number } | undefined>;
   stop: () => Promise<void>;
+}
+
+/** What the idle part needs: a service of this tree started afresh on the loaded data. */
+export interface IdleHarness {
+  /** With these flags for node (IDLE_NODE_FLAGS). */
+  start: (nodeFlags: string[]) => Promise<StartedService>;
+  adminKey: string;
+  api: (url: string, method: string, path: string, body: unknown, key: string) => Promise<any>;
+  progress: (text: string) => void;
+  /** Length of each idle window. */
+  seconds: number;
+  streams: number;
+  streamsPerConnection: number;
 }
 
 /** What the writes part needs: a service of either tree on the same data, and the load generator. */
@@ -137,22 +141,23 @@ function spread(values: ArrayLike<number>): Spread {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-/** CPU used between two reads, in µs; undefined when either is. */
-const spent = (before: number | undefined, after: number | undefined) => (before === undefined || after === undefined ? undefined : after - before);
+
+/** The REST API of one service: method, path, body, key. */
+type Api = (method: string, path: string, body: unknown, key: string) => Promise<any>;
 
 /** An application of the bench's own with a one-resource catalog, and a key of its own (scopes read and write). */
-async function createApp(h: ChangesHarness, appId: string): Promise<string> {
-  await h.api("POST", "/api/v1/applications", { appId }, h.adminKey);
-  const { key } = (await h.api("POST", `/api/v1/applications/${appId}/api-keys`, { name: "bench" }, h.adminKey)) as { key: string };
-  await h.api("PUT", `/api/v1/applications/${appId}/resources`, CATALOG, key);
+async function createApp(api: Api, adminKey: string, appId: string): Promise<string> {
+  await api("POST", "/api/v1/applications", { appId }, adminKey);
+  const { key } = (await api("POST", `/api/v1/applications/${appId}/api-keys`, { name: "bench" }, adminKey)) as { key: string };
+  await api("PUT", `/api/v1/applications/${appId}/resources`, CATALOG, key);
   return key;
 }
 
 /** The token after every change the application has now: a Watch from it sees only what comes next. */
-async function currentToken(h: ChangesHarness, key: string): Promise<string> {
+async function currentToken(api: Api, key: string): Promise<string> {
   let after = "";
   for (;;) {
-    const page = (await h.api("GET", `/api/v1/authorization/changes?pageSize=1000${after === "" ? "" : `&after=${after}`}`, undefined, key)) as {
+    const page = (await api("GET", `/api/v1/authorization/changes?pageSize=1000${after === "" ? "" : `&after=${after}`}`, undefined, key)) as {
       changes: unknown[];
       nextToken: string;
     };
@@ -295,7 +300,7 @@ export interface DelayFigures {
 }
 
 /** The delay part's application, and its key (the writes part writes to it too, on both trees). */
-export const createDelayApp = (h: ChangesHarness) => createApp(h, DELAY_APP_ID);
+export const createDelayApp = (h: ChangesHarness) => createApp(h.api, h.adminKey, DELAY_APP_ID);
 
 /** The grant of write i of the delay run: its userId names it, so its change is matched to it. */
 const DELAY_PREFIX = "delay-";
@@ -390,7 +395,7 @@ class Ledger {
  * sending, answer and delivery times, matched on its grant's userId.
  */
 export async function measureDelay(h: ChangesHarness, key: string): Promise<DelayFigures> {
-  const token = await currentToken(h, key);
+  const token = await currentToken(h.api, key);
   const ledger = new Ledger(Math.round((h.warmup + h.seconds) * h.rate));
   const measuredFrom = Math.round(h.warmup * h.rate);
   let ready = false;
@@ -413,7 +418,7 @@ export async function measureDelay(h: ChangesHarness, key: string): Promise<Dela
     if (!(await until(() => ready, 10_000))) throw new Error("changes: the Watch delivered no change within 10 s of a write");
 
     h.progress(`running: changes: Watch delay, ${h.rate} writes/s (${h.warmup} s warm-up, ${h.seconds} s)`);
-    const cpuBefore = await h.cpu();
+    const meter = await h.meter();
     const sent = await paced(
       ledger.total,
       h.rate,
@@ -433,7 +438,7 @@ export async function measureDelay(h: ChangesHarness, key: string): Promise<Dela
     const ok = ledger.ok;
     await until(() => ledger.delivered >= ok, 10_000, () => ledger.delivered);
     await sleep(300); // a moment more, for a change delivered twice to show
-    const used = cpuSpent(cpuBefore, await h.cpu());
+    const used = await meter.stop();
     const counts = ledger.counts();
     const l = ledger;
     return {
@@ -464,86 +469,207 @@ export async function measureDelay(h: ChangesHarness, key: string): Promise<Dela
 
 // ---------------------------------------------------------------- idle streams
 
+/** One idle window: the streams open through it, the CPU it took a second, and the service's garbage collections in it. */
+export interface IdleWindow {
+  streams: number;
+  serviceMsPerS: number | undefined;
+  postgresMsPerS: number | undefined;
+  majorGcs: number | undefined;
+  gcMs: number | undefined;
+}
+
+/** The service's memory at one moment: resident size, and V8's heap used and total (MB). */
+export interface MemoryAt {
+  rssMb: number | undefined;
+  heapUsedMb: number | undefined;
+  heapTotalMb: number | undefined;
+}
+
 export interface IdleFigures {
   streams: number;
   connections: number;
   seconds: number;
-  /** The service's CPU, ms per second, over a window without streams and one with them open; its Postgres backends' likewise. */
-  withoutMsPerS: { service: number | undefined; postgres: number | undefined };
-  withMsPerS: { service: number | undefined; postgres: number | undefined };
-  /** The service's resident size: before opening, once all were open, at the end of the window with them. */
-  rssBeforeMb: number | undefined;
-  rssOpenMb: number | undefined;
-  rssEndMb: number | undefined;
-  /** Every stream delivered the write made before the window and the one after it (all open and reading throughout). */
+  /** From the service's start until no garbage collection for SETTLED_MS (at most SETTLE_MAX_MS). */
+  settleSeconds: number;
+  /** No streams, one, then all of them open: nobody writes meanwhile. */
+  windows: IdleWindow[];
+  /** The service's memory: before opening them all, once all were open, at the end of their window. */
+  before: MemoryAt | undefined;
+  open: MemoryAt | undefined;
+  end: MemoryAt | undefined;
+  /** Every stream delivered the write made before its window and the one after it (all open and reading throughout). */
   allLive: boolean;
   problem: string | undefined;
 }
 
-/** The CPU over `seconds` of doing nothing, in ms per second. */
-async function idleWindow(h: ChangesHarness, seconds: number, label: string): Promise<IdleFigures["withMsPerS"]> {
-  const before = await h.cpu();
-  const t = performance.now();
-  for (let s = 0; s < seconds; s++) {
-    h.progress(`running: changes: ${label} (${s}/${seconds} s)`);
-    await sleep(Math.max(0, t + (s + 1) * 1000 - performance.now()));
+/** Watch streams on `connections` HTTP/2 connections from `token`, each counting the idle-mark grants it delivers. */
+class IdleStreams {
+  private readonly sessions: Http2SessionManager[];
+  private readonly stop = new AbortController();
+  readonly marks: Uint16Array;
+  problem: string | undefined;
+
+  constructor(url: string, key: string, token: string, count: number, perConnection: number) {
+    this.sessions = Array.from({ length: Math.ceil(count / perConnection) }, () => new Http2SessionManager(url));
+    setMaxListeners(count + 10, this.stop.signal); // one listener per stream: they end together
+    this.marks = new Uint16Array(count);
+    for (let s = 0; s < count; s++) {
+      const { ended } = watch(this.sessions[Math.floor(s / perConnection)]!, url, key, token, this.stop.signal, (userId) => {
+        if (userId.startsWith("idle-mark-")) this.marks[s]!++;
+      });
+      void ended.then((end) => {
+        if (end.early) this.problem ??= `stream ${s} ended: ${end.error ?? "on its own (the service's silence bound?)"}`;
+      });
+    }
   }
-  const elapsed = (performance.now() - t) / 1000;
-  const used = cpuSpent(before, await h.cpu());
-  const perS = (us: number | undefined) => (us === undefined ? undefined : us / 1000 / elapsed);
-  return { service: perS(used.service), postgres: perS(used.postgres) };
+
+  get connections(): number {
+    return this.sessions.length;
+  }
+
+  /** Whether every stream has delivered `k` marks (all written since the token), within 15 s. */
+  delivered(k: number): Promise<boolean> {
+    return until(() => this.marks.every((m) => m >= k), 15_000);
+  }
+
+  close(): void {
+    this.stop.abort();
+    for (const session of this.sessions) session.abort();
+  }
 }
 
-/**
- * 100 Watch streams on an application with no writes: the service's CPU
- * over a window without them, then over one with them open, and its
- * resident size. One grant written right before the window with streams and
- * one right after it, each of which every stream must deliver, show them
- * all open and reading throughout (a Watch with nothing to send ends after
- * 0.8 of HTTP_IDLE_TIMEOUT_MS, 52 s by default: the windows stay below it).
- */
-export async function measureIdle(h: ChangesHarness): Promise<IdleFigures> {
-  const key = await createApp(h, IDLE_APP_ID);
-  const token = await currentToken(h, key);
-  await sleep(1_000); // the application's creation settled
-  const withoutMsPerS = await idleWindow(h, h.idleSeconds, "no Watch streams, idle");
-  const rssBeforeMb = h.rssMb();
+/** A service settled: no major garbage collection for this long (a fresh process collects what its start left). */
+const SETTLED_MS = 10_000;
+const SETTLE_MAX_MS = 60_000;
 
-  const connections = Math.ceil(h.streams / h.streamsPerConnection);
-  const sessions = Array.from({ length: connections }, () => new Http2SessionManager(h.url));
-  const stop = new AbortController();
-  setMaxListeners(h.streams + 10, stop.signal); // one listener per stream: the streams end together
-  const marks = new Uint16Array(h.streams);
-  const ends = Array.from({ length: h.streams }, (_, s) =>
-    watch(sessions[Math.floor(s / h.streamsPerConnection)]!, h.url, key, token, stop.signal, (userId) => {
-      if (userId.startsWith("idle-mark-")) marks[s]!++;
-    }).ended,
-  );
-  let problem: string | undefined;
-  for (const [s, ended] of ends.entries()) {
-    void ended.then((end) => {
-      if (end.early) problem ??= `stream ${s} ended: ${end.error ?? "on its own (the service's silence bound?)"}`;
-    });
+/**
+ * Waits until `s` has made no major garbage collection for SETTLED_MS, or
+ * SETTLE_MAX_MS passed; the seconds it waited. Minor ones do not count:
+ * reading /metrics, as this does, makes some.
+ */
+async function settle(s: StartedService, progress: (text: string) => void): Promise<number> {
+  const t = performance.now();
+  let last = await s.gc();
+  let quietSince = performance.now();
+  while (performance.now() - quietSince < SETTLED_MS && performance.now() - t < SETTLE_MAX_MS) {
+    progress(`running: changes: the idle streams' service settling (${((performance.now() - t) / 1000).toFixed(0)} s)`);
+    await sleep(2_000);
+    const now = await s.gc();
+    if (now === undefined) break; // metrics off: nothing to wait for
+    if (last === undefined || now.major !== last.major) quietSince = performance.now();
+    last = now;
   }
-  // Every stream delivers the k-th mark: all open and reading.
-  const mark = async (k: number) => {
-    await h.api("POST", WRITE_PATH, grant(`idle-mark-${k}`, `mark-${k}`), key);
-    return until(() => marks.every((m) => m >= k), 15_000);
+  return (performance.now() - t) / 1000;
+}
+
+const memoryAt = async (s: StartedService): Promise<MemoryAt> => {
+  const heap = await s.heapMb();
+  return { rssMb: s.rssMb(), heapUsedMb: heap?.used, heapTotalMb: heap?.total };
+};
+
+/**
+ * The idle part's service runs without V8's memory reducer: in its first
+ * minute a fresh process otherwise makes compacting collections some 20 s
+ * apart (seen here at 3, 25 and 49 s after the start, on a service doing
+ * nothing), which land in whichever window and outweigh the milliseconds a
+ * second compared. They follow any drop in activity, streams or not; every
+ * other collection is counted, and shown by window.
+ */
+const IDLE_NODE_FLAGS = ["--no-memory-reducer"];
+
+/**
+ * Watch streams on an application with no writes: the service's CPU (and
+ * its Postgres backends') over a window with none, one with a single stream,
+ * and one with all of them open, on a service started for it and let settle
+ * first (one that measured other things before, or had just started, would
+ * spend these windows collecting garbage: V8 shrinks its heap once a process
+ * goes quiet); its garbage collections in each window, and its memory before
+ * and after opening them. A grant written before each window with streams and one
+ * after it, which every stream must deliver, shows them all open and
+ * reading throughout (a Watch with nothing to send ends after 0.8 of
+ * HTTP_IDLE_TIMEOUT_MS, 52 s by default: the windows stay below it).
+ */
+export async function measureIdle(h: IdleHarness): Promise<IdleFigures> {
+  const s = await h.start(IDLE_NODE_FLAGS);
+  const api: Api = (method, path, body, key) => h.api(s.url, method, path, body, key);
+  let marks = 0;
+  const mark = async () => api("POST", WRITE_PATH, grant(`idle-mark-${++marks}`, `mark-${marks}`), key);
+  const key = await createApp(api, h.adminKey, IDLE_APP_ID);
+  const token = await currentToken(api, key);
+  const windows: IdleWindow[] = [];
+  let problem: string | undefined;
+  /** Opens `count` streams, marks, runs a window, marks again: whether every stream delivered every mark; `during` reads the memory. */
+  const withStreams = async (count: number, during: (phase: "open" | "end") => Promise<void>) => {
+    const streams = new IdleStreams(s.url, key, token, count, h.streamsPerConnection);
+    try {
+      h.progress(`running: changes: opening ${count} Watch streams`);
+      // Every stream reads from the application's first token: it delivers every mark written so far.
+      await mark();
+      let live = await streams.delivered(marks);
+      await sleep(1_000); // the mark's deliveries done
+      await during("open");
+      windows.push(await idleWindow(h, s, count, `${count} Watch streams open, idle`));
+      await during("end");
+      await mark();
+      live = (await streams.delivered(marks)) && live && streams.problem === undefined;
+      if (!live) problem ??= streams.problem ?? `of ${count} streams, ${streams.marks.filter((m) => m < marks).length} did not deliver every write`;
+      return { live, connections: streams.connections };
+    } finally {
+      streams.close();
+    }
   };
   try {
-    h.progress(`running: changes: opening ${h.streams} Watch streams on ${connections} connections`);
-    let allLive = await mark(1);
-    await sleep(1_000); // the wake-ups of the mark's delivery done
-    const rssOpenMb = h.rssMb();
-    const withMsPerS = await idleWindow(h, h.idleSeconds, `${h.streams} Watch streams open, idle`);
-    const rssEndMb = h.rssMb();
-    allLive = (await mark(2)) && allLive && problem === undefined;
-    if (!allLive) problem ??= `${marks.filter((m) => m < 2).length} of ${h.streams} streams did not deliver both writes`;
-    return { streams: h.streams, connections, seconds: h.idleSeconds, withoutMsPerS, withMsPerS, rssBeforeMb, rssOpenMb, rssEndMb, allLive, problem };
+    // The Watch path used once first: its first use compiles and allocates what a window would count.
+    const warm = new IdleStreams(s.url, key, token, h.streamsPerConnection, h.streamsPerConnection);
+    await mark();
+    const warmed = await warm.delivered(marks);
+    warm.close();
+    if (!warmed) problem = "the warm-up's streams did not deliver a write";
+    const settleSeconds = await settle(s, h.progress);
+    windows.push(await idleWindow(h, s, 0, "no Watch streams, idle"));
+    const one = await withStreams(1, async () => undefined);
+    const memory: Partial<Record<"before" | "open" | "end", MemoryAt>> = { before: await memoryAt(s) };
+    const all = await withStreams(h.streams, async (phase) => {
+      memory[phase] = await memoryAt(s);
+    });
+    return {
+      streams: h.streams,
+      connections: all.connections,
+      seconds: h.seconds,
+      settleSeconds,
+      windows,
+      before: memory.before,
+      open: memory.open,
+      end: memory.end,
+      allLive: warmed && one.live && all.live,
+      problem,
+    };
   } finally {
-    stop.abort();
-    for (const session of sessions) session.abort();
+    await s.stop();
   }
+}
+
+/** `seconds` of doing nothing with `streams` open: the CPU a second, and the garbage collections meanwhile. */
+async function idleWindow(h: IdleHarness, s: StartedService, streams: number, label: string): Promise<IdleWindow> {
+  // /metrics is read outside the window: answering it costs the service CPU.
+  const gcBefore = await s.gc();
+  const meter = await s.meter();
+  const t = performance.now();
+  for (let k = 0; k < h.seconds; k++) {
+    h.progress(`running: changes: ${label} (${k}/${h.seconds} s)`);
+    await sleep(Math.max(0, t + (k + 1) * 1000 - performance.now()));
+  }
+  const used = await meter.stop();
+  const elapsed = (performance.now() - t) / 1000;
+  const gcAfter = await s.gc();
+  const perS = (us: number | undefined) => (us === undefined ? undefined : us / 1000 / elapsed);
+  return {
+    streams,
+    serviceMsPerS: perS(used.service),
+    postgresMsPerS: perS(used.postgres),
+    majorGcs: gcBefore === undefined || gcAfter === undefined ? undefined : gcAfter.major - gcBefore.major,
+    gcMs: gcBefore === undefined || gcAfter === undefined ? undefined : gcAfter.ms - gcBefore.ms,
+  };
 }
 
 // ---------------------------------------------------------------- writes with the feed on and off
@@ -590,7 +716,7 @@ async function bulkWrites(w: WritesHarness, s: StartedService, key: string, tag:
     return { ms: performance.now() - t, written: answer.written };
   };
   await call(0);
-  const before = await s.cpu();
+  const meter = await s.meter();
   const times: number[] = [];
   let written = 0;
   for (let k = 1; k <= BULK_CALLS; k++) {
@@ -599,7 +725,7 @@ async function bulkWrites(w: WritesHarness, s: StartedService, key: string, tag:
     written += r.written;
     w.progress(`running: changes: bulk writes of 5,000, feed ${tag} (${k}/${BULK_CALLS})`);
   }
-  const used = cpuSpent(before, await s.cpu());
+  const used = await meter.stop();
   const perCall = (us: number | undefined) => (us === undefined ? undefined : us / BULK_CALLS / 1000);
   return { times, written, serviceMs: perCall(used.service), postgresMs: perCall(used.postgres) };
 }
@@ -620,9 +746,9 @@ export async function measureWrites(w: WritesHarness, key: string): Promise<Writ
         w.progress(`running: changes: single writes, feed ${variant} (${round}), warm-up ${w.warmup} s`);
         await w.load(spec, w.warmup, w.connections, s.pid);
         w.progress(`running: changes: single writes, feed ${variant} (${round}), ${w.seconds} s, ${w.connections} in flight`);
-        const before = await s.cpu();
+        const meter = await s.meter();
         const single = await w.load(spec, w.seconds, w.connections, s.pid);
-        const postgres = cpuSpent(before, await s.cpu()).postgres;
+        const { postgres } = await meter.stop();
         const bulk = await bulkWrites(w, s, key, `${variant}-${round}`);
         runs.push({
           variant,
@@ -660,69 +786,32 @@ export async function measureWrites(w: WritesHarness, key: string): Promise<Writ
 
 export interface ChangeFigures {
   delay: DelayFigures;
-  idle: IdleFigures;
+  /** Undefined when the run stopped before it. */
+  idle: IdleFigures | undefined;
   /** Undefined without --compare-tree: nothing to compare the writes with. */
   writes: WriteFigures | undefined;
 }
 
-/** Whether the run holds what it must (every write delivered exactly once, every idle stream live): else the bench fails. */
+/** Whether the run holds what it must (every write delivered exactly once, every idle stream live, every write done): else the bench fails. */
 export function changesExact(f: ChangeFigures): boolean {
-  return f.delay.exact && f.idle.allLive && (f.writes?.runs.every((r) => r.single.errors === 0 && r.bulkWritten === BULK_CALLS * BULK_SIZE) ?? true);
+  return f.delay.exact && (f.idle?.allLive ?? true) && (f.writes?.runs.every((r) => r.single.errors === 0 && r.bulkWritten === BULK_CALLS * BULK_SIZE) ?? true);
 }
 
-/** The group's tables: the writes by round, the delay, the idle streams, then the issue's targets, each met or not. */
+const num = (x: number | undefined, digits = 1) => (x === undefined || Number.isNaN(x) ? "n/a" : x.toFixed(digits));
+const signed = (x: number | undefined, digits: number, unit: string) => (x === undefined ? "n/a" : `${x >= 0 ? "+" : ""}${x.toFixed(digits)} ${unit}`);
+const met = (ok: boolean) => (ok ? "met" : "**not met**");
+
+/** The group's tables: the writes by round, the delay, the idle windows, then the issue's targets, each met or not. */
 export function changesLines(f: ChangeFigures, engine: string): string[] {
-  const n = (x: number | undefined, digits = 1) => (x === undefined || Number.isNaN(x) ? "n/a" : x.toFixed(digits));
-  const met = (ok: boolean) => (ok ? "met" : "**not met**");
-  const lines: string[] = [];
-  if (f.writes !== undefined) lines.push(...writeLines(f.writes, engine, n));
-  const d = f.delay;
-  const row = (name: string, s: Spread) => `| ${name} | ${n(s.p50, 2)} | ${n(s.p99, 2)} | ${n(s.max, 2)} |`;
-  lines.push(
-    "",
-    `| change feed (${engine}): Watch delay, gRPC over HTTP/2, ${d.rate.toLocaleString("en-US")} single writes/s open loop for ${d.seconds} s (${d.afterSend.count.toLocaleString("en-US")} writes measured, after ${d.warmupSeconds} s of warm-up) | p50 ms | p99 ms | max ms |`,
-    "|---|---:|---:|---:|",
-    row("delivery − answer received (a lower bound of commit → client)", d.afterAnswer),
-    row("delivery − request sent (an upper bound of commit → client)", d.afterSend),
-    row("the write: request sent → answer received", d.answer),
-    row("the generator's lateness against its schedule", d.lateness),
-    `| writes sent ${d.writes.toLocaleString("en-US")}, answered 2xx ${d.answered.toLocaleString("en-US")}, delivered exactly once ${d.exactlyOnce.toLocaleString("en-US")}, missing ${d.missing}, more than once ${d.duplicated}, strays ${d.strays}${d.streamProblem === undefined ? "" : `; ${d.streamProblem}`} | | | |`,
-    `| CPU per write, its delivery included (warm-up included): service ${n(d.serviceCpuUs)} µs, its Postgres backends ${n(d.postgresCpuUs)} µs; answers ${Math.round(d.answeredRate).toLocaleString("en-US")}/s${d.writes < d.planned ? `; the generator stopped after ${d.writes.toLocaleString("en-US")} of ${d.planned.toLocaleString("en-US")} writes, ${BACKLOG_SECONDS} s behind` : ""} | | | |`,
-  );
-  const i = f.idle;
-  const rss = (x: number | undefined) => (x === undefined ? "n/a" : `${x.toFixed(1)} MB`);
-  lines.push(
-    "",
-    `| change feed (${engine}): ${i.streams} Watch streams (${i.connections} HTTP/2 connections), an application with no writes, windows of ${i.seconds} s | service CPU ms/s | its Postgres backends' CPU ms/s | service RSS |`,
-    "|---|---:|---:|---:|",
-    `| no streams | ${n(i.withoutMsPerS.service, 2)} | ${n(i.withoutMsPerS.postgres, 2)} | ${rss(i.rssBeforeMb)} (before opening) |`,
-    `| ${i.streams} streams open, idle | ${n(i.withMsPerS.service, 2)} | ${n(i.withMsPerS.postgres, 2)} | ${rss(i.rssOpenMb)} (all open), ${rss(i.rssEndMb)} (the window's end) |`,
-    `| every stream delivered a write before the window and one after it | ${i.allLive ? "yes" : `NO: ${i.problem}`} | | |`,
-  );
-  const extraCpu = i.withMsPerS.service === undefined || i.withoutMsPerS.service === undefined ? undefined : i.withMsPerS.service - i.withoutMsPerS.service;
-  const extraPg = i.withMsPerS.postgres === undefined || i.withoutMsPerS.postgres === undefined ? undefined : i.withMsPerS.postgres - i.withoutMsPerS.postgres;
-  const extraMb = i.rssBeforeMb === undefined || i.rssOpenMb === undefined || i.rssEndMb === undefined ? undefined : Math.max(i.rssOpenMb, i.rssEndMb) - i.rssBeforeMb;
-  const w = f.writes;
-  const rounds = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(", ");
-  lines.push(
-    "",
-    `| change feed (${engine}): the targets | figure | target | |`,
-    "|---|---:|---|---|",
-    w === undefined
-      ? "| writes, feed on ÷ off | not measured: needs --compare-tree DIR (the commit before capture, built) | ≥ 0.8 | |"
-      : `| single writes (${w.connections} in flight): feed on ÷ off, req/s (mean of ${w.rounds} rounds: ${rounds(w.singleRatios)}) | ${w.singleRatio.toFixed(2)} | ≥ ${TARGETS.writeRatio} | ${met(w.singleRatio >= TARGETS.writeRatio)} |`,
-    ...(w === undefined
-      ? []
-      : [`| bulk writes of 5,000: feed on ÷ off, grants/s of the median call (mean of ${w.rounds} rounds: ${rounds(w.bulkRatios)}) | ${w.bulkRatio.toFixed(2)} | ≥ ${TARGETS.writeRatio} | ${met(w.bulkRatio >= TARGETS.writeRatio)} |`]),
-    `| Watch delay at ${d.rate.toLocaleString("en-US")} writes/s: p99 from the request's sending (from its answer: ${n(d.afterAnswer.p99, 2)} ms) | ${n(d.afterSend.p99, 2)} ms | < ${TARGETS.delayP99Ms} ms | ${met(d.afterSend.p99 < TARGETS.delayP99Ms)} |`,
-    `| every write delivered to the Watch exactly once (${d.writes.toLocaleString("en-US")} writes) | ${d.exact ? "yes" : "NO"} | exactly once | ${met(d.exact)} |`,
-    `| ${i.streams} idle streams: service CPU with ÷ without them, the increase (its Postgres backends: ${extraPg === undefined ? "n/a" : `${extraPg >= 0 ? "+" : ""}${extraPg.toFixed(2)} ms/s`}) | ${extraCpu === undefined ? "n/a" : `${extraCpu >= 0 ? "+" : ""}${extraCpu.toFixed(2)} ms/s`} | none measurable (< ${IDLE_MEASURABLE_MS_PER_S} ms/s) | ${met(extraCpu !== undefined && extraCpu < IDLE_MEASURABLE_MS_PER_S && i.allLive)} |`,
-    `| ${i.streams} idle streams: service RSS, the most after opening − before | ${extraMb === undefined ? "n/a" : `${extraMb >= 0 ? "+" : ""}${extraMb.toFixed(1)} MB`} | < ${TARGETS.idleExtraMb} MB | ${met(extraMb !== undefined && extraMb < TARGETS.idleExtraMb && i.allLive)} |`,
-  );
-  return lines;
+  return [
+    ...(f.writes === undefined ? [] : writeLines(f.writes, engine)),
+    ...delayLines(f.delay, engine),
+    ...(f.idle === undefined ? [] : idleLines(f.idle, engine)),
+    ...targetLines(f, engine),
+  ];
 }
 
-function writeLines(w: WriteFigures, engine: string, n: (x: number | undefined, digits?: number) => string): string[] {
+function writeLines(w: WriteFigures, engine: string): string[] {
   const name = (v: FeedVariant) => (v === "on" ? "feed on (this tree)" : "feed off (the compared tree)");
   return [
     "",
@@ -731,7 +820,73 @@ function writeLines(w: WriteFigures, engine: string, n: (x: number | undefined, 
     ...w.runs.map((r) => {
       const bulk = median(r.bulkMs);
       const failed = r.single.errors > 0 ? ` (${r.single.errors} failed)` : "";
-      return `| ${name(r.variant)} (${r.round}) | ${Math.round(r.single.rps).toLocaleString("en-US")}${failed} | ${n(r.single.p50, 2)} / ${n(r.single.p99, 2)} | ${n(r.single.serverCpuUs)} / ${n(r.singlePostgresUs)} | ${n(bulk)} | ${Math.round(BULK_SIZE / (bulk / 1000)).toLocaleString("en-US")} | ${n(r.bulkServiceMs)} / ${n(r.bulkPostgresMs)} |`;
+      return `| ${name(r.variant)} (${r.round}) | ${Math.round(r.single.rps).toLocaleString("en-US")}${failed} | ${num(r.single.p50, 2)} / ${num(r.single.p99, 2)} | ${num(r.single.serverCpuUs)} / ${num(r.singlePostgresUs)} | ${num(bulk)} | ${Math.round(BULK_SIZE / (bulk / 1000)).toLocaleString("en-US")} | ${num(r.bulkServiceMs)} / ${num(r.bulkPostgresMs)} |`;
     }),
   ];
+}
+
+function delayLines(d: DelayFigures, engine: string): string[] {
+  const row = (name: string, s: Spread) => `| ${name} | ${num(s.p50, 2)} | ${num(s.p99, 2)} | ${num(s.max, 2)} |`;
+  const stopped = d.writes < d.planned ? `; the generator stopped after ${d.writes.toLocaleString("en-US")} of ${d.planned.toLocaleString("en-US")} writes, ${BACKLOG_SECONDS} s behind` : "";
+  return [
+    "",
+    `| change feed (${engine}): Watch delay, gRPC over HTTP/2, ${d.rate.toLocaleString("en-US")} single writes/s open loop for ${d.seconds} s (${d.afterSend.count.toLocaleString("en-US")} writes measured, after ${d.warmupSeconds} s of warm-up) | p50 ms | p99 ms | max ms |`,
+    "|---|---:|---:|---:|",
+    row("delivery − answer received (a lower bound of commit → client)", d.afterAnswer),
+    row("delivery − request sent (an upper bound of commit → client)", d.afterSend),
+    row("the write: request sent → answer received", d.answer),
+    row("the generator's lateness against its schedule", d.lateness),
+    `| writes sent ${d.writes.toLocaleString("en-US")}, answered 2xx ${d.answered.toLocaleString("en-US")}, delivered exactly once ${d.exactlyOnce.toLocaleString("en-US")}, missing ${d.missing}, more than once ${d.duplicated}, strays ${d.strays}${d.streamProblem === undefined ? "" : `; ${d.streamProblem}`} | | | |`,
+    `| CPU per write, its delivery included (warm-up included): service ${num(d.serviceCpuUs)} µs, its Postgres backends ${num(d.postgresCpuUs)} µs; answers ${Math.round(d.answeredRate).toLocaleString("en-US")}/s${stopped} | | | |`,
+  ];
+}
+
+function idleLines(i: IdleFigures, engine: string): string[] {
+  const at = (name: string, m: MemoryAt | undefined) =>
+    `${name} ${num(m?.rssMb)} MB (heap ${num(m?.heapUsedMb)} of ${num(m?.heapTotalMb)})`;
+  const memory = (w: IdleWindow) => (w.streams === i.streams ? [at("before opening", i.before), at("all open", i.open), at("at the end", i.end)].join(", ") : "");
+  return [
+    "",
+    `| change feed (${engine}): idle Watch streams (${i.streams} on ${i.connections} HTTP/2 connections), an application with no writes, a service started for it and settled (${i.settleSeconds.toFixed(0)} s), windows of ${i.seconds} s | service CPU ms/s | its Postgres backends' CPU ms/s | major GCs (all GC ms) | service RSS (V8 heap used of total) |`,
+    "|---|---:|---:|---:|---:|",
+    ...i.windows.map(
+      (w) => `| ${w.streams === 0 ? "no streams" : w.streams === 1 ? "1 stream" : `${w.streams} streams`} | ${num(w.serviceMsPerS, 2)} | ${num(w.postgresMsPerS, 2)} | ${w.majorGcs ?? "n/a"} (${num(w.gcMs)}) | ${memory(w)} |`,
+    ),
+    `| every stream delivered a write made before its window and one after it | ${i.allLive ? "yes" : `NO: ${i.problem}`} | | | |`,
+  ];
+}
+
+/** The increase of a window's CPU over the first's (no streams), the service's and its backends'. */
+function idleIncrease(i: IdleFigures, streams: number): { service: number | undefined; postgres: number | undefined } {
+  const none = i.windows.find((w) => w.streams === 0);
+  const some = i.windows.find((w) => w.streams === streams);
+  const less = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? undefined : a - b);
+  return { service: less(some?.serviceMsPerS, none?.serviceMsPerS), postgres: less(some?.postgresMsPerS, none?.postgresMsPerS) };
+}
+
+function targetLines(f: ChangeFigures, engine: string): string[] {
+  const { writes: w, delay: d, idle: i } = f;
+  const rounds = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(", ");
+  const lines = ["", `| change feed (${engine}): the targets | figure | target | |`, "|---|---:|---|---|"];
+  if (w === undefined) lines.push("| writes, feed on ÷ off | not measured: needs --compare-tree DIR (the commit before capture, built) | ≥ 0.8 | |");
+  else {
+    lines.push(
+      `| single writes (${w.connections} in flight): feed on ÷ off, req/s (mean of ${w.rounds} rounds: ${rounds(w.singleRatios)}) | ${w.singleRatio.toFixed(2)} | ≥ ${TARGETS.writeRatio} | ${met(w.singleRatio >= TARGETS.writeRatio)} |`,
+      `| bulk writes of 5,000: feed on ÷ off, grants/s of the median call (mean of ${w.rounds} rounds: ${rounds(w.bulkRatios)}) | ${w.bulkRatio.toFixed(2)} | ≥ ${TARGETS.writeRatio} | ${met(w.bulkRatio >= TARGETS.writeRatio)} |`,
+    );
+  }
+  lines.push(
+    `| Watch delay at ${d.rate.toLocaleString("en-US")} writes/s: p99 from the request's sending (from its answer: ${num(d.afterAnswer.p99, 2)} ms) | ${num(d.afterSend.p99, 2)} ms | < ${TARGETS.delayP99Ms} ms | ${met(d.afterSend.p99 < TARGETS.delayP99Ms)} |`,
+    `| every write delivered to the Watch exactly once (${d.writes.toLocaleString("en-US")} writes) | ${d.exact ? "yes" : "NO"} | exactly once | ${met(d.exact)} |`,
+  );
+  if (i === undefined) return lines;
+  const all = idleIncrease(i, i.streams);
+  const one = idleIncrease(i, 1);
+  const rss = [i.before?.rssMb, i.open?.rssMb, i.end?.rssMb];
+  const extraMb = rss.some((x) => x === undefined) ? undefined : Math.max(rss[1]!, rss[2]!) - rss[0]!;
+  lines.push(
+    `| ${i.streams} idle streams: the service's CPU over none (1 stream: ${signed(one.service, 2, "ms/s")}; its Postgres backends: ${signed(all.postgres, 2, "ms/s")}) | ${signed(all.service, 2, "ms/s")} | none measurable (< ${IDLE_MEASURABLE_MS_PER_S} ms/s) | ${met(all.service !== undefined && all.service < IDLE_MEASURABLE_MS_PER_S && i.allLive)} |`,
+    `| ${i.streams} idle streams: service RSS, the most after opening − before | ${signed(extraMb, 1, "MB")} | < ${TARGETS.idleExtraMb} MB | ${met(extraMb !== undefined && extraMb < TARGETS.idleExtraMb && i.allLive)} |`,
+  );
+  return lines;
 }

@@ -326,26 +326,67 @@ async function postgresCpuOf(databaseUrl: string): Promise<Record<string, () => 
   }
 }
 
+/** How often meterBackends reads the backends' CPU. */
+const BACKENDS_EVERY_MS = 100;
+
 /**
- * The CPU each Postgres backend connected to the database of `databaseUrl`
- * has used so far, by pid, from /proc (the asking one's own left out): what
- * a service's statements cost the server, apart from what others using the
- * same server meanwhile cost it. Only for a server on this machine (see
- * postgresCpuOf): a remote server's pids name nothing here.
+ * The CPU the Postgres backends connected to the database of `databaseUrl`
+ * use from now until `stop`, in µs, from /proc (the meter's own connection
+ * left out): what a service's statements cost the server, apart from what
+ * others using the same server meanwhile cost it. Each backend's CPU is read
+ * every BACKENDS_EVERY_MS, so one that exits meanwhile counts up to its last
+ * reading: the service drops a connection whose caller went away mid-statement
+ * (the load generator's at the end of each run), which a reading at the end
+ * alone would miss. Only for a server on this machine (see postgresCpuOf).
  */
-async function backendsCpu(databaseUrl: string): Promise<Map<number, number>> {
+async function meterBackends(databaseUrl: string): Promise<{ stop: () => Promise<number> }> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
-  try {
+  const first = new Map<number, number>();
+  const last = new Map<number, number>();
+  let started = false;
+  const read = async () => {
     const { rows } = await client.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()");
-    const cpu = new Map<number, number>();
     for (const { pid } of rows) {
       const us = cpuMicros(pid);
-      if (us !== undefined) cpu.set(pid, us);
+      if (us === undefined) continue;
+      // A backend first seen after the start began meanwhile: all its CPU counts.
+      if (!first.has(pid)) first.set(pid, started ? 0 : us);
+      last.set(pid, us);
     }
-    return cpu;
-  } finally {
-    await client.end();
+  };
+  await read();
+  started = true;
+  let reading: Promise<void> = Promise.resolve();
+  const timer = setInterval(() => {
+    reading = reading.then(read);
+  }, BACKENDS_EVERY_MS);
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await reading;
+      await read();
+      await client.end();
+      let us = 0;
+      for (const [pid, at] of last) us += at - first.get(pid)!;
+      return us;
+    },
+  };
+}
+
+/** The service's garbage collections so far, from its /metrics (prom-client's default metrics); undefined when metrics are off. */
+async function gcTotals(url: string): Promise<{ major: number; ms: number } | undefined> {
+  try {
+    const res = await fetch(`${url}/metrics`);
+    if (res.status !== 200) return undefined;
+    const text = await res.text();
+    // A kind appears once a collection of it happened: none yet is 0.
+    const major = Number(/^nodejs_gc_duration_seconds_count\{kind="major"\} (\S+)$/m.exec(text)?.[1] ?? 0);
+    let seconds = 0;
+    for (const m of text.matchAll(/^nodejs_gc_duration_seconds_sum\{kind="\w+"\} (\S+)$/gm)) seconds += Number(m[1]);
+    return { major, ms: seconds * 1000 };
+  } catch {
+    return undefined;
   }
 }
 
@@ -532,11 +573,17 @@ async function main(): Promise<void> {
   const engine = benchDb ? "postgres" : "pglite";
   /** The CPU of the Postgres server of DATABASE_URL, all its processes, when it runs on this machine (the hierarchy group reports it per request). */
   const postgresCpu = env.DATABASE_URL === undefined ? undefined : await postgresCpuOf(env.DATABASE_URL);
-  /** The CPU of a service process and of its Postgres backends on the database of `databaseUrl` (the changes group's; none on PGlite). */
-  const cpuSample = (pid: number | undefined, databaseUrl: string | undefined) => async (): Promise<changes.CpuSample> => ({
-    service: cpuMicros(pid),
-    backends: postgresCpu === undefined || databaseUrl === undefined ? undefined : await backendsCpu(databaseUrl),
-  });
+  /** A meter of the CPU of a service process and of its Postgres backends on the database of `databaseUrl` (the changes group's; none on PGlite). */
+  const cpuMeter = (pid: number | undefined, databaseUrl: string | undefined) => async (): Promise<changes.CpuMeter> => {
+    const backends = postgresCpu === undefined || databaseUrl === undefined ? undefined : await meterBackends(databaseUrl);
+    const before = cpuMicros(pid);
+    return {
+      stop: async () => {
+        const after = cpuMicros(pid);
+        return { service: before === undefined || after === undefined ? undefined : after - before, postgres: await backends?.stop() };
+      },
+    };
+  };
   say(
     `portcullis bench: ${engine}, ${BENCH_APP ? `grants ${GRANT_STEPS.join(" → ")}` : "the bench application not loaded (no group selected measures it)"}, ${SECONDS} s per figure, ${CONNECTIONS} in flight` +
       (ONLY.has("models") ? `; models: ${MODEL_GRANTS.toLocaleString("en-US")} grants of its own, checks ${MODEL_CONNECTIONS} in flight` : ""),
@@ -733,25 +780,21 @@ async function main(): Promise<void> {
         memory.push(memoryMark(service.pid, "models"));
       }
       if (ONLY.has("changes")) {
+        // The delay here; the idle streams and the writes below, on services started for them.
         const h: changes.ChangesHarness = {
           url,
           adminKey: ADMIN_KEY,
           api: (method, path, body, k) => api(url, method, path, body, k),
           progress,
           say,
-          cpu: cpuSample(service.pid, env.DATABASE_URL),
-          rssMb: () => (service.pid === undefined ? undefined : statusMb(service.pid, "VmRSS")),
+          meter: cpuMeter(service.pid, env.DATABASE_URL),
           seconds: SECONDS,
           warmup: WARMUP,
           rate: CHANGES_RATE,
-          idleSeconds: CHANGES_IDLE_SECONDS,
-          streams: CHANGES_STREAMS,
-          streamsPerConnection: 10,
         };
         changesKey = await changes.createDelayApp(h);
         changeDelay = await changes.measureDelay(h, changesKey);
-        changeIdle = await changes.measureIdle(h);
-        memory.push(memoryMark(service.pid, "changes: Watch delay and idle streams"));
+        memory.push(memoryMark(service.pid, "changes: Watch delay"));
       }
       if (ONLY.has("questions")) questions = await measureQuestions({ url, key, grants, rest, row, rows });
       if (ONLY.has("upkeep")) upkeep = await measureUpkeep({ url, key, grants, rest, row, rows });
@@ -781,15 +824,39 @@ async function main(): Promise<void> {
         if (otherDb !== undefined) copies.push(otherDb);
         return (otherEnv = otherDb === undefined ? {} : { DATABASE_URL: otherDb.url });
       };
-      if (changesKey !== undefined && COMPARE_TREE !== undefined) {
+      /** A service of this tree (on) or the compared one (off) on the loaded data, for the changes group, with `nodeFlags` for node. */
+      const startFeed = async (variant: changes.FeedVariant, nodeFlags: string[] = []): Promise<changes.StartedService> => {
+        const extra = variant === "off" ? await otherTreeEnv() : {};
+        const { child, url: at } = await startOnFreePort([...nodeFlags, ...(variant === "on" ? serviceArgs : otherArgs)], { ...env, ...extra });
+        return {
+          url: at,
+          pid: child.pid,
+          meter: cpuMeter(child.pid, extra.DATABASE_URL ?? env.DATABASE_URL),
+          rssMb: () => (child.pid === undefined ? undefined : statusMb(child.pid, "VmRSS")),
+          gc: () => gcTotals(at),
+          heapMb: async () => {
+            const split = await nodeMemory(at);
+            return split === undefined ? undefined : { used: split.heapUsedMb!, total: split.heapTotalMb! };
+          },
+          stop: () => stopProcess(child),
+        };
+      };
+      if (changesKey !== undefined) {
         await stopService();
-        const offEnv = await otherTreeEnv();
+        changeIdle = await changes.measureIdle({
+          start: (nodeFlags) => startFeed("on", nodeFlags),
+          adminKey: ADMIN_KEY,
+          api,
+          progress,
+          seconds: CHANGES_IDLE_SECONDS,
+          streams: CHANGES_STREAMS,
+          streamsPerConnection: 10,
+        });
+      }
+      if (changesKey !== undefined && COMPARE_TREE !== undefined) {
         changeWrites = await changes.measureWrites(
           {
-            start: async (variant) => {
-              const { child, url: at } = await startOnFreePort(variant === "on" ? serviceArgs : otherArgs, { ...env, ...(variant === "off" ? offEnv : {}) });
-              return { url: at, pid: child.pid, cpu: cpuSample(child.pid, (variant === "off" ? offEnv.DATABASE_URL : undefined) ?? env.DATABASE_URL), stop: () => stopProcess(child) };
-            },
+            start: (variant) => startFeed(variant),
             load: (spec, seconds, connections, pid) => loadOnce(spec, seconds, connections, pid),
             api,
             progress,
@@ -829,7 +896,7 @@ async function main(): Promise<void> {
     for (const r of rows) {
       if (r.versusCeiling && ceilings.length > 0) r.ofCeiling = r.rps / ceilingRps;
     }
-    const changeFigures = changeDelay !== undefined && changeIdle !== undefined ? { delay: changeDelay, idle: changeIdle, writes: changeWrites } : undefined;
+    const changeFigures = changeDelay === undefined ? undefined : { delay: changeDelay, idle: changeIdle, writes: changeWrites };
     report(rows, scale, { peakMb: peak, marks: memory, node: nodeSplit }, engine, externalRatio, questions, upkeep, telemetry, compared, hierarchy, modelFigures, changeFigures);
     if (changeFigures !== undefined && !changes.changesExact(changeFigures)) {
       say("FAILED: changes: a write was not delivered exactly once, a write failed, or an idle stream did not stay open (the tables above say which)");
