@@ -25,6 +25,12 @@ export interface LoadSpec {
   key: string;
   /** Bodies (REST) or request objects (gRPC), sent in turn. */
   bodies: unknown[];
+  /**
+   * REST: each `[<id>]` in a body replaced by an id of its own per request
+   * (autocannon's idReplacement), so that every write is a new grant: a
+   * write that changes nothing costs less and records no change.
+   */
+  idReplacement?: boolean;
   connections: number;
   seconds: number;
 }
@@ -52,6 +58,7 @@ async function rest(spec: LoadSpec): Promise<Load> {
         url: spec.url,
         connections: spec.connections,
         duration: spec.seconds,
+        idReplacement: spec.idReplacement === true,
         requests: spec.bodies.map((b) => ({
           method: spec.method as "POST",
           path: typeof b === "string" ? b : spec.path,

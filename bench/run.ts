@@ -7,8 +7,9 @@
  *
  *   npm run bench -- [--grants 100000 | --grants 10000,1000000] [--seconds 10]
  *                    [--connections 50] [--profile] [--out FILE] [--keep]
- *                    [--only ceiling,rest,grpc,external,batch,list,hierarchy,models,bulk,questions,upkeep,telemetry]
+ *                    [--only ceiling,rest,grpc,external,batch,list,hierarchy,models,changes,bulk,questions,upkeep,telemetry]
  *                    [--model-grants 1000000] [--model-connections 10] [--model-cycles 6] [--model-test-runs 3]
+ *                    [--changes-rate 1000] [--changes-idle-seconds 20] [--changes-streams 100] [--changes-connections 32]
  *                    [--service-env NAME=VALUE]... (added to the service's environment)
  *                    [--compare NAME=VALUE[,NAME=VALUE...] [--compare-rounds 2]] [--compare-tree DIR]
  *
@@ -39,6 +40,15 @@
  * 200 assertions from a cold start. With `--only models` the bench
  * application's data set is not loaded (nothing else is measured on it).
  *
+ * The changes group (issue 28, the change feed: bench/changes.ts) measures,
+ * on an application of its own, the delay from a write's commit to a Watch
+ * client at 1,000 single writes a second, and 100 idle Watch streams' CPU
+ * and memory on the service; and, with --compare-tree DIR (the commit before
+ * the feed's capture, built), single and bulk grant writes with the feed on
+ * (this tree) and off (DIR), each service restarted on the loaded data in
+ * turn, alternated --compare-rounds times. With `--only changes` the bench
+ * application is not loaded and the compare group's REST checks do not run.
+ *
  * The telemetry group (last, as it restarts the service) measures the REST
  * check on the same data with the service started three ways, alternated
  * twice: as by default (metrics on, tracing off), with METRICS_ENABLED=false,
@@ -65,6 +75,7 @@ import { CheckRequestSchema } from "../gen/authz/v1/check_pb.js";
 import * as data from "./dataset.js";
 import * as graph from "./hierarchy.js";
 import * as models from "./models.js";
+import * as changes from "./changes.js";
 import { clusterCpuSeconds, createDatabase, freePort, startPgCluster } from "./pg-cluster.js";
 import { h2loadCheck, installed, wrkCheck, type ExternalResult } from "./external.js";
 import type { LoadResult, LoadSpec } from "./load.js";
@@ -97,15 +108,17 @@ const KEEP = process.argv.includes("--keep");
  * and h2load, when installed), batch, list, bulk, questions (permissions,
  * explain and lookup, as ratios to a single check measured in the same run),
  * hierarchy (groups and hierarchy: see measureHierarchy), models (models as
- * files: bench/models.ts), upkeep, telemetry.
+ * files: bench/models.ts), changes (the change feed: bench/changes.ts),
+ * upkeep, telemetry.
  */
-const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,hierarchy,models,bulk,questions,upkeep,telemetry").split(","));
+const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,hierarchy,models,changes,bulk,questions,upkeep,telemetry").split(","));
 /**
  * Whether any group selected measures the bench application (its catalog,
- * roles, users and grants): the ceiling needs no data and the models group
- * loads an application of its own, so `--only models` skips minutes of loading.
+ * roles, users and grants): the ceiling needs no data and the models and
+ * changes groups load applications of their own, so `--only models` skips
+ * minutes of loading.
  */
-const BENCH_APP = [...ONLY].some((g) => g !== "ceiling" && g !== "models");
+const BENCH_APP = [...ONLY].some((g) => g !== "ceiling" && g !== "models" && g !== "changes");
 /**
  * The models group's sizes are the issue's, not --grants's: 1,000,000 grants
  * of its own application (`--model-grants N` to shrink it while developing),
@@ -117,6 +130,17 @@ const MODEL_GRANTS = Number(arg("model-grants", String(models.MODEL_GRANTS)).rep
 const MODEL_CONNECTIONS = Number(arg("model-connections", "10"));
 const MODEL_CYCLES = Number(arg("model-cycles", "6"));
 const MODEL_TEST_RUNS = Number(arg("model-test-runs", "3"));
+/**
+ * The changes group's sizes are the issue's: the Watch delay at 1,000 single
+ * writes a second (open loop), 100 idle streams (10 per HTTP/2 connection)
+ * over windows of 20 s with and without them (below the 52 s after which a
+ * Watch with nothing to send ends), and single writes at 32 in flight for
+ * the feed on ÷ off ratio (a busy writer, not the checks' 50).
+ */
+const CHANGES_RATE = Number(arg("changes-rate", "1000"));
+const CHANGES_IDLE_SECONDS = Number(arg("changes-idle-seconds", "20"));
+const CHANGES_STREAMS = Number(arg("changes-streams", "100"));
+const CHANGES_CONNECTIONS = Number(arg("changes-connections", "32"));
 const OUT = arg("out", join(ROOT, "bench", "results", `bench-${new Date().toISOString().replace(/[:.]/g, "-")}.json`));
 const ADMIN_KEY = `bench-${randomBytes(16).toString("hex")}`;
 /** Hot standbys to measure checks on (0: the usual figures). */
@@ -299,6 +323,70 @@ async function postgresCpuOf(databaseUrl: string): Promise<Record<string, () => 
     return undefined;
   } finally {
     await client.end();
+  }
+}
+
+/** How often meterBackends reads the backends' CPU. */
+const BACKENDS_EVERY_MS = 100;
+
+/**
+ * The CPU the Postgres backends connected to the database of `databaseUrl`
+ * use from now until `stop`, in µs, from /proc (the meter's own connection
+ * left out): what a service's statements cost the server, apart from what
+ * others using the same server meanwhile cost it. Each backend's CPU is read
+ * every BACKENDS_EVERY_MS, so one that exits meanwhile counts up to its last
+ * reading: the service drops a connection whose caller went away mid-statement
+ * (the load generator's at the end of each run), which a reading at the end
+ * alone would miss. Only for a server on this machine (see postgresCpuOf).
+ */
+async function meterBackends(databaseUrl: string): Promise<{ stop: () => Promise<number> }> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  const first = new Map<number, number>();
+  const last = new Map<number, number>();
+  let started = false;
+  const read = async () => {
+    const { rows } = await client.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()");
+    for (const { pid } of rows) {
+      const us = cpuMicros(pid);
+      if (us === undefined) continue;
+      // A backend first seen after the start began meanwhile: all its CPU counts.
+      if (!first.has(pid)) first.set(pid, started ? 0 : us);
+      last.set(pid, us);
+    }
+  };
+  await read();
+  started = true;
+  let reading: Promise<void> = Promise.resolve();
+  const timer = setInterval(() => {
+    reading = reading.then(read);
+  }, BACKENDS_EVERY_MS);
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await reading;
+      await read();
+      await client.end();
+      let us = 0;
+      for (const [pid, at] of last) us += at - first.get(pid)!;
+      return us;
+    },
+  };
+}
+
+/** The service's garbage collections so far, from its /metrics (prom-client's default metrics); undefined when metrics are off. */
+async function gcTotals(url: string): Promise<{ major: number; ms: number } | undefined> {
+  try {
+    const res = await fetch(`${url}/metrics`);
+    if (res.status !== 200) return undefined;
+    const text = await res.text();
+    // A kind appears once a collection of it happened: none yet is 0.
+    const major = Number(/^nodejs_gc_duration_seconds_count\{kind="major"\} (\S+)$/m.exec(text)?.[1] ?? 0);
+    let seconds = 0;
+    for (const m of text.matchAll(/^nodejs_gc_duration_seconds_sum\{kind="\w+"\} (\S+)$/gm)) seconds += Number(m[1]);
+    return { major, ms: seconds * 1000 };
+  } catch {
+    return undefined;
   }
 }
 
@@ -485,6 +573,17 @@ async function main(): Promise<void> {
   const engine = benchDb ? "postgres" : "pglite";
   /** The CPU of the Postgres server of DATABASE_URL, all its processes, when it runs on this machine (the hierarchy group reports it per request). */
   const postgresCpu = env.DATABASE_URL === undefined ? undefined : await postgresCpuOf(env.DATABASE_URL);
+  /** A meter of the CPU of a service process and of its Postgres backends on the database of `databaseUrl` (the changes group's; none on PGlite). */
+  const cpuMeter = (pid: number | undefined, databaseUrl: string | undefined) => async (): Promise<changes.CpuMeter> => {
+    const backends = postgresCpu === undefined || databaseUrl === undefined ? undefined : await meterBackends(databaseUrl);
+    const before = cpuMicros(pid);
+    return {
+      stop: async () => {
+        const after = cpuMicros(pid);
+        return { service: before === undefined || after === undefined ? undefined : after - before, postgres: await backends?.stop() };
+      },
+    };
+  };
   say(
     `portcullis bench: ${engine}, ${BENCH_APP ? `grants ${GRANT_STEPS.join(" → ")}` : "the bench application not loaded (no group selected measures it)"}, ${SECONDS} s per figure, ${CONNECTIONS} in flight` +
       (ONLY.has("models") ? `; models: ${MODEL_GRANTS.toLocaleString("en-US")} grants of its own, checks ${MODEL_CONNECTIONS} in flight` : ""),
@@ -514,6 +613,11 @@ async function main(): Promise<void> {
   let upkeep: UpkeepFigures | undefined;
   let telemetry: TelemetryFigures | undefined;
   let compared: CompareRun[] | undefined;
+  /** The changes group's parts: the delay and idle streams on this service, the writes on services restarted last. */
+  let changesKey: string | undefined;
+  let changeDelay: changes.DelayFigures | undefined;
+  let changeIdle: changes.IdleFigures | undefined;
+  let changeWrites: changes.WriteFigures | undefined;
   /** The service's peak RSS, read before the telemetry or compare group stops it. */
   let peak: number | undefined;
   let stoppedOnPurpose = false;
@@ -675,6 +779,23 @@ async function main(): Promise<void> {
         });
         memory.push(memoryMark(service.pid, "models"));
       }
+      if (ONLY.has("changes")) {
+        // The delay here; the idle streams and the writes below, on services started for them.
+        const h: changes.ChangesHarness = {
+          url,
+          adminKey: ADMIN_KEY,
+          api: (method, path, body, k) => api(url, method, path, body, k),
+          progress,
+          say,
+          meter: cpuMeter(service.pid, env.DATABASE_URL),
+          seconds: SECONDS,
+          warmup: WARMUP,
+          rate: CHANGES_RATE,
+        };
+        changesKey = await changes.createDelayApp(h);
+        changeDelay = await changes.measureDelay(h, changesKey);
+        memory.push(memoryMark(service.pid, "changes: Watch delay"));
+      }
       if (ONLY.has("questions")) questions = await measureQuestions({ url, key, grants, rest, row, rows });
       if (ONLY.has("upkeep")) upkeep = await measureUpkeep({ url, key, grants, rest, row, rows });
       if (ONLY.has("bulk")) {
@@ -693,18 +814,69 @@ async function main(): Promise<void> {
         rows.push(await measureCliImport(url, key, grants + 2_000_000, tmp));
       }
       // Last: these stop this service (PGlite's data folder takes one process) and start others on its data.
+      const otherArgs = COMPARE_TREE === undefined ? serviceArgs : serviceArgs.map((a) => (a === serviceMain ? (COMPILED ? join(COMPARE_TREE, "dist", "src", "main.js") : join(COMPARE_TREE, "src", "main.ts")) : a));
+      // Another tree may know fewer migrations: it runs on a copy of the loaded database cut to those,
+      // made once (after this service stopped: a database is copied with no one connected to it).
+      let otherEnv: Record<string, string> | undefined;
+      const otherTreeEnv = async (): Promise<Record<string, string>> => {
+        if (otherEnv !== undefined) return otherEnv;
+        const otherDb = COMPARE_TREE !== undefined && benchDb !== undefined ? await copyForTree(benchDb, COMPARE_TREE) : undefined;
+        if (otherDb !== undefined) copies.push(otherDb);
+        return (otherEnv = otherDb === undefined ? {} : { DATABASE_URL: otherDb.url });
+      };
+      /** A service of this tree (on) or the compared one (off) on the loaded data, for the changes group, with `nodeFlags` for node. */
+      const startFeed = async (variant: changes.FeedVariant, nodeFlags: string[] = []): Promise<changes.StartedService> => {
+        const extra = variant === "off" ? await otherTreeEnv() : {};
+        const { child, url: at } = await startOnFreePort([...nodeFlags, ...(variant === "on" ? serviceArgs : otherArgs)], { ...env, ...extra });
+        return {
+          url: at,
+          pid: child.pid,
+          meter: cpuMeter(child.pid, extra.DATABASE_URL ?? env.DATABASE_URL),
+          rssMb: () => (child.pid === undefined ? undefined : statusMb(child.pid, "VmRSS")),
+          gc: () => gcTotals(at),
+          heapMb: async () => {
+            const split = await nodeMemory(at);
+            return split === undefined ? undefined : { used: split.heapUsedMb!, total: split.heapTotalMb! };
+          },
+          stop: () => stopProcess(child),
+        };
+      };
+      if (changesKey !== undefined) {
+        await stopService();
+        changeIdle = await changes.measureIdle({
+          start: (nodeFlags) => startFeed("on", nodeFlags),
+          adminKey: ADMIN_KEY,
+          api,
+          progress,
+          seconds: CHANGES_IDLE_SECONDS,
+          streams: CHANGES_STREAMS,
+          streamsPerConnection: 10,
+        });
+      }
+      if (changesKey !== undefined && COMPARE_TREE !== undefined) {
+        changeWrites = await changes.measureWrites(
+          {
+            start: (variant) => startFeed(variant),
+            load: (spec, seconds, connections, pid) => loadOnce(spec, seconds, connections, pid),
+            api,
+            progress,
+            rounds: COMPARE_ROUNDS,
+            connections: CHANGES_CONNECTIONS,
+            seconds: SECONDS,
+            warmup: WARMUP,
+            tree: COMPARE_TREE,
+          },
+          changesKey,
+        );
+      }
       if (ONLY.has("telemetry")) {
         await stopService();
         telemetry = await measureTelemetry({ env, serviceArgs, key, grants, row, rows });
       }
-      if (COMPARE !== undefined || COMPARE_TREE !== undefined) {
+      // The compare group drives the bench application's checks: not when no group loaded it (--only models, changes).
+      if ((COMPARE !== undefined || COMPARE_TREE !== undefined) && BENCH_APP) {
         await stopService();
-        const otherArgs = COMPARE_TREE === undefined ? serviceArgs : serviceArgs.map((a) => (a === serviceMain ? (COMPILED ? join(COMPARE_TREE, "dist", "src", "main.js") : join(COMPARE_TREE, "src", "main.ts")) : a));
-        // Another tree may know fewer migrations: it runs on a copy of the loaded database cut to those.
-        const otherDb = COMPARE_TREE !== undefined && benchDb !== undefined ? await copyForTree(benchDb, COMPARE_TREE) : undefined;
-        if (otherDb !== undefined) copies.push(otherDb);
-        const otherEnv: Record<string, string> = otherDb === undefined ? {} : { DATABASE_URL: otherDb.url };
-        compared = await measureCompare({ env, serviceArgs, otherArgs, key, grants, extra: { ...otherEnv, ...COMPARE } });
+        compared = await measureCompare({ env, serviceArgs, otherArgs, key, grants, extra: { ...(await otherTreeEnv()), ...COMPARE } });
       }
     }
   } finally {
@@ -724,7 +896,12 @@ async function main(): Promise<void> {
     for (const r of rows) {
       if (r.versusCeiling && ceilings.length > 0) r.ofCeiling = r.rps / ceilingRps;
     }
-    report(rows, scale, { peakMb: peak, marks: memory, node: nodeSplit }, engine, externalRatio, questions, upkeep, telemetry, compared, hierarchy, modelFigures);
+    const changeFigures = changeDelay === undefined ? undefined : { delay: changeDelay, idle: changeIdle, writes: changeWrites };
+    report(rows, scale, { peakMb: peak, marks: memory, node: nodeSplit }, engine, externalRatio, questions, upkeep, telemetry, compared, hierarchy, modelFigures, changeFigures);
+    if (changeFigures !== undefined && !changes.changesExact(changeFigures)) {
+      say("FAILED: changes: a write was not delivered exactly once, a write failed, or an idle stream did not stay open (the tables above say which)");
+      process.exitCode = 1;
+    }
     if (died) say(`the service exited early (${service.exitCode ?? service.signalCode}):\n${serviceLog.slice(-2000)}`);
     else if (serviceLog.includes('"level":50')) say(`the service logged errors:\n${serviceLog.slice(-2000)}`);
   }
@@ -1388,6 +1565,7 @@ function report(
   compared: CompareRun[] | undefined,
   hierarchy?: HierarchyFigures,
   modelFigures?: models.ModelFigures,
+  changeFigures?: changes.ChangeFigures,
 ) {
   progress("");
   const lines = [
@@ -1444,6 +1622,7 @@ function report(
   }
   if (hierarchy !== undefined) lines.push(...hierarchyLines(hierarchy, rows));
   if (modelFigures !== undefined) lines.push(...models.modelLines(modelFigures, engine));
+  if (changeFigures !== undefined) lines.push(...changes.changesLines(changeFigures, engine));
   if (compared !== undefined) {
     const settings = Object.entries(COMPARE ?? {}).map(([k, v]) => `${k}=${v}`);
     const other = [...(COMPARE_TREE === undefined ? [] : [`the service of ${COMPARE_TREE}`]), ...(settings.length === 0 ? [] : [settings.join(" ")])].join(", ");
@@ -1498,6 +1677,7 @@ function report(
         telemetry,
         hierarchy,
         models: modelFigures,
+        changes: changeFigures,
         compare: compared === undefined ? undefined : { variables: COMPARE, tree: COMPARE_TREE, runs: compared },
         peakRssMb: peakRss,
         memory: marks,
@@ -1636,4 +1816,5 @@ async function replicaMain(): Promise<void> {
 
 if (REPLICAS > 0) await replicaMain();
 else await main();
-process.exit(0);
+// Without a code: a group that failed (hierarchy's pages, changes' deliveries) set process.exitCode.
+process.exit();
