@@ -44,9 +44,9 @@ const MAX_BACKOFF = 16;
 /**
  * How long a wake after a write through this process waits for more: at
  * 1,000 writes a second a reader then reads once per few writes instead of
- * once per write (each read a statement), for 2 ms more delay.
+ * once per write (each read a statement), for 10 ms more delay.
  */
-export const GATHER_MS = 2;
+export const GATHER_MS = 10;
 
 export interface ChangeSignalsOptions {
   /** How often an application with waiting readers is probed for others' writes. */
