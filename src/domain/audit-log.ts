@@ -1,4 +1,4 @@
-import type { Db } from "../store/db.js";
+import type { Db, Queryable } from "../store/db.js";
 import { applicationsStore } from "../store/applications-store.js";
 import { auditStore, type AuditEventRow } from "../store/audit-store.js";
 import { requireApplication, type Page } from "./applications.js";
@@ -28,13 +28,20 @@ export class AuditLog {
     await requireApplication(this.db, appId);
     const rows = await auditStore.list(this.db, appId, filter, before?.seq as number | undefined, limit + 1);
     const result = page(rows, limit, (last) => ({ seq: last.seq }));
-    // A second, small statement rather than a join: api_keys is a reference
-    // table, and the environment's operator key has no row at all.
-    const ids = [...new Set(result.items.map((e) => e.actorKeyId))].filter((id) => id !== ENV_OPERATOR_KEY_ID);
-    const names = ids.length === 0 ? new Map<string, string>() : await applicationsStore.keyNames(this.db, ids);
-    return {
-      ...result,
-      items: result.items.map((e) => ({ ...e, actorKeyName: e.actorKeyId === ENV_OPERATOR_KEY_ID ? ENV_OPERATOR_KEY_ID : (names.get(e.actorKeyId) ?? e.actorKeyId) })),
-    };
+    const nameOf = await actorNames(this.db, result.items.map((e) => e.actorKeyId));
+    return { ...result, items: result.items.map((e) => ({ ...e, actorKeyName: nameOf(e.actorKeyId) })) };
   }
+}
+
+/**
+ * The names of the keys that made audit events (the audit log's, and the
+ * change feed's model events): the key's name, "operator" for the
+ * environment's operator key, the id itself when no key row has it. A
+ * second, small statement rather than a join: api_keys is a reference
+ * table, and the environment's operator key has no row at all.
+ */
+export async function actorNames(q: Queryable, keyIds: string[]): Promise<(keyId: string) => string> {
+  const ids = [...new Set(keyIds)].filter((id) => id !== ENV_OPERATOR_KEY_ID);
+  const names = ids.length === 0 ? new Map<string, string>() : await applicationsStore.keyNames(q, ids);
+  return (keyId) => (keyId === ENV_OPERATOR_KEY_ID ? ENV_OPERATOR_KEY_ID : (names.get(keyId) ?? keyId));
 }

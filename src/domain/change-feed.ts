@@ -8,17 +8,15 @@
  * the changes' shapes.
  */
 import type { Db } from "../store/db.js";
-import { applicationsStore } from "../store/applications-store.js";
 import { changesStore, type ChangeKind, type ChangePosition, type StoredChange } from "../store/changes-store.js";
 import type { RelationshipRow, Subject } from "../store/relationships-store.js";
 import type { AssignmentRow } from "../store/roles-store.js";
-import type { AuditEventView } from "./audit-log.js";
+import { actorNames, type AuditEventView } from "./audit-log.js";
 import type { ChangeSignals } from "./change-signals.js";
 import { decodeChangeToken, encodeChangeToken } from "./change-tokens.js";
 import { failedPrecondition, invalidArgument } from "./errors.js";
 import { pageSize } from "./formats.js";
 import type { JsonObject } from "../lib/json.js";
-import { ENV_OPERATOR_KEY_ID } from "./principal.js";
 
 /** The longest a read may wait for a change (API.md: waitMs up to 30,000). */
 export const WAIT_MS_MAX = 30_000;
@@ -124,15 +122,15 @@ export class ChangeFeed {
 
   /** The stored changes as the API gives them, the model events with their actors' names. */
   private async views(changes: StoredChange[]): Promise<ChangeView[]> {
-    const actors = [
-      ...new Set(changes.filter((c) => c.kind === "model_changed").map((c) => (c.body as { actorKeyId: string }).actorKeyId)),
-    ].filter((id) => id !== ENV_OPERATOR_KEY_ID);
-    const names = actors.length === 0 ? new Map<string, string>() : await applicationsStore.keyNames(this.db, actors);
+    const nameOf = await actorNames(
+      this.db,
+      changes.filter((c) => c.kind === "model_changed").map((c) => (c.body as ModelEventBody).actorKeyId),
+    );
     return changes.map((c) => {
       const view: ChangeView = { kind: c.kind, token: encodeChangeToken(c.after), changedAt: c.createdAt };
       if (c.kind === "grant_written" || c.kind === "grant_deleted") view.grant = grantOf(c.body as GrantBody);
       else if (c.kind === "assignment_added" || c.kind === "assignment_removed") view.assignment = assignmentOf(c.body as AssignmentBody);
-      else view.modelEvent = modelEventOf(c.body as ModelEventBody, names);
+      else view.modelEvent = modelEventOf(c.body as ModelEventBody, nameOf);
       return view;
     });
   }
@@ -180,14 +178,14 @@ function grantOf(b: GrantBody): RelationshipRow {
 
 const assignmentOf = (b: AssignmentBody): AssignmentRow => ({ roleId: b.roleId, userId: b.userId, createdAt: new Date(b.createdAt) });
 
-function modelEventOf(b: ModelEventBody, names: Map<string, string>): AuditEventView {
+function modelEventOf(b: ModelEventBody, nameOf: (keyId: string) => string): AuditEventView {
   return {
     seq: 0,
     eventId: b.eventId,
     type: b.type,
     occurredAt: new Date(b.occurredAt),
     actorKeyId: b.actorKeyId,
-    actorKeyName: b.actorKeyId === ENV_OPERATOR_KEY_ID ? ENV_OPERATOR_KEY_ID : (names.get(b.actorKeyId) ?? b.actorKeyId),
+    actorKeyName: nameOf(b.actorKeyId),
     targetType: b.targetType,
     targetId: b.targetId,
     data: b.data,

@@ -58,11 +58,11 @@ export class ExpirySweep {
 
   /** One pass over every application; returns how many grants it deleted. */
   async sweepOnce(): Promise<number> {
-    return (await this.pass1()).grants;
+    return (await this.sweepAll()).grants;
   }
 
   /** One pass: every application's expired grants, then its changes past the retention. */
-  private async pass1(): Promise<{ grants: number; changes: number }> {
+  private async sweepAll(): Promise<{ grants: number; changes: number }> {
     const deleted = { grants: 0, changes: 0 };
     let after = "";
     for (;;) {
@@ -85,22 +85,21 @@ export class ExpirySweep {
   async sweepChanges(appId: string): Promise<number> {
     const retention = this.options.changesRetentionMs;
     if (retention === undefined) return 0;
-    let deleted = 0;
-    for (;;) {
-      const batch = await changesStore.sweep(this.db, appId, retention, this.options.batchSize);
-      deleted += batch;
-      if (batch < this.options.batchSize || this.stopped) return deleted;
-      await new Promise((resolve) => setImmediate(resolve));
-    }
+    return this.inBatches(() => changesStore.sweep(this.db, appId, retention, this.options.batchSize));
   }
 
   /** Deletes one application's expired grants, batch after batch. */
   async sweepApplication(appId: string): Promise<number> {
+    return this.inBatches(() => expiredGrantsStore.sweep(this.db, appId, this.options.batchSize));
+  }
+
+  /** Runs `batch` (one statement deleting at most batchSize) until it deletes fewer; returns how many went. */
+  private async inBatches(batch: () => Promise<number>): Promise<number> {
     let deleted = 0;
     for (;;) {
-      const batch = await expiredGrantsStore.sweep(this.db, appId, this.options.batchSize);
-      deleted += batch;
-      if (batch < this.options.batchSize || this.stopped) return deleted;
+      const n = await batch();
+      deleted += n;
+      if (n < this.options.batchSize || this.stopped) return deleted;
       // Let the event loop read what arrived meanwhile before the next batch:
       // on PGlite, which runs statements on this very thread, the next batch
       // would otherwise be queued (from a microtask) ahead of every request
@@ -122,7 +121,7 @@ export class ExpirySweep {
   private async pass(): Promise<void> {
     const started = performance.now();
     try {
-      const deleted = await this.pass1();
+      const deleted = await this.sweepAll();
       if (deleted.grants + deleted.changes > 0) this.options.onSwept?.(deleted.grants, performance.now() - started, deleted.changes);
     } catch (error) {
       this.options.onError(error);

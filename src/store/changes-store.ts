@@ -57,8 +57,7 @@ export interface NewChange {
 }
 
 /** The kinds of change (API.md, "Change feed"). */
-export const CHANGE_KINDS = ["grant_written", "grant_deleted", "assignment_added", "assignment_removed", "model_changed"] as const;
-export type ChangeKind = (typeof CHANGE_KINDS)[number];
+export type ChangeKind = "grant_written" | "grant_deleted" | "assignment_added" | "assignment_removed" | "model_changed";
 
 /**
  * A change's body from a row of the write that makes it, in the API's

@@ -504,15 +504,11 @@ function rowOf(r: ListedRow): RelationshipRow {
   return row;
 }
 
-
 /**
  * A row of subject_relationships as a write returns it: plain columns only.
  * Citus refuses a function that is not immutable (json_build_object is
  * stable) in a RETURNING, so the subject is put together here.
  */
-const SUBJECT_RETURNING = SUBJECT_GRANT_RETURNING;
-
-
 interface SubjectReturned {
   resource: string;
   resource_id: string;
@@ -545,7 +541,7 @@ async function writeSubject(q: Queryable, appId: string, t: GrantWrite & { subje
       `WITH w AS (
          INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8::timestamptz)
-         ON CONFLICT DO NOTHING RETURNING ${SUBJECT_RETURNING}
+         ON CONFLICT DO NOTHING RETURNING ${SUBJECT_GRANT_RETURNING}
        ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
        SELECT * FROM w`,
       params,
@@ -555,13 +551,13 @@ async function writeSubject(q: Queryable, appId: string, t: GrantWrite & { subje
       `WITH w AS (
          UPDATE subject_relationships SET expires_at = $8::timestamptz
          WHERE ${key} AND expires_at IS DISTINCT FROM $8::timestamptz
-         RETURNING ${SUBJECT_RETURNING}
+         RETURNING ${SUBJECT_GRANT_RETURNING}
        ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
        SELECT * FROM w`,
       params,
     );
     if (replaced.rows[0] !== undefined) return { row: subjectRow(replaced.rows[0]), created: false };
-    const existing = await q.query<SubjectReturned>(`SELECT ${SUBJECT_RETURNING} FROM subject_relationships WHERE ${key}`, params.slice(0, 7));
+    const existing = await q.query<SubjectReturned>(`SELECT ${SUBJECT_GRANT_RETURNING} FROM subject_relationships WHERE ${key}`, params.slice(0, 7));
     if (existing.rows[0] !== undefined) return { row: subjectRow(existing.rows[0]), created: false };
   }
 }
