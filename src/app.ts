@@ -5,7 +5,7 @@
 import type { Server as Http1Server } from "node:http";
 import pino, { type Logger } from "pino";
 import type { Config } from "./config.js";
-import { WAIT_MS_MAX } from "./domain/change-feed.js";
+import { feedBounds } from "./domain/change-feed.js";
 import { ChangeSignals } from "./domain/change-signals.js";
 import { ExpirySweep } from "./domain/expiry-sweep.js";
 import { KeyAuthenticator } from "./domain/keys.js";
@@ -117,16 +117,6 @@ export function openReadReplicas(config: Config, primary: Db, log: Logger, telem
   });
 }
 
-/**
- * The change feed's waits, inside the transports' limits: a read waits at
- * most 0.9 of the request timeout (HTTP/2 resets a stream open longer), and
- * a Watch with nothing to send ends after 0.8 of the idle timeout (HTTP/1.1
- * closes a socket silent that long).
- */
-export function feedBounds(config: Pick<Config, "requestTimeoutMs" | "idleTimeoutMs">): { maxWaitMs: number; maxSilenceMs: number } {
-  return { maxWaitMs: Math.min(WAIT_MS_MAX, Math.floor(config.requestTimeoutMs * 0.9)), maxSilenceMs: Math.floor(config.idleTimeoutMs * 0.8) };
-}
-
 /** A host as a URL writes it (an IPv6 address in brackets). */
 const metricsHostOf = (host: string) => (host.includes(":") ? `[${host}]` : host);
 
@@ -189,7 +179,7 @@ export async function startPortcullis(
   // The change feed's readers: woken by this process's writes, and by a probe for others' (domain/change-signals.ts).
   const feed = {
     signals: new ChangeSignals(data, { pollMs: config.changesPollMs, onError: (error) => log.warn({ err: error }, "the change feed's probe for new changes failed") }),
-    ...feedBounds(config),
+    ...feedBounds(config.requestTimeoutMs, config.idleTimeoutMs),
   };
   metrics.watchFeed(() => feed.signals.waiting);
   const ready = db.opened.then(async () => {

@@ -16,7 +16,7 @@ import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
 import { RoleService } from "../gen/authz/v1/roles_pb.js";
 import { Applications } from "./domain/applications.js";
 import { AuditLog } from "./domain/audit-log.js";
-import { ChangeFeed, type ChangeFeedOptions } from "./domain/change-feed.js";
+import { ChangeFeed, feedBounds, type ChangeFeedOptions } from "./domain/change-feed.js";
 import { ChangeSignals } from "./domain/change-signals.js";
 import { Catalog } from "./domain/catalog.js";
 import { Models } from "./domain/models.js";
@@ -41,15 +41,12 @@ import type { ReadReplicas } from "./store/read-replicas.js";
 import { guard, type ServiceBinding } from "./transport/call/guard.js";
 import { NO_TELEMETRY, type Telemetry } from "./lib/telemetry.js";
 
-/** The services, each guarded: authorization, the edge's checks, the one error mapping. */
 /** The change feed's parts: the readers' wake-ups (app.ts makes them, with their probe's interval) and the waits' bounds. */
 export interface FeedParts extends ChangeFeedOptions {
   signals: ChangeSignals;
 }
 
-/** The change feed's bounds where nothing else says: waits within HTTP/2's default request timeout, silence within the default idle timeout. */
-export const DEFAULT_FEED = { maxWaitMs: 28_000, maxSilenceMs: 52_000, pollMs: 250 } as const;
-
+/** The services, each guarded: authorization, the edge's checks, the one error mapping. */
 export function serviceBindings(
   data: Db,
   deps: Parameters<typeof guard>[2],
@@ -57,9 +54,11 @@ export function serviceBindings(
 ): ServiceBinding[] {
   const { replicas } = reads;
   const telemetry = reads.telemetry ?? NO_TELEMETRY;
+  // Without one (the embedded instance, which has no transport): the bounds of the service's
+  // default timeouts (HTTP_REQUEST_TIMEOUT_MS, HTTP_IDLE_TIMEOUT_MS) and CHANGES_POLL_MS.
   const feed = reads.feed ?? {
-    ...DEFAULT_FEED,
-    signals: new ChangeSignals(data, { pollMs: DEFAULT_FEED.pollMs, onError: (error) => deps.log.warn({ err: error }, "the change feed's probe failed") }),
+    ...feedBounds(30_000, 65_000),
+    signals: new ChangeSignals(data, { pollMs: 250, onError: (error) => deps.log.warn({ err: error }, "the change feed's probe failed") }),
   };
   // Every write that succeeds wakes the feed's readers of its application.
   deps = { ...deps, writes: deps.writes ?? feed.signals };

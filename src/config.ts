@@ -286,7 +286,12 @@ function nonEmpty(value: string | undefined): string | undefined {
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
-/** A duration as a whole number and a unit (ms, s, m, h, d): `7d`, `12h`, `30s`; in milliseconds. */
+/**
+ * A duration as a whole number and a unit (ms, s, m, h, d): `7d`, `12h`,
+ * `30s`; in milliseconds. Six lines of our own rather than the `ms` package,
+ * which also takes "1.5h", "2 days" and a bare number of milliseconds: a
+ * typo in a retention should stop the start, not mean something else.
+ */
 function durationVar(env: Readonly<Record<string, string | undefined>>, name: string, fallback: string, min: number, max: number): number {
   const raw = nonEmpty(env[name]) ?? fallback;
   const match = /^(\d{1,9})(ms|s|m|h|d)$/.exec(raw.trim());

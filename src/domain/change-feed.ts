@@ -38,6 +38,16 @@ export interface ChangePage {
   nextToken: string;
 }
 
+/**
+ * The change feed's waits, inside the transports' limits: a read waits at
+ * most 0.9 of the request timeout (HTTP/2 resets a stream open longer), and
+ * a Watch with nothing to send ends after 0.8 of the idle timeout (HTTP/1.1
+ * closes a socket silent that long).
+ */
+export function feedBounds(requestTimeoutMs: number, idleTimeoutMs: number): ChangeFeedOptions {
+  return { maxWaitMs: Math.min(WAIT_MS_MAX, Math.floor(requestTimeoutMs * 0.9)), maxSilenceMs: Math.floor(idleTimeoutMs * 0.8) };
+}
+
 export interface ChangeFeedOptions {
   /** How long a waiting read may wait at most, below the transport's own limits (HTTP/2's request timeout). */
   readonly maxWaitMs: number;

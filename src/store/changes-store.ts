@@ -149,8 +149,9 @@ export const changesStore = {
   /**
    * Records changes given as values, in their order, after the
    * transaction's earlier ones. Call it inside the transaction that makes
-   * them. The writes of grants and assignments
-   * record theirs in their own statements instead (recordChanges).
+   * them. No write of the service records this way (each records its
+   * changes in its own statement: recordChanges); the storage's tests do, to
+   * drive the reads with changes of their own making.
    */
   async record(q: Queryable, appId: string, changes: readonly NewChange[]): Promise<number> {
     if (changes.length === 0) return 0;
