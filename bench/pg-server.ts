@@ -162,12 +162,23 @@ export function pgServer(dataDir: string, port: number, logFile: string): PgServ
 
 export const urlOf = (port: number, database = "postgres") => `postgres://postgres@127.0.0.1:${port}/${database}`;
 
-/** One statement on a connection of its own. */
+/**
+ * One statement on a connection of its own. A failure carries the warnings
+ * the server sent before it: Citus reports a worker's own error only as a
+ * WARNING, then fails with "failure on connection marked as essential".
+ */
 export async function pgQuery<R>(url: string, sql: string, params: unknown[] = []): Promise<R[]> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+  const warnings: string[] = [];
+  client.on("notice", (n) => {
+    if (n.severity === "WARNING") warnings.push([n.message, n.detail].filter(Boolean).join(": "));
+  });
   try {
     await client.connect();
     return (await client.query(sql, params)).rows as R[];
+  } catch (error) {
+    if (error instanceof Error && warnings.length > 0) error.message += ` (after the warnings: ${warnings.join("; ")})`;
+    throw error;
   } finally {
     await client.end().catch(() => undefined);
   }

@@ -141,8 +141,29 @@ export async function createCitusDatabase(coordinatorUrl: string, workerUrls: re
   const url = withDatabase(coordinatorUrl, name);
   const self = nodeOf(coordinatorUrl);
   await pgQuery(url, "SELECT citus_set_coordinator_host($1, $2)", [self.host, self.port]);
-  for (const w of workerUrls.map(nodeOf)) await pgQuery(url, "SELECT citus_add_node($1, $2)", [w.host, w.port]);
+  for (const w of workerUrls.map(nodeOf)) await addNode(url, w);
   return url;
+}
+
+/**
+ * citus_add_node, again (up to five times, a second apart) when its
+ * connection to the worker fails: seen once in CI, with 85 test files on two
+ * cores, as XX000 "failure on connection marked as essential". The call is
+ * one transaction on the coordinator, so a failed one leaves nothing behind.
+ * Classified by SQLSTATE: class 08 (connection exception) or XX000, the
+ * code Citus gives that error.
+ */
+async function addNode(url: string, node: { host: string; port: number }): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await pgQuery(url, "SELECT citus_add_node($1, $2)", [node.host, node.port]);
+      return;
+    } catch (error) {
+      const code = String((error as { code?: unknown }).code ?? "");
+      if (!(code.startsWith("08") || code === "XX000") || attempt >= 5) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+  }
 }
 
 /** Drops database `name` made by createCitusDatabase, its connections ended: on the coordinator first, then on the workers. */
