@@ -1,6 +1,6 @@
-import type { AbortOptions, Db, Queryable } from "../store/db.js";
+import type { AbortOptions, Db, Queryable, TransactionLock } from "../store/db.js";
 import { modelStore } from "../store/model-store.js";
-import { applicationsStore, type ApiKeyRow, type ApplicationRow } from "../store/applications-store.js";
+import { applicationLock as storeApplicationLock, applicationsStore, type ApiKeyRow, type ApplicationRow } from "../store/applications-store.js";
 import { auditStore } from "../store/audit-store.js";
 import { alreadyExists, notFound } from "./errors.js";
 import { appIdProblem, ensure, nameProblem, pageSize } from "./formats.js";
@@ -31,6 +31,17 @@ export async function requireApplication(q: Queryable, appId: string): Promise<A
 export async function lockApplication(q: Queryable, appId: string, mode: "update" | "share"): Promise<void> {
   ensure("appId", appIdProblem(appId));
   if (!(await applicationsStore.lock(q, appId, mode))) throw notFound(`application "${appId}" does not exist`);
+}
+
+/**
+ * The application's lock for a transaction to take first (Db.transaction's
+ * `lock`), the id's form checked before: as lockApplication, but in the
+ * round trip of BEGIN; the transaction itself asks whether the application
+ * exists (requireApplication) where it needs to.
+ */
+export function applicationLock(appId: string, mode: "update" | "share"): TransactionLock {
+  ensure("appId", appIdProblem(appId));
+  return storeApplicationLock(appId, mode);
 }
 
 /** Applications and their API keys. */

@@ -9,7 +9,7 @@ import {
   type Tuple,
 } from "../store/relationships-store.js";
 import { subjectTypeOf, type Subject } from "./subjects.js";
-import { lockApplication, type Page } from "./applications.js";
+import { applicationLock, requireApplication, type Page } from "./applications.js";
 import { invalidArgument, Violations } from "./errors.js";
 import { check, identifierProblem, instantProblem, LIMITS, pageSize, show, tokenProblem } from "./formats.js";
 import { decodePageToken, page } from "./paging.js";
@@ -133,15 +133,24 @@ export class Relationships {
     checkTuple(v, "", g, undefined);
     checkExpiryForm(v, "", g);
     v.throwIfAny();
-    return this.db.transaction(async (tx) => {
-      // FOR SHARE: a concurrent catalog change waits, so a grant never
-      // lands on a relation the new catalog just dropped.
-      await lockApplication(tx, appId, "share");
-      checkTuple(v, "", g, await relationshipsStore.relationsOf(tx, appId));
-      if (g.expiresAt !== undefined) checkExpiryAhead(v, "", g, await relationshipsStore.clock(tx));
-      v.throwIfAny();
-      return relationshipsStore.write(tx, appId, toWrite(g));
-    }, options);
+    const grant = toWrite(g);
+    return this.db.transaction(
+      async (tx) => {
+        // The common case, a new grant the catalog takes, in one statement.
+        const inserted = await relationshipsStore.insertAllowed(tx, appId, grant, subjectTypeOf(g.subject));
+        if (inserted !== undefined) return { row: inserted, created: true };
+        // Otherwise: which of no application, a grant the catalog refuses, a
+        // past expiry, or a grant already there (its expiry then replaced).
+        await requireApplication(tx, appId);
+        checkTuple(v, "", g, await relationshipsStore.relationsOf(tx, appId));
+        if (g.expiresAt !== undefined) checkExpiryAhead(v, "", g, await relationshipsStore.clock(tx));
+        v.throwIfAny();
+        return relationshipsStore.write(tx, appId, grant);
+      },
+      // Shared: a concurrent catalog change waits, so a grant never lands on
+      // a relation the new catalog just dropped.
+      { ...options, lock: applicationLock(appId, "share") },
+    );
   }
 
   async delete(appId: string, t: Tuple, options?: AbortOptions): Promise<boolean> {
@@ -225,7 +234,7 @@ export class Relationships {
       ]);
     }
     return this.db.transaction(async (tx) => {
-      await lockApplication(tx, appId, "share");
+      await requireApplication(tx, appId);
       const relations = await relationshipsStore.relationsOf(tx, appId);
       const now = writes.some((g) => g.expiresAt !== undefined) ? await relationshipsStore.clock(tx) : 0;
       const v = new Violations(100);
@@ -257,7 +266,7 @@ export class Relationships {
       const deleted = await relationshipsStore.deleteMany(tx, appId, deletes);
       const changed = await relationshipsStore.writeMany(tx, appId, distinct.map(toWrite));
       return { written: changed, unchanged: writes.length - changed, deleted };
-    }, options);
+    }, { ...options, lock: applicationLock(appId, "share") });
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { Queryable, TimeCursor } from "./db.js";
+import { lockStatement, type Queryable, type TimeCursor, type TransactionLock } from "./db.js";
 
 export interface ApplicationRow {
   appId: string;
@@ -17,6 +17,13 @@ export interface ApiKeyRow {
 
 const APP_COLUMNS = "app_id AS \"appId\", name, created_at AS \"createdAt\"";
 const KEY_COLUMNS = "key_id AS \"keyId\", app_id AS \"appId\", kind, name, created_at AS \"createdAt\", scopes";
+
+/**
+ * An application's lock (see applicationsStore.lock), for transaction() to
+ * take in the round trip of its BEGIN; the transaction then asks
+ * applicationsStore.get whether the application exists, where it needs to.
+ */
+export const applicationLock = (appId: string, mode: "update" | "share"): TransactionLock => ({ space: 2, key: appId, shared: mode === "share" });
 
 /** SQL for applications and their API keys. */
 export const applicationsStore = {
@@ -48,10 +55,7 @@ export const applicationsStore = {
    * on Citus it runs on the coordinator, where every writer takes it.
    */
   async lock(q: Queryable, appId: string, mode: "update" | "share"): Promise<boolean> {
-    await q.query(
-      mode === "update" ? "SELECT pg_advisory_xact_lock(2, hashtext($1))" : "SELECT pg_advisory_xact_lock_shared(2, hashtext($1))",
-      [appId],
-    );
+    await q.query(lockStatement(applicationLock(appId, mode), "$1"), [appId]);
     const { rows } = await q.query("SELECT 1 FROM applications WHERE app_id = $1", [appId]);
     return rows.length > 0;
   },

@@ -1,4 +1,4 @@
-import type { AbortOptions, Db, PoolUse, Queryable, QueryResult, ReadBatching } from "./db.js";
+import type { AbortOptions, Db, PoolUse, Queryable, QueryResult, ReadBatching, TransactionOptions } from "./db.js";
 import { DatabaseUnavailableError } from "./sqlstate.js";
 
 /**
@@ -54,7 +54,7 @@ export class DeferredDb implements Db {
     return (await this.target()).exec(sql);
   }
 
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: AbortOptions): Promise<T> {
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T> {
     return (this.db ?? (await this.target())).transaction(fn, options);
   }
 

@@ -7,12 +7,14 @@ import {
   parseInt8,
   stopReason,
   throwIfStopped,
+  lockStatement,
   type AbortOptions,
   type Db,
   type PoolUse,
   type Queryable,
   type QueryResult,
   type ReadBatching,
+  type TransactionOptions,
 } from "./db.js";
 import { DatabaseUnavailableError, isRetryable, isUnavailable, sqlState, SqlState } from "./sqlstate.js";
 
@@ -129,13 +131,13 @@ export class PgDb implements Db {
     await this.query(sql);
   }
 
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: AbortOptions): Promise<T> {
-    if (options !== undefined) return this.stoppableTransaction(fn, options);
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T> {
+    if (options?.signal !== undefined || options?.deadline !== undefined) return this.stoppableTransaction(fn, options);
     for (let attempt = 1; ; attempt++) {
       const client = await this.connect();
       let broken: Error | undefined;
       try {
-        await client.query("BEGIN");
+        await client.query(begin(options));
         const tx: Queryable = {
           query: async <R>(sql: string, params?: readonly unknown[]) => toResult<R>(await client.query(statement(sql, params))),
         };
@@ -161,7 +163,7 @@ export class PgDb implements Db {
    * transaction rolls back, and nothing is retried or committed once the
    * caller stopped.
    */
-  private async stoppableTransaction<T>(fn: (tx: Queryable) => Promise<T>, options: AbortOptions): Promise<T> {
+  private async stoppableTransaction<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       throwIfStopped(options);
       const client = await this.connect();
@@ -169,7 +171,7 @@ export class PgDb implements Db {
       let broken: Error | boolean | undefined;
       try {
         throwIfStopped(options); // it may have waited for a connection
-        await running.statement(begin(options.deadline));
+        await running.statement(begin(options));
         const tx: Queryable = { query: (sql, params) => running.statement(sql, params) };
         const result = await fn(tx);
         throwIfStopped(options); // never COMMIT for a caller who gave up
@@ -229,11 +231,18 @@ export class PgDb implements Db {
   }
 }
 
-/** BEGIN, with the deadline as statement_timeout in the same round trip (a simple query of two statements). */
-function begin(deadline: number | undefined): string {
-  if (deadline === undefined) return "BEGIN";
-  const ms = Math.max(1, Math.ceil(deadline - Date.now()));
-  return `BEGIN; SET LOCAL statement_timeout = ${ms}`;
+/**
+ * BEGIN, with the deadline as statement_timeout and the transaction's lock,
+ * in the same round trip: a simple query of up to three statements. A
+ * simple query takes no parameters, so the lock's key goes as a literal,
+ * quoted by pg's escapeLiteral (its keys are application ids, checked
+ * against their format before any transaction starts).
+ */
+function begin(options: TransactionOptions | undefined): string {
+  const parts = ["BEGIN"];
+  if (options?.deadline !== undefined) parts.push(`SET LOCAL statement_timeout = ${Math.max(1, Math.ceil(options.deadline - Date.now()))}`);
+  if (options?.lock !== undefined) parts.push(lockStatement(options.lock, pg.escapeLiteral(options.lock.key)));
+  return parts.join("; ");
 }
 
 /** What pg keeps of the backend behind a connection: what a cancel request names. */

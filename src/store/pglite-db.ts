@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
 import {
   isStopped,
+  lockStatement,
   parseInt8,
   stopReason,
   throwIfStopped,
@@ -13,6 +14,7 @@ import {
   type Queryable,
   type QueryResult,
   type ReadBatching,
+  type TransactionOptions,
 } from "./db.js";
 import { lockDataDir, type DataDirLock } from "./data-dir-lock.js";
 import { isRetryable } from "./sqlstate.js";
@@ -131,12 +133,14 @@ export class PgliteDb implements Db {
    * be honoured: a cancel that reaches the socket after that read, while
    * COMMIT itself runs (on Postgres, likewise, once COMMIT is sent).
    */
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: AbortOptions): Promise<T> {
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       throwIfStopped(options);
       try {
         return await this.pg.transaction(async (handle) => {
           throwIfStopped(options); // it may have waited for the connection
+          // One connection: nothing else holds the lock, but the statement keeps the SQL the same on both engines.
+          if (options?.lock !== undefined) await handle.query(lockStatement(options.lock, "$1"), [options.lock.key]);
           const result = await fn({
             query: async <R>(sql: string, params?: readonly unknown[]) => {
               throwIfStopped(options);

@@ -155,6 +155,44 @@ export const relationshipsStore = {
     }
   },
 
+  /**
+   * The common write in one statement: inserts a grant that is not there
+   * yet, if the catalog's relation takes its holder (`holderType`, as the
+   * catalog's subjects name it) and its expiry, if any, is ahead of the
+   * statement's clock; undefined when it inserted nothing, for whatever
+   * reason (write() then finds out which, and writes). The application's
+   * lock, taken before this statement's snapshot, keeps the catalog read
+   * here the catalog at commit. The inserted app_id is catalog_relations'
+   * own, which lets Citus push the statement whole to the node of both.
+   */
+  async insertAllowed(q: Queryable, appId: string, t: GrantWrite, holderType: string): Promise<RelationshipRow | undefined> {
+    const allowed = `FROM catalog_relations cr
+       WHERE cr.app_id = $1 AND cr.resource = $2 AND cr.relation = $4 AND $5::text = ANY(cr.subjects)
+         AND ($6::timestamptz IS NULL OR $6::timestamptz > statement_timestamp())`;
+    if (t.subject === undefined) {
+      const { rows } = await q.query<RelationshipRow>(
+        `WITH w AS (
+           INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at)
+           SELECT cr.app_id, $2, $3, $4, $7, $6::timestamptz ${allowed}
+           ON CONFLICT DO NOTHING RETURNING ${USER_GRANT_RETURNING}
+         ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}
+         SELECT ${COLUMNS} FROM w`,
+        [appId, t.resource, t.resourceId, t.relation, holderType, iso(t.expiresAt), t.userId],
+      );
+      return rows[0];
+    }
+    const { rows } = await q.query<SubjectReturned>(
+      `WITH w AS (
+         INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
+         SELECT cr.app_id, $2, $3, $4, $7, $8, $9, $6::timestamptz ${allowed}
+         ON CONFLICT DO NOTHING RETURNING ${SUBJECT_GRANT_RETURNING}
+       ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
+       SELECT * FROM w`,
+      [appId, t.resource, t.resourceId, t.relation, holderType, iso(t.expiresAt), t.subject.resource, t.subject.resourceId, t.subject.relation],
+    );
+    return rows[0] === undefined ? undefined : subjectRow(rows[0]);
+  },
+
   async delete(q: Queryable, appId: string, t: Tuple): Promise<boolean> {
     if (t.subject !== undefined) {
       const { rows } = await q.query<{ n: number }>(
