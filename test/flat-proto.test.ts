@@ -12,24 +12,35 @@ import {
   BatchCheckResponseSchema,
   CheckRequestSchema,
   CheckResponseSchema,
+  ExplainRequestSchema,
 } from "../gen/authz/v1/check_pb.js";
 import { flatProtoReader, flatProtoWriter } from "../src/transport/grpc/flat-proto.js";
 
 const long = "r".repeat(300); // a length of two varint bytes
 const messages: [string, DescMessage, Record<string, unknown>][] = [
-  ["check", CheckRequestSchema, { userId: "alice", resource: "doc", resourceId: "d-1", action: "read" }],
-  ["check with a tenant", CheckRequestSchema, { userId: "alice", resource: "doc", resourceId: long, action: "read", tenantId: "t1" }],
-  ["check with an empty tenant (set)", CheckRequestSchema, { userId: "u", resource: "doc", resourceId: "d", action: "read", tenantId: "" }],
-  ["empty check", CheckRequestSchema, {}],
+  ["explain", ExplainRequestSchema, { userId: "alice", resource: "doc", resourceId: "d-1", action: "read" }],
+  ["explain with a tenant", ExplainRequestSchema, { userId: "alice", resource: "doc", resourceId: long, action: "read", tenantId: "t1" }],
+  ["explain with an empty tenant (set)", ExplainRequestSchema, { userId: "u", resource: "doc", resourceId: "d", action: "read", tenantId: "" }],
+  ["empty explain", ExplainRequestSchema, {}],
   ["allowed", CheckResponseSchema, { allowed: true }],
   ["denied", CheckResponseSchema, { allowed: false }],
+  ["batch answer", BatchCheckResponseSchema, { results: [{ allowed: true }, { allowed: false }, { allowed: true }] }],
+  ["empty batch answer", BatchCheckResponseSchema, { results: [] }],
+];
+
+/**
+ * Questions with context and properties (message fields): read here when
+ * they carry none, left to fromBinary when they do, and never written here.
+ */
+const questions: [string, DescMessage, Record<string, unknown>][] = [
+  ["check", CheckRequestSchema, { userId: "alice", resource: "doc", resourceId: "d-1", action: "read" }],
+  ["check with a tenant", CheckRequestSchema, { userId: "alice", resource: "doc", resourceId: long, action: "read", tenantId: "t1" }],
+  ["empty check", CheckRequestSchema, {}],
   [
     "batch",
     BatchCheckRequestSchema,
     { checks: [{ userId: "a", resource: "doc", resourceId: "1", action: "read" }, {}, { userId: "b", resource: "doc", resourceId: long, action: "x", tenantId: "t" }] },
   ],
-  ["batch answer", BatchCheckResponseSchema, { results: [{ allowed: true }, { allowed: false }, { allowed: true }] }],
-  ["empty batch answer", BatchCheckResponseSchema, { results: [] }],
 ];
 
 describe("flat protobuf", () => {
@@ -47,8 +58,24 @@ describe("flat protobuf", () => {
   });
 
   it("writes non-ASCII strings as UTF-8", () => {
-    const message = create(CheckRequestSchema, { userId: "zoë 🦊", resource: "doc", resourceId: "d", action: "read" });
-    expect(flatProtoWriter(CheckRequestSchema)!(message, 0)).toEqual(Buffer.from(toBinary(CheckRequestSchema, message)));
+    const message = create(ExplainRequestSchema, { userId: "zoë 🦊", resource: "doc", resourceId: "d", action: "read" });
+    expect(flatProtoWriter(ExplainRequestSchema)!(message, 0)).toEqual(Buffer.from(toBinary(ExplainRequestSchema, message)));
+  });
+
+  it.each(questions)("reads %s as fromBinary does, and writes none", (_name, desc, init) => {
+    const bytes = Buffer.from(toBinary(desc, create(desc, init as never)));
+    const read = flatProtoReader(desc)!(bytes);
+    expect(read).toBeDefined();
+    expect(equals(desc, read!, fromBinary(desc, bytes))).toBe(true);
+    expect(flatProtoWriter(desc)).toBeUndefined();
+  });
+
+  it.each([
+    ["a check with context", CheckRequestSchema, { userId: "u", resource: "doc", resourceId: "d", action: "read", context: { ip: "10.0.0.1" } }],
+    ["a check with subject properties", CheckRequestSchema, { userId: "u", subjectProperties: {} }],
+    ["a batch item with resource properties", BatchCheckRequestSchema, { checks: [{ userId: "u", resourceProperties: { ownerID: "u" } }] }],
+  ] as [string, DescMessage, Record<string, unknown>][])("leaves %s to fromBinary", (_name, desc, init) => {
+    expect(flatProtoReader(desc)!(Buffer.from(toBinary(desc, create(desc, init as never))))).toBeUndefined();
   });
 
   const valid = Buffer.from(toBinary(CheckRequestSchema, create(CheckRequestSchema, { userId: "u", resource: "doc", resourceId: "d", action: "read" })));

@@ -222,6 +222,16 @@ export class AccessModel {
     return false;
   }
 
+  /** The resource's actions in catalog order (none for a resource the catalog lacks). */
+  catalogActions(resource: string): string[] {
+    return [...(this.resources.get(resource)?.actions ?? [])];
+  }
+
+  /** The actions a relation of the resource implies (none for a relation or resource the catalog lacks). */
+  actionsOf(resource: string, relation: string): ReadonlySet<string> {
+    return this.resources.get(resource)?.relations.get(relation) ?? NO_ACTIONS;
+  }
+
   /**
    * Every action of the resource that allows() would allow, in catalog
    * order: the union of what the relations imply and what the roles in
@@ -240,6 +250,8 @@ export class AccessModel {
     return [...resource.actions].filter((action) => allowed.has(action));
   }
 }
+
+const NO_ACTIONS: ReadonlySet<string> = new Set();
 
 const MODELS_MAX = 1_000;
 

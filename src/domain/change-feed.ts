@@ -155,6 +155,8 @@ interface GrantBody {
   subject?: Subject;
   createdAt: string;
   expiresAt: string | null;
+  /** Absent from changes recorded before migration 013. */
+  condition?: string | null;
 }
 
 interface AssignmentBody {
@@ -181,6 +183,7 @@ function grantOf(b: GrantBody): RelationshipRow {
     relation: b.relation,
     createdAt: new Date(b.createdAt),
     expiresAt: b.expiresAt === null ? null : new Date(b.expiresAt),
+    condition: b.condition ?? null,
   };
   if (b.subject !== undefined) row.subject = b.subject;
   return row;

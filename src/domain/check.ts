@@ -2,11 +2,13 @@ import { Coalescer } from "../lib/coalescer.js";
 import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db, Queryable } from "../store/db.js";
 import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
-import { CheckStatements, type CheckInput } from "../store/check-store.js";
+import { CheckStatements, type CheckInput, type ConditionalRelation } from "../store/check-store.js";
 import type { GraphGroups } from "../store/graph-store.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, unavailable, Violations } from "./errors.js";
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
+import { ConditionCache } from "./conditions.js";
+import { bindingsOf, checkQuestionFacts, NO_FACTS, type QuestionFacts } from "./question-facts.js";
 
 /** May the user perform the action on the instance? */
 export interface CheckQuestion {
@@ -15,6 +17,8 @@ export interface CheckQuestion {
   resourceId: string;
   action: string;
   tenantId: string | undefined;
+  /** What conditions may read beyond the ids (none: empty objects). */
+  facts?: QuestionFacts | undefined;
 }
 
 /** Every action the user may perform on the instance. */
@@ -35,10 +39,14 @@ export interface Caller {
 interface Facts {
   model: AccessModel | undefined;
   relations: string[];
+  /** Relations held by grants with a condition: they count where it holds. */
+  conditional: ConditionalRelation[];
   roles: string[];
+  /** The statement's clock, a condition's `now`. */
+  nowMs: number | undefined;
 }
 
-const REVOKED: Facts = { model: undefined, relations: [], roles: [] };
+const REVOKED: Facts = { model: undefined, relations: [], conditional: [], roles: [], nowMs: undefined };
 
 /** Statements a batch may take when models change under it, before it settles for the newest model. */
 const MAX_READS = 3;
@@ -66,6 +74,7 @@ export class Checker {
   private readonly coalesced: Coalescer<CheckInput, Facts>;
   private readonly models: AccessModels;
   private readonly statements = new CheckStatements();
+  private readonly conditions = new ConditionCache();
 
   constructor(
     private readonly db: Db,
@@ -89,7 +98,7 @@ export class Checker {
     const model = liveModel(facts);
     known(v, model, question, (field) => field);
     v.throwIfAny();
-    return model.allows(question, facts.relations, facts.roles);
+    return this.allows(model, question, facts);
   }
 
   /** Up to 1,000 checks, answered from one statement; answers in request order. */
@@ -98,7 +107,7 @@ export class Checker {
     const v = new Violations();
     all.forEach(([model, q], i) => known(v, model, q, (field) => `checks[${i}].${field}`));
     v.throwIfAny();
-    return all.map(([model, q, facts]) => model.allows(q, facts.relations, facts.roles));
+    return all.map(([model, q, facts]) => this.allows(model, q, facts));
   }
 
   /** The actions the user may perform on the instance, in catalog order: one check's statement. */
@@ -110,7 +119,7 @@ export class Checker {
     const model = liveModel(facts);
     knownResource(v, model, question, (field) => field);
     v.throwIfAny();
-    return model.actionsAllowed(question, facts.relations, facts.roles);
+    return this.actionsAllowed(model, question, facts);
   }
 
   /** Up to 1,000 permissions questions, answered from one statement, in request order. */
@@ -119,7 +128,40 @@ export class Checker {
     const v = new Violations();
     all.forEach(([model, q], i) => knownResource(v, model, q, (field) => `requests[${i}].${field}`));
     v.throwIfAny();
-    return all.map(([model, q, facts]) => model.actionsAllowed(q, facts.relations, facts.roles));
+    return all.map(([model, q, facts]) => this.actionsAllowed(model, q, facts));
+  }
+
+  /**
+   * The answer from the facts: what grants with no condition and roles allow
+   * first, with no CEL at all; only when they do not, the conditions of the
+   * grants whose relation implies the action, until one holds.
+   */
+  private allows(model: AccessModel, q: CheckQuestion, facts: Facts): boolean {
+    if (model.allows(q, facts.relations, facts.roles)) return true;
+    if (facts.conditional.length === 0) return false;
+    const candidates = facts.conditional.filter((c) => model.actionsOf(q.resource, c.relation).has(q.action));
+    if (candidates.length === 0) return false;
+    const bindings = bindingsOf(q, q.action, q.facts ?? NO_FACTS, facts.nowMs ?? Date.now());
+    return candidates.some((c) => this.conditions.get(c.condition).evaluate(bindings).holds);
+  }
+
+  /**
+   * The actions allowed: those of grants with no condition and roles, and
+   * each action a conditional grant implies where its condition holds with
+   * that action as `action.name`.
+   */
+  private actionsAllowed(model: AccessModel, q: PermissionsQuestion, facts: Facts): string[] {
+    const plain = model.actionsAllowed(q, facts.relations, facts.roles);
+    if (facts.conditional.length === 0) return plain;
+    const allowed = new Set(plain);
+    const nowMs = facts.nowMs ?? Date.now();
+    for (const c of facts.conditional) {
+      const condition = this.conditions.get(c.condition);
+      for (const action of model.actionsOf(q.resource, c.relation)) {
+        if (!allowed.has(action) && condition.evaluate(bindingsOf(q, action, q.facts ?? NO_FACTS, nowMs)).holds) allowed.add(action);
+      }
+    }
+    return allowed.size === plain.length ? plain : orderedLike(model, q, allowed);
   }
 
   /** The facts of each question of a batch, from one statement, once the batch is valid and the key holds. */
@@ -193,7 +235,7 @@ export class Checker {
       const value = rows.map((row, i): Facts => {
         const model = row.keyValid ? models.get(inputs[i]!.appId) : undefined;
         if (model === undefined) return REVOKED; // the application is gone: so are its keys
-        return { model, relations: row.relations, roles: row.roles };
+        return { model, relations: row.relations, conditional: row.conditional, roles: row.roles, nowMs: row.nowMs };
       });
       return { value, replayed };
     }
@@ -225,6 +267,7 @@ export function validateInstance(v: Violations, q: PermissionsQuestion, at: (fie
   check(v, at("resource"), tokenProblem(q.resource));
   check(v, at("resourceId"), identifierProblem(q.resourceId));
   if (q.tenantId !== undefined) check(v, at("tenantId"), identifierProblem(q.tenantId));
+  if (q.facts !== undefined) checkQuestionFacts(v, q.facts, at);
 }
 
 export function validateQuestion(v: Violations, q: CheckQuestion, at: (field: string) => string): void {
@@ -233,6 +276,7 @@ export function validateQuestion(v: Violations, q: CheckQuestion, at: (field: st
   check(v, at("resourceId"), identifierProblem(q.resourceId));
   check(v, at("action"), tokenProblem(q.action));
   if (q.tenantId !== undefined) check(v, at("tenantId"), identifierProblem(q.tenantId));
+  if (q.facts !== undefined) checkQuestionFacts(v, q.facts, at);
 }
 
 /** The catalog half of the answer: an unknown resource or action is a 400. */
@@ -246,4 +290,9 @@ function knownResource(v: Violations, model: AccessModel, q: PermissionsQuestion
   if (model.hasResource(q.resource)) return true;
   v.add(at("resource"), `"${q.resource}" is not a resource of the catalog`);
   return false;
+}
+
+/** The allowed actions in the resource's catalog order. */
+function orderedLike(model: AccessModel, q: PermissionsQuestion, allowed: ReadonlySet<string>): string[] {
+  return model.catalogActions(q.resource).filter((action) => allowed.has(action));
 }

@@ -151,6 +151,16 @@ function celMap(object: { readonly [key: string]: JsonValue }): Map<string, CelI
   return map;
 }
 
+/** Why `source` is not a condition Portcullis takes (undefined: it is one), for a caller that gathers violations. */
+export function conditionProblem(source: string): string | undefined {
+  try {
+    compileCondition(source, "condition");
+    return undefined;
+  } catch (error) {
+    return (error as { details?: { reason?: string }[] }).details?.[0]?.reason ?? String(error);
+  }
+}
+
 /** A 400 for the condition at `field`. */
 function badCondition(field: string, message: string) {
   return invalidArgument(`${field}: ${message}`, [{ field, reason: message }]);

@@ -10,6 +10,7 @@ import {
 } from "../store/relationships-store.js";
 import { subjectTypeOf, type Subject } from "./subjects.js";
 import { applicationLock, requireApplication, type Page } from "./applications.js";
+import { conditionProblem } from "./conditions.js";
 import { invalidArgument, Violations } from "./errors.js";
 import { check, identifierProblem, instantProblem, LIMITS, pageSize, show, tokenProblem } from "./formats.js";
 import { decodePageToken, page } from "./paging.js";
@@ -81,6 +82,13 @@ function checkTuple(v: Violations, at: string, t: Tuple, relations: Relations | 
  */
 export interface GrantInput extends Tuple {
   expiresAt?: number | undefined;
+  /** A CEL expression that must hold for the grant to count ("" or absent: none). */
+  condition?: string | undefined;
+}
+
+/** Checks a write's condition: CEL that Portcullis takes (domain/conditions.ts). */
+function checkCondition(v: Violations, at: string, g: GrantInput): boolean {
+  return g.condition === undefined || g.condition === "" || check(v, `${at}condition`, conditionProblem(g.condition));
 }
 
 /** Checks an expiry's form: an instant a Timestamp can hold. */
@@ -106,6 +114,7 @@ const toWrite = (g: GrantInput): GrantWrite => ({
   relation: g.relation,
   ...(g.subject === undefined ? {} : { subject: g.subject }),
   expiresAt: g.expiresAt === undefined ? null : new Date(g.expiresAt),
+  condition: g.condition === undefined || g.condition === "" ? null : g.condition,
 });
 
 const tupleKey = (t: Tuple) =>
@@ -132,6 +141,7 @@ export class Relationships {
     const v = new Violations();
     checkTuple(v, "", g, undefined);
     checkExpiryForm(v, "", g);
+    checkCondition(v, "", g);
     v.throwIfAny();
     const grant = toWrite(g);
     return this.db.transaction(
@@ -247,17 +257,21 @@ export class Relationships {
         const formOk = checkExpiryForm(v, at, g);
         checkTuple(v, at, g, relations);
         if (formOk) checkExpiryAhead(v, at, g, now);
+        checkCondition(v, at, g);
         const first = written.get(tupleKey(g));
         if (first === undefined) {
           written.set(tupleKey(g), i);
           distinct.push(g);
         } else if (writes[first]!.expiresAt !== g.expiresAt) {
           v.add(`writes[${i}].expiresAt`, `the same grant is also in writes[${first}] with another expiry; a call may give a grant one expiry`);
+        } else if ((writes[first]!.condition ?? "") !== (g.condition ?? "")) {
+          v.add(`writes[${i}].condition`, `the same grant is also in writes[${first}] with another condition; a call may give a grant one condition`);
         }
       });
       deletes.forEach((g, i) => {
         checkTuple(v, `deletes[${i}].`, g, relations);
         if (g.expiresAt !== undefined) v.add(`deletes[${i}].expiresAt`, "a delete takes no expiresAt");
+        if (g.condition !== undefined && g.condition !== "") v.add(`deletes[${i}].condition`, "a delete takes no condition");
         if (written.has(tupleKey(g))) {
           v.add(`deletes[${i}]`, `the same grant is also in writes[${written.get(tupleKey(g))}]; a call may not both write and delete it`);
         }

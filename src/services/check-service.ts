@@ -1,26 +1,50 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { CheckService } from "../../gen/authz/v1/check_pb.js";
 import type { CheckQuestion, Checker, PermissionsQuestion } from "../domain/check.js";
+import type { QuestionFacts } from "../domain/question-facts.js";
 import type { ExplainedGrant, Explainer, ExplainReason } from "../domain/explain.js";
 import type { Lookup } from "../domain/lookup.js";
 import type { WhoCan } from "../domain/who-can.js";
 import { Metrics } from "../lib/metrics.js";
 import { callerKeyOf } from "./call-values.js";
 
-const question = (c: Omit<CheckQuestion, "tenantId"> & { tenantId?: string }): CheckQuestion => ({
+/** A question's objects for conditions, when it carries any (most carry none: nothing to build). */
+interface FactFields {
+  context?: JsonObject | undefined;
+  subjectProperties?: JsonObject | undefined;
+  resourceProperties?: JsonObject | undefined;
+  actionProperties?: JsonObject | undefined;
+}
+
+function factsOf(c: FactFields): QuestionFacts | undefined {
+  if (c.context === undefined && c.subjectProperties === undefined && c.resourceProperties === undefined && c.actionProperties === undefined) {
+    return undefined;
+  }
+  return {
+    context: c.context ?? {},
+    subjectProperties: c.subjectProperties ?? {},
+    resourceProperties: c.resourceProperties ?? {},
+    actionProperties: c.actionProperties ?? {},
+  };
+}
+
+const question = (c: Omit<CheckQuestion, "tenantId" | "facts"> & { tenantId?: string } & FactFields): CheckQuestion => ({
   userId: c.userId,
   resource: c.resource,
   resourceId: c.resourceId,
   action: c.action,
   tenantId: c.tenantId,
+  facts: factsOf(c),
 });
 
-const instance = (c: Omit<PermissionsQuestion, "tenantId"> & { tenantId?: string }): PermissionsQuestion => ({
+const instance = (c: Omit<PermissionsQuestion, "tenantId" | "facts"> & { tenantId?: string } & FactFields): PermissionsQuestion => ({
   userId: c.userId,
   resource: c.resource,
   resourceId: c.resourceId,
   tenantId: c.tenantId,
+  facts: factsOf(c),
 });
 
 const explainGrant = (grant: ExplainedGrant) => ({

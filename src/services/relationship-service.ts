@@ -22,6 +22,7 @@ export const relationshipMessage = (row: RelationshipRow) => ({
   ...(row.subject === undefined ? {} : { subject: row.subject }),
   createdAt: timestampFromDate(row.createdAt),
   ...(row.expiresAt === null ? {} : { expiresAt: timestampFromDate(row.expiresAt) }),
+  ...(row.condition === null || row.condition === undefined ? {} : { condition: row.condition }),
 });
 
 type SubjectMessage = { resource: string; resourceId: string; relation: string };
@@ -29,13 +30,14 @@ type SubjectMessage = { resource: string; resourceId: string; relation: string }
 const subjectOf = (s: SubjectMessage | undefined): Subject | undefined =>
   s === undefined ? undefined : { resource: s.resource, resourceId: s.resourceId, relation: s.relation };
 
-const grant = (t: Omit<Tuple, "subject"> & { subject?: SubjectMessage | undefined; expiresAt?: Timestamp | undefined }): GrantInput => ({
+const grant = (t: Omit<Tuple, "subject"> & { subject?: SubjectMessage | undefined; expiresAt?: Timestamp | undefined; condition?: string }): GrantInput => ({
   userId: t.userId,
   resource: t.resource,
   resourceId: t.resourceId,
   relation: t.relation,
   subject: subjectOf(t.subject),
   expiresAt: instantOf(t.expiresAt),
+  condition: t.condition,
 });
 
 /** The single delete names a subject by query parameters: any of them given means a subject. */

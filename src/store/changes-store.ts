@@ -69,14 +69,14 @@ export const CHANGE_BODY = {
   userGrant: {
     body: (r: string) =>
       `jsonb_build_object('userId', ${r}.user_id, 'resource', ${r}.resource, 'resourceId', ${r}.resource_id, 'relation', ${r}.relation,
-         'createdAt', ${r}.created_at, 'expiresAt', ${r}.expires_at)`,
+         'createdAt', ${r}.created_at, 'expiresAt', ${r}.expires_at, 'condition', ${r}.condition)`,
     order: "resource, resource_id, relation, user_id",
   },
   subjectGrant: {
     body: (r: string) =>
       `jsonb_build_object('resource', ${r}.resource, 'resourceId', ${r}.resource_id, 'relation', ${r}.relation,
          'subject', jsonb_build_object('resource', ${r}.subject_resource, 'resourceId', ${r}.subject_id, 'relation', ${r}.subject_relation),
-         'createdAt', ${r}.created_at, 'expiresAt', ${r}.expires_at)`,
+         'createdAt', ${r}.created_at, 'expiresAt', ${r}.expires_at, 'condition', ${r}.condition)`,
     order: "resource, resource_id, relation, subject_resource, subject_id, subject_relation",
   },
   assignment: {
@@ -93,9 +93,9 @@ export interface ChangeRows {
 }
 
 /** What a user grant's write or delete returns for its change to be recorded. */
-export const USER_GRANT_RETURNING = "resource, resource_id, relation, user_id, created_at, expires_at";
+export const USER_GRANT_RETURNING = "resource, resource_id, relation, user_id, created_at, expires_at, condition";
 /** What a grant to a subject's write or delete returns. */
-export const SUBJECT_GRANT_RETURNING = "resource, resource_id, relation, subject_resource, subject_id, subject_relation, created_at, expires_at";
+export const SUBJECT_GRANT_RETURNING = "resource, resource_id, relation, subject_resource, subject_id, subject_relation, created_at, expires_at, condition";
 /** What an assignment's write or delete returns. */
 export const ASSIGNMENT_RETURNING = "role_id, user_id, created_at";
 

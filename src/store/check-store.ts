@@ -21,10 +21,20 @@ export interface CheckRow {
   keyValid: boolean;
   /** The application's model version (see model-store); null when the application is gone. */
   version: string | null;
-  /** The user's relations on the instance. */
+  /** The user's relations on the instance, by grants with no condition. */
   relations: string[];
+  /** The user's grants on the instance that hold only when their condition does (the direct statement's; the graph's has none yet). */
+  conditional: ConditionalRelation[];
   /** The user's roles in the application. */
   roles: string[];
+  /** The statement's clock (ms since the epoch): a condition's `now`. Absent from the graph's statement. */
+  nowMs: number | undefined;
+}
+
+/** A relation the user holds by a grant with a condition. */
+export interface ConditionalRelation {
+  relation: string;
+  condition: string;
 }
 
 export interface CheckRows {
@@ -57,11 +67,12 @@ const checkSql = (replayed: boolean) => `
     ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
-        ARRAY(SELECT g.relation FROM relationships g
+        ARRAY(SELECT g.relation || coalesce(chr(10) || g.condition, '') FROM relationships g
               WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
                 AND ${LIVE_GRANT("g")}),
         ARRAY(SELECT a.role_id FROM role_assignments a
-              WHERE a.app_id = $1 AND a.user_id = q.user_id)
+              WHERE a.app_id = $1 AND a.user_id = q.user_id),
+        (extract(epoch FROM now()) * 1000)::float8
       ) ORDER BY q.n)
      FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text))
           WITH ORDINALITY AS q(user_id, resource, resource_id, n)) AS rows${replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""}`;
@@ -95,7 +106,7 @@ const GRAPH_STATEMENTS: Statements = {
   inline: GRAPH_CHECK_SQL,
 };
 
-type QuestionRow = [relations: string[], roles: string[]];
+type QuestionRow = [relations: string[], roles: string[], nowMs?: number];
 interface StatementRow {
   keys: boolean[] | null;
   version: string | null;
@@ -157,12 +168,10 @@ export class CheckStatements {
       : await this.statement(STATEMENTS, q, replayed, [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))]);
     const keyRows = row.keys ?? [];
     return {
-      rows: (row.rows ?? []).map(([relations, roles], i) => ({
-        keyValid: keyRows[keyOf[i]!] === true,
-        version: row.version,
-        relations,
-        roles,
-      })),
+      rows: (row.rows ?? []).map(([encoded, roles, nowMs], i) => {
+        const { relations, conditional } = decodeRelations(encoded);
+        return { keyValid: keyRows[keyOf[i]!] === true, version: row.version, relations, conditional, roles, nowMs };
+      }),
       replayed: row.replayed ?? null,
     };
   }
@@ -182,6 +191,22 @@ export class CheckStatements {
     }
     return (await q.query<StatementRow>(statements.inline[which], params)).rows[0]!;
   }
+}
+
+/**
+ * The statement's relations apart: a plain name, or a name, a newline and
+ * the grant's condition (migration 013). A user holding a relation both
+ * plainly and conditionally holds it plainly.
+ */
+function decodeRelations(encoded: readonly string[]): { relations: string[]; conditional: ConditionalRelation[] } {
+  const relations: string[] = [];
+  const conditional: ConditionalRelation[] = [];
+  for (const r of encoded) {
+    const cut = r.indexOf("\n");
+    if (cut < 0) relations.push(r);
+    else conditional.push({ relation: r.slice(0, cut), condition: r.slice(cut + 1) });
+  }
+  return { relations, conditional: conditional.filter((c) => !relations.includes(c.relation)) };
 }
 
 /** The inline statements' texts, for the test that holds the functions' queries equal to them. */

@@ -9,25 +9,26 @@ import type { Queryable } from "./db.js";
 import type { GrantWrite, RelationshipRow, Subject } from "./relationships-store.js";
 
 /** A user grant's columns as the API names them. */
-export const COLUMNS = `user_id AS "userId", resource, resource_id AS "resourceId", relation, created_at AS "createdAt", expires_at AS "expiresAt"`;
+export const COLUMNS = `user_id AS "userId", resource, resource_id AS "resourceId", relation, created_at AS "createdAt", expires_at AS "expiresAt", condition`;
 
 export const iso = (d: Date | null) => (d === null ? null : d.toISOString());
 
 export const grantWrites = {
   /**
-   * Writes one grant. When it exists, its expiry becomes the one given (a
-   * write, or nothing when it is the same) and `created` is false; either
+   * Writes one grant. When it exists, its expiry and condition become the
+   * ones given (a write, or nothing when they are the same) and `created` is false; either
    * way the stored grant is returned. Inside a transaction: a grant deleted
    * between the statements is inserted again on the next turn.
    */
   async write(q: Queryable, appId: string, t: GrantWrite): Promise<{ row: RelationshipRow; created: boolean }> {
     if (t.subject !== undefined) return writeSubject(q, appId, { ...t, subject: t.subject });
-    const params = [appId, t.resource, t.resourceId, t.relation, t.userId, iso(t.expiresAt)];
+    const params = [appId, t.resource, t.resourceId, t.relation, t.userId, iso(t.expiresAt), t.condition ?? null];
     for (let turn = 1; ; turn++) {
       if (turn > 10) throw new Error("a grant kept vanishing between its insert and its read");
       const inserted = await q.query<RelationshipRow>(
         `WITH w AS (
-           INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at) VALUES ($1, $2, $3, $4, $5, $6::timestamptz)
+           INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at, condition)
+           VALUES ($1, $2, $3, $4, $5, $6::timestamptz, $7::text)
            ON CONFLICT DO NOTHING RETURNING ${USER_GRANT_RETURNING}
          ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}
          SELECT ${COLUMNS} FROM w`,
@@ -36,16 +37,16 @@ export const grantWrites = {
       if (inserted.rows[0] !== undefined) return { row: inserted.rows[0], created: true };
       const replaced = await q.query<RelationshipRow>(
         `WITH w AS (
-           UPDATE relationships SET expires_at = $6::timestamptz
+           UPDATE relationships SET expires_at = $6::timestamptz, condition = $7::text
            WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4 AND user_id = $5
-             AND expires_at IS DISTINCT FROM $6::timestamptz
+             AND (expires_at, condition) IS DISTINCT FROM ($6::timestamptz, $7::text)
            RETURNING ${USER_GRANT_RETURNING}
          ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}
          SELECT ${COLUMNS} FROM w`,
         params,
       );
       if (replaced.rows[0] !== undefined) return { row: replaced.rows[0], created: false };
-      // The same expiry: nothing to write (a re-sync writing every grant again stays read-only).
+      // The same expiry and condition: nothing to write (a re-sync writing every grant again stays read-only).
       const existing = await q.query<RelationshipRow>(
         `SELECT ${COLUMNS} FROM relationships
          WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4 AND user_id = $5`,
@@ -72,23 +73,23 @@ export const grantWrites = {
     if (t.subject === undefined) {
       const { rows } = await q.query<RelationshipRow>(
         `WITH w AS (
-           INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at)
-           SELECT cr.app_id, $2, $3, $4, $7, $6::timestamptz ${allowed}
+           INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at, condition)
+           SELECT cr.app_id, $2, $3, $4, $7, $6::timestamptz, $8::text ${allowed}
            ON CONFLICT DO NOTHING RETURNING ${USER_GRANT_RETURNING}
          ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}
          SELECT ${COLUMNS} FROM w`,
-        [appId, t.resource, t.resourceId, t.relation, holderType, iso(t.expiresAt), t.userId],
+        [appId, t.resource, t.resourceId, t.relation, holderType, iso(t.expiresAt), t.userId, t.condition ?? null],
       );
       return rows[0];
     }
     const { rows } = await q.query<SubjectReturned>(
       `WITH w AS (
-         INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
-         SELECT cr.app_id, $2, $3, $4, $7, $8, $9, $6::timestamptz ${allowed}
+         INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at, condition)
+         SELECT cr.app_id, $2, $3, $4, $7, $8, $9, $6::timestamptz, $10::text ${allowed}
          ON CONFLICT DO NOTHING RETURNING ${SUBJECT_GRANT_RETURNING}
        ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
        SELECT * FROM w`,
-      [appId, t.resource, t.resourceId, t.relation, holderType, iso(t.expiresAt), t.subject.resource, t.subject.resourceId, t.subject.relation],
+      [appId, t.resource, t.resourceId, t.relation, holderType, iso(t.expiresAt), t.subject.resource, t.subject.resourceId, t.subject.relation, t.condition ?? null],
     );
     return rows[0] === undefined ? undefined : subjectRow(rows[0]);
   },
@@ -108,6 +109,7 @@ interface SubjectReturned {
   subject_relation: string;
   created_at: Date;
   expires_at: Date | null;
+  condition: string | null;
 }
 
 const subjectRow = (r: SubjectReturned): RelationshipRow => ({
@@ -118,19 +120,20 @@ const subjectRow = (r: SubjectReturned): RelationshipRow => ({
   subject: { resource: r.subject_resource, resourceId: r.subject_id, relation: r.subject_relation },
   createdAt: r.created_at,
   expiresAt: r.expires_at,
+  condition: r.condition,
 });
 
 /** relationshipsStore.write for a grant to a subject: the same turns, on subject_relationships. */
 async function writeSubject(q: Queryable, appId: string, t: GrantWrite & { subject: Subject }): Promise<{ row: RelationshipRow; created: boolean }> {
-  const params = [appId, t.resource, t.resourceId, t.relation, t.subject.resource, t.subject.resourceId, t.subject.relation, iso(t.expiresAt)];
+  const params = [appId, t.resource, t.resourceId, t.relation, t.subject.resource, t.subject.resourceId, t.subject.relation, iso(t.expiresAt), t.condition ?? null];
   const key = `app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4
                AND subject_resource = $5 AND subject_id = $6 AND subject_relation = $7`;
   for (let turn = 1; ; turn++) {
     if (turn > 10) throw new Error("a grant kept vanishing between its insert and its read");
     const inserted = await q.query<SubjectReturned>(
       `WITH w AS (
-         INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::timestamptz)
+         INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at, condition)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9::text)
          ON CONFLICT DO NOTHING RETURNING ${SUBJECT_GRANT_RETURNING}
        ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
        SELECT * FROM w`,
@@ -139,8 +142,8 @@ async function writeSubject(q: Queryable, appId: string, t: GrantWrite & { subje
     if (inserted.rows[0] !== undefined) return { row: subjectRow(inserted.rows[0]), created: true };
     const replaced = await q.query<SubjectReturned>(
       `WITH w AS (
-         UPDATE subject_relationships SET expires_at = $8::timestamptz
-         WHERE ${key} AND expires_at IS DISTINCT FROM $8::timestamptz
+         UPDATE subject_relationships SET expires_at = $8::timestamptz, condition = $9::text
+         WHERE ${key} AND (expires_at, condition) IS DISTINCT FROM ($8::timestamptz, $9::text)
          RETURNING ${SUBJECT_GRANT_RETURNING}
        ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
        SELECT * FROM w`,

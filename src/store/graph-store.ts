@@ -32,7 +32,7 @@
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
-import { LIVE_GRANT } from "./relationships-store.js";
+import { PLAIN_GRANT } from "./relationships-store.js";
 
 /** Subject sets and links followed at most, from the instance (API.md). */
 export const MAX_HOPS = 16;
@@ -48,13 +48,13 @@ const OUTWARD = `
     SELECT s.subject_resource, s.subject_id, s.subject_relation
     FROM subject_relationships s
     WHERE s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = w.relation
-      AND s.subject_relation <> '' AND ${LIVE_GRANT("s")}
+      AND s.subject_relation <> '' AND ${PLAIN_GRANT("s")}
     UNION ALL
     SELECT s.subject_resource, s.subject_id, ci.inherited
     FROM catalog_inherits ci
     JOIN subject_relationships s
       ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = ci.through
-     AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
+     AND s.subject_relation = '' AND ${PLAIN_GRANT("s")}
     WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation`;
 
 /** The groups met from the user's side (AccessModel.groups): their pairs, the edges into them, a key telling sets apart. */
@@ -115,7 +115,7 @@ export const graphCheckSql = (replayed: boolean) => `
     CROSS JOIN gp
     CROSS JOIN LATERAL (
       SELECT g.resource_id FROM relationships g
-      WHERE g.app_id = $1 AND g.user_id = u.user_id AND g.resource = gp.r AND g.relation = gp.l AND ${LIVE_GRANT("g")}
+      WHERE g.app_id = $1 AND g.user_id = u.user_id AND g.resource = gp.r AND g.relation = gp.l AND ${PLAIN_GRANT("g")}
       OFFSET 0) e
     UNION
     SELECT m.user_id, t.r, e.resource_id, t.g, m.depth + 1
@@ -124,7 +124,7 @@ export const graphCheckSql = (replayed: boolean) => `
     CROSS JOIN LATERAL (
       SELECT s.resource_id FROM subject_relationships s
       WHERE s.app_id = $1 AND s.subject_resource = m.resource AND s.subject_id = m.resource_id AND s.subject_relation = t.sr
-        AND s.resource = t.r AND s.relation = t.p AND ${LIVE_GRANT("s")}
+        AND s.resource = t.r AND s.relation = t.p AND ${PLAIN_GRANT("s")}
       OFFSET 0) e
     WHERE m.depth < ${MAX_HOPS}
   ),
@@ -135,7 +135,7 @@ export const graphCheckSql = (replayed: boolean) => `
       WHERE NOT EXISTS (SELECT 1 FROM gp WHERE gp.r = w.resource AND gp.l = w.relation)
         AND EXISTS (SELECT 1 FROM relationships g
                     WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = w.resource
-                      AND g.resource_id = w.resource_id AND g.relation = w.relation AND ${LIVE_GRANT("g")})
+                      AND g.resource_id = w.resource_id AND g.relation = w.relation AND ${PLAIN_GRANT("g")})
       UNION ALL
       SELECT m.n, m.root FROM met m JOIN q ON q.n = m.n
       WHERE EXISTS (SELECT 1 FROM member i
@@ -186,13 +186,13 @@ export const EXPLAIN_WALK = `
       SELECT s.subject_resource, s.subject_id, s.subject_relation, ${grantRow("s", true)}
       FROM subject_relationships s
       WHERE s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = w.relation
-        AND s.subject_relation <> '' AND ${LIVE_GRANT("s")}
+        AND s.subject_relation <> '' AND ${PLAIN_GRANT("s")}
       UNION ALL
       SELECT s.subject_resource, s.subject_id, ci.inherited, ${grantRow("s", true)}
       FROM catalog_inherits ci
       JOIN subject_relationships s
         ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = ci.through
-       AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
+       AND s.subject_relation = '' AND ${PLAIN_GRANT("s")}
       WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation
     ) e(resource, resource_id, relation, grant_row)
     WHERE w.depth < ${MAX_HOPS}
@@ -207,7 +207,7 @@ export const EXPLAIN_GRANTS = (n: string, user: string) => `
    FROM (SELECT DISTINCT w.resource, w.resource_id, w.relation FROM walk w WHERE w.n = ${n}) d
    JOIN relationships g
      ON g.app_id = $1 AND g.user_id = ${user} AND g.resource = d.resource AND g.resource_id = d.resource_id AND g.relation = d.relation
-    AND ${LIVE_GRANT("g")})`;
+    AND ${PLAIN_GRANT("g")})`;
 
 // ------------------------------------------------------------------ pages
 
@@ -341,7 +341,7 @@ export interface SubjectsRow {
 const holderIds = (limit: string, bounded: boolean, gate: string) => `
       (SELECT g.user_id FROM relationships g
        WHERE p.kind = 0${gate} AND g.app_id = $1 AND g.resource = p.a AND g.resource_id = p.b AND g.relation = p.c
-         AND g.user_id > p.after${bounded ? " AND g.user_id <= p.upto" : ""} AND ${LIVE_GRANT("g")}
+         AND g.user_id > p.after${bounded ? " AND g.user_id <= p.upto" : ""} AND ${PLAIN_GRANT("g")}
        ORDER BY g.user_id LIMIT ${limit})
       UNION ALL
       (SELECT a.user_id FROM role_assignments a
@@ -428,13 +428,13 @@ export type GraphLookupRow = LookupRow;
 const sourceIds = (limit: string, bounded: boolean, gate: string) => `
       (SELECT g.resource_id FROM relationships g
        WHERE p.kind = 0${gate} AND g.app_id = $1 AND g.user_id = p.a AND g.resource = p.res AND g.relation = p.rel
-         AND g.resource_id > p.after${bounded ? " AND g.resource_id <= p.upto" : ""} AND ${LIVE_GRANT("g")}
+         AND g.resource_id > p.after${bounded ? " AND g.resource_id <= p.upto" : ""} AND ${PLAIN_GRANT("g")}
        ORDER BY g.resource_id LIMIT ${limit})
       UNION ALL
       (SELECT s.resource_id FROM subject_relationships s
        WHERE p.kind = 1${gate} AND s.app_id = $1 AND s.subject_resource = p.a AND s.subject_id = p.b
          AND s.subject_relation = p.c AND s.resource = p.res AND s.relation = p.rel
-         AND s.resource_id > p.after${bounded ? " AND s.resource_id <= p.upto" : ""} AND ${LIVE_GRANT("s")}
+         AND s.resource_id > p.after${bounded ? " AND s.resource_id <= p.upto" : ""} AND ${PLAIN_GRANT("s")}
        ORDER BY s.resource_id LIMIT ${limit})`;
 
 /**
@@ -471,7 +471,7 @@ const graphLookupSql = (replayed: boolean) => `
     FROM pairs p JOIN q ON q.n = p.n
     CROSS JOIN LATERAL (
       SELECT g.resource_id FROM relationships g
-      WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = p.resource AND g.relation = p.relation AND ${LIVE_GRANT("g")}
+      WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = p.resource AND g.relation = p.relation AND ${PLAIN_GRANT("g")}
       OFFSET 0) e
     UNION
     SELECT w.n, t.r, e.resource_id, t.g, w.depth + 1
@@ -480,7 +480,7 @@ const graphLookupSql = (replayed: boolean) => `
     CROSS JOIN LATERAL (
       SELECT s.resource_id FROM subject_relationships s
       WHERE s.app_id = $1 AND s.subject_resource = w.resource AND s.subject_id = w.resource_id AND s.subject_relation = t.sr
-        AND s.resource = t.r AND s.relation = t.p AND ${LIVE_GRANT("s")}
+        AND s.resource = t.r AND s.relation = t.p AND ${PLAIN_GRANT("s")}
       OFFSET 0) e
     WHERE w.depth < ${MAX_HOPS - 1}
   ),

@@ -1,6 +1,6 @@
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
-import { LIVE_GRANT } from "./relationships-store.js";
+import { PLAIN_GRANT } from "./relationships-store.js";
 
 export interface LookupInput {
   appId: string;
@@ -84,14 +84,14 @@ const lookupSql = (replayed: boolean) => `
                               WHERE cr.app_id = $1 AND cr.resource = q.resource AND NOT q.action = ANY (cr.actions))
         THEN ARRAY(SELECT DISTINCT g.resource_id FROM relationships g
                    WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id > q.after
-                     AND ${LIVE_GRANT("g")}
+                     AND ${PLAIN_GRANT("g")}
                    ORDER BY g.resource_id LIMIT q.lim)
         ELSE ARRAY(SELECT DISTINCT x.resource_id
                    FROM catalog_relations cr
                    CROSS JOIN LATERAL (
                      SELECT g.resource_id FROM relationships g
                      WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.relation = cr.relation
-                       AND g.resource_id > q.after AND ${LIVE_GRANT("g")}
+                       AND g.resource_id > q.after AND ${PLAIN_GRANT("g")}
                      ORDER BY g.resource_id LIMIT q.lim) x
                    WHERE cr.app_id = $1 AND cr.resource = q.resource AND q.action = ANY (cr.actions)
                    ORDER BY x.resource_id LIMIT q.lim) END

@@ -26,11 +26,14 @@ export interface Tuple {
 /** A grant to write: the tuple, and when it stops counting (null: never). */
 export interface GrantWrite extends Tuple {
   expiresAt: Date | null;
+  /** A CEL expression's source, checked when written (domain/conditions.ts); null or absent: the grant always counts. */
+  condition?: string | null | undefined;
 }
 
 export interface RelationshipRow extends Tuple {
   createdAt: Date;
   expiresAt: Date | null;
+  condition: string | null;
 }
 
 /**
@@ -63,7 +66,7 @@ export interface GrantFilter {
   subject?: { resource: string; resourceId: string };
 }
 
-const SUBJECT_COLUMNS = `'' AS "userId", resource, resource_id AS "resourceId", relation, created_at AS "createdAt", expires_at AS "expiresAt",
+const SUBJECT_COLUMNS = `'' AS "userId", resource, resource_id AS "resourceId", relation, created_at AS "createdAt", expires_at AS "expiresAt", condition,
   json_build_object('resource', subject_resource, 'resourceId', subject_id, 'relation', subject_relation) AS subject`;
 
 /** Grants of users, and grants of subjects: each kind goes to its own table. */
@@ -93,6 +96,16 @@ const subjectColumns = (tuples: (Tuple & { subject: Subject })[]) => [
  * on every replica draws the line at the same instant.
  */
 export const LIVE_GRANT = (g: string) => `(${g}.expires_at IS NULL OR ${g}.expires_at > now())`;
+
+/**
+ * A grant that counts for every question as it stands: live, and with no
+ * condition (issue 29). The questions that do not evaluate conditions yet
+ * (the graph's walk, lookup, who can, explain) read only these, so a
+ * conditional grant never allows through them: it denies until they learn
+ * to evaluate it. The direct check reads conditional grants too, and
+ * evaluates them (check-store.ts).
+ */
+export const PLAIN_GRANT = (g: string) => `(${LIVE_GRANT(g)} AND ${g}.condition IS NULL)`;
 
 /** Column arrays for unnest: one round trip whatever the number of tuples. */
 const columns = (tuples: Tuple[]) => [
@@ -142,7 +155,7 @@ export const relationshipsStore = {
 
   /**
    * Inserts the grants that are new and gives the existing ones whose expiry
-   * differs the new one, set-based; returns how many rows it wrote, counted
+   * or condition differs the new ones, set-based; returns how many rows it wrote, counted
    * from RETURNING (Citus reports the rows sent as the count). The tuples
    * must be distinct: one statement cannot update a row twice.
    */
@@ -152,31 +165,34 @@ export const relationshipsStore = {
     if (subjects.length > 0) {
       const { rows } = await q.query<{ n: number }>(
         `WITH w AS (
-           INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
-           SELECT $1, t.resource, t.resource_id, t.relation, t.subject_resource, t.subject_id, t.subject_relation, t.expires_at
-           FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
-                AS t(resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at)
+           INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at, condition)
+           SELECT $1, t.resource, t.resource_id, t.relation, t.subject_resource, t.subject_id, t.subject_relation, t.expires_at, t.condition
+           FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
+                AS t(resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at, condition)
            ON CONFLICT (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation)
-             DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE subject_relationships.expires_at IS DISTINCT FROM EXCLUDED.expires_at
+             DO UPDATE SET expires_at = EXCLUDED.expires_at, condition = EXCLUDED.condition
+             WHERE (subject_relationships.expires_at, subject_relationships.condition) IS DISTINCT FROM (EXCLUDED.expires_at, EXCLUDED.condition)
            RETURNING ${SUBJECT_GRANT_RETURNING}
          ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant, false)}
          SELECT count(*)::int AS n FROM w`,
-        [appId, ...subjectColumns(subjects), subjects.map((g) => iso(g.expiresAt))],
+        [appId, ...subjectColumns(subjects), subjects.map((g) => iso(g.expiresAt)), subjects.map((g) => g.condition ?? null)],
       );
       written += rows[0]!.n;
     }
     if (grants.length === 0) return written;
     const { rows } = await q.query<{ n: number }>(
       `WITH w AS (
-         INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at)
-         SELECT $1, t.resource, t.resource_id, t.relation, t.user_id, t.expires_at
-         FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) AS t(resource, resource_id, relation, user_id, expires_at)
+         INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at, condition)
+         SELECT $1, t.resource, t.resource_id, t.relation, t.user_id, t.expires_at, t.condition
+         FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
+              AS t(resource, resource_id, relation, user_id, expires_at, condition)
          ON CONFLICT (app_id, resource, resource_id, relation, user_id)
-           DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE relationships.expires_at IS DISTINCT FROM EXCLUDED.expires_at
+           DO UPDATE SET expires_at = EXCLUDED.expires_at, condition = EXCLUDED.condition
+           WHERE (relationships.expires_at, relationships.condition) IS DISTINCT FROM (EXCLUDED.expires_at, EXCLUDED.condition)
          RETURNING ${USER_GRANT_RETURNING}
        ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant, false)}
        SELECT count(*)::int AS n FROM w`,
-      [appId, ...columns(grants), grants.map((g) => iso(g.expiresAt))],
+      [appId, ...columns(grants), grants.map((g) => iso(g.expiresAt)), grants.map((g) => g.condition ?? null)],
     );
     return written + rows[0]!.n;
   },
@@ -459,7 +475,15 @@ type ListedRow = RelationshipRow & { catalogRelations: string[] | null; subject?
 
 /** A listed row as the domain takes it: no catalog or ordering columns, `subject` only where set. */
 function rowOf(r: ListedRow): RelationshipRow {
-  const row: RelationshipRow = { userId: r.userId, resource: r.resource, resourceId: r.resourceId, relation: r.relation, createdAt: r.createdAt, expiresAt: r.expiresAt };
+  const row: RelationshipRow = {
+    userId: r.userId,
+    resource: r.resource,
+    resourceId: r.resourceId,
+    relation: r.relation,
+    createdAt: r.createdAt,
+    expiresAt: r.expiresAt,
+    condition: r.condition,
+  };
   if (r.subject !== undefined && r.subject !== null) row.subject = r.subject;
   return row;
 }

@@ -8,14 +8,14 @@ import { file_google_api_annotations } from "../../google/api/annotations_pb.js"
 import type { Subject } from "./relationships_pb.js";
 import { file_authz_v1_relationships } from "./relationships_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Message } from "@bufbuild/protobuf";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file authz/v1/check.proto.
  */
 export const file_authz_v1_check: GenFile = /*@__PURE__*/
-  fileDesc("ChRhdXRoei92MS9jaGVjay5wcm90bxIIYXV0aHoudjEifAoMQ2hlY2tSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhYKCXRlbmFudF9pZBgFIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiIAoNQ2hlY2tSZXNwb25zZRIPCgdhbGxvd2VkGAEgASgIIn4KDkJhdGNoQ2hlY2tJdGVtEg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhYKCXRlbmFudF9pZBgFIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiPQoRQmF0Y2hDaGVja1JlcXVlc3QSKAoGY2hlY2tzGAEgAygLMhguYXV0aHoudjEuQmF0Y2hDaGVja0l0ZW0iIwoQQmF0Y2hDaGVja1Jlc3VsdBIPCgdhbGxvd2VkGAEgASgIIkEKEkJhdGNoQ2hlY2tSZXNwb25zZRIrCgdyZXN1bHRzGAEgAygLMhouYXV0aHoudjEuQmF0Y2hDaGVja1Jlc3VsdCJ+Cg5FeHBsYWluUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBAUIMCgpfdGVuYW50X2lkItwBCgxFeHBsYWluR3JhbnQSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgdzdWJqZWN0GAcgASgLMhEuYXV0aHoudjEuU3ViamVjdCKDAwoNRXhwbGFpblJlYXNvbhIMCgRraW5kGAEgASgJEhUKCHJlbGF0aW9uGAIgASgJSACIAQESKgoFZ3JhbnQYAyABKAsyFi5hdXRoei52MS5FeHBsYWluR3JhbnRIAYgBARIUCgdyb2xlX2lkGAQgASgJSAKIAQESFgoJcm9sZV9uYW1lGAUgASgJSAOIAQESFgoJdGVuYW50X2lkGAYgASgJSASIAQESFgoJcG9saWN5X2lkGAcgASgJSAWIAQESGAoLcG9saWN5X25hbWUYCCABKAlIBogBARIXCgpwZXJtaXNzaW9uGAkgASgJSAeIAQESJAoEcGF0aBgKIAMoCzIWLmF1dGh6LnYxLkV4cGxhaW5HcmFudEILCglfcmVsYXRpb25CCAoGX2dyYW50QgoKCF9yb2xlX2lkQgwKCl9yb2xlX25hbWVCDAoKX3RlbmFudF9pZEIMCgpfcG9saWN5X2lkQg4KDF9wb2xpY3lfbmFtZUINCgtfcGVybWlzc2lvbiI3ChJDb25zaWRlcmVkUmVsYXRpb24SEAoIcmVsYXRpb24YASABKAkSDwoHYWN0aW9ucxgCIAMoCSJaCg5Db25zaWRlcmVkUm9sZRIPCgdyb2xlX2lkGAEgASgJEhEKCXJvbGVfbmFtZRgCIAEoCRIWCgl0ZW5hbnRfaWQYAyABKAlIAIgBAUIMCgpfdGVuYW50X2lkImYKCkNvbnNpZGVyZWQSLwoJcmVsYXRpb25zGAEgAygLMhwuYXV0aHoudjEuQ29uc2lkZXJlZFJlbGF0aW9uEicKBXJvbGVzGAIgAygLMhguYXV0aHoudjEuQ29uc2lkZXJlZFJvbGUidgoPRXhwbGFpblJlc3BvbnNlEg8KB2FsbG93ZWQYASABKAgSKAoHcmVhc29ucxgCIAMoCzIXLmF1dGh6LnYxLkV4cGxhaW5SZWFzb24SKAoKY29uc2lkZXJlZBgDIAEoCzIULmF1dGh6LnYxLkNvbnNpZGVyZWQicgoSUGVybWlzc2lvbnNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQFCDAoKX3RlbmFudF9pZCImChNQZXJtaXNzaW9uc1Jlc3BvbnNlEg8KB2FjdGlvbnMYASADKAkibwoPUGVybWlzc2lvbnNJdGVtEg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQFCDAoKX3RlbmFudF9pZCJGChdCYXRjaFBlcm1pc3Npb25zUmVxdWVzdBIrCghyZXF1ZXN0cxgBIAMoCzIZLmF1dGh6LnYxLlBlcm1pc3Npb25zSXRlbSIkChFQZXJtaXNzaW9uc1Jlc3VsdBIPCgdhY3Rpb25zGAEgAygJIkgKGEJhdGNoUGVybWlzc2lvbnNSZXNwb25zZRIsCgdyZXN1bHRzGAEgAygLMhsuYXV0aHoudjEuUGVybWlzc2lvbnNSZXN1bHQiogEKDUxvb2t1cFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRIOCgZhY3Rpb24YAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESFgoJcGFnZV9zaXplGAUgASgFSAGIAQESEgoKcGFnZV90b2tlbhgGIAEoCUIMCgpfdGVuYW50X2lkQgwKCl9wYWdlX3NpemUiVgoOTG9va3VwUmVzcG9uc2USFQoNYWxsX2luc3RhbmNlcxgBIAEoCBIUCgxyZXNvdXJjZV9pZHMYAiADKAkSFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIq4BChVMb29rdXBTdWJqZWN0c1JlcXVlc3QSEAoIcmVzb3VyY2UYASABKAkSEwoLcmVzb3VyY2VfaWQYAiABKAkSDgoGYWN0aW9uGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEhYKCXBhZ2Vfc2l6ZRgFIAEoBUgBiAEBEhIKCnBhZ2VfdG9rZW4YBiABKAlCDAoKX3RlbmFudF9pZEIMCgpfcGFnZV9zaXplIkMKFkxvb2t1cFN1YmplY3RzUmVzcG9uc2USEAoIdXNlcl9pZHMYASADKAkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJMscGCgxDaGVja1NlcnZpY2USYAoFQ2hlY2sSFi5hdXRoei52MS5DaGVja1JlcXVlc3QaFy5hdXRoei52MS5DaGVja1Jlc3BvbnNlIiaC0+STAiA6ASoiGy9hcGkvdjEvYXV0aG9yaXphdGlvbi9jaGVjaxJ1CgpCYXRjaENoZWNrEhsuYXV0aHoudjEuQmF0Y2hDaGVja1JlcXVlc3QaHC5hdXRoei52MS5CYXRjaENoZWNrUmVzcG9uc2UiLILT5JMCJjoBKiIhL2FwaS92MS9hdXRob3JpemF0aW9uL2NoZWNrL2JhdGNoEm4KB0V4cGxhaW4SGC5hdXRoei52MS5FeHBsYWluUmVxdWVzdBoZLmF1dGh6LnYxLkV4cGxhaW5SZXNwb25zZSIugtPkkwIoOgEqIiMvYXBpL3YxL2F1dGhvcml6YXRpb24vY2hlY2svZXhwbGFpbhJ4CgtQZXJtaXNzaW9ucxIcLmF1dGh6LnYxLlBlcm1pc3Npb25zUmVxdWVzdBodLmF1dGh6LnYxLlBlcm1pc3Npb25zUmVzcG9uc2UiLILT5JMCJjoBKiIhL2FwaS92MS9hdXRob3JpemF0aW9uL3Blcm1pc3Npb25zEo0BChBCYXRjaFBlcm1pc3Npb25zEiEuYXV0aHoudjEuQmF0Y2hQZXJtaXNzaW9uc1JlcXVlc3QaIi5hdXRoei52MS5CYXRjaFBlcm1pc3Npb25zUmVzcG9uc2UiMoLT5JMCLDoBKiInL2FwaS92MS9hdXRob3JpemF0aW9uL3Blcm1pc3Npb25zL2JhdGNoEmQKBkxvb2t1cBIXLmF1dGh6LnYxLkxvb2t1cFJlcXVlc3QaGC5hdXRoei52MS5Mb29rdXBSZXNwb25zZSIngtPkkwIhOgEqIhwvYXBpL3YxL2F1dGhvcml6YXRpb24vbG9va3VwEn4KDkxvb2t1cFN1YmplY3RzEh8uYXV0aHoudjEuTG9va3VwU3ViamVjdHNSZXF1ZXN0GiAuYXV0aHoudjEuTG9va3VwU3ViamVjdHNSZXNwb25zZSIpgtPkkwIjOgEqIh4vYXBpL3YxL2F1dGhvcml6YXRpb24vc3ViamVjdHNiBnByb3RvMw", [file_google_api_annotations, file_authz_v1_relationships, file_google_protobuf_timestamp]);
+  fileDesc("ChRhdXRoei92MS9jaGVjay5wcm90bxIIYXV0aHoudjEixQIKDENoZWNrUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARIoCgdjb250ZXh0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIzChJzdWJqZWN0X3Byb3BlcnRpZXMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKE3Jlc291cmNlX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjIKEWFjdGlvbl9wcm9wZXJ0aWVzGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIMCgpfdGVuYW50X2lkIiAKDUNoZWNrUmVzcG9uc2USDwoHYWxsb3dlZBgBIAEoCCLHAgoOQmF0Y2hDaGVja0l0ZW0SDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIOCgZhY3Rpb24YBCABKAkSFgoJdGVuYW50X2lkGAUgASgJSACIAQESKAoHY29udGV4dBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoSc3ViamVjdF9wcm9wZXJ0aWVzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI0ChNyZXNvdXJjZV9wcm9wZXJ0aWVzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyChFhY3Rpb25fcHJvcGVydGllcxgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3RlbmFudF9pZCI9ChFCYXRjaENoZWNrUmVxdWVzdBIoCgZjaGVja3MYASADKAsyGC5hdXRoei52MS5CYXRjaENoZWNrSXRlbSIjChBCYXRjaENoZWNrUmVzdWx0Eg8KB2FsbG93ZWQYASABKAgiQQoSQmF0Y2hDaGVja1Jlc3BvbnNlEisKB3Jlc3VsdHMYASADKAsyGi5hdXRoei52MS5CYXRjaENoZWNrUmVzdWx0In4KDkV4cGxhaW5SZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhYKCXRlbmFudF9pZBgFIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQi3AEKDEV4cGxhaW5HcmFudBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhAKCHJlbGF0aW9uGAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiIKB3N1YmplY3QYByABKAsyES5hdXRoei52MS5TdWJqZWN0IoMDCg1FeHBsYWluUmVhc29uEgwKBGtpbmQYASABKAkSFQoIcmVsYXRpb24YAiABKAlIAIgBARIqCgVncmFudBgDIAEoCzIWLmF1dGh6LnYxLkV4cGxhaW5HcmFudEgBiAEBEhQKB3JvbGVfaWQYBCABKAlIAogBARIWCglyb2xlX25hbWUYBSABKAlIA4gBARIWCgl0ZW5hbnRfaWQYBiABKAlIBIgBARIWCglwb2xpY3lfaWQYByABKAlIBYgBARIYCgtwb2xpY3lfbmFtZRgIIAEoCUgGiAEBEhcKCnBlcm1pc3Npb24YCSABKAlIB4gBARIkCgRwYXRoGAogAygLMhYuYXV0aHoudjEuRXhwbGFpbkdyYW50QgsKCV9yZWxhdGlvbkIICgZfZ3JhbnRCCgoIX3JvbGVfaWRCDAoKX3JvbGVfbmFtZUIMCgpfdGVuYW50X2lkQgwKCl9wb2xpY3lfaWRCDgoMX3BvbGljeV9uYW1lQg0KC19wZXJtaXNzaW9uIjcKEkNvbnNpZGVyZWRSZWxhdGlvbhIQCghyZWxhdGlvbhgBIAEoCRIPCgdhY3Rpb25zGAIgAygJIloKDkNvbnNpZGVyZWRSb2xlEg8KB3JvbGVfaWQYASABKAkSEQoJcm9sZV9uYW1lGAIgASgJEhYKCXRlbmFudF9pZBgDIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiZgoKQ29uc2lkZXJlZBIvCglyZWxhdGlvbnMYASADKAsyHC5hdXRoei52MS5Db25zaWRlcmVkUmVsYXRpb24SJwoFcm9sZXMYAiADKAsyGC5hdXRoei52MS5Db25zaWRlcmVkUm9sZSJ2Cg9FeHBsYWluUmVzcG9uc2USDwoHYWxsb3dlZBgBIAEoCBIoCgdyZWFzb25zGAIgAygLMhcuYXV0aHoudjEuRXhwbGFpblJlYXNvbhIoCgpjb25zaWRlcmVkGAMgASgLMhQuYXV0aHoudjEuQ29uc2lkZXJlZCK7AgoSUGVybWlzc2lvbnNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESKAoHY29udGV4dBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoSc3ViamVjdF9wcm9wZXJ0aWVzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI0ChNyZXNvdXJjZV9wcm9wZXJ0aWVzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyChFhY3Rpb25fcHJvcGVydGllcxgIIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3RlbmFudF9pZCImChNQZXJtaXNzaW9uc1Jlc3BvbnNlEg8KB2FjdGlvbnMYASADKAkiuAIKD1Blcm1pc3Npb25zSXRlbRIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEigKB2NvbnRleHQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjMKEnN1YmplY3RfcHJvcGVydGllcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSNAoTcmVzb3VyY2VfcHJvcGVydGllcxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMgoRYWN0aW9uX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgwKCl90ZW5hbnRfaWQiRgoXQmF0Y2hQZXJtaXNzaW9uc1JlcXVlc3QSKwoIcmVxdWVzdHMYASADKAsyGS5hdXRoei52MS5QZXJtaXNzaW9uc0l0ZW0iJAoRUGVybWlzc2lvbnNSZXN1bHQSDwoHYWN0aW9ucxgBIAMoCSJIChhCYXRjaFBlcm1pc3Npb25zUmVzcG9uc2USLAoHcmVzdWx0cxgBIAMoCzIbLmF1dGh6LnYxLlBlcm1pc3Npb25zUmVzdWx0IqIBCg1Mb29rdXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDgoGYWN0aW9uGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEhYKCXBhZ2Vfc2l6ZRgFIAEoBUgBiAEBEhIKCnBhZ2VfdG9rZW4YBiABKAlCDAoKX3RlbmFudF9pZEIMCgpfcGFnZV9zaXplIlYKDkxvb2t1cFJlc3BvbnNlEhUKDWFsbF9pbnN0YW5jZXMYASABKAgSFAoMcmVzb3VyY2VfaWRzGAIgAygJEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSKuAQoVTG9va3VwU3ViamVjdHNSZXF1ZXN0EhAKCHJlc291cmNlGAEgASgJEhMKC3Jlc291cmNlX2lkGAIgASgJEg4KBmFjdGlvbhgDIAEoCRIWCgl0ZW5hbnRfaWQYBCABKAlIAIgBARIWCglwYWdlX3NpemUYBSABKAVIAYgBARISCgpwYWdlX3Rva2VuGAYgASgJQgwKCl90ZW5hbnRfaWRCDAoKX3BhZ2Vfc2l6ZSJDChZMb29rdXBTdWJqZWN0c1Jlc3BvbnNlEhAKCHVzZXJfaWRzGAEgAygJEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTLHBgoMQ2hlY2tTZXJ2aWNlEmAKBUNoZWNrEhYuYXV0aHoudjEuQ2hlY2tSZXF1ZXN0GhcuYXV0aHoudjEuQ2hlY2tSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2F1dGhvcml6YXRpb24vY2hlY2sSdQoKQmF0Y2hDaGVjaxIbLmF1dGh6LnYxLkJhdGNoQ2hlY2tSZXF1ZXN0GhwuYXV0aHoudjEuQmF0Y2hDaGVja1Jlc3BvbnNlIiyC0+STAiY6ASoiIS9hcGkvdjEvYXV0aG9yaXphdGlvbi9jaGVjay9iYXRjaBJuCgdFeHBsYWluEhguYXV0aHoudjEuRXhwbGFpblJlcXVlc3QaGS5hdXRoei52MS5FeHBsYWluUmVzcG9uc2UiLoLT5JMCKDoBKiIjL2FwaS92MS9hdXRob3JpemF0aW9uL2NoZWNrL2V4cGxhaW4SeAoLUGVybWlzc2lvbnMSHC5hdXRoei52MS5QZXJtaXNzaW9uc1JlcXVlc3QaHS5hdXRoei52MS5QZXJtaXNzaW9uc1Jlc3BvbnNlIiyC0+STAiY6ASoiIS9hcGkvdjEvYXV0aG9yaXphdGlvbi9wZXJtaXNzaW9ucxKNAQoQQmF0Y2hQZXJtaXNzaW9ucxIhLmF1dGh6LnYxLkJhdGNoUGVybWlzc2lvbnNSZXF1ZXN0GiIuYXV0aHoudjEuQmF0Y2hQZXJtaXNzaW9uc1Jlc3BvbnNlIjKC0+STAiw6ASoiJy9hcGkvdjEvYXV0aG9yaXphdGlvbi9wZXJtaXNzaW9ucy9iYXRjaBJkCgZMb29rdXASFy5hdXRoei52MS5Mb29rdXBSZXF1ZXN0GhguYXV0aHoudjEuTG9va3VwUmVzcG9uc2UiJ4LT5JMCIToBKiIcL2FwaS92MS9hdXRob3JpemF0aW9uL2xvb2t1cBJ+Cg5Mb29rdXBTdWJqZWN0cxIfLmF1dGh6LnYxLkxvb2t1cFN1YmplY3RzUmVxdWVzdBogLmF1dGh6LnYxLkxvb2t1cFN1YmplY3RzUmVzcG9uc2UiKYLT5JMCIzoBKiIeL2FwaS92MS9hdXRob3JpemF0aW9uL3N1YmplY3RzYgZwcm90bzM", [file_google_api_annotations, file_authz_v1_relationships, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message authz.v1.CheckRequest
@@ -47,6 +47,29 @@ export type CheckRequest = Message<"authz.v1.CheckRequest"> & {
    * @generated from field: optional string tenant_id = 5;
    */
   tenantId?: string | undefined;
+
+  /**
+   * What conditions read beyond the ids (64 KiB of JSON at most in all):
+   * `context`, and the subject's, resource's and action's properties.
+   *
+   * @generated from field: google.protobuf.Struct context = 6;
+   */
+  context?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct subject_properties = 7;
+   */
+  subjectProperties?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct resource_properties = 8;
+   */
+  resourceProperties?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct action_properties = 9;
+   */
+  actionProperties?: JsonObject | undefined;
 };
 
 /**
@@ -101,6 +124,29 @@ export type BatchCheckItem = Message<"authz.v1.BatchCheckItem"> & {
    * @generated from field: optional string tenant_id = 5;
    */
   tenantId?: string | undefined;
+
+  /**
+   * What conditions read beyond the ids (64 KiB of JSON at most in all):
+   * `context`, and the subject's, resource's and action's properties.
+   *
+   * @generated from field: google.protobuf.Struct context = 6;
+   */
+  context?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct subject_properties = 7;
+   */
+  subjectProperties?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct resource_properties = 8;
+   */
+  resourceProperties?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct action_properties = 9;
+   */
+  actionProperties?: JsonObject | undefined;
 };
 
 /**
@@ -458,6 +504,29 @@ export type PermissionsRequest = Message<"authz.v1.PermissionsRequest"> & {
    * @generated from field: optional string tenant_id = 4;
    */
   tenantId?: string | undefined;
+
+  /**
+   * What conditions read beyond the ids (64 KiB of JSON at most in all):
+   * `context`, and the subject's, resource's and action's properties.
+   *
+   * @generated from field: google.protobuf.Struct context = 5;
+   */
+  context?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct subject_properties = 6;
+   */
+  subjectProperties?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct resource_properties = 7;
+   */
+  resourceProperties?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct action_properties = 8;
+   */
+  actionProperties?: JsonObject | undefined;
 };
 
 /**
@@ -507,6 +576,29 @@ export type PermissionsItem = Message<"authz.v1.PermissionsItem"> & {
    * @generated from field: optional string tenant_id = 4;
    */
   tenantId?: string | undefined;
+
+  /**
+   * What conditions read beyond the ids (64 KiB of JSON at most in all):
+   * `context`, and the subject's, resource's and action's properties.
+   *
+   * @generated from field: google.protobuf.Struct context = 5;
+   */
+  context?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct subject_properties = 6;
+   */
+  subjectProperties?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct resource_properties = 7;
+   */
+  resourceProperties?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct action_properties = 8;
+   */
+  actionProperties?: JsonObject | undefined;
 };
 
 /**

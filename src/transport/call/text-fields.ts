@@ -50,6 +50,40 @@ const stringCheck: ValueCheck = {
   },
 };
 
+/**
+ * JSON as protobuf-es gives a singular google.protobuf.Struct, Value or
+ * ListValue field of another message (a question's context): plain
+ * objects, arrays and scalars, not messages. Every key and every string
+ * value is text. (Inside those types themselves, and at the top level, they
+ * are messages, walked as any other.)
+ */
+const jsonCheck: ValueCheck = {
+  clean(value) {
+    if (typeof value === "string") return ok(value);
+    if (Array.isArray(value)) return value.every((x) => jsonCheck.clean(x));
+    if (typeof value === "object" && value !== null) {
+      for (const [key, x] of Object.entries(value)) if (!ok(key) || !jsonCheck.clean(x)) return false;
+    }
+    return true;
+  },
+  collect(value, path, v) {
+    if (typeof value === "string") {
+      stringCheck.collect(value, path, v);
+    } else if (Array.isArray(value)) {
+      value.forEach((x, i) => jsonCheck.collect(x, `${path}[${i}]`, v));
+    } else if (typeof value === "object" && value !== null) {
+      for (const [key, x] of Object.entries(value)) {
+        const at = `${path}[${show(key)}]`;
+        const problem = textProblem(key);
+        if (problem !== undefined) v.add(at, `key ${problem}`);
+        jsonCheck.collect(x, at, v);
+      }
+    }
+  },
+};
+
+const JSON_TYPES = new Set(["google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"]);
+
 function messageCheck(desc: DescMessage): ValueCheck | undefined {
   if (!holdsText(desc, new Set())) return undefined;
   // Resolved on first use: message types may refer to themselves (Struct, Value).
@@ -77,6 +111,7 @@ function fieldCheck(field: DescField): ValueCheck | undefined {
     case "enum":
       return undefined;
     case "message":
+      if (JSON_TYPES.has(field.message.typeName) && !JSON_TYPES.has(field.parent.typeName)) return jsonCheck;
       return messageCheck(field.message);
     case "list": {
       const item = elementCheck(field.listKind, field.listKind === "scalar" ? field.scalar : undefined, field.listKind === "message" ? field.message : undefined);

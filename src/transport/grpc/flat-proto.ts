@@ -12,6 +12,11 @@
  * field, an unexpected wire type, a bool that is not 0 or 1): the caller
  * then decodes with fromBinary, which keeps unknown fields and names errors.
  * The writer writes the bytes toBinary writes, fields in number order.
+ *
+ * A message with singular message fields (a question's context and
+ * properties) is read here only when the bytes leave them out: their
+ * numbers are unknown to the codec, so bytes that carry them go to
+ * fromBinary. Such a codec writes nothing (`partial`).
  */
 import { create, ScalarType, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
@@ -33,6 +38,8 @@ interface Codec {
   desc: DescMessage;
   fields: Field[];
   byNumber: Map<number, Field>;
+  /** Some singular message field is left out (here or in a list's items): read only. */
+  partial: boolean;
 }
 
 const codecs = new WeakMap<DescMessage, Codec | null>();
@@ -43,16 +50,22 @@ function codecOf(desc: DescMessage, seen = new Set<DescMessage>()): Codec | unde
   if (seen.has(desc)) return undefined; // recursive types are not flat
   seen.add(desc);
   const fields: Field[] = [];
+  let partial = false;
   for (const f of desc.fields) {
+    if (f.fieldKind === "message" && f.oneof === undefined) {
+      partial = true;
+      continue;
+    }
     const field = fieldOf(f, seen);
     if (field === undefined) {
       codecs.set(desc, null);
       return undefined;
     }
+    if (field.item?.partial === true) partial = true;
     fields.push(field);
   }
   fields.sort((a, b) => a.number - b.number);
-  const codec = { desc, fields, byNumber: new Map(fields.map((f) => [f.number, f])) };
+  const codec = { desc, fields, byNumber: new Map(fields.map((f) => [f.number, f])), partial };
   codecs.set(desc, codec);
   return codec;
 }
@@ -83,7 +96,7 @@ export function flatProtoReader(desc: DescMessage): Reader | undefined {
 
 export function flatProtoWriter(desc: DescMessage): Writer | undefined {
   const codec = codecOf(desc);
-  if (codec === undefined) return undefined;
+  if (codec === undefined || codec.partial) return undefined;
   return (message, offset) => {
     const out = Buffer.allocUnsafe(offset + sizeOf(codec, message));
     write(codec, message, out, offset);

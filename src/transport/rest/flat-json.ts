@@ -1,7 +1,10 @@
 /**
  * JSON for flat messages: every field a singular string or bool, a list of
  * strings (read at the top level only), or a list of such messages, as the
- * requests and answers of the check, the batch check and permissions are. protobuf-es reads and writes JSON by walking the descriptor
+ * requests and answers of the check, the batch check and permissions are.
+ * A reader also takes a message with singular message fields (a question's
+ * context and properties) as long as the JSON leaves them out: a question
+ * that carries them is read the full way. protobuf-es reads and writes JSON by walking the descriptor
  * for each message, which was most of what a REST check cost besides HTTP
  * itself; for these shapes a table made once per message type does the same
  * work directly.
@@ -58,6 +61,9 @@ export function flatReader(desc: DescMessage, nested = false): Reader | undefine
         };
       }
     }
+    // A singular message field is left to the full reading: its key is not
+    // mapped, so a JSON object that has it is not read here.
+    if (read === undefined && f.fieldKind === "message") continue;
     if (read === undefined) return undefined;
     byKey.set(f.jsonName, { localName: f.localName, read });
     byKey.set(f.name, { localName: f.localName, read });

@@ -1,0 +1,58 @@
+/**
+ * What a question may tell conditions beyond its ids (API.md, "Conditions
+ * and AuthZEN"): `context`, `subjectProperties`, `resourceProperties` and
+ * `actionProperties`, JSON objects of 64 KiB at most in all, checked here
+ * once for every kind of question.
+ */
+import type { JsonObject } from "../lib/json.js";
+import { ConditionBindings } from "./conditions.js";
+import type { Violations } from "./errors.js";
+
+export interface QuestionFacts {
+  context: JsonObject;
+  subjectProperties: JsonObject;
+  resourceProperties: JsonObject;
+  actionProperties: JsonObject;
+}
+
+export const NO_FACTS: QuestionFacts = { context: {}, subjectProperties: {}, resourceProperties: {}, actionProperties: {} };
+
+/** The most a question's four objects may weigh together, as JSON text (UTF-8 bytes). */
+export const QUESTION_FACTS_MAX_BYTES = 65_536;
+
+const FIELDS = ["context", "subjectProperties", "resourceProperties", "actionProperties"] as const;
+
+/** Adds a violation when the question's objects weigh more than the limit together, naming the heaviest. */
+export function checkQuestionFacts(v: Violations, facts: QuestionFacts, at: (field: string) => string): void {
+  let total = 0;
+  let heaviest: { field: string; bytes: number } = { field: FIELDS[0], bytes: 0 };
+  for (const field of FIELDS) {
+    const object = facts[field];
+    if (Object.keys(object).length === 0) continue;
+    const bytes = Buffer.byteLength(JSON.stringify(object));
+    total += bytes;
+    if (bytes > heaviest.bytes) heaviest = { field, bytes };
+  }
+  if (total > QUESTION_FACTS_MAX_BYTES) {
+    v.add(
+      at(heaviest.field),
+      `context, subjectProperties, resourceProperties and actionProperties weigh ${total} bytes of JSON together; at most ${QUESTION_FACTS_MAX_BYTES} (${heaviest.field}: ${heaviest.bytes})`,
+    );
+  }
+}
+
+/** A question's values as conditions see them, for the action `action`. */
+export function bindingsOf(
+  q: { userId: string; resource: string; resourceId: string },
+  action: string,
+  facts: QuestionFacts,
+  nowMs: number,
+): ConditionBindings {
+  return new ConditionBindings({
+    subject: { id: q.userId, properties: facts.subjectProperties },
+    resource: { type: q.resource, id: q.resourceId, properties: facts.resourceProperties },
+    action: { name: action, properties: facts.actionProperties },
+    context: facts.context,
+    now: new Date(nowMs),
+  });
+}
