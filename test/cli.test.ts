@@ -348,14 +348,18 @@ describe("portcullis, the command line", () => {
   });
 
   describe("grants held by subject sets and links", () => {
+    /** A grant with a condition, whose text needs CSV's quotes and NDJSON's escapes. */
+    const CONDITIONAL = { userId: "zed", resource: "document", resourceId: "42", relation: "viewer", condition: 'context.tags.exists(t, t == "a, b")\n  && context.ok' };
+    const conditionOf = async (key: string) =>
+      ((await service.call("GET", "/api/v1/authorization/relationships?userId=zed&resource=document", { key })).body.relationships as { condition?: string }[])[0]?.condition;
     let source: Set<string>;
     let sourceKey: string;
     beforeAll(async () => {
       sourceKey = await createApp(service, "hier-src", GRAPH_CATALOG);
-      const res = await service.call("POST", "/api/v1/authorization/relationships/bulk", { key: sourceKey, body: { writes: HIERARCHY } });
+      const res = await service.call("POST", "/api/v1/authorization/relationships/bulk", { key: sourceKey, body: { writes: [...HIERARCHY, CONDITIONAL] } });
       expect(res.status, JSON.stringify(res.body)).toBe(200);
       source = (await graphGrantsOf(service, sourceKey)).keys;
-      expect(source).toEqual(new Set(HIERARCHY.map(heldKey)));
+      expect(source).toEqual(new Set([...HIERARCHY, CONDITIONAL].map(heldKey)));
     });
 
     it.each(["ndjson", "csv"] as const)("export, then import into a fresh application (%s): the same grants, holders and expiries", async (format) => {
@@ -370,6 +374,7 @@ describe("portcullis, the command line", () => {
         // The holder first: userId, or the subject's flat keys (no subjectRelation for a link); a user's line as before.
         const keysOf = (find: (l: Record<string, string>) => boolean) => Object.keys(lines.find(find)!);
         expect(keysOf((l) => l.userId === "carol")).toEqual(["userId", "resource", "resourceId", "relation", "expiresAt", "createdAt"]);
+        expect(keysOf((l) => l.userId === "zed")).toEqual(["userId", "resource", "resourceId", "relation", "condition", "createdAt"]);
         expect(keysOf((l) => l.subjectResourceId === "platform")).toEqual([
           "subjectResource",
           "subjectResourceId",
@@ -383,10 +388,12 @@ describe("portcullis, the command line", () => {
         expect(keysOf((l) => l.subjectResourceId === "root")).toEqual(["subjectResource", "subjectResourceId", "resource", "resourceId", "relation", "createdAt"]);
       } else {
         const records = text.split("\r\n");
-        expect(records[0]).toBe("userId,subjectResource,subjectResourceId,subjectRelation,resource,resourceId,relation,expiresAt");
-        expect(records).toContain(',team,"""ops"", on call",member,document,42,editor,');
-        expect(records).toContain(',folder,root,,folder,runbooks,parent,');
-        expect(records.find((r) => r.startsWith("carol,"))).toMatch(/^carol,,,,folder,root,editor,2099-01-01T00:00:00(\.000)?Z$/);
+        expect(records[0]).toBe("userId,subjectResource,subjectResourceId,subjectRelation,resource,resourceId,relation,expiresAt,condition");
+        expect(records).toContain(',team,"""ops"", on call",member,document,42,editor,,');
+        expect(records).toContain(',folder,root,,folder,runbooks,parent,,');
+        expect(records.find((r) => r.startsWith("carol,"))).toMatch(/^carol,,,,folder,root,editor,2099-01-01T00:00:00(\.000)?Z,$/);
+        // The condition's line break is inside quotes: one record, split here by CRLF only.
+        expect(records).toContain('zed,,,,document,42,viewer,,"context.tags.exists(t, t == ""a, b"")\n  && context.ok"');
         expect(records).toHaveLength(source.size + 2); // the header, and nothing after the last CRLF
       }
 
@@ -396,6 +403,8 @@ describe("portcullis, the command line", () => {
       expect(summaryOf(imported)).toMatchObject({ rows: source.size, written: source.size, refused: 0 });
       expect(existsSync(`${file}.errors.ndjson`)).toBe(false);
       expect((await graphGrantsOf(service, copyKey)).keys).toEqual(source);
+      // The condition came across as written: a grant never loses its condition on the way.
+      expect(await conditionOf(copyKey)).toBe(CONDITIONAL.condition);
       // The copy answers through the same teams and folders.
       const why = await cli(service, ["explain", "alice", "document:42", "read"], { key: copyKey });
       expect(why.code, why.stderr).toBe(0);

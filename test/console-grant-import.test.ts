@@ -39,6 +39,7 @@ const plain = (r: GrantRow) => ({
   resourceId: r.resourceId,
   relation: r.relation,
   ...(r.expiresAt === undefined ? {} : { expiresAt: r.expiresAt.toISOString() }),
+  ...(r.condition === undefined ? {} : { condition: r.condition }),
 });
 
 describe("parseCsv", () => {
@@ -102,14 +103,14 @@ describe("parseCsv", () => {
       text: `userId,resource,resourceId,relation,expires_at,userId\n`,
       rows: [],
       errors: [
-        'line 1: header row: unknown column "expires_at" (columns: userId, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, op); column userId appears twice',
+        'line 1: header row: unknown column "expires_at" (columns: userId, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, condition, op); column userId appears twice',
       ],
     },
     {
       name: "an empty file",
       text: "",
       rows: [],
-      errors: ["line 1: the file is empty: a header row is required (userId,resource,resourceId,relation[,expiresAt][,op])"],
+      errors: ["line 1: the file is empty: a header row is required (userId,resource,resourceId,relation[,expiresAt][,condition][,op])"],
     },
     {
       name: "missing values and wrong field counts are row errors; the good rows stay",
@@ -162,6 +163,22 @@ describe("parseCsv", () => {
         { line: 4, op: "write", userId: "c", resource: "doc", resourceId: "d1", relation: "viewer" },
       ],
       errors: ['line 5: op must be write or delete, not "remove"', "line 6: a delete takes no expiresAt"],
+    },
+    {
+      name: "the condition column: as written (quotes, commas and line breaks kept), empty for none; a delete takes none",
+      text: [
+        `${HEADER},condition,op`,
+        'a,doc,d1,viewer,"resource.properties.ownerID == subject.id",',
+        "b,doc,d1,viewer,,",
+        'c,doc,d1,viewer,"context.tags.exists(t, t == ""x, y"")\n && true",write',
+        "d,doc,d1,viewer,context.ok,delete",
+      ].join("\r\n"),
+      rows: [
+        { line: 2, op: "write", userId: "a", resource: "doc", resourceId: "d1", relation: "viewer", condition: "resource.properties.ownerID == subject.id" },
+        { line: 3, op: "write", userId: "b", resource: "doc", resourceId: "d1", relation: "viewer" },
+        { line: 4, op: "write", userId: "c", resource: "doc", resourceId: "d1", relation: "viewer", condition: 'context.tags.exists(t, t == "x, y")\n && true' },
+      ],
+      errors: ["line 6: a delete takes no condition"],
     },
     {
       name: "broken quoting is a row error",
@@ -227,7 +244,7 @@ describe("parseNdjson", () => {
         "line 4: not a JSON object",
         "line 5: userId is not a string",
         "line 6: missing resourceId",
-        'line 7: unknown key "expires_at" (keys: userId, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, op, subject)',
+        'line 7: unknown key "expires_at" (keys: userId, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, condition, op, subject)',
         "line 8: expiresAt is not a date (RFC 3339, e.g. 2030-01-31T12:00:00Z)",
         "line 9: expiresAt is not a string",
         'line 10: op must be write or delete, not "upsert"',
@@ -355,7 +372,7 @@ describe("subjects in NDJSON", () => {
       { line: 7, op: "delete", holder: "folder:f", grant: "parent of document:e" },
     ]);
     expect(parsed.errors.map(formatIssue)).toEqual([
-      'line 8: unknown key "subject2" (keys: userId, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, op, subject)',
+      'line 8: unknown key "subject2" (keys: userId, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, condition, op, subject)',
     ]);
   });
 

@@ -6,11 +6,11 @@
  * NDJSON (stdout, and any --out not named .csv): one object a line, the
  * holder first: `userId` for a user's grant, else the flat keys
  * `subjectResource`, `subjectResourceId` and `subjectRelation` (absent for a
- * link); then resource, resourceId, relation, expiresAt when set, and
- * createdAt, which the import ignores. A user's grant is written exactly as
+ * link); then resource, resourceId, relation, expiresAt and condition when
+ * set, and createdAt, which the import ignores. A user's grant is written exactly as
  * before subjects existed. CSV (--out FILE.csv): a header row that always
- * names the same eight columns, userId, subjectResource, subjectResourceId,
- * subjectRelation, resource, resourceId, relation, expiresAt (the file is
+ * names the same nine columns, userId, subjectResource, subjectResourceId,
+ * subjectRelation, resource, resourceId, relation, expiresAt, condition (the file is
  * streamed, so whether subjects come is not known when the header is
  * written), then one record a grant with the other holder's columns empty;
  * no createdAt, which the CSV import does not take.
@@ -51,6 +51,7 @@ interface Grant {
   relation: string;
   createdAt?: string;
   expiresAt?: string;
+  condition?: string;
 }
 
 const PAGE_SIZE = 1000;
@@ -127,12 +128,13 @@ const ndjsonLine = (g: Grant) => {
     resourceId: g.resourceId,
     relation: g.relation,
     ...(g.expiresAt === undefined ? {} : { expiresAt: g.expiresAt }),
+    ...(g.condition === undefined ? {} : { condition: g.condition }),
     ...(g.createdAt === undefined ? {} : { createdAt: g.createdAt }),
   };
 };
 
 /** The CSV export's columns, every one in every file (the holder's, the grant's, the expiry). */
-const CSV_COLUMNS = ["userId", "subjectResource", "subjectResourceId", "subjectRelation", "resource", "resourceId", "relation", "expiresAt"] as const;
+const CSV_COLUMNS = ["userId", "subjectResource", "subjectResourceId", "subjectRelation", "resource", "resourceId", "relation", "expiresAt", "condition"] as const;
 
 /** RFC 4180: a field with a comma, a quote or a line break goes in quotes, its quotes doubled. */
 const csvField = (value: string) => (/[",\r\n]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value);
@@ -149,6 +151,7 @@ const csvLine = (g: Grant): string => {
     resourceId: g.resourceId,
     relation: g.relation,
     expiresAt: g.expiresAt ?? "",
+    condition: g.condition ?? "",
   };
   return `${CSV_COLUMNS.map((c) => csvField(fields[c])).join(",")}\r\n`;
 };

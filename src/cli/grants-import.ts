@@ -313,6 +313,7 @@ const sent = (row: GrantRow) => ({
   resourceId: row.resourceId,
   relation: row.relation,
   ...(row.expiresAt === undefined ? {} : { expiresAt: row.expiresAt.toISOString() }),
+  ...(row.condition === undefined ? {} : { condition: row.condition }),
 });
 
 async function inputSize(path: string, given: string): Promise<number> {

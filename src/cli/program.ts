@@ -105,7 +105,7 @@ Examples:
   grants
     .command("import")
     .description(
-      "import grants from a CSV file (a header row naming userId,resource,resourceId,relation[,expiresAt][,op], the holder being " +
+      "import grants from a CSV file (a header row naming userId,resource,resourceId,relation[,expiresAt][,condition][,op], the holder being " +
         "userId or subjectResource,subjectResourceId[,subjectRelation] for a team's members or a linked instance) or NDJSON " +
         "(one object a line with those keys, or the list route's subject object), streamed through the bulk route; bad rows go to the error report, the rest is written once",
     )

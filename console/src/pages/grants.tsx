@@ -805,6 +805,7 @@ const toTuple = (r: GrantRow) => ({
   resourceId: r.resourceId,
   relation: r.relation,
   ...(r.expiresAt === undefined ? {} : { expiresAt: timestampFromDate(r.expiresAt) }),
+  ...(r.condition === undefined ? {} : { condition: r.condition }),
 });
 
 /** A ConnectError as importGrants reads a refusal: the details as {field, reason}, all of them (not one per field). */

@@ -15,14 +15,14 @@ import {
   type RawRow,
 } from "./rows.js";
 
-export const CSV_HEADER_HELP = "userId,resource,resourceId,relation[,expiresAt][,op]";
+export const CSV_HEADER_HELP = "userId,resource,resourceId,relation[,expiresAt][,condition][,op]";
 
 /**
  * The columns a header row names, in any order: resource, resourceId,
  * relation; the holder: userId, or subjectResource and subjectResourceId
  * with optionally subjectRelation, or all four (each row then fills one
- * holder); and optionally expiresAt (RFC 3339 with a zone; empty for none)
- * and op (write or delete; empty means write). Names are matched ignoring
+ * holder); and optionally expiresAt (RFC 3339 with a zone; empty for none),
+ * condition (CEL; empty for none) and op (write or delete; empty means write). Names are matched ignoring
  * case and spaces around them; an unknown or repeated column refuses the
  * file (a misspelt "expires_at" must not quietly write grants that never
  * expire).

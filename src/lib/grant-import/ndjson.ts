@@ -109,7 +109,8 @@ const HOLDER_KEYS = ["userId", "subject", ...SUBJECT_COLUMNS, ...Object.keys(NES
 /**
  * One NDJSON (JSON Lines) line: a JSON object with the keys resource,
  * resourceId, relation, the holder, and optionally expiresAt (an RFC 3339
- * string, or null for none) and op ("write" or "delete"), all strings. The
+ * string, or null for none), condition (CEL, or null for none) and op
+ * ("write" or "delete"), all strings. The
  * holder is userId, or a subject: the flat keys subjectResource,
  * subjectResourceId and subjectRelation (absent or "" for a link), or the
  * API's own `subject: {resource, resourceId, relation}` (what the list
@@ -139,7 +140,7 @@ export function ndjsonGrant(source: TextLine): GrantRow | LineIssue | null {
       problems.push(`unknown key "${key}" (keys: ${[...KNOWN_COLUMNS, "subject"].join(", ")})`);
     } else if ((IGNORED_KEYS as readonly string[]).includes(key)) {
       continue;
-    } else if ((key === "expiresAt" || key === "subject") && v === null) {
+    } else if ((key === "expiresAt" || key === "condition" || key === "subject") && v === null) {
       continue;
     } else if (key === "subject") {
       nested = true;

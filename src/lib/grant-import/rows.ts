@@ -29,7 +29,7 @@ export const MAX_RECORD_BYTES = 64 * 1024;
 export const USER_COLUMN = "userId" as const;
 export const SUBJECT_COLUMNS = ["subjectResource", "subjectResourceId", "subjectRelation"] as const;
 export const REQUIRED_COLUMNS = ["resource", "resourceId", "relation"] as const;
-export const OPTIONAL_COLUMNS = ["expiresAt", "op"] as const;
+export const OPTIONAL_COLUMNS = ["expiresAt", "condition", "op"] as const;
 /** NDJSON keys accepted and ignored: a grant as the list route (and an export) returns it carries createdAt. */
 export const IGNORED_KEYS = ["createdAt"] as const;
 
@@ -62,6 +62,8 @@ export interface GrantRow {
   relation: string;
   /** Writes only; absent for a grant that never expires. */
   expiresAt?: Date;
+  /** Writes only: a CEL condition (docs/conditions.md), checked by the service; absent for a grant that always counts. */
+  condition?: string;
 }
 
 /** A problem with one line (or the file, line 1 for the header): "line 7: missing resourceId". */
@@ -189,6 +191,9 @@ export function toRow(raw: RawRow, form: HolderForm = { subject: "flat" }): Gran
     else problems.push(parsed.problem);
     if (op === "delete") problems.push("a delete takes no expiresAt");
   }
+  // As written: a condition is code, whose spaces and line breaks are the writer's.
+  const condition = raw.condition ?? "";
+  if (condition !== "" && op === "delete") problems.push("a delete takes no condition");
   if (problems.length > 0 || Array.isArray(holder)) return problems;
   return {
     line: raw.line,
@@ -198,6 +203,7 @@ export function toRow(raw: RawRow, form: HolderForm = { subject: "flat" }): Gran
     resourceId: raw.resourceId!,
     relation: raw.relation!,
     ...(expiresAt === undefined ? {} : { expiresAt }),
+    ...(condition === "" ? {} : { condition }),
   };
 }
 
