@@ -101,6 +101,48 @@ describe.each(engines)("conditions on grants, on %s", (engine) => {
     expect((await call("POST", "/api/v1/authorization/permissions", base)).body.actions).toEqual([]);
   });
 
+  it("explain evaluates the conditions it meets, saying what each came to and every value it read", async () => {
+    const q = { userId: "ann", resource: "todo", resourceId: "t1", action: "update" };
+    const denied = await call("POST", "/api/v1/authorization/check/explain", q);
+    expectStatus(denied, 200);
+    expect(denied.body.allowed).toBe(false);
+    expect(denied.body.reasons).toEqual([]);
+    expect(denied.body.conditions).toEqual([
+      {
+        relation: "assignee",
+        condition: OWNER_ONLY,
+        holds: false,
+        outcome: "error",
+        message: expect.stringContaining("ownerID"),
+        reads: [
+          { path: "resource.properties", found: true, value: {} },
+          { path: "resource.properties.ownerID", found: false },
+        ],
+      },
+    ]);
+    const allowed = await call("POST", "/api/v1/authorization/check/explain", { ...q, resourceProperties: { ownerID: "ann" } });
+    expect(allowed.body.allowed).toBe(true);
+    expect(allowed.body.reasons).toEqual([
+      expect.objectContaining({ kind: "relation", relation: "assignee", grant: expect.objectContaining({ userId: "ann", condition: OWNER_ONLY }) }),
+    ]);
+    expect(allowed.body.conditions).toEqual([
+      expect.objectContaining({
+        holds: true,
+        outcome: "true",
+        reads: [
+          { path: "resource.properties", found: true, value: { ownerID: "ann" } },
+          { path: "resource.properties.ownerID", found: true, value: "ann" },
+          { path: "subject.id", found: true, value: "ann" },
+        ],
+      }),
+    ]);
+    // The same answer as the check, with the same facts, both ways.
+    expect(await check(q)).toBe(false);
+    expect(await check({ ...q, resourceProperties: { ownerID: "ann" } })).toBe(true);
+    // An action the relation does not imply: nothing to evaluate.
+    expect((await call("POST", "/api/v1/authorization/check/explain", { ...q, action: "delete" })).body.conditions).toEqual([]);
+  });
+
   it("gRPC (a typed Connect client): the same answers, context as a Struct", async () => {
     const client = createClient(CheckService, createGrpcTransport({ baseUrl: service.url }));
     const headers = { "x-api-key": key };

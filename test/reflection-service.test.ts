@@ -241,7 +241,7 @@ describe.each(versions)("ServerReflection $name", ({ open }) => {
   });
 
   it.each([
-    { file: "authz/v1/check.proto", count: 6 }, // + relationships, google/api/{annotations,http}, descriptor, timestamp
+    { file: "authz/v1/check.proto", count: 7 }, // + relationships, google/api/{annotations,http}, descriptor, struct, timestamp
     { file: "google/protobuf/descriptor.proto", count: 1 },
     { file: "google/api/annotations.proto", count: 3 },
     { file: "grpc/reflection/v1/reflection.proto", count: 1 },

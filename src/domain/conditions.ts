@@ -120,35 +120,61 @@ export class Condition {
   }
 }
 
+/** A value a condition read, for explain: its path, and its JSON value when it was there. */
+export interface ConditionRead {
+  path: string;
+  found: boolean;
+  value?: JsonValue;
+}
+
 /**
  * A question's facts as CEL values, converted once and shared by every
- * condition the question evaluates.
+ * condition the question evaluates. With `reads`, every key a condition
+ * looks up is recorded there, in order (explain's "the values it read").
  */
 export class ConditionBindings {
   readonly values: Record<string, CelInput>;
 
-  constructor(facts: ConditionFacts) {
+  constructor(facts: ConditionFacts, reads?: ConditionRead[]) {
+    const map = (path: string, object: { readonly [key: string]: JsonValue }) => celMap(path, object, reads);
     this.values = {
-      subject: celMap({ id: facts.subject.id, properties: facts.subject.properties }),
-      resource: celMap({ type: facts.resource.type, id: facts.resource.id, properties: facts.resource.properties }),
-      action: celMap({ name: facts.action.name, properties: facts.action.properties }),
-      context: celMap(facts.context),
+      subject: map("subject", { id: facts.subject.id, properties: facts.subject.properties }),
+      resource: map("resource", { type: facts.resource.type, id: facts.resource.id, properties: facts.resource.properties }),
+      action: map("action", { name: facts.action.name, properties: facts.action.properties }),
+      context: map("context", facts.context),
       now: timestampFromDate(facts.now),
     };
   }
 }
 
 /** JSON as CEL values: objects become maps (so `has()` and missing keys behave as CEL says), numbers doubles. */
-function celValue(value: JsonValue): CelInput {
-  if (Array.isArray(value)) return value.map(celValue);
-  if (value !== null && typeof value === "object") return celMap(value);
+function celValue(path: string, value: JsonValue, reads: ConditionRead[] | undefined): CelInput {
+  if (Array.isArray(value)) return value.map((x, i) => celValue(`${path}[${i}]`, x, reads));
+  if (value !== null && typeof value === "object") return celMap(path, value, reads);
   return value;
 }
 
-function celMap(object: { readonly [key: string]: JsonValue }): Map<string, CelInput> {
-  const map = new Map<string, CelInput>();
-  for (const [key, value] of Object.entries(object)) map.set(key, celValue(value));
+function celMap(path: string, object: { readonly [key: string]: JsonValue }, reads: ConditionRead[] | undefined): Map<string, CelInput> {
+  const map = reads === undefined ? new Map<string, CelInput>() : new RecordingMap(path, object, reads);
+  for (const [key, value] of Object.entries(object)) map.set(key, celValue(`${path}.${key}`, value, reads));
   return map;
+}
+
+/** A map that notes each key looked up in it (the evaluator reads maps by get, has() included). */
+class RecordingMap extends Map<string, CelInput> {
+  constructor(
+    private readonly path: string,
+    private readonly json: { readonly [key: string]: JsonValue },
+    private readonly reads: ConditionRead[],
+  ) {
+    super();
+  }
+
+  override get(key: string): CelInput | undefined {
+    const found = Object.hasOwn(this.json, key);
+    this.reads.push(found ? { path: `${this.path}.${key}`, found, value: this.json[key]! } : { path: `${this.path}.${key}`, found });
+    return super.get(key);
+  }
 }
 
 /** Why `source` is not a condition Portcullis takes (undefined: it is one), for a caller that gathers violations. */

@@ -10,6 +10,8 @@ import { exactRead, requireAnswerable } from "./exact-read.js";
 import { LIMITS } from "./formats.js";
 import type { Subject } from "./subjects.js";
 import type { PathGrantRow, WalkEdgeRow } from "../store/explain-store.js";
+import { ConditionCache, type ConditionRead } from "./conditions.js";
+import { bindingsOf, NO_FACTS } from "./question-facts.js";
 
 /** A grant as explain shows it: the holder is the user `userId`, or `subject` (userId ""). */
 export interface ExplainedGrant {
@@ -20,6 +22,17 @@ export interface ExplainedGrant {
   subject?: Subject;
   createdAt: Date;
   expiresAt: Date | null;
+  condition: string | null;
+}
+
+/** A condition explain evaluated, with what it came to and the values it read. */
+export interface EvaluatedCondition {
+  relation: string;
+  condition: string;
+  holds: boolean;
+  outcome: "true" | "false" | "error" | "not a bool";
+  message: string;
+  reads: ConditionRead[];
 }
 
 export type ExplainReason =
@@ -44,6 +57,8 @@ export type ExplainReason =
 export interface Explanation {
   allowed: boolean;
   reasons: ExplainReason[];
+  /** Every condition evaluated: those of the user's grants on the instance whose relation implies the action. */
+  conditions: EvaluatedCondition[];
   considered: {
     relations: { relation: string; actions: string[] }[];
     roles: { roleId: string; roleName: string; tenantId: string | undefined }[];
@@ -79,11 +94,13 @@ export class Explainer {
     v.throwIfAny();
     const row = await this.coalesced.call({ appId: caller.appId, keyHash: caller.keyHash, ...q });
     requireAnswerable(row, q);
-    return explanation(q, row);
+    return explanation(q, row, this.conditions);
   }
+
+  private readonly conditions = new ConditionCache();
 }
 
-const grantOf = ([resource, resourceId, relation, userId, sResource, sId, sRelation, created, expires]: PathGrantRow): ExplainedGrant => ({
+const grantOf = ([resource, resourceId, relation, userId, sResource, sId, sRelation, created, expires, condition]: PathGrantRow): ExplainedGrant => ({
   userId,
   resource,
   resourceId,
@@ -91,6 +108,7 @@ const grantOf = ([resource, resourceId, relation, userId, sResource, sId, sRelat
   ...(sResource === null ? {} : { subject: { resource: sResource, resourceId: sId!, relation: sRelation! } }),
   createdAt: new Date(Number(created)),
   expiresAt: expires === null ? null : new Date(Number(expires)),
+  condition: condition ?? null,
 });
 
 const nodeKey = (resource: string, resourceId: string, relation: string) => JSON.stringify([resource, resourceId, relation]);
@@ -141,9 +159,34 @@ function shortestPaths(q: CheckQuestion, relations: string[], edges: WalkEdgeRow
   return paths;
 }
 
-function explanation(q: CheckQuestion, row: ExplainRow): Explanation {
+/**
+ * The answer as the check gives it: grants with no condition count along
+ * any path; a conditional grant counts only on the instance itself (the
+ * graph's walk does not evaluate conditions on its paths yet), and only
+ * where its condition holds with the question's facts; it is evaluated
+ * only when no grant without one already holds its relation.
+ */
+function explanation(q: CheckQuestion, row: ExplainRow, cache: ConditionCache): Explanation {
   const reasons: ExplainReason[] = [];
-  const paths = shortestPaths(q, row.relations.map((r) => r.relation), row.edges, row.grants);
+  const conditions: EvaluatedCondition[] = [];
+  const plain = row.grants.filter((g) => g[9] === null);
+  const paths = shortestPaths(q, row.relations.map((r) => r.relation), row.edges, plain);
+  const onInstance = row.grants.filter((g) => g[9] !== null && g[0] === q.resource && g[1] === q.resourceId);
+  for (const g of onInstance) {
+    const relation = row.relations.find((r) => r.relation === g[2]);
+    if (paths.has(g[2]) || relation === undefined || !relation.actions.includes(q.action)) continue;
+    const reads: ConditionRead[] = [];
+    const outcome = cache.get(g[9]!).evaluate(bindingsOf(q, q.action, q.facts ?? NO_FACTS, row.nowMs, reads));
+    conditions.push({
+      relation: g[2],
+      condition: g[9]!,
+      holds: outcome.holds,
+      outcome: outcome.holds ? "true" : outcome.reason,
+      message: outcome.holds ? "" : outcome.message,
+      reads,
+    });
+    if (outcome.holds) paths.set(g[2], [g]);
+  }
   const held = row.relations.filter((r) => paths.has(r.relation)).sort((a, b) => (a.relation < b.relation ? -1 : a.relation > b.relation ? 1 : 0));
   for (const r of held) {
     if (!r.actions.includes(q.action)) continue;
@@ -166,6 +209,7 @@ function explanation(q: CheckQuestion, row: ExplainRow): Explanation {
   return {
     allowed: reasons.length > 0,
     reasons,
+    conditions,
     considered: {
       relations: held.map((r) => ({ relation: r.relation, actions: r.actions })),
       roles: row.roles.map((r) => ({ roleId: r.roleId, roleName: r.name, tenantId: r.tenantId ?? undefined })),

@@ -5,7 +5,7 @@
  * once for every kind of question.
  */
 import type { JsonObject } from "../lib/json.js";
-import { ConditionBindings } from "./conditions.js";
+import { ConditionBindings, type ConditionRead } from "./conditions.js";
 import type { Violations } from "./errors.js";
 
 export interface QuestionFacts {
@@ -47,12 +47,16 @@ export function bindingsOf(
   action: string,
   facts: QuestionFacts,
   nowMs: number,
+  reads?: ConditionRead[],
 ): ConditionBindings {
-  return new ConditionBindings({
-    subject: { id: q.userId, properties: facts.subjectProperties },
-    resource: { type: q.resource, id: q.resourceId, properties: facts.resourceProperties },
-    action: { name: action, properties: facts.actionProperties },
-    context: facts.context,
-    now: new Date(nowMs),
-  });
+  return new ConditionBindings(
+    {
+      subject: { id: q.userId, properties: facts.subjectProperties },
+      resource: { type: q.resource, id: q.resourceId, properties: facts.resourceProperties },
+      action: { name: action, properties: facts.actionProperties },
+      context: facts.context,
+      now: new Date(nowMs),
+    },
+    reads,
+  );
 }

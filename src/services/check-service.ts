@@ -1,4 +1,5 @@
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { fromJson } from "@bufbuild/protobuf";
+import { timestampFromDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { CheckService } from "../../gen/authz/v1/check_pb.js";
@@ -55,6 +56,7 @@ const explainGrant = (grant: ExplainedGrant) => ({
   ...(grant.subject === undefined ? {} : { subject: grant.subject }),
   createdAt: timestampFromDate(grant.createdAt),
   ...(grant.expiresAt === null ? {} : { expiresAt: timestampFromDate(grant.expiresAt) }),
+  ...(grant.condition === null ? {} : { condition: grant.condition }),
 });
 
 const reason = (r: ExplainReason) => {
@@ -88,7 +90,12 @@ export function checkService({ checker, explainer, lookup, whoCan }: Questions, 
     },
     async explain(req, ctx) {
       const answer = await explainer.explain(callerKeyOf(ctx), question(req));
-      return { allowed: answer.allowed, reasons: answer.reasons.map(reason), considered: answer.considered };
+      return {
+        allowed: answer.allowed,
+        reasons: answer.reasons.map(reason),
+        considered: answer.considered,
+        conditions: answer.conditions.map((c) => ({ ...c, reads: c.reads.map((r) => ({ path: r.path, found: r.found, ...(r.found ? { value: fromJson(ValueSchema, r.value ?? null) } : {}) })) })),
+      };
     },
     async permissions(req, ctx) {
       return { actions: await checker.permissions(callerKeyOf(ctx), instance(req)) };

@@ -23,11 +23,11 @@ export interface CheckRow {
   version: string | null;
   /** The user's relations on the instance, by grants with no condition. */
   relations: string[];
-  /** The user's grants on the instance that hold only when their condition does (the direct statement's; the graph's has none yet). */
+  /** The user's grants on the instance itself that hold only when their condition does (the graph's walk counts none on its paths yet). */
   conditional: ConditionalRelation[];
   /** The user's roles in the application. */
   roles: string[];
-  /** The statement's clock (ms since the epoch): a condition's `now`. Absent from the graph's statement. */
+  /** The statement's clock (ms since the epoch): a condition's `now`. */
   nowMs: number | undefined;
 }
 

@@ -40,6 +40,8 @@ export interface ExplainRow {
   /** The user's own grants on the walk's nodes (the instance's relations among them). */
   grants: PathGrantRow[];
   roles: ExplainRoleRow[];
+  /** The statement's clock (ms since the epoch): a condition's `now`. */
+  nowMs: number;
 }
 
 export interface ExplainRows {
@@ -54,6 +56,7 @@ type QuestionRow = [
   edges: WalkEdgeRow[],
   grants: PathGrantRow[],
   roles: [roleId: string, name: string, tenantId: string | null, policies: [policyId: string, name: string][]][],
+  nowMs: number,
 ];
 
 interface StatementRow {
@@ -98,7 +101,8 @@ const explainSql = (replayed: boolean) => `
                 ORDER BY o.name, o.tenant_id NULLS FIRST, o.role_id), '[]')
          FROM role_assignments a
          JOIN roles o ON o.app_id = a.app_id AND o.role_id = a.role_id
-         WHERE a.app_id = $1 AND a.user_id = q.user_id AND (o.tenant_id IS NULL OR o.tenant_id = q.tenant_id))
+         WHERE a.app_id = $1 AND a.user_id = q.user_id AND (o.tenant_id IS NULL OR o.tenant_id = q.tenant_id)),
+        (extract(epoch FROM now()) * 1000)::float8
       ) ORDER BY q.n)
      FROM q) AS rows${
             replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""
@@ -124,7 +128,7 @@ async function explainApplication(q: Queryable, appId: string, inputs: readonly 
   const row = rows[0]!;
   const keyRows = row.keys ?? [];
   return {
-    rows: (row.rows ?? []).map(([actions, relations, edges, grants, roles], i) => ({
+    rows: (row.rows ?? []).map(([actions, relations, edges, grants, roles, nowMs], i) => ({
       keyValid: keyRows[keyOf[i]!] === true,
       actions,
       relations: relations.map(([relation, implied]) => ({ relation, actions: implied })),
@@ -136,6 +140,7 @@ async function explainApplication(q: Queryable, appId: string, inputs: readonly 
         tenantId,
         policies: policies.map(([policyId, policyName]) => ({ policyId, name: policyName })),
       })),
+      nowMs,
     })),
     replayed: row.replayed ?? null,
   };

@@ -32,7 +32,7 @@
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
-import { PLAIN_GRANT } from "./relationships-store.js";
+import { LIVE_GRANT, PLAIN_GRANT } from "./relationships-store.js";
 
 /** Subject sets and links followed at most, from the instance (API.md). */
 export const MAX_HOPS = 16;
@@ -148,8 +148,11 @@ export const graphCheckSql = (replayed: boolean) => `
     ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
-        coalesce(h.roots, '{}'),
-        ARRAY(SELECT a.role_id FROM role_assignments a WHERE a.app_id = $1 AND a.user_id = q.user_id)
+        coalesce(h.roots, '{}') || ARRAY(SELECT g.relation || chr(10) || g.condition FROM relationships g
+              WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
+                AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}),
+        ARRAY(SELECT a.role_id FROM role_assignments a WHERE a.app_id = $1 AND a.user_id = q.user_id),
+        (extract(epoch FROM now()) * 1000)::float8
       ) ORDER BY q.n)
      FROM q LEFT JOIN held h ON h.n = q.n) AS rows${replayed ? REPLAYED : ""}`;
 
@@ -157,8 +160,8 @@ export const GRAPH_CHECK_SQL = { plain: graphCheckSql(false), replayed: graphChe
 
 // ------------------------------------------------------------------ explain
 
-/** A grant on a path: [resource, resourceId, relation, userId ("" for a subject's), subject resource, subject id, subject relation, created ms, expires ms]. */
-export type PathGrantRow = [string, string, string, string, string | null, string | null, string | null, number, number | null];
+/** A grant on a path: [resource, resourceId, relation, userId ("" for a subject's), subject resource, subject id, subject relation, created ms, expires ms, condition]. */
+export type PathGrantRow = [string, string, string, string, string | null, string | null, string | null, number, number | null, string | null];
 
 /** One edge of the outward walk: the node it leaves (resource, id, relation), the grant it follows, and the node it reaches. */
 export type WalkEdgeRow = [from: [string, string, string], grant: PathGrantRow, to: [string, string, string]];
@@ -166,7 +169,7 @@ export type WalkEdgeRow = [from: [string, string, string], grant: PathGrantRow, 
 const grantRow = (g: string, subject: boolean) =>
   `jsonb_build_array(${g}.resource, ${g}.resource_id, ${g}.relation, ${subject ? "''" : `${g}.user_id`},
      ${subject ? `${g}.subject_resource, ${g}.subject_id, ${g}.subject_relation` : "NULL, NULL, NULL"},
-     (extract(epoch FROM ${g}.created_at) * 1000)::bigint, (extract(epoch FROM ${g}.expires_at) * 1000)::bigint)`;
+     (extract(epoch FROM ${g}.created_at) * 1000)::bigint, (extract(epoch FROM ${g}.expires_at) * 1000)::bigint, ${g}.condition)`;
 
 /**
  * Explain's walk, for the questions `q` (n, user_id, resource,
@@ -202,12 +205,13 @@ export const EXPLAIN_EDGES = (n: string) => `
   (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_array(w.edge->0, w.edge->1, jsonb_build_array(w.resource, w.resource_id, w.relation))), '[]')
    FROM walk w WHERE w.n = ${n} AND w.edge IS NOT NULL)`;
 
+/** The user's own grants on the walk's nodes, conditional ones included (explain evaluates those on the instance, as the check does). */
 export const EXPLAIN_GRANTS = (n: string, user: string) => `
   (SELECT coalesce(jsonb_agg(${grantRow("g", false)}), '[]')
    FROM (SELECT DISTINCT w.resource, w.resource_id, w.relation FROM walk w WHERE w.n = ${n}) d
    JOIN relationships g
      ON g.app_id = $1 AND g.user_id = ${user} AND g.resource = d.resource AND g.resource_id = d.resource_id AND g.relation = d.relation
-    AND ${PLAIN_GRANT("g")})`;
+    AND ${LIVE_GRANT("g")})`;
 
 // ------------------------------------------------------------------ pages
 

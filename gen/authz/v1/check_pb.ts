@@ -7,7 +7,7 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Subject } from "./relationships_pb.js";
 import { file_authz_v1_relationships } from "./relationships_pb.js";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/check.proto.
  */
 export const file_authz_v1_check: GenFile = /*@__PURE__*/
-  fileDesc("ChRhdXRoei92MS9jaGVjay5wcm90bxIIYXV0aHoudjEixQIKDENoZWNrUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARIoCgdjb250ZXh0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIzChJzdWJqZWN0X3Byb3BlcnRpZXMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKE3Jlc291cmNlX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjIKEWFjdGlvbl9wcm9wZXJ0aWVzGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIMCgpfdGVuYW50X2lkIiAKDUNoZWNrUmVzcG9uc2USDwoHYWxsb3dlZBgBIAEoCCLHAgoOQmF0Y2hDaGVja0l0ZW0SDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIOCgZhY3Rpb24YBCABKAkSFgoJdGVuYW50X2lkGAUgASgJSACIAQESKAoHY29udGV4dBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoSc3ViamVjdF9wcm9wZXJ0aWVzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI0ChNyZXNvdXJjZV9wcm9wZXJ0aWVzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyChFhY3Rpb25fcHJvcGVydGllcxgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3RlbmFudF9pZCI9ChFCYXRjaENoZWNrUmVxdWVzdBIoCgZjaGVja3MYASADKAsyGC5hdXRoei52MS5CYXRjaENoZWNrSXRlbSIjChBCYXRjaENoZWNrUmVzdWx0Eg8KB2FsbG93ZWQYASABKAgiQQoSQmF0Y2hDaGVja1Jlc3BvbnNlEisKB3Jlc3VsdHMYASADKAsyGi5hdXRoei52MS5CYXRjaENoZWNrUmVzdWx0In4KDkV4cGxhaW5SZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhYKCXRlbmFudF9pZBgFIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQi3AEKDEV4cGxhaW5HcmFudBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhAKCHJlbGF0aW9uGAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiIKB3N1YmplY3QYByABKAsyES5hdXRoei52MS5TdWJqZWN0IoMDCg1FeHBsYWluUmVhc29uEgwKBGtpbmQYASABKAkSFQoIcmVsYXRpb24YAiABKAlIAIgBARIqCgVncmFudBgDIAEoCzIWLmF1dGh6LnYxLkV4cGxhaW5HcmFudEgBiAEBEhQKB3JvbGVfaWQYBCABKAlIAogBARIWCglyb2xlX25hbWUYBSABKAlIA4gBARIWCgl0ZW5hbnRfaWQYBiABKAlIBIgBARIWCglwb2xpY3lfaWQYByABKAlIBYgBARIYCgtwb2xpY3lfbmFtZRgIIAEoCUgGiAEBEhcKCnBlcm1pc3Npb24YCSABKAlIB4gBARIkCgRwYXRoGAogAygLMhYuYXV0aHoudjEuRXhwbGFpbkdyYW50QgsKCV9yZWxhdGlvbkIICgZfZ3JhbnRCCgoIX3JvbGVfaWRCDAoKX3JvbGVfbmFtZUIMCgpfdGVuYW50X2lkQgwKCl9wb2xpY3lfaWRCDgoMX3BvbGljeV9uYW1lQg0KC19wZXJtaXNzaW9uIjcKEkNvbnNpZGVyZWRSZWxhdGlvbhIQCghyZWxhdGlvbhgBIAEoCRIPCgdhY3Rpb25zGAIgAygJIloKDkNvbnNpZGVyZWRSb2xlEg8KB3JvbGVfaWQYASABKAkSEQoJcm9sZV9uYW1lGAIgASgJEhYKCXRlbmFudF9pZBgDIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiZgoKQ29uc2lkZXJlZBIvCglyZWxhdGlvbnMYASADKAsyHC5hdXRoei52MS5Db25zaWRlcmVkUmVsYXRpb24SJwoFcm9sZXMYAiADKAsyGC5hdXRoei52MS5Db25zaWRlcmVkUm9sZSJ2Cg9FeHBsYWluUmVzcG9uc2USDwoHYWxsb3dlZBgBIAEoCBIoCgdyZWFzb25zGAIgAygLMhcuYXV0aHoudjEuRXhwbGFpblJlYXNvbhIoCgpjb25zaWRlcmVkGAMgASgLMhQuYXV0aHoudjEuQ29uc2lkZXJlZCK7AgoSUGVybWlzc2lvbnNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESKAoHY29udGV4dBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoSc3ViamVjdF9wcm9wZXJ0aWVzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI0ChNyZXNvdXJjZV9wcm9wZXJ0aWVzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyChFhY3Rpb25fcHJvcGVydGllcxgIIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3RlbmFudF9pZCImChNQZXJtaXNzaW9uc1Jlc3BvbnNlEg8KB2FjdGlvbnMYASADKAkiuAIKD1Blcm1pc3Npb25zSXRlbRIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEigKB2NvbnRleHQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjMKEnN1YmplY3RfcHJvcGVydGllcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSNAoTcmVzb3VyY2VfcHJvcGVydGllcxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMgoRYWN0aW9uX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgwKCl90ZW5hbnRfaWQiRgoXQmF0Y2hQZXJtaXNzaW9uc1JlcXVlc3QSKwoIcmVxdWVzdHMYASADKAsyGS5hdXRoei52MS5QZXJtaXNzaW9uc0l0ZW0iJAoRUGVybWlzc2lvbnNSZXN1bHQSDwoHYWN0aW9ucxgBIAMoCSJIChhCYXRjaFBlcm1pc3Npb25zUmVzcG9uc2USLAoHcmVzdWx0cxgBIAMoCzIbLmF1dGh6LnYxLlBlcm1pc3Npb25zUmVzdWx0IqIBCg1Mb29rdXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDgoGYWN0aW9uGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEhYKCXBhZ2Vfc2l6ZRgFIAEoBUgBiAEBEhIKCnBhZ2VfdG9rZW4YBiABKAlCDAoKX3RlbmFudF9pZEIMCgpfcGFnZV9zaXplIlYKDkxvb2t1cFJlc3BvbnNlEhUKDWFsbF9pbnN0YW5jZXMYASABKAgSFAoMcmVzb3VyY2VfaWRzGAIgAygJEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSKuAQoVTG9va3VwU3ViamVjdHNSZXF1ZXN0EhAKCHJlc291cmNlGAEgASgJEhMKC3Jlc291cmNlX2lkGAIgASgJEg4KBmFjdGlvbhgDIAEoCRIWCgl0ZW5hbnRfaWQYBCABKAlIAIgBARIWCglwYWdlX3NpemUYBSABKAVIAYgBARISCgpwYWdlX3Rva2VuGAYgASgJQgwKCl90ZW5hbnRfaWRCDAoKX3BhZ2Vfc2l6ZSJDChZMb29rdXBTdWJqZWN0c1Jlc3BvbnNlEhAKCHVzZXJfaWRzGAEgAygJEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTLHBgoMQ2hlY2tTZXJ2aWNlEmAKBUNoZWNrEhYuYXV0aHoudjEuQ2hlY2tSZXF1ZXN0GhcuYXV0aHoudjEuQ2hlY2tSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2F1dGhvcml6YXRpb24vY2hlY2sSdQoKQmF0Y2hDaGVjaxIbLmF1dGh6LnYxLkJhdGNoQ2hlY2tSZXF1ZXN0GhwuYXV0aHoudjEuQmF0Y2hDaGVja1Jlc3BvbnNlIiyC0+STAiY6ASoiIS9hcGkvdjEvYXV0aG9yaXphdGlvbi9jaGVjay9iYXRjaBJuCgdFeHBsYWluEhguYXV0aHoudjEuRXhwbGFpblJlcXVlc3QaGS5hdXRoei52MS5FeHBsYWluUmVzcG9uc2UiLoLT5JMCKDoBKiIjL2FwaS92MS9hdXRob3JpemF0aW9uL2NoZWNrL2V4cGxhaW4SeAoLUGVybWlzc2lvbnMSHC5hdXRoei52MS5QZXJtaXNzaW9uc1JlcXVlc3QaHS5hdXRoei52MS5QZXJtaXNzaW9uc1Jlc3BvbnNlIiyC0+STAiY6ASoiIS9hcGkvdjEvYXV0aG9yaXphdGlvbi9wZXJtaXNzaW9ucxKNAQoQQmF0Y2hQZXJtaXNzaW9ucxIhLmF1dGh6LnYxLkJhdGNoUGVybWlzc2lvbnNSZXF1ZXN0GiIuYXV0aHoudjEuQmF0Y2hQZXJtaXNzaW9uc1Jlc3BvbnNlIjKC0+STAiw6ASoiJy9hcGkvdjEvYXV0aG9yaXphdGlvbi9wZXJtaXNzaW9ucy9iYXRjaBJkCgZMb29rdXASFy5hdXRoei52MS5Mb29rdXBSZXF1ZXN0GhguYXV0aHoudjEuTG9va3VwUmVzcG9uc2UiJ4LT5JMCIToBKiIcL2FwaS92MS9hdXRob3JpemF0aW9uL2xvb2t1cBJ+Cg5Mb29rdXBTdWJqZWN0cxIfLmF1dGh6LnYxLkxvb2t1cFN1YmplY3RzUmVxdWVzdBogLmF1dGh6LnYxLkxvb2t1cFN1YmplY3RzUmVzcG9uc2UiKYLT5JMCIzoBKiIeL2FwaS92MS9hdXRob3JpemF0aW9uL3N1YmplY3RzYgZwcm90bzM", [file_google_api_annotations, file_authz_v1_relationships, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChRhdXRoei92MS9jaGVjay5wcm90bxIIYXV0aHoudjEixQIKDENoZWNrUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARIoCgdjb250ZXh0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIzChJzdWJqZWN0X3Byb3BlcnRpZXMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKE3Jlc291cmNlX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjIKEWFjdGlvbl9wcm9wZXJ0aWVzGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIMCgpfdGVuYW50X2lkIiAKDUNoZWNrUmVzcG9uc2USDwoHYWxsb3dlZBgBIAEoCCLHAgoOQmF0Y2hDaGVja0l0ZW0SDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIOCgZhY3Rpb24YBCABKAkSFgoJdGVuYW50X2lkGAUgASgJSACIAQESKAoHY29udGV4dBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoSc3ViamVjdF9wcm9wZXJ0aWVzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI0ChNyZXNvdXJjZV9wcm9wZXJ0aWVzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyChFhY3Rpb25fcHJvcGVydGllcxgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3RlbmFudF9pZCI9ChFCYXRjaENoZWNrUmVxdWVzdBIoCgZjaGVja3MYASADKAsyGC5hdXRoei52MS5CYXRjaENoZWNrSXRlbSIjChBCYXRjaENoZWNrUmVzdWx0Eg8KB2FsbG93ZWQYASABKAgiQQoSQmF0Y2hDaGVja1Jlc3BvbnNlEisKB3Jlc3VsdHMYASADKAsyGi5hdXRoei52MS5CYXRjaENoZWNrUmVzdWx0IscCCg5FeHBsYWluUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARIoCgdjb250ZXh0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIzChJzdWJqZWN0X3Byb3BlcnRpZXMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKE3Jlc291cmNlX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjIKEWFjdGlvbl9wcm9wZXJ0aWVzGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIMCgpfdGVuYW50X2lkIoICCgxFeHBsYWluR3JhbnQSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgdzdWJqZWN0GAcgASgLMhEuYXV0aHoudjEuU3ViamVjdBIWCgljb25kaXRpb24YCCABKAlIAIgBAUIMCgpfY29uZGl0aW9uIpIBChJFdmFsdWF0ZWRDb25kaXRpb24SEAoIcmVsYXRpb24YASABKAkSEQoJY29uZGl0aW9uGAIgASgJEg0KBWhvbGRzGAMgASgIEg8KB291dGNvbWUYBCABKAkSDwoHbWVzc2FnZRgFIAEoCRImCgVyZWFkcxgGIAMoCzIXLmF1dGh6LnYxLkNvbmRpdGlvblJlYWQiUwoNQ29uZGl0aW9uUmVhZBIMCgRwYXRoGAEgASgJEg0KBWZvdW5kGAIgASgIEiUKBXZhbHVlGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIoMDCg1FeHBsYWluUmVhc29uEgwKBGtpbmQYASABKAkSFQoIcmVsYXRpb24YAiABKAlIAIgBARIqCgVncmFudBgDIAEoCzIWLmF1dGh6LnYxLkV4cGxhaW5HcmFudEgBiAEBEhQKB3JvbGVfaWQYBCABKAlIAogBARIWCglyb2xlX25hbWUYBSABKAlIA4gBARIWCgl0ZW5hbnRfaWQYBiABKAlIBIgBARIWCglwb2xpY3lfaWQYByABKAlIBYgBARIYCgtwb2xpY3lfbmFtZRgIIAEoCUgGiAEBEhcKCnBlcm1pc3Npb24YCSABKAlIB4gBARIkCgRwYXRoGAogAygLMhYuYXV0aHoudjEuRXhwbGFpbkdyYW50QgsKCV9yZWxhdGlvbkIICgZfZ3JhbnRCCgoIX3JvbGVfaWRCDAoKX3JvbGVfbmFtZUIMCgpfdGVuYW50X2lkQgwKCl9wb2xpY3lfaWRCDgoMX3BvbGljeV9uYW1lQg0KC19wZXJtaXNzaW9uIjcKEkNvbnNpZGVyZWRSZWxhdGlvbhIQCghyZWxhdGlvbhgBIAEoCRIPCgdhY3Rpb25zGAIgAygJIloKDkNvbnNpZGVyZWRSb2xlEg8KB3JvbGVfaWQYASABKAkSEQoJcm9sZV9uYW1lGAIgASgJEhYKCXRlbmFudF9pZBgDIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiZgoKQ29uc2lkZXJlZBIvCglyZWxhdGlvbnMYASADKAsyHC5hdXRoei52MS5Db25zaWRlcmVkUmVsYXRpb24SJwoFcm9sZXMYAiADKAsyGC5hdXRoei52MS5Db25zaWRlcmVkUm9sZSKoAQoPRXhwbGFpblJlc3BvbnNlEg8KB2FsbG93ZWQYASABKAgSKAoHcmVhc29ucxgCIAMoCzIXLmF1dGh6LnYxLkV4cGxhaW5SZWFzb24SKAoKY29uc2lkZXJlZBgDIAEoCzIULmF1dGh6LnYxLkNvbnNpZGVyZWQSMAoKY29uZGl0aW9ucxgEIAMoCzIcLmF1dGh6LnYxLkV2YWx1YXRlZENvbmRpdGlvbiK7AgoSUGVybWlzc2lvbnNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESKAoHY29udGV4dBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoSc3ViamVjdF9wcm9wZXJ0aWVzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI0ChNyZXNvdXJjZV9wcm9wZXJ0aWVzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyChFhY3Rpb25fcHJvcGVydGllcxgIIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3RlbmFudF9pZCImChNQZXJtaXNzaW9uc1Jlc3BvbnNlEg8KB2FjdGlvbnMYASADKAkiuAIKD1Blcm1pc3Npb25zSXRlbRIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEigKB2NvbnRleHQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjMKEnN1YmplY3RfcHJvcGVydGllcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSNAoTcmVzb3VyY2VfcHJvcGVydGllcxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMgoRYWN0aW9uX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgwKCl90ZW5hbnRfaWQiRgoXQmF0Y2hQZXJtaXNzaW9uc1JlcXVlc3QSKwoIcmVxdWVzdHMYASADKAsyGS5hdXRoei52MS5QZXJtaXNzaW9uc0l0ZW0iJAoRUGVybWlzc2lvbnNSZXN1bHQSDwoHYWN0aW9ucxgBIAMoCSJIChhCYXRjaFBlcm1pc3Npb25zUmVzcG9uc2USLAoHcmVzdWx0cxgBIAMoCzIbLmF1dGh6LnYxLlBlcm1pc3Npb25zUmVzdWx0IqIBCg1Mb29rdXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDgoGYWN0aW9uGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEhYKCXBhZ2Vfc2l6ZRgFIAEoBUgBiAEBEhIKCnBhZ2VfdG9rZW4YBiABKAlCDAoKX3RlbmFudF9pZEIMCgpfcGFnZV9zaXplIlYKDkxvb2t1cFJlc3BvbnNlEhUKDWFsbF9pbnN0YW5jZXMYASABKAgSFAoMcmVzb3VyY2VfaWRzGAIgAygJEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSKuAQoVTG9va3VwU3ViamVjdHNSZXF1ZXN0EhAKCHJlc291cmNlGAEgASgJEhMKC3Jlc291cmNlX2lkGAIgASgJEg4KBmFjdGlvbhgDIAEoCRIWCgl0ZW5hbnRfaWQYBCABKAlIAIgBARIWCglwYWdlX3NpemUYBSABKAVIAYgBARISCgpwYWdlX3Rva2VuGAYgASgJQgwKCl90ZW5hbnRfaWRCDAoKX3BhZ2Vfc2l6ZSJDChZMb29rdXBTdWJqZWN0c1Jlc3BvbnNlEhAKCHVzZXJfaWRzGAEgAygJEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTLHBgoMQ2hlY2tTZXJ2aWNlEmAKBUNoZWNrEhYuYXV0aHoudjEuQ2hlY2tSZXF1ZXN0GhcuYXV0aHoudjEuQ2hlY2tSZXNwb25zZSImgtPkkwIgOgEqIhsvYXBpL3YxL2F1dGhvcml6YXRpb24vY2hlY2sSdQoKQmF0Y2hDaGVjaxIbLmF1dGh6LnYxLkJhdGNoQ2hlY2tSZXF1ZXN0GhwuYXV0aHoudjEuQmF0Y2hDaGVja1Jlc3BvbnNlIiyC0+STAiY6ASoiIS9hcGkvdjEvYXV0aG9yaXphdGlvbi9jaGVjay9iYXRjaBJuCgdFeHBsYWluEhguYXV0aHoudjEuRXhwbGFpblJlcXVlc3QaGS5hdXRoei52MS5FeHBsYWluUmVzcG9uc2UiLoLT5JMCKDoBKiIjL2FwaS92MS9hdXRob3JpemF0aW9uL2NoZWNrL2V4cGxhaW4SeAoLUGVybWlzc2lvbnMSHC5hdXRoei52MS5QZXJtaXNzaW9uc1JlcXVlc3QaHS5hdXRoei52MS5QZXJtaXNzaW9uc1Jlc3BvbnNlIiyC0+STAiY6ASoiIS9hcGkvdjEvYXV0aG9yaXphdGlvbi9wZXJtaXNzaW9ucxKNAQoQQmF0Y2hQZXJtaXNzaW9ucxIhLmF1dGh6LnYxLkJhdGNoUGVybWlzc2lvbnNSZXF1ZXN0GiIuYXV0aHoudjEuQmF0Y2hQZXJtaXNzaW9uc1Jlc3BvbnNlIjKC0+STAiw6ASoiJy9hcGkvdjEvYXV0aG9yaXphdGlvbi9wZXJtaXNzaW9ucy9iYXRjaBJkCgZMb29rdXASFy5hdXRoei52MS5Mb29rdXBSZXF1ZXN0GhguYXV0aHoudjEuTG9va3VwUmVzcG9uc2UiJ4LT5JMCIToBKiIcL2FwaS92MS9hdXRob3JpemF0aW9uL2xvb2t1cBJ+Cg5Mb29rdXBTdWJqZWN0cxIfLmF1dGh6LnYxLkxvb2t1cFN1YmplY3RzUmVxdWVzdBogLmF1dGh6LnYxLkxvb2t1cFN1YmplY3RzUmVzcG9uc2UiKYLT5JMCIzoBKiIeL2FwaS92MS9hdXRob3JpemF0aW9uL3N1YmplY3RzYgZwcm90bzM", [file_google_api_annotations, file_authz_v1_relationships, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message authz.v1.CheckRequest
@@ -235,6 +235,28 @@ export type ExplainRequest = Message<"authz.v1.ExplainRequest"> & {
    * @generated from field: optional string tenant_id = 5;
    */
   tenantId?: string | undefined;
+
+  /**
+   * What conditions read, as the check takes them.
+   *
+   * @generated from field: google.protobuf.Struct context = 6;
+   */
+  context?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct subject_properties = 7;
+   */
+  subjectProperties?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct resource_properties = 8;
+   */
+  resourceProperties?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct action_properties = 9;
+   */
+  actionProperties?: JsonObject | undefined;
 };
 
 /**
@@ -290,6 +312,13 @@ export type ExplainGrant = Message<"authz.v1.ExplainGrant"> & {
    * @generated from field: authz.v1.Subject subject = 7;
    */
   subject?: Subject | undefined;
+
+  /**
+   * The grant's condition, when it has one.
+   *
+   * @generated from field: optional string condition = 8;
+   */
+  condition?: string | undefined;
 };
 
 /**
@@ -298,6 +327,92 @@ export type ExplainGrant = Message<"authz.v1.ExplainGrant"> & {
  */
 export const ExplainGrantSchema: GenMessage<ExplainGrant> = /*@__PURE__*/
   messageDesc(file_authz_v1_check, 7);
+
+/**
+ * A condition explain evaluated: a grant's, with what it came to and what
+ * it read.
+ *
+ * @generated from message authz.v1.EvaluatedCondition
+ */
+export type EvaluatedCondition = Message<"authz.v1.EvaluatedCondition"> & {
+  /**
+   * The relation of the grant that carries it.
+   *
+   * @generated from field: string relation = 1;
+   */
+  relation: string;
+
+  /**
+   * @generated from field: string condition = 2;
+   */
+  condition: string;
+
+  /**
+   * Whether it held: only `true` holds.
+   *
+   * @generated from field: bool holds = 3;
+   */
+  holds: boolean;
+
+  /**
+   * "true", "false", "error" or "not a bool".
+   *
+   * @generated from field: string outcome = 4;
+   */
+  outcome: string;
+
+  /**
+   * Why it did not hold: CEL's error, or what it came to.
+   *
+   * @generated from field: string message = 5;
+   */
+  message: string;
+
+  /**
+   * Each value it read, in order: a path such as "resource.properties.ownerID".
+   *
+   * @generated from field: repeated authz.v1.ConditionRead reads = 6;
+   */
+  reads: ConditionRead[];
+};
+
+/**
+ * Describes the message authz.v1.EvaluatedCondition.
+ * Use `create(EvaluatedConditionSchema)` to create a new message.
+ */
+export const EvaluatedConditionSchema: GenMessage<EvaluatedCondition> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 8);
+
+/**
+ * A value a condition read: there, with its value, or missing.
+ *
+ * @generated from message authz.v1.ConditionRead
+ */
+export type ConditionRead = Message<"authz.v1.ConditionRead"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * @generated from field: bool found = 2;
+   */
+  found: boolean;
+
+  /**
+   * The value (JSON) when found.
+   *
+   * @generated from field: google.protobuf.Value value = 3;
+   */
+  value?: Value | undefined;
+};
+
+/**
+ * Describes the message authz.v1.ConditionRead.
+ * Use `create(ConditionReadSchema)` to create a new message.
+ */
+export const ConditionReadSchema: GenMessage<ConditionRead> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 9);
 
 /**
  * One way the action is allowed: a grant whose relation implies it, or a
@@ -374,7 +489,7 @@ export type ExplainReason = Message<"authz.v1.ExplainReason"> & {
  * Use `create(ExplainReasonSchema)` to create a new message.
  */
 export const ExplainReasonSchema: GenMessage<ExplainReason> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 8);
+  messageDesc(file_authz_v1_check, 10);
 
 /**
  * A relation the user holds on the instance, with every action it implies.
@@ -398,7 +513,7 @@ export type ConsideredRelation = Message<"authz.v1.ConsideredRelation"> & {
  * Use `create(ConsideredRelationSchema)` to create a new message.
  */
 export const ConsideredRelationSchema: GenMessage<ConsideredRelation> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 9);
+  messageDesc(file_authz_v1_check, 11);
 
 /**
  * A role of the user that applies to the question: application-wide, or of
@@ -428,7 +543,7 @@ export type ConsideredRole = Message<"authz.v1.ConsideredRole"> & {
  * Use `create(ConsideredRoleSchema)` to create a new message.
  */
 export const ConsideredRoleSchema: GenMessage<ConsideredRole> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 10);
+  messageDesc(file_authz_v1_check, 12);
 
 /**
  * @generated from message authz.v1.Considered
@@ -450,7 +565,7 @@ export type Considered = Message<"authz.v1.Considered"> & {
  * Use `create(ConsideredSchema)` to create a new message.
  */
 export const ConsideredSchema: GenMessage<Considered> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 11);
+  messageDesc(file_authz_v1_check, 13);
 
 /**
  * @generated from message authz.v1.ExplainResponse
@@ -470,6 +585,14 @@ export type ExplainResponse = Message<"authz.v1.ExplainResponse"> & {
    * @generated from field: authz.v1.Considered considered = 3;
    */
   considered?: Considered | undefined;
+
+  /**
+   * Every condition evaluated for the answer: those of the user's grants on
+   * the instance whose relation implies the action.
+   *
+   * @generated from field: repeated authz.v1.EvaluatedCondition conditions = 4;
+   */
+  conditions: EvaluatedCondition[];
 };
 
 /**
@@ -477,7 +600,7 @@ export type ExplainResponse = Message<"authz.v1.ExplainResponse"> & {
  * Use `create(ExplainResponseSchema)` to create a new message.
  */
 export const ExplainResponseSchema: GenMessage<ExplainResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 12);
+  messageDesc(file_authz_v1_check, 14);
 
 /**
  * @generated from message authz.v1.PermissionsRequest
@@ -534,7 +657,7 @@ export type PermissionsRequest = Message<"authz.v1.PermissionsRequest"> & {
  * Use `create(PermissionsRequestSchema)` to create a new message.
  */
 export const PermissionsRequestSchema: GenMessage<PermissionsRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 13);
+  messageDesc(file_authz_v1_check, 15);
 
 /**
  * @generated from message authz.v1.PermissionsResponse
@@ -551,7 +674,7 @@ export type PermissionsResponse = Message<"authz.v1.PermissionsResponse"> & {
  * Use `create(PermissionsResponseSchema)` to create a new message.
  */
 export const PermissionsResponseSchema: GenMessage<PermissionsResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 14);
+  messageDesc(file_authz_v1_check, 16);
 
 /**
  * @generated from message authz.v1.PermissionsItem
@@ -606,7 +729,7 @@ export type PermissionsItem = Message<"authz.v1.PermissionsItem"> & {
  * Use `create(PermissionsItemSchema)` to create a new message.
  */
 export const PermissionsItemSchema: GenMessage<PermissionsItem> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 15);
+  messageDesc(file_authz_v1_check, 17);
 
 /**
  * @generated from message authz.v1.BatchPermissionsRequest
@@ -623,7 +746,7 @@ export type BatchPermissionsRequest = Message<"authz.v1.BatchPermissionsRequest"
  * Use `create(BatchPermissionsRequestSchema)` to create a new message.
  */
 export const BatchPermissionsRequestSchema: GenMessage<BatchPermissionsRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 16);
+  messageDesc(file_authz_v1_check, 18);
 
 /**
  * @generated from message authz.v1.PermissionsResult
@@ -640,7 +763,7 @@ export type PermissionsResult = Message<"authz.v1.PermissionsResult"> & {
  * Use `create(PermissionsResultSchema)` to create a new message.
  */
 export const PermissionsResultSchema: GenMessage<PermissionsResult> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 17);
+  messageDesc(file_authz_v1_check, 19);
 
 /**
  * @generated from message authz.v1.BatchPermissionsResponse
@@ -657,7 +780,7 @@ export type BatchPermissionsResponse = Message<"authz.v1.BatchPermissionsRespons
  * Use `create(BatchPermissionsResponseSchema)` to create a new message.
  */
 export const BatchPermissionsResponseSchema: GenMessage<BatchPermissionsResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 18);
+  messageDesc(file_authz_v1_check, 20);
 
 /**
  * @generated from message authz.v1.LookupRequest
@@ -701,7 +824,7 @@ export type LookupRequest = Message<"authz.v1.LookupRequest"> & {
  * Use `create(LookupRequestSchema)` to create a new message.
  */
 export const LookupRequestSchema: GenMessage<LookupRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 19);
+  messageDesc(file_authz_v1_check, 21);
 
 /**
  * @generated from message authz.v1.LookupResponse
@@ -732,7 +855,7 @@ export type LookupResponse = Message<"authz.v1.LookupResponse"> & {
  * Use `create(LookupResponseSchema)` to create a new message.
  */
 export const LookupResponseSchema: GenMessage<LookupResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 20);
+  messageDesc(file_authz_v1_check, 22);
 
 /**
  * @generated from message authz.v1.LookupSubjectsRequest
@@ -778,7 +901,7 @@ export type LookupSubjectsRequest = Message<"authz.v1.LookupSubjectsRequest"> & 
  * Use `create(LookupSubjectsRequestSchema)` to create a new message.
  */
 export const LookupSubjectsRequestSchema: GenMessage<LookupSubjectsRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 21);
+  messageDesc(file_authz_v1_check, 23);
 
 /**
  * @generated from message authz.v1.LookupSubjectsResponse
@@ -802,7 +925,7 @@ export type LookupSubjectsResponse = Message<"authz.v1.LookupSubjectsResponse"> 
  * Use `create(LookupSubjectsResponseSchema)` to create a new message.
  */
 export const LookupSubjectsResponseSchema: GenMessage<LookupSubjectsResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 22);
+  messageDesc(file_authz_v1_check, 24);
 
 /**
  * The permission check. Acts on the calling key's own application.

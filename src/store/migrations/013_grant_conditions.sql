@@ -42,7 +42,10 @@ $$;
 
 -- The graph's walk counts only grants with no condition until it evaluates
 -- them (relationships-store.ts, PLAIN_GRANT): a conditional grant on its
--- paths denies. The query stays equal to graph-store.ts's graphCheckSql.
+-- paths (a membership, a subject set, a link) denies. The user's own
+-- conditional grants on the instance itself come back as the direct
+-- statement's do, for the service to evaluate, and the statement's clock
+-- with them. The query stays equal to graph-store.ts's graphCheckSql.
 CREATE OR REPLACE FUNCTION portcullis_graph_check(p_app text, p_keys text[], p_questions jsonb, p_groups jsonb, p_steps jsonb,
                                                   OUT keys json, OUT version text, OUT rows json)
 LANGUAGE plpgsql STABLE
@@ -119,8 +122,11 @@ BEGIN
            FROM unnest(p_keys) WITH ORDINALITY AS c(key_hash, n)),
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = p_app),
     (SELECT json_agg(json_build_array(
-        coalesce(h.roots, '{}'),
-        ARRAY(SELECT a.role_id FROM role_assignments a WHERE a.app_id = p_app AND a.user_id = q.user_id)
+        coalesce(h.roots, '{}') || ARRAY(SELECT g.relation || chr(10) || g.condition FROM relationships g
+              WHERE g.app_id = p_app AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
+                AND g.condition IS NOT NULL AND (g.expires_at IS NULL OR g.expires_at > now())),
+        ARRAY(SELECT a.role_id FROM role_assignments a WHERE a.app_id = p_app AND a.user_id = q.user_id),
+        (extract(epoch FROM now()) * 1000)::float8
       ) ORDER BY q.n)
      FROM q LEFT JOIN held h ON h.n = q.n)
   INTO keys, version, rows;
