@@ -357,6 +357,7 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
                   <th scope="col">Relation</th>
                   <th scope="col">Created</th>
                   <th scope="col">Expires</th>
+                  <th scope="col">Condition</th>
                   <th scope="col">
                     <span className="visually-hidden">Actions</span>
                   </th>
@@ -386,6 +387,7 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
                           </>
                         )}
                       </td>
+                      <td>{r.condition === undefined ? "none" : <code className="grants-condition">{r.condition}</code>}</td>
                       <td>
                         {confirming === key ? (
                           <>
@@ -491,7 +493,7 @@ const kindOf = (subject: string): HolderKind => parseSubjectType(subject).kind;
 function AddSection({ resources }: { resources: CatalogResource[] }) {
   const queryClient = useQueryClient();
   const write = useMutation(RelationshipService.method.writeRelationship, { onSuccess: () => queryClient.invalidateQueries() });
-  const [form, setForm] = useState({ kind: "user" as HolderKind, userId: "", holderType: "", holderId: "", resource: "", resourceId: "", relation: "", expiresAt: "" });
+  const [form, setForm] = useState({ kind: "user" as HolderKind, userId: "", holderType: "", holderId: "", resource: "", resourceId: "", relation: "", expiresAt: "", condition: "" });
   const [expiryProblem, setExpiryProblem] = useState<string | undefined>();
   const problem = write.error ? apiProblem(write.error) : undefined;
   const set = (field: keyof typeof form) => (value: string) => setForm((f) => ({ ...f, [field]: value }));
@@ -524,6 +526,7 @@ function AddSection({ resources }: { resources: CatalogResource[] }) {
       resourceId: form.resourceId,
       relation: form.relation,
       ...(expiry === undefined ? {} : { expiresAt: timestampFromDate(expiry) }),
+      ...(form.condition.trim() === "" ? {} : { condition: form.condition }),
     });
   };
   const written = write.isSuccess ? write.data : undefined;
@@ -608,6 +611,19 @@ function AddSection({ resources }: { resources: CatalogResource[] }) {
             />
             <FieldError id="grants-add-expiresAt-error" reason={expiryProblem ?? reason("expiresAt")} />
           </div>
+          <div className="field">
+            <label htmlFor="grants-add-condition">Condition (optional, CEL: it must hold for the grant to count)</label>
+            <textarea
+              id="grants-add-condition"
+              rows={2}
+              spellCheck={false}
+              placeholder="resource.properties.ownerID == subject.id"
+              value={form.condition}
+              onChange={(e) => set("condition")(e.target.value)}
+              {...errorProps("grants-add-condition", reason("condition"))}
+            />
+            <FieldError id="grants-add-condition-error" reason={reason("condition")} />
+          </div>
           <button type="submit" disabled={write.isPending}>
             Add grant
           </button>
@@ -616,14 +632,15 @@ function AddSection({ resources }: { resources: CatalogResource[] }) {
       <OtherError
         error={write.error}
         problem={problem}
-        fields={["userId", "resource", "resourceId", "relation", "expiresAt", "subject", "subject.resource", "subject.resourceId", "subject.relation"]}
+        fields={["userId", "resource", "resourceId", "relation", "expiresAt", "condition", "subject", "subject.resource", "subject.resourceId", "subject.relation"]}
       />
       <div aria-live="polite">
         {written !== undefined && written.relationship !== undefined && (
           <p className="grants-done">
             {written.created ? "Grant added" : "Already existed (expiry replaced)"}: {holderText(written.relationship)} is {written.relationship.relation} of {written.relationship.resource}{" "}
             {written.relationship.resourceId}
-            {written.relationship.expiresAt === undefined ? ", with no expiry." : <>, until <When ts={written.relationship.expiresAt} />.</>}
+            {written.relationship.expiresAt === undefined ? ", with no expiry" : <>, until <When ts={written.relationship.expiresAt} /></>}
+            {written.relationship.condition === undefined ? "." : <>, where <code>{written.relationship.condition}</code> holds.</>}
           </p>
         )}
       </div>
