@@ -246,6 +246,49 @@ describe.each(engines)("conditions on grants, on %s", (engine) => {
     expect(explained.body).toMatchObject({ allowed: false, conditions: [] });
   });
 
+  it("a role assignment with a condition: the role counts where it holds, in the check, permissions and explain", async () => {
+    const base = "/api/v1/applications/cond";
+    const policy = await service.call("POST", `${base}/policies`, { body: { name: "Deleters", permissions: ["todo:delete"] } });
+    expectStatus(policy, 201);
+    const role = await service.call("POST", `${base}/roles`, { body: { name: "On call", policyIds: [policy.body.policyId] } });
+    expectStatus(role, 201);
+    const assignments = `${base}/roles/${role.body.roleId}/assignments`;
+    const bad = await service.call("POST", assignments, { body: { userId: "kim", condition: "context.ticket !=" } });
+    expectError(bad, 400, "invalid_argument", "condition", "not valid CEL");
+    const assigned = await service.call("POST", assignments, { body: { userId: "kim", condition: "has(context.ticket)" } });
+    expectStatus(assigned, 201);
+    expect(assigned.body).toMatchObject({ userId: "kim", condition: "has(context.ticket)" });
+    const q = { userId: "kim", resource: "todo", resourceId: "t5", action: "delete" };
+    expect(await check(q)).toBe(false);
+    expect(await check({ ...q, context: { ticket: "T-1" } })).toBe(true);
+    expect((await call("POST", "/api/v1/authorization/permissions", { userId: "kim", resource: "todo", resourceId: "t5", context: { ticket: "T-1" } })).body.actions).toEqual(["delete"]);
+    expect((await call("POST", "/api/v1/authorization/permissions", { userId: "kim", resource: "todo", resourceId: "t5" })).body.actions).toEqual([]);
+    const explained = await call("POST", "/api/v1/authorization/check/explain", { ...q, context: { ticket: "T-1" } });
+    expect(explained.body.allowed).toBe(true);
+    expect(explained.body.reasons).toEqual([expect.objectContaining({ kind: "role", roleName: "On call", policyName: "Deleters" })]);
+    expect(explained.body.conditions).toEqual([
+      expect.objectContaining({ roleId: role.body.roleId, relation: "", condition: "has(context.ticket)", holds: true, reads: [{ path: "context.ticket", found: true, value: "T-1" }] }),
+    ]);
+    // Lookup does not evaluate it yet: the role does not make every instance allowed.
+    expect((await call("POST", "/api/v1/authorization/lookup", { userId: "kim", resource: "todo", action: "delete" })).body.allInstances).toBe(false);
+    // Assigned again with another condition: replaced, and logged as an assignment; the same again changes nothing.
+    const replaced = await service.call("POST", assignments, { body: { userId: "kim", condition: "context.ticket == 'T-2'" } });
+    expectStatus(replaced, 200);
+    expect(replaced.body.condition).toBe("context.ticket == 'T-2'");
+    expect(await check({ ...q, context: { ticket: "T-1" } })).toBe(false);
+    await service.call("POST", assignments, { body: { userId: "kim", condition: "context.ticket == 'T-2'" } });
+    const events = await service.call("GET", `${base}/audit-log?type=role.assigned&pageSize=100`);
+    expect((events.body.events as { data: { userId: string; condition?: string } }[]).filter((e) => e.data.userId === "kim").map((e) => e.data.condition)).toEqual([
+      "context.ticket == 'T-2'",
+      "has(context.ticket)",
+    ]);
+    // Without one, it always counts.
+    await service.call("POST", assignments, { body: { userId: "kim" } });
+    expect(await check(q)).toBe(true);
+    const listed = await service.call("GET", assignments);
+    expect(listed.body.assignments).toEqual([expect.not.objectContaining({ condition: expect.anything() })]);
+  });
+
   it("the change feed carries the grant's condition", async () => {
     const res = await call("GET", "/api/v1/authorization/changes?pageSize=1000");
     expectStatus(res, 200);

@@ -12,16 +12,15 @@ import {
   BatchCheckResponseSchema,
   CheckRequestSchema,
   CheckResponseSchema,
-  ExplainRequestSchema,
 } from "../gen/authz/v1/check_pb.js";
+import { DeleteRelationshipRequestSchema } from "../gen/authz/v1/relationships_pb.js";
 import { flatProtoReader, flatProtoWriter } from "../src/transport/grpc/flat-proto.js";
 
 const long = "r".repeat(300); // a length of two varint bytes
 const messages: [string, DescMessage, Record<string, unknown>][] = [
-  ["explain", ExplainRequestSchema, { userId: "alice", resource: "doc", resourceId: "d-1", action: "read" }],
-  ["explain with a tenant", ExplainRequestSchema, { userId: "alice", resource: "doc", resourceId: long, action: "read", tenantId: "t1" }],
-  ["explain with an empty tenant (set)", ExplainRequestSchema, { userId: "u", resource: "doc", resourceId: "d", action: "read", tenantId: "" }],
-  ["empty explain", ExplainRequestSchema, {}],
+  ["a delete", DeleteRelationshipRequestSchema, { userId: "alice", resource: "doc", resourceId: "d-1", relation: "viewer" }],
+  ["a delete with a long id", DeleteRelationshipRequestSchema, { userId: "alice", resource: "doc", resourceId: long, relation: "viewer", subjectResource: "team" }],
+  ["an empty delete", DeleteRelationshipRequestSchema, {}],
   ["allowed", CheckResponseSchema, { allowed: true }],
   ["denied", CheckResponseSchema, { allowed: false }],
   ["batch answer", BatchCheckResponseSchema, { results: [{ allowed: true }, { allowed: false }, { allowed: true }] }],
@@ -35,6 +34,7 @@ const messages: [string, DescMessage, Record<string, unknown>][] = [
 const questions: [string, DescMessage, Record<string, unknown>][] = [
   ["check", CheckRequestSchema, { userId: "alice", resource: "doc", resourceId: "d-1", action: "read" }],
   ["check with a tenant", CheckRequestSchema, { userId: "alice", resource: "doc", resourceId: long, action: "read", tenantId: "t1" }],
+  ["check with an empty tenant (set)", CheckRequestSchema, { userId: "u", resource: "doc", resourceId: "d", action: "read", tenantId: "" }],
   ["empty check", CheckRequestSchema, {}],
   [
     "batch",
@@ -58,8 +58,8 @@ describe("flat protobuf", () => {
   });
 
   it("writes non-ASCII strings as UTF-8", () => {
-    const message = create(ExplainRequestSchema, { userId: "zoë 🦊", resource: "doc", resourceId: "d", action: "read" });
-    expect(flatProtoWriter(ExplainRequestSchema)!(message, 0)).toEqual(Buffer.from(toBinary(ExplainRequestSchema, message)));
+    const message = create(DeleteRelationshipRequestSchema, { userId: "zoë 🦊", resource: "doc", resourceId: "d", relation: "viewer" });
+    expect(flatProtoWriter(DeleteRelationshipRequestSchema)!(message, 0)).toEqual(Buffer.from(toBinary(DeleteRelationshipRequestSchema, message)));
   });
 
   it.each(questions)("reads %s as fromBinary does, and writes none", (_name, desc, init) => {

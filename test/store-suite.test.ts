@@ -937,6 +937,7 @@ describe.each(engines)("store on %s", (engine) => {
       );
       await rolesStore.insert(db, b, { roleId: "r1", name: "r1", description: "", tenantId: undefined });
       await rolesStore.assign(db, b, "r1", "bob");
+      await rolesStore.assign(db, b, "r1", "ann", "has(context.shift)");
       await modelStore.bump(db, b);
       const { rows } = await db.query<{ app_id: string; version: string }>(
         "SELECT app_id, version::text FROM model_versions WHERE app_id = ANY($1::text[])",
@@ -961,13 +962,13 @@ describe.each(engines)("store on %s", (engine) => {
       for (const r of answers) expect(Math.abs(r.nowMs! - before)).toBeLessThan(60_000);
       const conditional = [{ relation: "commenter", condition: "context.ticket != ''\n  && now < timestamp(context.until)" }];
       expect(answers.map(({ nowMs: _, ...r }) => ({ ...r, relations: [...r.relations].sort() }))).toEqual([
-        { keyValid: true, version: version.get(a), relations: ["editor", "viewer"], conditional, roles: [] },
-        { keyValid: true, version: version.get(b), relations: [], conditional: [], roles: ["r1"] },
-        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], conditional, roles: [] },
-        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], conditional, roles: [] },
-        { keyValid: true, version: version.get(b), relations: ["owner"], conditional: [], roles: [] },
-        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], conditional, roles: [] },
-        { keyValid: true, version: version.get(a), relations: [], conditional: [], roles: [] },
+        { keyValid: true, version: version.get(a), relations: ["editor", "viewer"], conditional, roles: [], conditionalRoles: [] },
+        { keyValid: true, version: version.get(b), relations: [], conditional: [], roles: ["r1"], conditionalRoles: [] },
+        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], conditional, roles: [], conditionalRoles: [] },
+        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], conditional, roles: [], conditionalRoles: [] },
+        { keyValid: true, version: version.get(b), relations: ["owner"], conditional: [], roles: [], conditionalRoles: [{ roleId: "r1", condition: "has(context.shift)" }] },
+        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], conditional, roles: [], conditionalRoles: [] },
+        { keyValid: true, version: version.get(a), relations: [], conditional: [], roles: [], conditionalRoles: [] },
       ]);
       expect(version.get(a)).not.toBe(version.get(b));
       expect(replayed).toBeNull(); // not asked for

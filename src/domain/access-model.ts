@@ -222,6 +222,13 @@ export class AccessModel {
     return false;
   }
 
+  /** Whether the role, in the question's scope (application-wide, or of its tenant), holds resource:action. */
+  roleAllows(roleId: string, q: { resource: string; action: string; tenantId: string | undefined }): boolean {
+    const role = this.roles.get(roleId);
+    if (role === undefined || (role.tenantId !== null && role.tenantId !== q.tenantId)) return false;
+    return role.permissions.has(`${q.resource}:${q.action}`);
+  }
+
   /** The resource's actions in catalog order (none for a resource the catalog lacks). */
   catalogActions(resource: string): string[] {
     return [...(this.resources.get(resource)?.actions ?? [])];

@@ -163,6 +163,8 @@ interface AssignmentBody {
   roleId: string;
   userId: string;
   createdAt: string;
+  /** Absent from changes recorded before migration 013. */
+  condition?: string | null;
 }
 
 interface ModelEventBody {
@@ -189,7 +191,7 @@ function grantOf(b: GrantBody): RelationshipRow {
   return row;
 }
 
-const assignmentOf = (b: AssignmentBody): AssignmentRow => ({ roleId: b.roleId, userId: b.userId, createdAt: new Date(b.createdAt) });
+const assignmentOf = (b: AssignmentBody): AssignmentRow => ({ roleId: b.roleId, userId: b.userId, createdAt: new Date(b.createdAt), condition: b.condition ?? null });
 
 function modelEventOf(b: ModelEventBody, nameOf: (keyId: string) => string): AuditEventView {
   return {

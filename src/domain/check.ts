@@ -2,7 +2,7 @@ import { Coalescer } from "../lib/coalescer.js";
 import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db, Queryable } from "../store/db.js";
 import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
-import { CheckStatements, type CheckInput, type ConditionalRelation } from "../store/check-store.js";
+import { CheckStatements, type CheckInput, type ConditionalRelation, type ConditionalRole } from "../store/check-store.js";
 import type { GraphGroups } from "../store/graph-store.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, unavailable, Violations } from "./errors.js";
@@ -42,11 +42,13 @@ interface Facts {
   /** Relations held by grants with a condition: they count where it holds. */
   conditional: ConditionalRelation[];
   roles: string[];
+  /** Roles by assignments with a condition: they count where it holds. */
+  conditionalRoles: ConditionalRole[];
   /** The statement's clock, a condition's `now`. */
   nowMs: number | undefined;
 }
 
-const REVOKED: Facts = { model: undefined, relations: [], conditional: [], roles: [], nowMs: undefined };
+const REVOKED: Facts = { model: undefined, relations: [], conditional: [], roles: [], conditionalRoles: [], nowMs: undefined };
 
 /** Statements a batch may take when models change under it, before it settles for the newest model. */
 const MAX_READS = 3;
@@ -132,14 +134,18 @@ export class Checker {
   }
 
   /**
-   * The answer from the facts: what grants with no condition and roles allow
-   * first, with no CEL at all; only when they do not, the conditions of the
-   * grants whose relation implies the action, until one holds.
+   * The answer from the facts: what grants and assignments with no
+   * condition allow first, with no CEL at all; only when they do not, the
+   * conditions of the grants whose relation implies the action and of the
+   * assignments whose role holds it, until one holds.
    */
   private allows(model: AccessModel, q: CheckQuestion, facts: Facts): boolean {
     if (model.allows(q, facts.relations, facts.roles)) return true;
-    if (facts.conditional.length === 0) return false;
-    const candidates = facts.conditional.filter((c) => model.actionsOf(q.resource, c.relation).has(q.action));
+    if (facts.conditional.length === 0 && facts.conditionalRoles.length === 0) return false;
+    const candidates = [
+      ...facts.conditional.filter((c) => model.actionsOf(q.resource, c.relation).has(q.action)),
+      ...facts.conditionalRoles.filter((r) => model.roleAllows(r.roleId, q)),
+    ];
     if (candidates.length === 0) return false;
     const bindings = bindingsOf(q, q.action, q.facts ?? NO_FACTS, facts.nowMs ?? Date.now());
     return candidates.some((c) => this.conditions.get(c.condition).evaluate(bindings).holds);
@@ -152,14 +158,18 @@ export class Checker {
    */
   private actionsAllowed(model: AccessModel, q: PermissionsQuestion, facts: Facts): string[] {
     const plain = model.actionsAllowed(q, facts.relations, facts.roles);
-    if (facts.conditional.length === 0) return plain;
+    if (facts.conditional.length === 0 && facts.conditionalRoles.length === 0) return plain;
     const allowed = new Set(plain);
     const nowMs = facts.nowMs ?? Date.now();
-    for (const c of facts.conditional) {
-      const condition = this.conditions.get(c.condition);
-      for (const action of model.actionsOf(q.resource, c.relation)) {
+    const tryEach = (source: string, actions: Iterable<string>) => {
+      const condition = this.conditions.get(source);
+      for (const action of actions) {
         if (!allowed.has(action) && condition.evaluate(bindingsOf(q, action, q.facts ?? NO_FACTS, nowMs)).holds) allowed.add(action);
       }
+    };
+    for (const c of facts.conditional) tryEach(c.condition, model.actionsOf(q.resource, c.relation));
+    for (const r of facts.conditionalRoles) {
+      tryEach(r.condition, model.catalogActions(q.resource).filter((action) => model.roleAllows(r.roleId, { ...q, action })));
     }
     return allowed.size === plain.length ? plain : orderedLike(model, q, allowed);
   }
@@ -235,7 +245,7 @@ export class Checker {
       const value = rows.map((row, i): Facts => {
         const model = row.keyValid ? models.get(inputs[i]!.appId) : undefined;
         if (model === undefined) return REVOKED; // the application is gone: so are its keys
-        return { model, relations: row.relations, conditional: row.conditional, roles: row.roles, nowMs: row.nowMs };
+        return { model, relations: row.relations, conditional: row.conditional, roles: row.roles, conditionalRoles: row.conditionalRoles, nowMs: row.nowMs };
       });
       return { value, replayed };
     }

@@ -27,7 +27,10 @@ export interface ExplainedGrant {
 
 /** A condition explain evaluated, with what it came to and the values it read. */
 export interface EvaluatedCondition {
+  /** The grant's relation ("" for an assignment's condition). */
   relation: string;
+  /** The assignment's role (an assignment's condition). */
+  roleId?: string;
   condition: string;
   holds: boolean;
   outcome: "true" | "false" | "error" | "not a bool";
@@ -193,7 +196,23 @@ function explanation(q: CheckQuestion, row: ExplainRow, cache: ConditionCache): 
     const path = paths.get(r.relation)!.map(grantOf);
     reasons.push({ kind: "relation", relation: r.relation, grant: path[path.length - 1]!, path });
   }
-  for (const role of row.roles) {
+  const counted = row.roles.filter((role) => {
+    // An assignment with a condition counts where it holds: evaluated when its role holds the permission.
+    if (role.condition === null || role.policies.length === 0) return role.condition === null;
+    const reads: ConditionRead[] = [];
+    const outcome = cache.get(role.condition).evaluate(bindingsOf(q, q.action, q.facts ?? NO_FACTS, row.nowMs, reads));
+    conditions.push({
+      relation: "",
+      roleId: role.roleId,
+      condition: role.condition,
+      holds: outcome.holds,
+      outcome: outcome.holds ? "true" : outcome.reason,
+      message: outcome.holds ? "" : outcome.message,
+      reads,
+    });
+    return outcome.holds;
+  });
+  for (const role of counted) {
     for (const policy of role.policies) {
       reasons.push({
         kind: "role",

@@ -6,6 +6,7 @@ import { rolePermissionsStore } from "../store/role-permissions-store.js";
 import { rolesStore, type AssignmentRow, type RoleRow } from "../store/roles-store.js";
 import { isUniqueViolation } from "../store/sqlstate.js";
 import { requireApplication, type Page } from "./applications.js";
+import { conditionProblem } from "./conditions.js";
 import { alreadyExists, notFound, Violations } from "./errors.js";
 import { check, descriptionProblem, ensure, identifierProblem, nameProblem, pageSize } from "./formats.js";
 import { newId } from "../lib/ids.js";
@@ -142,23 +143,36 @@ export class Roles {
     }, options);
   }
 
-  /** Assigns the role to a user; `created` is false when it already was (and nothing changes). */
-  async assign(actor: Principal, appId: string, roleId: string, userId: string, options?: AbortOptions): Promise<{ row: AssignmentRow; created: boolean }> {
+  /**
+   * Assigns the role to a user, with a condition or none; `created` is false
+   * when it already was (its condition then replaced by the one given, which
+   * is logged as an assignment; the same one again changes nothing).
+   */
+  async assign(
+    actor: Principal,
+    appId: string,
+    roleId: string,
+    userId: string,
+    options?: AbortOptions,
+    condition?: string,
+  ): Promise<{ row: AssignmentRow; created: boolean }> {
     ensure("userId", identifierProblem(userId));
+    if (condition !== undefined && condition !== "") ensure("condition", conditionProblem(condition));
+    const stored = condition === undefined || condition === "" ? null : condition;
     return this.db.transaction(async (tx) => {
       await this.requireRole(tx, appId, roleId);
-      const result = await rolesStore.assign(tx, appId, roleId, userId);
-      if (result.created) {
+      const result = await rolesStore.assign(tx, appId, roleId, userId, stored);
+      if (result.created || result.replaced) {
         await auditStore.append(tx, {
           appId,
           type: "role.assigned",
           actorKeyId: actor.keyId,
           targetType: "role",
           targetId: roleId,
-          data: { userId },
+          data: stored === null ? { userId } : { userId, condition: stored },
         });
       }
-      return result;
+      return { row: result.row, created: result.created };
     }, options);
   }
 

@@ -22,6 +22,7 @@ export const assignmentMessage = (row: AssignmentRow): MessageInitShape<typeof R
   roleId: row.roleId,
   userId: row.userId,
   createdAt: timestampFromDate(row.createdAt),
+  ...(row.condition === null ? {} : { condition: row.condition }),
 });
 
 export function roleService(roles: Roles): ServiceImpl<typeof RoleService> {
@@ -57,7 +58,7 @@ export function roleService(roles: Roles): ServiceImpl<typeof RoleService> {
       return { roleId: req.roleId, deleted: true };
     },
     async assignRole(req, ctx) {
-      const { row, created } = await roles.assign(principalOf(ctx), req.appId, req.roleId, req.userId, callLimits(ctx));
+      const { row, created } = await roles.assign(principalOf(ctx), req.appId, req.roleId, req.userId, callLimits(ctx), req.condition);
       if (created) markCreated(ctx);
       return { assignment: assignmentMessage(row) };
     },

@@ -80,7 +80,7 @@ export const CHANGE_BODY = {
     order: "resource, resource_id, relation, subject_resource, subject_id, subject_relation",
   },
   assignment: {
-    body: (r: string) => `jsonb_build_object('roleId', ${r}.role_id, 'userId', ${r}.user_id, 'createdAt', ${r}.created_at)`,
+    body: (r: string) => `jsonb_build_object('roleId', ${r}.role_id, 'userId', ${r}.user_id, 'createdAt', ${r}.created_at, 'condition', ${r}.condition)`,
     order: "role_id, user_id",
   },
 } as const;
@@ -97,7 +97,7 @@ export const USER_GRANT_RETURNING = "resource, resource_id, relation, user_id, c
 /** What a grant to a subject's write or delete returns. */
 export const SUBJECT_GRANT_RETURNING = "resource, resource_id, relation, subject_resource, subject_id, subject_relation, created_at, expires_at, condition";
 /** What an assignment's write or delete returns. */
-export const ASSIGNMENT_RETURNING = "role_id, user_id, created_at";
+export const ASSIGNMENT_RETURNING = "role_id, user_id, created_at, condition";
 
 /** A RETURNING list's columns of one table alias, for a DELETE ... USING (whose other relation has some of the same names). */
 export const prefixed = (alias: string, list: string) =>

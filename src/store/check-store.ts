@@ -25,10 +25,18 @@ export interface CheckRow {
   relations: string[];
   /** The user's grants on the instance itself that hold only when their condition does (the graph's walk counts none on its paths yet). */
   conditional: ConditionalRelation[];
-  /** The user's roles in the application. */
+  /** The user's roles in the application, by assignments with no condition. */
   roles: string[];
+  /** The user's roles by assignments that hold only when their condition does. */
+  conditionalRoles: ConditionalRole[];
   /** The statement's clock (ms since the epoch): a condition's `now`. */
   nowMs: number | undefined;
+}
+
+/** A role the user has by an assignment with a condition. */
+export interface ConditionalRole {
+  roleId: string;
+  condition: string;
 }
 
 /** A relation the user holds by a grant with a condition. */
@@ -70,7 +78,7 @@ const checkSql = (replayed: boolean) => `
         ARRAY(SELECT g.relation || coalesce(chr(10) || g.condition, '') FROM relationships g
               WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
                 AND ${LIVE_GRANT("g")}),
-        ARRAY(SELECT a.role_id FROM role_assignments a
+        ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a
               WHERE a.app_id = $1 AND a.user_id = q.user_id),
         (extract(epoch FROM now()) * 1000)::float8
       ) ORDER BY q.n)
@@ -168,9 +176,11 @@ export class CheckStatements {
       : await this.statement(STATEMENTS, q, replayed, [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))]);
     const keyRows = row.keys ?? [];
     return {
-      rows: (row.rows ?? []).map(([encoded, roles, nowMs], i) => {
+      rows: (row.rows ?? []).map(([encoded, encodedRoles, nowMs], i) => {
         const { relations, conditional } = decodeRelations(encoded);
-        return { keyValid: keyRows[keyOf[i]!] === true, version: row.version, relations, conditional, roles, nowMs };
+        const split = decodeRelations(encodedRoles);
+        const conditionalRoles = split.conditional.map((c) => ({ roleId: c.relation, condition: c.condition }));
+        return { keyValid: keyRows[keyOf[i]!] === true, version: row.version, relations, conditional, roles: split.relations, conditionalRoles, nowMs };
       }),
       replayed: row.replayed ?? null,
     };
@@ -194,9 +204,9 @@ export class CheckStatements {
 }
 
 /**
- * The statement's relations apart: a plain name, or a name, a newline and
- * the grant's condition (migration 013). A user holding a relation both
- * plainly and conditionally holds it plainly.
+ * The statement's relations (or roles) apart: a plain name, or a name, a
+ * newline and the grant's (assignment's) condition (migration 013). A user
+ * holding one both plainly and conditionally holds it plainly.
  */
 function decodeRelations(encoded: readonly string[]): { relations: string[]; conditional: ConditionalRelation[] } {
   const relations: string[] = [];

@@ -26,6 +26,8 @@ export interface ExplainRoleRow {
   roleId: string;
   name: string;
   tenantId: string | null;
+  /** The assignment's condition (null: none). */
+  condition: string | null;
   policies: { policyId: string; name: string }[];
 }
 
@@ -55,7 +57,7 @@ type QuestionRow = [
   relations: [relation: string, actions: string[]][],
   edges: WalkEdgeRow[],
   grants: PathGrantRow[],
-  roles: [roleId: string, name: string, tenantId: string | null, policies: [policyId: string, name: string][]][],
+  roles: [roleId: string, name: string, tenantId: string | null, policies: [policyId: string, name: string][], condition: string | null][],
   nowMs: number,
 ];
 
@@ -97,7 +99,8 @@ const explainSql = (replayed: boolean) => `
                    FROM role_policies rp
                    JOIN policy_permissions pp ON pp.app_id = rp.app_id AND pp.policy_id = rp.policy_id
                    JOIN policies p ON p.app_id = rp.app_id AND p.policy_id = rp.policy_id
-                   WHERE rp.app_id = $1 AND rp.role_id = o.role_id AND pp.resource = q.resource AND pp.action = q.action))
+                   WHERE rp.app_id = $1 AND rp.role_id = o.role_id AND pp.resource = q.resource AND pp.action = q.action),
+                  a.condition)
                 ORDER BY o.name, o.tenant_id NULLS FIRST, o.role_id), '[]')
          FROM role_assignments a
          JOIN roles o ON o.app_id = a.app_id AND o.role_id = a.role_id
@@ -134,10 +137,11 @@ async function explainApplication(q: Queryable, appId: string, inputs: readonly 
       relations: relations.map(([relation, implied]) => ({ relation, actions: implied })),
       edges,
       grants,
-      roles: roles.map(([roleId, name, tenantId, policies]) => ({
+      roles: roles.map(([roleId, name, tenantId, policies, condition]) => ({
         roleId,
         name,
         tenantId,
+        condition: condition ?? null,
         policies: policies.map(([policyId, policyName]) => ({ policyId, name: policyName })),
       })),
       nowMs,

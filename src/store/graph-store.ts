@@ -151,7 +151,7 @@ export const graphCheckSql = (replayed: boolean) => `
         coalesce(h.roots, '{}') || ARRAY(SELECT g.relation || chr(10) || g.condition FROM relationships g
               WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
                 AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}),
-        ARRAY(SELECT a.role_id FROM role_assignments a WHERE a.app_id = $1 AND a.user_id = q.user_id),
+        ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a WHERE a.app_id = $1 AND a.user_id = q.user_id),
         (extract(epoch FROM now()) * 1000)::float8
       ) ORDER BY q.n)
      FROM q LEFT JOIN held h ON h.n = q.n) AS rows${replayed ? REPLAYED : ""}`;
@@ -349,7 +349,7 @@ const holderIds = (limit: string, bounded: boolean, gate: string) => `
        ORDER BY g.user_id LIMIT ${limit})
       UNION ALL
       (SELECT a.user_id FROM role_assignments a
-       WHERE p.kind = 1${gate} AND a.app_id = $1 AND a.role_id = p.a
+       WHERE p.kind = 1${gate} AND a.app_id = $1 AND a.role_id = p.a AND a.condition IS NULL
          AND a.user_id > p.after${bounded ? " AND a.user_id <= p.upto" : ""}
        ORDER BY a.user_id LIMIT ${limit})`;
 

@@ -15,6 +15,8 @@ export interface AssignmentRow {
   roleId: string;
   userId: string;
   createdAt: Date;
+  /** A CEL condition's source (domain/conditions.ts); null: the assignment always counts. */
+  condition: string | null;
 }
 
 /** Followed by `WHERE r.app_id = $1 ...`; the subquery names $1 itself, as POLICY_SELECT's do (for Citus). */
@@ -26,7 +28,7 @@ const ROLE_SELECT = `
                   '{}'::text[]) AS "policyIds"
   FROM roles r`;
 
-const ASSIGNMENT_COLUMNS = `role_id AS "roleId", user_id AS "userId", created_at AS "createdAt"`;
+const ASSIGNMENT_COLUMNS = `role_id AS "roleId", user_id AS "userId", created_at AS "createdAt", condition`;
 
 type Cursor = TimeCursor | undefined;
 
@@ -130,22 +132,48 @@ export const rolesStore = {
     return rows[0]!.n;
   },
 
-  /** Assigns the role; `created` is false when the assignment existed (then it is the stored one). */
-  async assign(q: Queryable, appId: string, roleId: string, userId: string): Promise<{ row: AssignmentRow; created: boolean }> {
-    const inserted = await q.query<AssignmentRow>(
-      `WITH w AS (
-         INSERT INTO role_assignments (app_id, role_id, user_id) VALUES ($1, $2, $3)
-         ON CONFLICT DO NOTHING RETURNING ${ASSIGNMENT_RETURNING}
-       ), ${recordChanges("c", "assignment_added", "w", CHANGE_BODY.assignment)}
-       SELECT ${ASSIGNMENT_COLUMNS} FROM w`,
-      [appId, roleId, userId],
-    );
-    if (inserted.rows[0] !== undefined) return { row: inserted.rows[0], created: true };
-    const existing = await q.query<AssignmentRow>(
-      `SELECT ${ASSIGNMENT_COLUMNS} FROM role_assignments WHERE app_id = $1 AND role_id = $2 AND user_id = $3`,
-      [appId, roleId, userId],
-    );
-    return { row: existing.rows[0]!, created: false };
+  /**
+   * Assigns the role. When the assignment exists, its condition becomes the
+   * one given: `replaced` when that changed it, and either way `created` is
+   * false and the stored one returned. Inside a transaction: an assignment
+   * removed between the statements is inserted again on the next turn.
+   */
+  async assign(
+    q: Queryable,
+    appId: string,
+    roleId: string,
+    userId: string,
+    condition: string | null = null,
+  ): Promise<{ row: AssignmentRow; created: boolean; replaced: boolean }> {
+    const params = [appId, roleId, userId, condition];
+    for (let turn = 1; ; turn++) {
+      if (turn > 10) throw new Error("an assignment kept vanishing between its insert and its read");
+      const inserted = await q.query<AssignmentRow>(
+        `WITH w AS (
+           INSERT INTO role_assignments (app_id, role_id, user_id, condition) VALUES ($1, $2, $3, $4::text)
+           ON CONFLICT DO NOTHING RETURNING ${ASSIGNMENT_RETURNING}
+         ), ${recordChanges("c", "assignment_added", "w", CHANGE_BODY.assignment)}
+         SELECT ${ASSIGNMENT_COLUMNS} FROM w`,
+        params,
+      );
+      if (inserted.rows[0] !== undefined) return { row: inserted.rows[0], created: true, replaced: false };
+      // Another condition is a new assignment as the feed sees it: the one it replaces is gone.
+      const replaced = await q.query<AssignmentRow>(
+        `WITH w AS (
+           UPDATE role_assignments SET condition = $4::text
+           WHERE app_id = $1 AND role_id = $2 AND user_id = $3 AND condition IS DISTINCT FROM $4::text
+           RETURNING ${ASSIGNMENT_RETURNING}
+         ), ${recordChanges("c", "assignment_added", "w", CHANGE_BODY.assignment)}
+         SELECT ${ASSIGNMENT_COLUMNS} FROM w`,
+        params,
+      );
+      if (replaced.rows[0] !== undefined) return { row: replaced.rows[0], created: false, replaced: true };
+      const existing = await q.query<AssignmentRow>(
+        `SELECT ${ASSIGNMENT_COLUMNS} FROM role_assignments WHERE app_id = $1 AND role_id = $2 AND user_id = $3`,
+        params.slice(0, 3),
+      );
+      if (existing.rows[0] !== undefined) return { row: existing.rows[0], created: false, replaced: false };
+    }
   },
 
   /**

@@ -7,10 +7,12 @@
 -- of relationships.
 ALTER TABLE relationships ADD COLUMN condition text;
 ALTER TABLE subject_relationships ADD COLUMN condition text;
+-- And on role assignments: the role counts for the user where it holds.
+ALTER TABLE role_assignments ADD COLUMN condition text;
 
--- The direct check reads conditional grants too: each relation comes back
--- as its name, or as its name, a newline and the condition's source
--- (relation names never hold a newline). One scan of the same index as
+-- The direct check reads conditional grants and assignments too: each
+-- relation (role) comes back as its name (id), or as that, a newline and the
+-- condition's source (names and ids never hold a newline). One scan of the same index as
 -- before; a grant with no condition costs a concatenation with nothing.
 -- Each question's row also carries the statement's clock, in milliseconds:
 -- a condition's `now` is the database's clock. The query stays equal to
@@ -30,7 +32,7 @@ BEGIN
         ARRAY(SELECT g.relation || coalesce(chr(10) || g.condition, '') FROM relationships g
               WHERE g.app_id = p_app AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
                 AND (g.expires_at IS NULL OR g.expires_at > now())),
-        ARRAY(SELECT a.role_id FROM role_assignments a
+        ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a
               WHERE a.app_id = p_app AND a.user_id = q.user_id),
         (extract(epoch FROM now()) * 1000)::float8
       ) ORDER BY q.n)
@@ -125,7 +127,7 @@ BEGIN
         coalesce(h.roots, '{}') || ARRAY(SELECT g.relation || chr(10) || g.condition FROM relationships g
               WHERE g.app_id = p_app AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
                 AND g.condition IS NOT NULL AND (g.expires_at IS NULL OR g.expires_at > now())),
-        ARRAY(SELECT a.role_id FROM role_assignments a WHERE a.app_id = p_app AND a.user_id = q.user_id),
+        ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a WHERE a.app_id = p_app AND a.user_id = q.user_id),
         (extract(epoch FROM now()) * 1000)::float8
       ) ORDER BY q.n)
      FROM q LEFT JOIN held h ON h.n = q.n)
