@@ -75,7 +75,7 @@ describe.each(engines)("explain, permissions and lookup on %s", (engine) => {
     it("every way the action is allowed: grants by relation, then roles by name, a reason per policy", async () => {
       const res = await service.call("POST", EXPLAIN, { key, body: { userId: "ann", resource: "document", resourceId: "d1", action: "read", tenantId: "acme" } });
       expectStatus(res, 200);
-      expect(Object.keys(res.body).sort()).toEqual(["allowed", "considered", "reasons"]);
+      expect(Object.keys(res.body).sort()).toEqual(["allowed", "conditions", "considered", "reasons"]);
       expect(res.body.allowed).toBe(true);
       const grantOf = (relation: string) => {
         const grant = { userId: "ann", resource: "document", resourceId: "d1", relation, createdAt: expect.stringMatching(ISO) };
@@ -121,12 +121,14 @@ describe.each(engines)("explain, permissions and lookup on %s", (engine) => {
             { roleId: ids.editors, roleName: "Editors" },
           ],
         },
+        // No grant or assignment here has a condition: none was evaluated.
+        conditions: [],
       });
     });
 
     it("a user with nothing: allowed false, empty lists, every field present", async () => {
       const res = await service.call("POST", EXPLAIN, { key, body: { userId: "nobody", resource: "folder", resourceId: "f1", action: "read" } });
-      expect(res.body).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] } });
+      expect(res.body).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] }, conditions: [] });
     });
 
     it("tenants: a role of another tenant never counts, as a reason or as considered", async () => {
@@ -135,7 +137,7 @@ describe.each(engines)("explain, permissions and lookup on %s", (engine) => {
           key,
           body: { userId: "bea", resource: "document", resourceId: "d9", action: "delete", ...(tenantId ? { tenantId } : {}) },
         });
-        expect(res.body, String(tenantId)).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] } });
+        expect(res.body, String(tenantId)).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] }, conditions: [] });
       }
       const acme = await service.call("POST", EXPLAIN, { key, body: { userId: "bea", resource: "document", resourceId: "d9", action: "delete", tenantId: "acme" } });
       expect(acme.body.allowed).toBe(true);
@@ -301,7 +303,7 @@ describe.each(engines)("explain, permissions and lookup on %s", (engine) => {
     it("another application's key sees only its own application", async () => {
       const other = await createApp(service, "q-other", CATALOG);
       const res = await service.call("POST", EXPLAIN, { key: other, body: { userId: "ann", resource: "document", resourceId: "d1", action: "read" } });
-      expect(res.body).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] } });
+      expect(res.body).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] }, conditions: [] });
       const lookup = await service.call("POST", LOOKUP, { key: other, body: { userId: "dan", resource: "document", action: "read" } });
       expect(lookup.body).toEqual({ allInstances: false, resourceIds: [], nextPageToken: "" });
     });
