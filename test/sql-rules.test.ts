@@ -226,6 +226,13 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     ok("graph delete by instance", await asKey("POST", "/api/v1/authorization/relationships/delete", { resource: "folder", resourceId: "f1" }));
     ok("graph delete by subject", await asKey("POST", "/api/v1/authorization/relationships/delete", { subject: { resource: "folder", resourceId: "f1" } }));
     await new ExpirySweep(service.db, { intervalMs: 60_000, batchSize: 10, onError: (e) => { throw e; } }).sweepOnce();
+    // Stored user properties: written, replaced, read, cleared (the row deleted), read when there are none.
+    const properties = "/api/v1/applications/rules-graph/users/alice/properties";
+    ok("set properties", await call("PUT", properties, { body: { plan: "pro", tags: ["beta"] } }));
+    ok("replace properties", await call("PUT", properties, { body: { plan: "free" } }));
+    ok("get properties", await call("GET", properties));
+    ok("clear properties", await call("PUT", properties, { body: {} }));
+    ok("get no properties", await call("GET", properties));
     // The change feed (docs/change-feed.md): its pages (read, and a window continued), its probe and its sweep;
     // every write above recorded its changes in its own statement.
     await service.db.transaction((tx) => changesStore.record(tx, "rules-graph", [{ kind: "grant_written", body: {} }, { kind: "grant_deleted", body: {} }]));
