@@ -14,6 +14,7 @@ import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { PolicyService } from "../gen/authz/v1/policies_pb.js";
 import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
 import { RoleService } from "../gen/authz/v1/roles_pb.js";
+import { UserService } from "../gen/authz/v1/users_pb.js";
 import { Applications } from "./domain/applications.js";
 import { AuditLog } from "./domain/audit-log.js";
 import { ChangeFeed, feedBounds, type ChangeFeedOptions } from "./domain/change-feed.js";
@@ -27,6 +28,7 @@ import { WhoCan } from "./domain/who-can.js";
 import { Policies } from "./domain/policies.js";
 import { Relationships } from "./domain/relationships.js";
 import { Roles } from "./domain/roles.js";
+import { UserProperties } from "./domain/user-properties.js";
 import { applicationService } from "./services/application-service.js";
 import { auditService } from "./services/audit-service.js";
 import { changeService } from "./services/change-service.js";
@@ -36,6 +38,7 @@ import { checkService } from "./services/check-service.js";
 import { policyService } from "./services/policy-service.js";
 import { relationshipService } from "./services/relationship-service.js";
 import { roleService } from "./services/role-service.js";
+import { userService } from "./services/user-service.js";
 import type { Db } from "./store/db.js";
 import type { ReadReplicas } from "./store/read-replicas.js";
 import { guard, type ServiceBinding } from "./transport/call/guard.js";
@@ -67,6 +70,7 @@ export function serviceBindings(
     guard(CatalogService, catalogService(new Catalog(data)), deps),
     guard(PolicyService, policyService(new Policies(data)), deps),
     guard(RoleService, roleService(new Roles(data)), deps),
+    guard(UserService, userService(new UserProperties(data)), deps),
     guard(RelationshipService, relationshipService(new Relationships(data)), deps),
     guard(
       CheckService,

@@ -246,6 +246,17 @@ async function drive(r: Run): Promise<void> {
   await r.rest("user's roles", "GET", `${app("acme")}/users/erin/roles`, { key });
   await r.rest("unassign", "DELETE", `${app("acme")}/roles/${reader}/assignments/gina`, { key });
 
+  // Stored user properties: written, replaced, read, cleared, read when there are none.
+  const properties = `${app("acme")}/users/erin/properties`;
+  await r.rest("user properties", "PUT", properties, { key, body: { plan: "pro", seats: 5, tags: ["beta", null], address: { country: "NZ" } } });
+  await r.rest("user properties replaced", "PUT", properties, { key, body: { plan: "free" } });
+  await r.rest("user properties read", "GET", properties, { key });
+  let deep: unknown = {};
+  for (let level = 1; level < 33; level++) deep = { d: deep };
+  await r.rest("user properties 33 levels deep", "PUT", properties, { key, body: deep, status: 400 });
+  await r.rest("user properties cleared", "PUT", properties, { key, body: {} });
+  await r.rest("no user properties", "GET", properties, { key });
+
   // Grants, one by one.
   await r.rest("grant", "POST", REL, { key, body: grant("bob", "document", "d1", "reviewer"), status: 201 });
   await r.rest("grant again", "POST", REL, { key, body: grant("bob", "document", "d1", "reviewer") });

@@ -14,6 +14,7 @@ import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { PolicyService } from "../gen/authz/v1/policies_pb.js";
 import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
 import { RoleService } from "../gen/authz/v1/roles_pb.js";
+import { UserService } from "../gen/authz/v1/users_pb.js";
 import { loadMigrations, migrate } from "../src/store/migrate.js";
 import { httpBindings, type HttpBinding } from "../src/transport/rest/http-rules.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
@@ -29,7 +30,7 @@ const CATALOG = { resources: [{ resource: "document", description: "", actions: 
 /** Operator-only routes: an application key is refused whatever its scopes (auth-api.test.ts). */
 const OPERATOR_ONLY = new Set(["CreateApplication", "ListApplications"]);
 
-const bindings = httpBindings([ApplicationService, CatalogService, PolicyService, RoleService, RelationshipService, CheckService, AuditService]);
+const bindings = httpBindings([ApplicationService, CatalogService, PolicyService, RoleService, UserService, RelationshipService, CheckService, AuditService]);
 /** Any valid key may ask who it is (the console's sign-in), whatever its scopes: tested below. */
 const SCOPE_FREE = new Set(["GetCurrentKey"]);
 const routes = bindings.filter((b) => !OPERATOR_ONLY.has(b.method.name) && !SCOPE_FREE.has(b.method.name));
@@ -71,6 +72,9 @@ function requestOf(b: HttpBinding, ids: { policyId: string; roleId: string }, n:
     ListRoleAssignments: { roleId: ids.roleId },
     ListUserRoles: { userId: "ann" },
     DeleteUserRoles: { userId: "nobody" },
+    // {} on both protocols: plain JSON over REST, an empty google.protobuf.Struct to proto-loader.
+    SetUserProperties: { userId: "ann", properties: {} },
+    GetUserProperties: { userId: "ann" },
     WriteRelationship: grant,
     ListRelationships: { resource: "document", resourceId: "d1" },
     DeleteRelationship: { ...grant, resourceId: "gone" },
@@ -99,7 +103,7 @@ function restCall(b: HttpBinding, request: Record<string, unknown>): { method: s
     delete rest[json];
     return encodeURIComponent(value);
   });
-  if (b.body !== undefined) return { method: b.verb, path, body: rest };
+  if (b.body !== undefined) return { method: b.verb, path, body: b.body === "*" ? rest : rest[b.body.jsonName] };
   const query = new URLSearchParams(Object.entries(rest).map(([k, v]): [string, string] => [k, String(v)])).toString();
   return { method: b.verb, path: query === "" ? path : `${path}?${query}` };
 }
@@ -121,6 +125,8 @@ describe.each(engines)("key scopes on %s", (engine) => {
     const policy = await service.call("POST", `/api/v1/applications/${APP}/policies`, { body: { name: "P", permissions: ["document:read"] } });
     ids.policyId = policy.body.policyId;
     ids.roleId = (await service.call("POST", `/api/v1/applications/${APP}/roles`, { body: { name: "R", policyIds: [ids.policyId] } })).body.roleId;
+    // So that a SetUserProperties ({}) let through would show in the snapshot.
+    expectStatus(await service.call("PUT", `/api/v1/applications/${APP}/users/ann/properties`, { body: { tier: "gold" } }), 200);
     for (const scopes of SCOPE_SETS) {
       const created = await service.call("POST", `/api/v1/applications/${APP}/api-keys`, { body: { name: scopes.join("+"), scopes } });
       expectStatus(created, 201);
@@ -136,7 +142,7 @@ describe.each(engines)("key scopes on %s", (engine) => {
 
   it("the table covers every annotated route an application key may call", () => {
     expect(routes.length + OPERATOR_ONLY.size + SCOPE_FREE.size).toBe(bindings.length);
-    expect(routes.length).toBe(36);
+    expect(routes.length).toBe(38);
     expect(new Set(routes.map(scopeOf))).toEqual(new Set(["check", "read", "write"]));
   });
 
@@ -144,7 +150,7 @@ describe.each(engines)("key scopes on %s", (engine) => {
   const snapshot = async () => {
     const base = `/api/v1/applications/${APP}`;
     const paths = [`${base}/resources`, `${base}/policies?pageSize=1000`, `${base}/roles?pageSize=1000`, `${base}/api-keys?pageSize=1000`,
-      `${base}/roles/${ids.roleId}/assignments`, `${base}/audit-log?pageSize=1000`];
+      `${base}/roles/${ids.roleId}/assignments`, `${base}/audit-log?pageSize=1000`, `${base}/users/ann/properties`];
     const grants = await service.call("GET", "/api/v1/authorization/relationships?resource=document&resourceId=d1", { key: keys.get("check+read+write")! });
     return [...(await Promise.all(paths.map(async (p) => (await service.call("GET", p)).body))), grants.body];
   };

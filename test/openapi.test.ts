@@ -26,13 +26,14 @@ import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { PolicyService } from "../gen/authz/v1/policies_pb.js";
 import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
 import { RoleService } from "../gen/authz/v1/roles_pb.js";
+import { UserService } from "../gen/authz/v1/users_pb.js";
 import { httpBindings } from "../src/transport/rest/http-rules.js";
 import type { OpenApiDocument, Operation } from "../src/transport/pages/openapi.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
 
 // The services app.ts serves (the document is built from the app's own list; a service missing here shows as a difference).
-const SERVICES = [ApplicationService, CatalogService, PolicyService, RoleService, RelationshipService, CheckService, AuditService, ModelService, ChangeService];
+const SERVICES = [ApplicationService, CatalogService, PolicyService, RoleService, UserService, RelationshipService, CheckService, AuditService, ModelService, ChangeService];
 const HEALTH = ["GET /healthz", "GET /readyz"];
 const VERBS = ["get", "put", "post", "delete", "patch"] as const;
 
@@ -283,6 +284,16 @@ describe("the OpenAPI document", () => {
     expect(ops.get("POST /api/v1/authorization/check")!.parameters).toBeUndefined();
   });
 
+  it("documents a body that is one field (body: \"properties\"): the field's schema, required, and the answer likewise", () => {
+    const put = ops.get("PUT /api/v1/applications/{app_id}/users/{user_id}/properties")!;
+    expect(put.parameters!.map((p) => `${p.in}:${p.name}`)).toEqual(["path:app_id", "path:user_id"]);
+    expect(put.requestBody).toEqual({ required: true, content: { "application/json": { schema: { type: "object" } } } });
+    const answer = (op: Operation) => (op.responses["200"] as { content: { "application/json": { schema: unknown } } }).content["application/json"].schema;
+    expect(answer(put)).toEqual({ type: "object" });
+    expect(put.description).toContain("16 KiB");
+    expect(answer(ops.get("GET /api/v1/applications/{app_id}/users/{user_id}/properties")!)).toEqual({ type: "object" });
+  });
+
   /**
    * Every route, called in an order that builds what the next needs; the
    * answer's status must be one the document lists for the route, and its
@@ -346,6 +357,15 @@ describe("the OpenAPI document", () => {
       { route: "POST /api/v1/applications/{app_id}/roles/{role_id}/assignments", path: `${A}/roles/{role}/assignments`, body: { userId: "alice" }, status: 200 },
       { route: "GET /api/v1/applications/{app_id}/roles/{role_id}/assignments", path: `${A}/roles/{role}/assignments`, status: 200 },
       { route: "GET /api/v1/applications/{app_id}/users/{user_id}/roles", path: `${A}/users/alice/roles`, status: 200 },
+      {
+        route: "PUT /api/v1/applications/{app_id}/users/{user_id}/properties",
+        path: `${A}/users/alice/properties`,
+        body: { plan: "pro", seats: 5, tags: ["beta"], manager: null, address: { country: "NZ" } },
+        status: 200,
+      },
+      { route: "GET /api/v1/applications/{app_id}/users/{user_id}/properties", path: `${A}/users/alice/properties`, status: 200 },
+      { route: "GET /api/v1/applications/{app_id}/users/{user_id}/properties", path: `${A}/users/nobody/properties`, status: 200 },
+      { route: "PUT /api/v1/applications/{app_id}/users/{user_id}/properties", path: `${A}/users/alice/properties`, body: ["plan"], refused: true, status: 400 },
       {
         route: "POST /api/v1/applications/{app_id}/policies/{policy_id}/preview",
         path: `${A}/policies/{pol}/preview`,

@@ -28,6 +28,7 @@ const AUTHZ_SERVICES = [
   "authz.v1.PolicyService",
   "authz.v1.RelationshipService",
   "authz.v1.RoleService",
+  "authz.v1.UserService",
 ];
 
 interface BufResult {
@@ -96,7 +97,7 @@ describe("buf curl with server reflection (pglite)", () => {
     for (const dir of [emptyDir, cacheDir]) if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
 
-  it("--list-services lists the nine authz.v1 services and reflection", async () => {
+  it("--list-services lists the ten authz.v1 services and reflection", async () => {
     const result = await buf([...h2c, "--list-services", service.url]);
     expect(result.stderr).toBe("");
     expect(result.exitCode).toBe(0);
@@ -138,8 +139,12 @@ describe("buf curl with server reflection (pglite)", () => {
       "authz.v1.CheckService/LookupSubjects",
       "authz.v1.CheckService/Permissions",
     ]);
-    // Nine services: 7 + 1 + 2 + 2 + 7 + 3 + 7 + 5 + 10 methods (applications, audit, catalog, changes, check, model, policies, relationships, roles).
-    expect(methods.filter((m) => m.startsWith("authz.v1."))).toHaveLength(44);
+    expect(methods.filter((m) => m.startsWith("authz.v1.UserService/"))).toEqual([
+      "authz.v1.UserService/GetUserProperties",
+      "authz.v1.UserService/SetUserProperties",
+    ]);
+    // Ten services: 7 + 1 + 2 + 2 + 7 + 3 + 7 + 5 + 10 + 2 methods (applications, audit, catalog, changes, check, model, policies, relationships, roles, users).
+    expect(methods.filter((m) => m.startsWith("authz.v1."))).toHaveLength(46);
   }, 90_000);
 
   it("calls GetCatalog over gRPC with the schema from reflection only", async () => {
@@ -179,6 +184,24 @@ describe("buf curl with server reflection (pglite)", () => {
     // Back to the catalog the other tests expect.
     const restore = await service.call("PUT", "/api/v1/applications/shop/resources", { key: appKey, body: catalog });
     expect(restore.status).toBe(200);
+  }, 90_000);
+
+  it("sets user properties through reflection (google.protobuf.Struct resolved from the server too), then REST reads them", async () => {
+    const properties = { plan: "pro", seats: 5, tags: ["beta", null, true], address: { country: "NZ" } };
+    const result = await buf([
+      ...h2c,
+      "-v",
+      "-H",
+      `x-api-key: ${appKey}`,
+      "-d",
+      JSON.stringify({ appId: "shop", userId: "ann", properties }),
+      `${service.url}/authz.v1.UserService/SetUserProperties`,
+    ]);
+    expect(result.exitCode, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({ properties });
+    expect(result.stderr).toContain('Server reflection has resolved file "authz/v1/users.proto"');
+    expect(result.stderr).toContain('Server reflection has resolved file "google/protobuf/struct.proto"');
+    expect((await service.call("GET", "/api/v1/applications/shop/users/ann/properties", { key: appKey })).body).toEqual(properties);
   }, 90_000);
 
   it("calls GetCatalog over the Connect protocol with the schema from reflection (buf then speaks HTTP/2)", async () => {

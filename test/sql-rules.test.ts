@@ -41,6 +41,8 @@ describe("the SQL rule checker", () => {
     { sql: "WITH gone AS (DELETE FROM relationships WHERE app_id = $1 AND resource = $2 RETURNING 1) SELECT (SELECT count(*) FROM gone)::int AS n" },
     { sql: "SELECT 1 FROM roles WHERE app_id = $1 AND role_id = $2 FOR UPDATE" },
     { sql: "SELECT p.name, (SELECT count(*) FROM role_policies rp WHERE rp.app_id = $1 AND rp.policy_id = p.policy_id) FROM policies p WHERE p.app_id = $1" },
+    { sql: "INSERT INTO user_properties (app_id, user_id, properties, updated_at) VALUES ($1, $2, $3::jsonb, now()) ON CONFLICT (app_id, user_id) DO UPDATE SET properties = excluded.properties, updated_at = excluded.updated_at RETURNING properties" },
+    { sql: "INSERT INTO change_horizons (app_id, swept_xid) VALUES ($1, $2) ON CONFLICT (app_id) DO UPDATE SET swept_xid = greatest(change_horizons.swept_xid, excluded.swept_xid) RETURNING 1" },
     { sql: "SELECT ARRAY(SELECT pp.action FROM role_policies rp JOIN policy_permissions pp ON pp.app_id = rp.app_id AND pp.policy_id = rp.policy_id WHERE rp.app_id = $1 AND rp.role_id = o.role_id) FROM roles o WHERE o.app_id = $1" },
   ])("keeps the rules: $sql", ({ sql }) => {
     expect(sqlRuleViolations(sql)).toEqual([]);
@@ -57,6 +59,8 @@ describe("the SQL rule checker", () => {
     { sql: "SELECT 1 FROM api_keys k, model_versions v WHERE v.app_id = $1 AND k.secret_hash = $2", problem: "api_keys is not limited" },
     { sql: "DELETE FROM role_permissions WHERE role_id = $1", problem: "role_permissions is not limited" },
     { sql: "INSERT INTO subject_relationships (app_id, resource) VALUES ($1, $2) RETURNING json_build_object('resource', resource) AS subject", problem: "a function in the RETURNING" },
+    // Citus: "functions used in the DO UPDATE SET clause of INSERTs on distributed tables must be marked IMMUTABLE".
+    { sql: "INSERT INTO user_properties (app_id, user_id, properties) VALUES ($1, $2, $3) ON CONFLICT (app_id, user_id) DO UPDATE SET properties = excluded.properties, updated_at = now() RETURNING properties", problem: "a function in the DO UPDATE SET" },
     // Scalar subqueries are pinned by their own app_id = $n: Citus does not prune through a correlation (it ran these on every shard).
     { sql: "SELECT p.name, (SELECT count(*) FROM role_policies rp WHERE rp.app_id = p.app_id AND rp.policy_id = p.policy_id) FROM policies p WHERE p.app_id = $1", problem: "role_policies is not limited" },
     { sql: "SELECT v.version, (SELECT json_agg(c.resource) FROM catalog_resources c WHERE c.app_id = v.app_id) FROM model_versions v WHERE v.app_id = $1", problem: "catalog_resources is not limited" },
@@ -226,6 +230,13 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     ok("graph delete by instance", await asKey("POST", "/api/v1/authorization/relationships/delete", { resource: "folder", resourceId: "f1" }));
     ok("graph delete by subject", await asKey("POST", "/api/v1/authorization/relationships/delete", { subject: { resource: "folder", resourceId: "f1" } }));
     await new ExpirySweep(service.db, { intervalMs: 60_000, batchSize: 10, onError: (e) => { throw e; } }).sweepOnce();
+    // Stored user properties: written, replaced, read, cleared (the row deleted), read when there are none.
+    const properties = "/api/v1/applications/rules-graph/users/alice/properties";
+    ok("set properties", await call("PUT", properties, { body: { plan: "pro", tags: ["beta"] } }));
+    ok("replace properties", await call("PUT", properties, { body: { plan: "free" } }));
+    ok("get properties", await call("GET", properties));
+    ok("clear properties", await call("PUT", properties, { body: {} }));
+    ok("get no properties", await call("GET", properties));
     // The change feed (docs/change-feed.md): its pages (read, and a window continued), its probe and its sweep;
     // every write above recorded its changes in its own statement.
     await service.db.transaction((tx) => changesStore.record(tx, "rules-graph", [{ kind: "grant_written", body: {} }, { kind: "grant_deleted", body: {} }]));

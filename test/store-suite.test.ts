@@ -1,7 +1,8 @@
 /**
  * The storage layer, one suite run against each engine (embedded PGlite and a
  * real Postgres): migrations, transactions, SQLSTATE classification, type
- * mapping, and the SQL of the applications, catalog and audit stores.
+ * mapping, and the SQL of the applications, catalog, audit and user
+ * properties stores.
  * A few Postgres-only cases cover what needs several connections.
  */
 import { createServer, connect, type AddressInfo, type Socket } from "node:net";
@@ -19,6 +20,7 @@ import { modelStore } from "../src/store/model-store.js";
 import { relationshipsStore } from "../src/store/relationships-store.js";
 import { expiredGrantsStore } from "../src/store/expired-grants-store.js";
 import { rolesStore } from "../src/store/roles-store.js";
+import { userPropertiesStore } from "../src/store/user-properties-store.js";
 import { DeadlinePassedError, type Db, type Queryable, type TimeCursor } from "../src/store/db.js";
 import { loadMigrations, migrate } from "../src/store/migrate.js";
 import { PgDb } from "../src/store/pg-db.js";
@@ -41,7 +43,7 @@ async function findKeyByHash(db: Queryable, secretHash: string) {
 }
 
 /** The migrations this build has. */
-const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
+const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14];
 const ALL = ["check", "read", "write"];
 const POSTGRES_ONLY = "Postgres only (PGlite is a single in-process connection: no second pool, no concurrent transactions)";
 
@@ -134,6 +136,7 @@ describe.each(engines)("store on %s", (engine) => {
         { version: 11, name: "changes" },
         { version: 12, name: "change_ord" },
         { version: 13, name: "grant_conditions" },
+        { version: 14, name: "user_properties" },
       ]);
       expect(rows[0]!.applied_at).toBeInstanceOf(Date);
       expect(Math.abs(Date.now() - rows[0]!.applied_at.getTime())).toBeLessThan(10 * 60_000);
@@ -977,6 +980,61 @@ describe.each(engines)("store on %s", (engine) => {
       expect((await checkStore.check(db, [ask(a, `hash-live-${a}`, "ann")], { replayed: true })).replayed).toBeNull();
       // Postgres and PGlite take the statement planned once; Citus refuses it, and the inline one answered.
       expect(checkStore.plannedOnce).toBe(engine !== "citus");
+    });
+  });
+
+  describe("userPropertiesStore", () => {
+    it("put answers the object as stored, get reads it, a second put replaces it whole; other users and applications are untouched", async () => {
+      const appId = await newApp(db, "props");
+      const other = await newApp(db, "props-other");
+      const first = { plan: "pro", tags: ["a", 1, null, true, { x: [] }], nested: { deep: { deeper: "ü 😀" } } };
+      expect(await userPropertiesStore.put(db, appId, "ann", JSON.stringify(first))).toEqual(first);
+      await userPropertiesStore.put(db, appId, "bob", JSON.stringify({ bob: true }));
+      await userPropertiesStore.put(db, other, "ann", JSON.stringify({ other: true }));
+      expect(await userPropertiesStore.get(db, appId, "ann")).toEqual(first);
+      expect(await userPropertiesStore.put(db, appId, "ann", JSON.stringify({ only: 1 }))).toEqual({ only: 1 });
+      expect(await userPropertiesStore.get(db, appId, "ann")).toEqual({ only: 1 });
+      expect(await userPropertiesStore.get(db, appId, "bob")).toEqual({ bob: true });
+      expect(await userPropertiesStore.get(db, other, "ann")).toEqual({ other: true });
+      expect(await userPropertiesStore.get(db, appId, "nobody")).toBeUndefined();
+    });
+
+    it("numbers come back as the same doubles (jsonb keeps them as exact decimals), keys in jsonb's order", async () => {
+      const appId = await newApp(db, "props-numbers");
+      const numbers = { huge: 1.7976931348623157e308, tiny: 5e-324, big: 1e21, sum: 0.1 + 0.2, negative: -1.5e-7, zero: 0, beyond: 2 ** 53 + 2 };
+      const stored = await userPropertiesStore.put(db, appId, "n", JSON.stringify(numbers));
+      expect(stored).toEqual(numbers);
+      // Shorter keys first, then by bytes: the order every engine answers.
+      expect(Object.keys(stored)).toEqual(["big", "sum", "huge", "tiny", "zero", "beyond", "negative"]);
+      expect(await userPropertiesStore.get(db, appId, "n")).toEqual(numbers);
+    });
+
+    it("delete removes the row and says whether there was one", async () => {
+      const appId = await newApp(db, "props-delete");
+      await userPropertiesStore.put(db, appId, "ann", JSON.stringify({ a: 1 }));
+      expect(await userPropertiesStore.delete(db, appId, "ann")).toBe(true);
+      expect(await userPropertiesStore.get(db, appId, "ann")).toBeUndefined();
+      expect(await userPropertiesStore.delete(db, appId, "ann")).toBe(false);
+    });
+
+    it("the table refuses anything but an object, and an application that does not exist", async () => {
+      const appId = await newApp(db, "props-refused");
+      for (const json of ["[]", '"text"', "1", "null"]) {
+        expect(sqlState(await rejectionOf(userPropertiesStore.put(db, appId, "ann", json))), json).toBe(SqlState.checkViolation);
+      }
+      expect(sqlState(await rejectionOf(userPropertiesStore.put(db, "no-such-app", "ann", "{}")))).toBe(SqlState.foreignKeyViolation);
+      expect(await userPropertiesStore.get(db, appId, "ann")).toBeUndefined();
+    });
+
+    it("a put inside a rolled-back transaction leaves nothing", async () => {
+      const appId = await newApp(db, "props-rollback");
+      await rejectionOf(
+        db.transaction(async (tx) => {
+          await userPropertiesStore.put(tx, appId, "ann", JSON.stringify({ a: 1 }));
+          throw new Error("roll back");
+        }),
+      );
+      expect(await userPropertiesStore.get(db, appId, "ann")).toBeUndefined();
     });
   });
 

@@ -35,6 +35,7 @@ export const DISTRIBUTED_TABLES = [
   "audit_events",
   "changes",
   "change_horizons",
+  "user_properties",
 ] as const;
 
 export class DistributionError extends Error {}

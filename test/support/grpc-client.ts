@@ -14,7 +14,7 @@ function loadAuthz(): grpc.GrpcObject {
   if (cached === undefined) {
     const definition = protoLoader.loadSync(
       ["authz/v1/applications.proto", "authz/v1/catalog.proto", "authz/v1/policies.proto", "authz/v1/roles.proto",
-        "authz/v1/relationships.proto", "authz/v1/check.proto", "authz/v1/audit.proto", "authz/v1/changes.proto"],
+        "authz/v1/relationships.proto", "authz/v1/check.proto", "authz/v1/audit.proto", "authz/v1/changes.proto", "authz/v1/users.proto"],
       { includeDirs: [PROTO_DIR], keepCase: false, longs: String, enums: String, defaults: true, oneofs: true },
     );
     cached = grpc.loadPackageDefinition(definition);
@@ -30,7 +30,8 @@ export type GrpcService =
   | "RelationshipService"
   | "CheckService"
   | "AuditService"
-  | "ChangeService";
+  | "ChangeService"
+  | "UserService";
 
 export interface GrpcCaller {
   /** Calls `service.method` with the key as x-api-key metadata; rejects with the grpc ServiceError. */

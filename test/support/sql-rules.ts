@@ -115,6 +115,11 @@ export function sqlRuleViolations(rawSql: string): string[] {
     // Citus refuses any function that is not immutable in a RETURNING
     // (json_build_object is stable): return columns, build values in code.
     if (returningLists(sql).some((list) => /\b[a-z_]+\s*\(/i.test(list))) problems.push("a function in the RETURNING of a write to a distributed table");
+    // Likewise in an upsert's DO UPDATE SET (now() included); GREATEST, LEAST,
+    // COALESCE and NULLIF are SQL's own expressions, not functions.
+    if (updateSetLists(sql).some((list) => [...list.matchAll(/\b([a-z_]+)\s*\(/gi)].some((m) => !SQL_EXPRESSIONS.has(m[1]!.toLowerCase())))) {
+      problems.push("a function in the DO UPDATE SET of a write to a distributed table");
+    }
   }
 
   // 3. No row locks on reference tables (Citus makes them table locks on every node).
@@ -122,6 +127,24 @@ export function sqlRuleViolations(rawSql: string): string[] {
     problems.push("a row lock on a reference table");
   }
   return problems;
+}
+
+const SQL_EXPRESSIONS = new Set(["greatest", "least", "coalesce", "nullif"]);
+
+/** The text of each DO UPDATE SET list of a statement, up to its WHERE, its RETURNING or the end of its CTE. */
+function updateSetLists(sql: string): string[] {
+  const lists: string[] = [];
+  for (const match of sql.matchAll(/\bdo update set\b/gi)) {
+    let depth = 0;
+    let end = match.index + match[0].length;
+    for (; end < sql.length; end++) {
+      if (sql[end] === "(") depth++;
+      else if (sql[end] === ")" && --depth < 0) break;
+      else if (depth === 0 && /^\s(where|returning)\b/i.test(sql.slice(end, end + 11))) break;
+    }
+    lists.push(sql.slice(match.index + match[0].length, end));
+  }
+  return lists;
 }
 
 /**

@@ -51,38 +51,55 @@ const stringCheck: ValueCheck = {
 };
 
 /**
- * JSON as protobuf-es gives a singular google.protobuf.Struct, Value or
- * ListValue field of another message (a question's context): plain
- * objects, arrays and scalars, not messages. Every key and every string
- * value is text. (Inside those types themselves, and at the top level, they
- * are messages, walked as any other.)
+ * A google.protobuf.Struct held in a field of another message (a question's
+ * context and properties, a user's stored properties) is, to protobuf-es,
+ * the plain JSON object itself, not a message with `fields`, which the plan
+ * of its descriptor would look for and not find: its keys and strings are
+ * checked as JSON, at any depth. (Value and ListValue fields stay messages,
+ * walked as any other.) Iterative, so that no nesting a decoder let through
+ * can overflow the stack here.
  */
 const jsonCheck: ValueCheck = {
   clean(value) {
-    if (typeof value === "string") return ok(value);
-    if (Array.isArray(value)) return value.every((x) => jsonCheck.clean(x));
-    if (typeof value === "object" && value !== null) {
-      for (const [key, x] of Object.entries(value)) if (!ok(key) || !jsonCheck.clean(x)) return false;
+    const stack: unknown[] = [value];
+    while (stack.length > 0) {
+      const node = stack.pop();
+      if (typeof node === "string") {
+        if (!ok(node)) return false;
+      } else if (Array.isArray(node)) {
+        for (let i = 0; i < node.length; i++) stack.push(node[i]);
+      } else if (typeof node === "object" && node !== null) {
+        for (const key of Object.keys(node)) {
+          if (!ok(key)) return false;
+          stack.push((node as Values)[key]);
+        }
+      }
     }
     return true;
   },
   collect(value, path, v) {
-    if (typeof value === "string") {
-      stringCheck.collect(value, path, v);
-    } else if (Array.isArray(value)) {
-      value.forEach((x, i) => jsonCheck.collect(x, `${path}[${i}]`, v));
-    } else if (typeof value === "object" && value !== null) {
-      for (const [key, x] of Object.entries(value)) {
-        const at = `${path}[${show(key)}]`;
-        const problem = textProblem(key);
-        if (problem !== undefined) v.add(at, `key ${problem}`);
-        jsonCheck.collect(x, at, v);
+    // Pushed in reverse, so that problems are named in the order of the document.
+    const stack: { node: unknown; at: string; key?: string }[] = [{ node: value, at: path }];
+    while (stack.length > 0) {
+      const { node, at, key } = stack.pop()!;
+      const keyProblem = key === undefined ? undefined : textProblem(key);
+      if (keyProblem !== undefined) v.add(at, `key ${keyProblem}`);
+      if (typeof node === "string") {
+        const problem = textProblem(node);
+        if (problem !== undefined) v.add(at, problem);
+      } else if (Array.isArray(node)) {
+        for (let i = node.length - 1; i >= 0; i--) stack.push({ node: node[i], at: `${at}[${i}]` });
+      } else if (typeof node === "object" && node !== null) {
+        const keys = Object.keys(node);
+        for (let i = keys.length - 1; i >= 0; i--) stack.push({ node: (node as Values)[keys[i]!], at: `${at}[${show(keys[i]!)}]`, key: keys[i]! });
       }
     }
   },
 };
 
-const JSON_TYPES = new Set(["google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"]);
+/** Whether protobuf-es holds a field's message as plain JSON: a Struct anywhere but inside a google.protobuf.Value. */
+const heldAsJson = (message: DescMessage, parent: DescMessage) =>
+  message.typeName === "google.protobuf.Struct" && parent.typeName !== "google.protobuf.Value";
 
 function messageCheck(desc: DescMessage): ValueCheck | undefined {
   if (!holdsText(desc, new Set())) return undefined;
@@ -97,24 +114,23 @@ function messageCheck(desc: DescMessage): ValueCheck | undefined {
   };
 }
 
-/** The check of one element: a scalar or a message, as a singular field, list item or map value has. */
-function elementCheck(kind: "scalar" | "enum" | "message", scalar: ScalarType | undefined, message: DescMessage | undefined) {
+/** The check of one element of `field`: a scalar or a message, as a singular field, list item or map value has. */
+function elementCheck(field: DescField, kind: "scalar" | "enum" | "message", scalar: ScalarType | undefined, message: DescMessage | undefined) {
   if (kind === "scalar") return scalar === ScalarType.STRING ? stringCheck : undefined;
-  if (kind === "message") return messageCheck(message!);
+  if (kind === "message") return heldAsJson(message!, field.parent) ? jsonCheck : messageCheck(message!);
   return undefined;
 }
 
 function fieldCheck(field: DescField): ValueCheck | undefined {
   switch (field.fieldKind) {
     case "scalar":
-      return elementCheck("scalar", field.scalar, undefined);
+      return elementCheck(field, "scalar", field.scalar, undefined);
     case "enum":
       return undefined;
     case "message":
-      if (JSON_TYPES.has(field.message.typeName) && !JSON_TYPES.has(field.parent.typeName)) return jsonCheck;
-      return messageCheck(field.message);
+      return elementCheck(field, "message", undefined, field.message);
     case "list": {
-      const item = elementCheck(field.listKind, field.listKind === "scalar" ? field.scalar : undefined, field.listKind === "message" ? field.message : undefined);
+      const item = elementCheck(field, field.listKind, field.listKind === "scalar" ? field.scalar : undefined, field.listKind === "message" ? field.message : undefined);
       if (item === undefined) return undefined;
       return {
         clean(value) {
@@ -129,7 +145,7 @@ function fieldCheck(field: DescField): ValueCheck | undefined {
     }
     case "map": {
       const keyIsText = field.mapKey === ScalarType.STRING;
-      const item = elementCheck(field.mapKind, field.mapKind === "scalar" ? field.scalar : undefined, field.mapKind === "message" ? field.message : undefined);
+      const item = elementCheck(field, field.mapKind, field.mapKind === "scalar" ? field.scalar : undefined, field.mapKind === "message" ? field.message : undefined);
       if (!keyIsText && item === undefined) return undefined;
       return {
         clean(value) {

@@ -8,7 +8,7 @@
  * Hostile JSON: only own keys are read and a key that is no field (such as
  * "__proto__" or "constructor") is an unknown field; values are quoted
  * through show()/showJson(), never echoed whole; the caller bounds the
- * nesting depth (jsonDepthExceeds) before anything here walks it.
+ * nesting depth (lib/json.ts, jsonDepthExceeds) before anything here walks it.
  */
 import { fromJson, ScalarType, type DescField, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { Violations, invalidArgument } from "../../domain/errors.js";
@@ -17,32 +17,6 @@ import { instantProblem, show, showJson, textProblem } from "../../domain/format
 /** The fields of `desc` by every name JSON may use: the lowerCamelCase name and the proto name. */
 export function fieldByJsonKey(desc: DescMessage, key: string): DescField | undefined {
   return desc.fields.find((f) => f.jsonName === key || f.name === key);
-}
-
-/**
- * Whether a parsed JSON value nests arrays and objects deeper than `max`
- * levels. The recursion stops at `max`, so a body nested 10,000 deep cannot
- * overflow the stack here; the readers and JSON.stringify, which recurse
- * without a bound, run only after it.
- */
-export function jsonDepthExceeds(value: unknown, max: number): boolean {
-  return typeof value === "object" && value !== null && deeper(value, max - 1);
-}
-
-/** Whether `node` (at a level that leaves `left` more) has a child object or array beyond them. */
-function deeper(node: object, left: number): boolean {
-  if (Array.isArray(node)) {
-    for (let i = 0; i < node.length; i++) {
-      const child: unknown = node[i];
-      if (typeof child === "object" && child !== null && (left === 0 || deeper(child, left - 1))) return true;
-    }
-    return false;
-  }
-  for (const key in node) {
-    const child: unknown = (node as Record<string, unknown>)[key];
-    if (typeof child === "object" && child !== null && (left === 0 || deeper(child, left - 1))) return true;
-  }
-  return false;
 }
 
 /**

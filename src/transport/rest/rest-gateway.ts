@@ -21,7 +21,8 @@ import { restError, toConnectError } from "../call/errors.js";
 import type { ServiceBinding } from "../call/guard.js";
 import { httpBindings, type HttpBinding } from "./http-rules.js";
 import { flatReader, flatWriter } from "./flat-json.js";
-import { fieldByJsonKey, jsonDepthExceeds, messageFromJson, unknownFieldReason } from "./json-input.js";
+import { fieldByJsonKey, messageFromJson, unknownFieldReason } from "./json-input.js";
+import { jsonDepthExceeds } from "../../lib/json.js";
 import { bodyText } from "../call/utf8.js";
 
 type UnaryFn = (request: Message, ctx: HandlerContext) => Promise<unknown>;
@@ -158,6 +159,12 @@ function writerOf(route: HttpBinding): (result: object) => unknown {
 
 function fieldJson(field: DescField, response: Message): unknown {
   if (field.fieldKind !== "message") throw new Error(`response_body ${field.name} must be a message field`);
+  if (field.message.typeName.startsWith("google.protobuf.")) {
+    // protobuf-es holds a Struct field as its JSON already (a plain object, not a message), and a wrapper as
+    // its value: the field's JSON form is read from the response's own JSON.
+    const json = toJson(field.parent, response, jsonWrite) as Record<string, unknown>;
+    return json[field.jsonName] ?? toJson(field.message, create(field.message), jsonWrite);
+  }
   const value = (response as unknown as Record<string, Message | undefined>)[field.localName];
   return toJson(field.message, value ?? create(field.message), jsonWrite);
 }
@@ -175,7 +182,7 @@ function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<s
   const v = new Violations();
 
   if (route.body !== undefined) {
-    const body = parseBody(req.body);
+    const body = parseBody(req.body, route.body === "*" ? undefined : route.body.jsonName);
     if (route.body === "*") {
       if (body !== undefined && (typeof body !== "object" || body === null || Array.isArray(body))) {
         const kind = body === null ? "null" : Array.isArray(body) ? "an array" : `a ${typeof body}`;
@@ -186,6 +193,7 @@ function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<s
         else json[key] = value; // unknown keys, "__proto__" among them, are named by the reader
       }
     } else if (body !== undefined) {
+      // The body is that one field's JSON (google.api.http's `body: "field"`): the reader checks it as the field.
       json[route.body.jsonName] = body;
     }
   }
@@ -233,7 +241,8 @@ function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<s
   return message;
 }
 
-function parseBody(body: Buffer | string | undefined): unknown {
+/** The body's JSON; `field` names the request field it is, when it is one field's JSON rather than the whole request. */
+function parseBody(body: Buffer | string | undefined, field: string | undefined): unknown {
   if (body === undefined || body === null || body.length === 0) return undefined;
   const text = typeof body === "string" ? body : bodyText(body);
   if (text.trim() === "") return undefined;
@@ -246,7 +255,9 @@ function parseBody(body: Buffer | string | undefined): unknown {
   // Before anything walks it: readers, messages and JSON.stringify recurse.
   // Each level takes two characters at least, so short bodies (the check's) need no walk.
   if (text.length > 2 * LIMITS.jsonDepth && jsonDepthExceeds(value, LIMITS.jsonDepth)) {
-    throw invalidArgument(`request body is nested deeper than ${LIMITS.jsonDepth} levels`);
+    const reason = `is nested deeper than ${LIMITS.jsonDepth} levels`;
+    if (field === undefined) throw invalidArgument(`request body ${reason}`);
+    throw invalidArgument(`${field}: ${reason} (the request body)`, [{ field, reason }]);
   }
   return value;
 }
