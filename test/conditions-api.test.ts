@@ -289,6 +289,24 @@ describe.each(engines)("conditions on grants, on %s", (engine) => {
     expect(listed.body.assignments).toEqual([expect.not.objectContaining({ condition: expect.anything() })]);
   });
 
+  it("stored user properties are the subject's properties, the question's laid over them key by key", async () => {
+    const put = await service.call("PUT", "/api/v1/applications/cond/users/lou/properties", { body: { email: "lou@example.com", level: 2 } });
+    expectStatus(put, 200);
+    expectStatus(await write({ userId: "lou", resource: "todo", resourceId: "p1", relation: "assignee", condition: "resource.properties.ownerID == subject.properties.email && subject.properties.level >= 2" }), 201);
+    const q = { userId: "lou", resource: "todo", resourceId: "p1", action: "update" };
+    expect(await check({ ...q, resourceProperties: { ownerID: "lou@example.com" } })).toBe(true);
+    expect(await check({ ...q, resourceProperties: { ownerID: "someone@example.com" } })).toBe(false);
+    // The question's own value for a key wins; the stored others stay.
+    expect(await check({ ...q, resourceProperties: { ownerID: "lou@example.com" }, subjectProperties: { level: 1 } })).toBe(false);
+    expect(await check({ ...q, resourceProperties: { ownerID: "lou@other.org" }, subjectProperties: { email: "lou@other.org" } })).toBe(true);
+    const explained = await call("POST", "/api/v1/authorization/check/explain", { ...q, resourceProperties: { ownerID: "lou@example.com" } });
+    expect(explained.body.allowed).toBe(true);
+    expect(explained.body.conditions[0].reads).toContainEqual({ path: "subject.properties.email", found: true, value: "lou@example.com" });
+    // Cleared: the condition no longer holds.
+    expectStatus(await service.call("PUT", "/api/v1/applications/cond/users/lou/properties", { body: {} }), 200);
+    expect(await check({ ...q, resourceProperties: { ownerID: "lou@example.com" } })).toBe(false);
+  });
+
   it("the change feed carries the grant's condition", async () => {
     const res = await call("GET", "/api/v1/authorization/changes?pageSize=1000");
     expectStatus(res, 200);

@@ -191,6 +191,21 @@ describe("what counts as holding", () => {
   });
 });
 
+describe("which conditions read the subject's stored properties", () => {
+  it.each([
+    ["subject.id == 'a'", false],
+    ["resource.properties.ownerID == subject.id", false],
+    ["subject.properties.email == 'a'", true],
+    ["has(subject.properties.team)", true],
+    ["subject['properties'].size() > 0", true],
+    ["subject == {}", true],
+    ["context.users.exists(u, u == subject.id)", false],
+    ["context.users.exists(u, u == subject.properties.email)", true],
+  ] as const)("%s → %s", (source, reads) => {
+    expect(compileCondition(source, "c").readsSubjectProperties).toBe(reads);
+  });
+});
+
 describe("ConditionCache", () => {
   it("compiles a source once, and keeps the most recently used within its bound", () => {
     const cache = new ConditionCache(2);

@@ -7,8 +7,8 @@ import type { GraphGroups } from "../store/graph-store.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, unavailable, Violations } from "./errors.js";
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
-import { ConditionCache } from "./conditions.js";
-import { bindingsOf, checkQuestionFacts, NO_FACTS, type QuestionFacts } from "./question-facts.js";
+import { ConditionCache, type Condition } from "./conditions.js";
+import { bindingsOf, checkQuestionFacts, NO_FACTS, withStoredProperties, type QuestionFacts } from "./question-facts.js";
 
 /** May the user perform the action on the instance? */
 export interface CheckQuestion {
@@ -100,7 +100,7 @@ export class Checker {
     const model = liveModel(facts);
     known(v, model, question, (field) => field);
     v.throwIfAny();
-    return this.allows(model, question, facts);
+    return this.allows(caller, model, question, facts);
   }
 
   /** Up to 1,000 checks, answered from one statement; answers in request order. */
@@ -109,7 +109,7 @@ export class Checker {
     const v = new Violations();
     all.forEach(([model, q], i) => known(v, model, q, (field) => `checks[${i}].${field}`));
     v.throwIfAny();
-    return all.map(([model, q, facts]) => this.allows(model, q, facts));
+    return Promise.all(all.map(([model, q, facts]) => this.allows(caller, model, q, facts)));
   }
 
   /** The actions the user may perform on the instance, in catalog order: one check's statement. */
@@ -121,7 +121,7 @@ export class Checker {
     const model = liveModel(facts);
     knownResource(v, model, question, (field) => field);
     v.throwIfAny();
-    return this.actionsAllowed(model, question, facts);
+    return this.actionsAllowed(caller, model, question, facts);
   }
 
   /** Up to 1,000 permissions questions, answered from one statement, in request order. */
@@ -130,7 +130,7 @@ export class Checker {
     const v = new Violations();
     all.forEach(([model, q], i) => knownResource(v, model, q, (field) => `requests[${i}].${field}`));
     v.throwIfAny();
-    return all.map(([model, q, facts]) => this.actionsAllowed(model, q, facts));
+    return Promise.all(all.map(([model, q, facts]) => this.actionsAllowed(caller, model, q, facts)));
   }
 
   /**
@@ -139,16 +139,22 @@ export class Checker {
    * conditions of the grants whose relation implies the action and of the
    * assignments whose role holds it, until one holds.
    */
-  private allows(model: AccessModel, q: CheckQuestion, facts: Facts): boolean {
+  private async allows(caller: Caller, model: AccessModel, q: CheckQuestion, facts: Facts): Promise<boolean> {
     if (model.allows(q, facts.relations, facts.roles)) return true;
     if (facts.conditional.length === 0 && facts.conditionalRoles.length === 0) return false;
     const candidates = [
       ...facts.conditional.filter((c) => model.actionsOf(q.resource, c.relation).has(q.action)),
       ...facts.conditionalRoles.filter((r) => model.roleAllows(r.roleId, q)),
-    ];
+    ].map((c) => this.conditions.get(c.condition));
     if (candidates.length === 0) return false;
-    const bindings = bindingsOf(q, q.action, q.facts ?? NO_FACTS, facts.nowMs ?? Date.now());
-    return candidates.some((c) => this.conditions.get(c.condition).evaluate(bindings).holds);
+    const bindings = bindingsOf(q, q.action, await this.factsFor(caller, q, candidates), facts.nowMs ?? Date.now());
+    return candidates.some((c) => c.evaluate(bindings).holds);
+  }
+
+  /** The question's facts, with the user's stored properties when a condition to evaluate may read them. */
+  private factsFor(caller: Caller, q: PermissionsQuestion, conditions: readonly Condition[]): Promise<QuestionFacts> | QuestionFacts {
+    const facts = q.facts ?? NO_FACTS;
+    return conditions.some((c) => c.readsSubjectProperties) ? withStoredProperties(this.db, caller.appId, q.userId, facts) : facts;
   }
 
   /**
@@ -156,15 +162,17 @@ export class Checker {
    * each action a conditional grant implies where its condition holds with
    * that action as `action.name`.
    */
-  private actionsAllowed(model: AccessModel, q: PermissionsQuestion, facts: Facts): string[] {
+  private async actionsAllowed(caller: Caller, model: AccessModel, q: PermissionsQuestion, facts: Facts): Promise<string[]> {
     const plain = model.actionsAllowed(q, facts.relations, facts.roles);
     if (facts.conditional.length === 0 && facts.conditionalRoles.length === 0) return plain;
     const allowed = new Set(plain);
     const nowMs = facts.nowMs ?? Date.now();
+    const all = [...facts.conditional, ...facts.conditionalRoles].map((c) => this.conditions.get(c.condition));
+    const questionFacts = await this.factsFor(caller, q, all);
     const tryEach = (source: string, actions: Iterable<string>) => {
       const condition = this.conditions.get(source);
       for (const action of actions) {
-        if (!allowed.has(action) && condition.evaluate(bindingsOf(q, action, q.facts ?? NO_FACTS, nowMs)).holds) allowed.add(action);
+        if (!allowed.has(action) && condition.evaluate(bindingsOf(q, action, questionFacts, nowMs)).holds) allowed.add(action);
       }
     };
     for (const c of facts.conditional) tryEach(c.condition, model.actionsOf(q.resource, c.relation));

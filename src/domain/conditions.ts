@@ -103,6 +103,11 @@ export class Condition {
     private readonly program: Program,
     /** The bound estimateCost gave it. */
     readonly cost: number,
+    /**
+     * Whether it may read the subject's properties: then the user's stored
+     * properties are read for it (one statement, only then).
+     */
+    readonly readsSubjectProperties = false,
   ) {}
 
   evaluate(bindings: ConditionBindings): ConditionOutcome {
@@ -240,7 +245,35 @@ export function compileCondition(source: string, field: string): Condition {
   } catch (error) {
     throw badCondition(field, `is not valid CEL: ${error instanceof Error ? error.message : String(error)}`);
   }
-  return new Condition(source, program, cost);
+  return new Condition(source, program, cost, readsSubject(parsed.expr, false));
+}
+
+/**
+ * Whether an expression may read `subject` beyond its id: anything but
+ * `subject.id` counts (subject.properties, subject itself, subject['...']),
+ * so the answer errs towards reading the stored properties.
+ */
+function readsSubject(expr: Expr | undefined, underIdSelect: boolean): boolean {
+  if (expr === undefined) return false;
+  const kind = expr.exprKind;
+  switch (kind.case) {
+    case "identExpr":
+      return kind.value.name === "subject" && !underIdSelect;
+    case "selectExpr":
+      return readsSubject(kind.value.operand, kind.value.field === "id" && !kind.value.testOnly);
+    case "callExpr":
+      return readsSubject(kind.value.target, false) || kind.value.args.some((a) => readsSubject(a, false));
+    case "listExpr":
+      return kind.value.elements.some((e) => readsSubject(e, false));
+    case "structExpr":
+      return kind.value.entries.some((e) => readsSubject(e.value, false) || (e.keyKind.case === "mapKey" && readsSubject(e.keyKind.value, false)));
+    case "comprehensionExpr": {
+      const c = kind.value;
+      return [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result].some((e) => readsSubject(e, false));
+    }
+    default:
+      return false;
+  }
 }
 
 const formatCost = (n: number) => (n >= 1e15 ? n.toExponential(1) : Math.round(n).toLocaleString("en-US"));

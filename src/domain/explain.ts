@@ -11,7 +11,7 @@ import { LIMITS } from "./formats.js";
 import type { Subject } from "./subjects.js";
 import type { PathGrantRow, WalkEdgeRow } from "../store/explain-store.js";
 import { ConditionCache, type ConditionRead } from "./conditions.js";
-import { bindingsOf, NO_FACTS } from "./question-facts.js";
+import { bindingsOf, NO_FACTS, withStoredProperties } from "./question-facts.js";
 
 /** A grant as explain shows it: the holder is the user `userId`, or `subject` (userId ""). */
 export interface ExplainedGrant {
@@ -80,7 +80,11 @@ export interface Explanation {
 export class Explainer {
   private readonly coalesced: Coalescer<ExplainInput, ExplainRow>;
 
-  constructor(db: Db, replicas?: ReadReplicas, telemetry: Telemetry = NO_TELEMETRY) {
+  constructor(
+    private readonly db: Db,
+    replicas?: ReadReplicas,
+    telemetry: Telemetry = NO_TELEMETRY,
+  ) {
     this.coalesced = new Coalescer(
       (inputs) =>
         exactRead(db, replicas, async (q, onReplica) => {
@@ -97,7 +101,12 @@ export class Explainer {
     v.throwIfAny();
     const row = await this.coalesced.call({ appId: caller.appId, keyHash: caller.keyHash, ...q });
     requireAnswerable(row, q);
-    return explanation(q, row, this.conditions);
+    // The user's stored properties, when a condition it may evaluate may read them.
+    const sources = [...row.grants.map((g) => g[9]), ...row.roles.map((r) => r.condition)].filter((c): c is string => c !== null);
+    const facts = sources.some((c) => this.conditions.get(c).readsSubjectProperties)
+      ? await withStoredProperties(this.db, caller.appId, q.userId, q.facts ?? NO_FACTS)
+      : (q.facts ?? NO_FACTS);
+    return explanation({ ...q, facts }, row, this.conditions);
   }
 
   private readonly conditions = new ConditionCache();

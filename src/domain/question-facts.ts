@@ -5,6 +5,8 @@
  * once for every kind of question.
  */
 import type { JsonObject } from "../lib/json.js";
+import type { Queryable } from "../store/db.js";
+import { userPropertiesStore } from "../store/user-properties-store.js";
 import { ConditionBindings, type ConditionRead } from "./conditions.js";
 import type { Violations } from "./errors.js";
 
@@ -59,4 +61,16 @@ export function bindingsOf(
     },
     reads,
   );
+}
+
+/**
+ * The question's facts with the user's stored properties under its
+ * subjectProperties, key by key (API.md: "the stored object with the
+ * question's subjectProperties laid over it"). One statement, asked only by
+ * a question whose conditions may read them.
+ */
+export async function withStoredProperties(q: Queryable, appId: string, userId: string, facts: QuestionFacts): Promise<QuestionFacts> {
+  const stored = await userPropertiesStore.get(q, appId, userId);
+  if (stored === undefined) return facts;
+  return { ...facts, subjectProperties: { ...stored, ...facts.subjectProperties } };
 }
