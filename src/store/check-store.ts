@@ -208,7 +208,9 @@ export class CheckStatements {
  * newline and the grant's (assignment's) condition (migration 013). A user
  * holding one both plainly and conditionally holds it plainly.
  */
-function decodeRelations(encoded: readonly string[]): { relations: string[]; conditional: ConditionalRelation[] } {
+function decodeRelations(encoded: string[]): { relations: string[]; conditional: ConditionalRelation[] } {
+  // The common case, nothing conditional: the array as it came, nothing allocated.
+  if (!encoded.some((r) => r.includes("\n"))) return { relations: encoded, conditional: NONE };
   const relations: string[] = [];
   const conditional: ConditionalRelation[] = [];
   for (const r of encoded) {
@@ -218,6 +220,8 @@ function decodeRelations(encoded: readonly string[]): { relations: string[]; con
   }
   return { relations, conditional: conditional.filter((c) => !relations.includes(c.relation)) };
 }
+
+const NONE: ConditionalRelation[] = [];
 
 /** The inline statements' texts, for the test that holds the functions' queries equal to them. */
 export const CHECK_SQL_INLINE = STATEMENTS.inline.plain;
