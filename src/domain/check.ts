@@ -1,4 +1,5 @@
 import { Coalescer } from "../lib/coalescer.js";
+import type { JsonObject } from "../lib/json.js";
 import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db, Queryable } from "../store/db.js";
 import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
@@ -111,7 +112,8 @@ export class Checker {
     v.throwIfAny();
     // No promise per question unless one has something conditional.
     if (all.every(([, , facts]) => plain(facts))) return all.map(([model, q, facts]) => model.allows(q, facts.relations, facts.roles));
-    return Promise.all(all.map(([model, q, facts]) => this.allows(caller, model, q, facts)));
+    const asked: StoredReads = new Map();
+    return Promise.all(all.map(([model, q, facts]) => this.allows(caller, model, q, facts, asked)));
   }
 
   /** The actions the user may perform on the instance, in catalog order: one check's statement. */
@@ -133,7 +135,8 @@ export class Checker {
     all.forEach(([model, q], i) => knownResource(v, model, q, (field) => `requests[${i}].${field}`));
     v.throwIfAny();
     if (all.every(([, , facts]) => plain(facts))) return all.map(([model, q, facts]) => model.actionsAllowed(q, facts.relations, facts.roles));
-    return Promise.all(all.map(([model, q, facts]) => this.actionsAllowed(caller, model, q, facts)));
+    const asked: StoredReads = new Map();
+    return Promise.all(all.map(([model, q, facts]) => this.actionsAllowed(caller, model, q, facts, asked)));
   }
 
   /**
@@ -142,7 +145,7 @@ export class Checker {
    * conditions of the grants whose relation implies the action and of the
    * assignments whose role holds it, until one holds.
    */
-  private async allows(caller: Caller, model: AccessModel, q: CheckQuestion, facts: Facts): Promise<boolean> {
+  private async allows(caller: Caller, model: AccessModel, q: CheckQuestion, facts: Facts, asked?: StoredReads): Promise<boolean> {
     if (model.allows(q, facts.relations, facts.roles)) return true;
     if (facts.conditional.length === 0 && facts.conditionalRoles.length === 0) return false;
     const candidates = [
@@ -150,14 +153,14 @@ export class Checker {
       ...facts.conditionalRoles.filter((r) => model.roleAllows(r.roleId, q)),
     ].map((c) => this.conditions.get(c.condition));
     if (candidates.length === 0) return false;
-    const bindings = bindingsOf(q, q.action, await this.factsFor(caller, q, candidates), facts.nowMs ?? Date.now());
+    const bindings = bindingsOf(q, q.action, await this.factsFor(caller, q, candidates, asked), facts.nowMs ?? Date.now());
     return candidates.some((c) => c.evaluate(bindings).holds);
   }
 
   /** The question's facts, with the user's stored properties when a condition to evaluate may read them. */
-  private factsFor(caller: Caller, q: PermissionsQuestion, conditions: readonly Condition[]): Promise<QuestionFacts> | QuestionFacts {
+  private factsFor(caller: Caller, q: PermissionsQuestion, conditions: readonly Condition[], asked?: StoredReads): Promise<QuestionFacts> | QuestionFacts {
     const facts = q.facts ?? NO_FACTS;
-    return conditions.some((c) => c.readsSubjectProperties) ? withStoredProperties(this.db, caller.appId, q.userId, facts) : facts;
+    return conditions.some((c) => c.readsSubjectProperties) ? withStoredProperties(this.db, caller.appId, q.userId, facts, asked) : facts;
   }
 
   /**
@@ -165,13 +168,13 @@ export class Checker {
    * each action a conditional grant implies where its condition holds with
    * that action as `action.name`.
    */
-  private async actionsAllowed(caller: Caller, model: AccessModel, q: PermissionsQuestion, facts: Facts): Promise<string[]> {
+  private async actionsAllowed(caller: Caller, model: AccessModel, q: PermissionsQuestion, facts: Facts, asked?: StoredReads): Promise<string[]> {
     const plain = model.actionsAllowed(q, facts.relations, facts.roles);
     if (facts.conditional.length === 0 && facts.conditionalRoles.length === 0) return plain;
     const allowed = new Set(plain);
     const nowMs = facts.nowMs ?? Date.now();
     const all = [...facts.conditional, ...facts.conditionalRoles].map((c) => this.conditions.get(c.condition));
-    const questionFacts = await this.factsFor(caller, q, all);
+    const questionFacts = await this.factsFor(caller, q, all, asked);
     const tryEach = (source: string, actions: Iterable<string>) => {
       const condition = this.conditions.get(source);
       for (const action of actions) {
@@ -262,6 +265,9 @@ export class Checker {
     }
   }
 }
+
+/** A batch's reads of stored user properties, by user: each user's asked once. */
+type StoredReads = Map<string, Promise<JsonObject | undefined>>;
 
 /** Facts with nothing conditional: answered from memory alone, as before conditions. */
 const plain = (facts: Facts) => facts.conditional.length === 0 && facts.conditionalRoles.length === 0;

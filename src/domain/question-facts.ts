@@ -69,8 +69,20 @@ export function bindingsOf(
  * question's subjectProperties laid over it"). One statement, asked only by
  * a question whose conditions may read them.
  */
-export async function withStoredProperties(q: Queryable, appId: string, userId: string, facts: QuestionFacts): Promise<QuestionFacts> {
-  const stored = await userPropertiesStore.get(q, appId, userId);
+export async function withStoredProperties(
+  q: Queryable,
+  appId: string,
+  userId: string,
+  facts: QuestionFacts,
+  /** Reads already asked by the same call (a batch), by user: one statement per user, not per question. */
+  asked?: Map<string, Promise<JsonObject | undefined>>,
+): Promise<QuestionFacts> {
+  let read = asked?.get(userId);
+  if (read === undefined) {
+    read = userPropertiesStore.get(q, appId, userId);
+    asked?.set(userId, read);
+  }
+  const stored = await read;
   if (stored === undefined) return facts;
   return { ...facts, subjectProperties: { ...stored, ...facts.subjectProperties } };
 }
