@@ -152,6 +152,8 @@ describe.each(engines)("impact preview on %s", (engine) => {
             assignmentCount: [...model.assignments.values()].filter((roles) => roles.includes(r.roleId)).length,
           })),
           users: bruteForce(model, policy.policyId, permissions),
+          conditionalAdded: [],
+          conditionalRemoved: [],
         });
       }
     }
@@ -195,6 +197,8 @@ describe.each(engines)("impact preview on %s", (engine) => {
         losingSample: ["b-one", "d-tenant-keep", "e-tenant"],
         reached: 6, // b to g; c, f and g keep document:delete through another role
       },
+      conditionalAdded: [],
+      conditionalRemoved: [],
     });
     // gRPC answers the same (but for proto-loader's "_tenantId" oneof name of the optional field).
     const answer = await grpc.call("PolicyService", "PreviewPolicyUpdate", { appId, policyId: target, permissions: ["document:read", "document:share"] }, ADMIN_KEY);
@@ -215,6 +219,8 @@ describe.each(engines)("impact preview on %s", (engine) => {
       removed: [],
       roles: [{ roleId: role, name: "Readers", assignmentCount: 45 }],
       users: { gaining: 0, losing: 0, gainingSample: [], losingSample: [], reached: 45 },
+      conditionalAdded: [],
+      conditionalRemoved: [],
     });
     const cleared = await preview(appId, policy, { permissions: [] });
     expect(cleared.body.users).toEqual({ gaining: 0, losing: 45, gainingSample: [], losingSample: [...users].sort().slice(0, 20), reached: 45 });

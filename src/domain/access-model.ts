@@ -16,8 +16,10 @@ interface ResourceModel {
 interface RoleModel {
   /** null: the role holds application-wide */
   tenantId: string | null;
-  /** "resource:action" */
+  /** "resource:action" held outright */
   permissions: Set<string>;
+  /** "resource:action" → the conditions of the policies that grant it, any of which must hold */
+  conditional: Map<string, string[]>;
 }
 
 /**
@@ -35,6 +37,8 @@ export class AccessModel {
      * statements answer, as before hierarchy.
      */
     readonly hierarchical: boolean,
+    /** Some policy attached to a role has a condition: a role may then hold a permission only where it holds. */
+    readonly policyConditions: boolean,
   ) {}
 
   static from(rows: ModelRows): AccessModel {
@@ -57,12 +61,17 @@ export class AccessModel {
       rules.push({ through, relation: inherited });
     }
     const roles = new Map<string, RoleModel>();
-    for (const [roleId, tenantId, resource, action] of rows.permissions) {
+    let policyConditions = false;
+    for (const [roleId, tenantId, resource, action, conditions] of rows.permissions) {
       let role = roles.get(roleId);
-      if (role === undefined) roles.set(roleId, (role = { tenantId, permissions: new Set() }));
-      role.permissions.add(`${resource}:${action}`);
+      if (role === undefined) roles.set(roleId, (role = { tenantId, permissions: new Set(), conditional: new Map() }));
+      if (conditions === null) role.permissions.add(`${resource}:${action}`);
+      else {
+        role.conditional.set(`${resource}:${action}`, conditions);
+        policyConditions = true;
+      }
     }
-    return new AccessModel(rows.version, resources, roles, hierarchical);
+    return new AccessModel(rows.version, resources, roles, hierarchical, policyConditions);
   }
 
   /** "X#R" → the edges that reach it in one hop; computed once per model, on first use. */
@@ -229,6 +238,22 @@ export class AccessModel {
     return role.permissions.has(`${q.resource}:${q.action}`);
   }
 
+  /**
+   * The conditions under which the role, in the question's scope, holds
+   * resource:action through policies with a condition (any one must hold);
+   * none when it holds it outright or not at all.
+   */
+  roleConditions(roleId: string, q: { resource: string; action: string; tenantId: string | undefined }): readonly string[] {
+    const role = this.roles.get(roleId);
+    if (role === undefined || (role.tenantId !== null && role.tenantId !== q.tenantId)) return NO_CONDITIONS;
+    return role.conditional.get(`${q.resource}:${q.action}`) ?? NO_CONDITIONS;
+  }
+
+  /** Whether the role holds anything only by a policy with a condition. */
+  roleHasConditions(roleId: string): boolean {
+    return (this.roles.get(roleId)?.conditional.size ?? 0) > 0;
+  }
+
   /** The resource's actions in catalog order (none for a resource the catalog lacks). */
   catalogActions(resource: string): string[] {
     return [...(this.resources.get(resource)?.actions ?? [])];
@@ -259,6 +284,7 @@ export class AccessModel {
 }
 
 const NO_ACTIONS: ReadonlySet<string> = new Set();
+const NO_CONDITIONS: readonly string[] = [];
 
 const MODELS_MAX = 1_000;
 

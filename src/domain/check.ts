@@ -101,7 +101,7 @@ export class Checker {
     const model = liveModel(facts);
     known(v, model, question, (field) => field);
     v.throwIfAny();
-    return plain(facts) ? model.allows(question, facts.relations, facts.roles) : this.allows(caller, model, question, facts);
+    return syncAnswer(model, question, facts) ?? this.allows(caller, model, question, facts);
   }
 
   /** Up to 1,000 checks, answered from one statement; answers in request order. */
@@ -110,10 +110,11 @@ export class Checker {
     const v = new Violations();
     all.forEach(([model, q], i) => known(v, model, q, (field) => `checks[${i}].${field}`));
     v.throwIfAny();
-    // No promise per question unless one has something conditional.
-    if (all.every(([, , facts]) => plain(facts))) return all.map(([model, q, facts]) => model.allows(q, facts.relations, facts.roles));
+    // No promise per question unless one has a condition to evaluate.
+    const answers = all.map(([model, q, facts]) => syncAnswer(model, q, facts));
+    if (!answers.includes(undefined)) return answers as boolean[];
     const asked: StoredReads = new Map();
-    return Promise.all(all.map(([model, q, facts]) => this.allows(caller, model, q, facts, asked)));
+    return Promise.all(all.map(([model, q, facts], i) => answers[i] ?? this.allows(caller, model, q, facts, asked)));
   }
 
   /** The actions the user may perform on the instance, in catalog order: one check's statement. */
@@ -125,7 +126,7 @@ export class Checker {
     const model = liveModel(facts);
     knownResource(v, model, question, (field) => field);
     v.throwIfAny();
-    return plain(facts) ? model.actionsAllowed(question, facts.relations, facts.roles) : this.actionsAllowed(caller, model, question, facts);
+    return plain(model, facts) ? model.actionsAllowed(question, facts.relations, facts.roles) : this.actionsAllowed(caller, model, question, facts);
   }
 
   /** Up to 1,000 permissions questions, answered from one statement, in request order. */
@@ -134,27 +135,22 @@ export class Checker {
     const v = new Violations();
     all.forEach(([model, q], i) => knownResource(v, model, q, (field) => `requests[${i}].${field}`));
     v.throwIfAny();
-    if (all.every(([, , facts]) => plain(facts))) return all.map(([model, q, facts]) => model.actionsAllowed(q, facts.relations, facts.roles));
+    if (all.every(([model, , facts]) => plain(model, facts))) return all.map(([model, q, facts]) => model.actionsAllowed(q, facts.relations, facts.roles));
     const asked: StoredReads = new Map();
     return Promise.all(all.map(([model, q, facts]) => this.actionsAllowed(caller, model, q, facts, asked)));
   }
 
   /**
-   * The answer from the facts: what grants and assignments with no
-   * condition allow first, with no CEL at all; only when they do not, the
-   * conditions of the grants whose relation implies the action and of the
-   * assignments whose role holds it, until one holds.
+   * The answer when grants and assignments with no condition, and roles'
+   * permissions held outright, did not allow (syncAnswer): the
+   * conditions that could allow the action, until one way holds.
    */
   private async allows(caller: Caller, model: AccessModel, q: CheckQuestion, facts: Facts, asked?: StoredReads): Promise<boolean> {
-    if (model.allows(q, facts.relations, facts.roles)) return true;
-    if (facts.conditional.length === 0 && facts.conditionalRoles.length === 0) return false;
-    const candidates = [
-      ...facts.conditional.filter((c) => model.actionsOf(q.resource, c.relation).has(q.action)),
-      ...facts.conditionalRoles.filter((r) => model.roleAllows(r.roleId, q)),
-    ].map((c) => this.conditions.get(c.condition));
-    if (candidates.length === 0) return false;
-    const bindings = bindingsOf(q, q.action, await this.factsFor(caller, q, candidates, asked), facts.nowMs ?? Date.now());
-    return candidates.some((c) => c.evaluate(bindings).holds);
+    const ways = conditionalWays(model, q, facts);
+    if (ways.length === 0) return false;
+    const compiled = ways.map((way) => way.map((source) => this.conditions.get(source)));
+    const bindings = bindingsOf(q, q.action, await this.factsFor(caller, q, compiled.flat(), asked), facts.nowMs ?? Date.now());
+    return holdsOne(compiled, bindings);
   }
 
   /** The question's facts, with the user's stored properties when a condition to evaluate may read them. */
@@ -164,28 +160,25 @@ export class Checker {
   }
 
   /**
-   * The actions allowed: those of grants with no condition and roles, and
-   * each action a conditional grant implies where its condition holds with
-   * that action as `action.name`.
+   * The actions allowed: those allowed outright, and each other action of
+   * the resource that a way of conditions allows, evaluated with that
+   * action as `action.name`.
    */
   private async actionsAllowed(caller: Caller, model: AccessModel, q: PermissionsQuestion, facts: Facts, asked?: StoredReads): Promise<string[]> {
-    const plain = model.actionsAllowed(q, facts.relations, facts.roles);
-    if (facts.conditional.length === 0 && facts.conditionalRoles.length === 0) return plain;
-    const allowed = new Set(plain);
+    const plainActions = model.actionsAllowed(q, facts.relations, facts.roles);
+    const allowed = new Set(plainActions);
+    const waysOf = model
+      .catalogActions(q.resource)
+      .filter((action) => !allowed.has(action))
+      .map((action) => ({ action, ways: conditionalWays(model, { ...q, action }, facts).map((way) => way.map((source) => this.conditions.get(source))) }))
+      .filter(({ ways }) => ways.length > 0);
+    if (waysOf.length === 0) return plainActions;
+    const questionFacts = await this.factsFor(caller, q, waysOf.flatMap(({ ways }) => ways.flat()), asked);
     const nowMs = facts.nowMs ?? Date.now();
-    const all = [...facts.conditional, ...facts.conditionalRoles].map((c) => this.conditions.get(c.condition));
-    const questionFacts = await this.factsFor(caller, q, all, asked);
-    const tryEach = (source: string, actions: Iterable<string>) => {
-      const condition = this.conditions.get(source);
-      for (const action of actions) {
-        if (!allowed.has(action) && condition.evaluate(bindingsOf(q, action, questionFacts, nowMs)).holds) allowed.add(action);
-      }
-    };
-    for (const c of facts.conditional) tryEach(c.condition, model.actionsOf(q.resource, c.relation));
-    for (const r of facts.conditionalRoles) {
-      tryEach(r.condition, model.catalogActions(q.resource).filter((action) => model.roleAllows(r.roleId, { ...q, action })));
+    for (const { action, ways } of waysOf) {
+      if (holdsOne(ways, bindingsOf(q, action, questionFacts, nowMs))) allowed.add(action);
     }
-    return allowed.size === plain.length ? plain : orderedLike(model, q, allowed);
+    return allowed.size === plainActions.length ? plainActions : orderedLike(model, q, allowed);
   }
 
   /** The facts of each question of a batch, from one statement, once the batch is valid and the key holds. */
@@ -269,8 +262,57 @@ export class Checker {
 /** A batch's reads of stored user properties, by user: each user's asked once. */
 type StoredReads = Map<string, Promise<JsonObject | undefined>>;
 
-/** Facts with nothing conditional: answered from memory alone, as before conditions. */
-const plain = (facts: Facts) => facts.conditional.length === 0 && facts.conditionalRoles.length === 0;
+/**
+ * Facts with nothing conditional: answered from memory alone, as before
+ * conditions. So is a question of a model whose policies have conditions
+ * when none of the user's roles holds anything by one.
+ */
+const plain = (model: AccessModel, facts: Facts) =>
+  facts.conditional.length === 0 &&
+  facts.conditionalRoles.length === 0 &&
+  (!model.policyConditions || facts.roles.every((roleId) => !model.roleHasConditions(roleId)));
+
+/**
+ * The check's answer when no condition needs evaluating: true when what
+ * holds outright allows, false when no condition could; otherwise undefined
+ * (conditionalWays has something to evaluate).
+ */
+function syncAnswer(model: AccessModel, q: CheckQuestion, facts: Facts): boolean | undefined {
+  if (model.allows(q, facts.relations, facts.roles)) return true;
+  return plain(model, facts) ? false : undefined;
+}
+
+/**
+ * The ways conditions could allow the action, each a list of conditions
+ * that must all hold: a conditional grant whose relation implies it (its
+ * condition); a conditional assignment whose role holds it (the
+ * assignment's condition, with a policy's when the role holds it only by a
+ * conditional policy); a role held outright that holds it by a conditional
+ * policy (that policy's condition). Any one way suffices.
+ */
+function conditionalWays(model: AccessModel, q: CheckQuestion, facts: Facts): string[][] {
+  const ways: string[][] = [];
+  for (const c of facts.conditional) if (model.actionsOf(q.resource, c.relation).has(q.action)) ways.push([c.condition]);
+  for (const r of facts.conditionalRoles) {
+    if (model.roleAllows(r.roleId, q)) ways.push([r.condition]);
+    for (const policy of model.roleConditions(r.roleId, q)) ways.push([r.condition, policy]);
+  }
+  if (model.policyConditions) {
+    for (const roleId of facts.roles) for (const policy of model.roleConditions(roleId, q)) ways.push([policy]);
+  }
+  return ways;
+}
+
+/** Whether one way's conditions all hold; each condition evaluated once at most. */
+function holdsOne(ways: readonly (readonly Condition[])[], bindings: ReturnType<typeof bindingsOf>): boolean {
+  const outcomes = new Map<Condition, boolean>();
+  const holds = (c: Condition) => {
+    let outcome = outcomes.get(c);
+    if (outcome === undefined) outcomes.set(c, (outcome = c.evaluate(bindings).holds));
+    return outcome;
+  };
+  return ways.some((way) => way.every(holds));
+}
 
 const inputOf = (caller: Caller, q: PermissionsQuestion & { action?: string }): CheckInput => ({
   appId: caller.appId,

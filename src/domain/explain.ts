@@ -29,8 +29,10 @@ export interface ExplainedGrant {
 export interface EvaluatedCondition {
   /** The grant's relation ("" for an assignment's condition). */
   relation: string;
-  /** The assignment's role (an assignment's condition). */
+  /** The assignment's role (an assignment's condition), or the role whose policy carries it. */
   roleId?: string;
+  /** The policy that carries it (a policy's condition). */
+  policyId?: string;
   condition: string;
   holds: boolean;
   outcome: "true" | "false" | "error" | "not a bool";
@@ -60,7 +62,7 @@ export type ExplainReason =
 export interface Explanation {
   allowed: boolean;
   reasons: ExplainReason[];
-  /** Every condition evaluated: those of the user's grants on the instance whose relation implies the action. */
+  /** Every condition evaluated: of the user's grants on the instance whose relation implies the action, of assignments and of policies of roles that hold it. */
   conditions: EvaluatedCondition[];
   considered: {
     relations: { relation: string; actions: string[] }[];
@@ -102,7 +104,10 @@ export class Explainer {
     const row = await this.coalesced.call({ appId: caller.appId, keyHash: caller.keyHash, ...q });
     requireAnswerable(row, q);
     // The user's stored properties, when a condition it may evaluate may read them.
-    const sources = [...row.grants.map((g) => g[9]), ...row.roles.map((r) => r.condition)].filter((c): c is string => c !== null);
+    const sources = [
+      ...row.grants.map((g) => g[9]),
+      ...row.roles.flatMap((r) => [r.condition, ...r.policies.map((p) => p.condition)]),
+    ].filter((c): c is string => c !== null);
     const facts = sources.some((c) => this.conditions.get(c).readsSubjectProperties)
       ? await withStoredProperties(this.db, caller.appId, q.userId, q.facts ?? NO_FACTS)
       : (q.facts ?? NO_FACTS);
@@ -205,24 +210,27 @@ function explanation(q: CheckQuestion, row: ExplainRow, cache: ConditionCache): 
     const path = paths.get(r.relation)!.map(grantOf);
     reasons.push({ kind: "relation", relation: r.relation, grant: path[path.length - 1]!, path });
   }
-  const counted = row.roles.filter((role) => {
-    // An assignment with a condition counts where it holds: evaluated when its role holds the permission.
-    if (role.condition === null || role.policies.length === 0) return role.condition === null;
+  const evaluate = (source: string, where: { roleId: string; policyId?: string }) => {
     const reads: ConditionRead[] = [];
-    const outcome = cache.get(role.condition).evaluate(bindingsOf(q, q.action, q.facts ?? NO_FACTS, row.nowMs, reads));
+    const outcome = cache.get(source).evaluate(bindingsOf(q, q.action, q.facts ?? NO_FACTS, row.nowMs, reads));
     conditions.push({
       relation: "",
-      roleId: role.roleId,
-      condition: role.condition,
+      ...where,
+      condition: source,
       holds: outcome.holds,
       outcome: outcome.holds ? "true" : outcome.reason,
       message: outcome.holds ? "" : outcome.message,
       reads,
     });
     return outcome.holds;
-  });
+  };
+  // An assignment with a condition counts where it holds, evaluated when its
+  // role holds the permission; then each of its policies with a condition
+  // counts where that holds too.
+  const counted = row.roles.filter((role) => role.policies.length > 0 && (role.condition === null || evaluate(role.condition, { roleId: role.roleId })));
   for (const role of counted) {
     for (const policy of role.policies) {
+      if (policy.condition !== null && !evaluate(policy.condition, { roleId: role.roleId, policyId: policy.policyId })) continue;
       reasons.push({
         kind: "role",
         roleId: role.roleId,

@@ -45,7 +45,12 @@ export function userImpact(
     const elsewhere = (permission: string, scope: string | null) =>
       group.roleIds.some((id) => {
         const source = byRole.get(id);
-        return source !== undefined && (source.tenantId === null || source.tenantId === scope) && source.otherPermissions.includes(permission);
+        // Held elsewhere as it is, or outright (which a conditional one adds nothing to).
+        return (
+          source !== undefined &&
+          (source.tenantId === null || source.tenantId === scope) &&
+          (source.otherPermissions.includes(permission) || source.otherPermissions.includes(permission.split("\n", 1)[0]!))
+        );
       });
     const changes = (permissions: readonly string[]) => permissions.some((p) => [...scopes].some((scope) => !elsewhere(p, scope)));
     if (changes(added)) gaining.push(group);

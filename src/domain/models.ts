@@ -20,6 +20,7 @@ import { catalogViolations, diffCatalog, effectiveCatalog, type CatalogEntryInpu
 import { refuseStranding } from "./catalog.js";
 import { failedPrecondition, Violations } from "./errors.js";
 import { check, descriptionProblem, identifierProblem, nameProblem } from "./formats.js";
+import { conditionProblem } from "./conditions.js";
 import type { Principal } from "./principal.js";
 
 export interface ModelPolicyInput {
@@ -27,6 +28,8 @@ export interface ModelPolicyInput {
   description: string;
   permissions: string[];
   tenantId: string | undefined;
+  /** A CEL condition (conditions.ts); absent or "": none. */
+  condition?: string | undefined;
 }
 
 export interface ModelRoleInput {
@@ -60,6 +63,8 @@ export interface PermissionImpact {
   losing: number;
   gainingSample: string[];
   losingSample: string[];
+  /** Held only where this condition holds: counted apart from the permission held outright. */
+  condition?: string;
 }
 
 export interface ModelPlan {
@@ -231,7 +236,13 @@ function documentOf(state: State): ModelDocument {
   return {
     version: state.version,
     catalog: state.catalog.map(entryOf),
-    policies: state.policies.map((p) => ({ name: p.name, description: p.description, permissions: [...p.permissions], tenantId: p.tenantId ?? undefined })),
+    policies: state.policies.map((p) => ({
+      name: p.name,
+      description: p.description,
+      permissions: [...p.permissions],
+      tenantId: p.tenantId ?? undefined,
+      ...(p.condition === null ? {} : { condition: p.condition }),
+    })),
     roles: state.roles.map((r) => ({
       name: r.name,
       description: r.description,
@@ -261,6 +272,7 @@ export function validateModel(input: ModelInput): Target {
     }
     check(v, `${at}.description`, descriptionProblem(p.description));
     if (p.tenantId !== undefined) check(v, `${at}.tenantId`, identifierProblem(p.tenantId));
+    if (p.condition !== undefined && p.condition !== "") check(v, `${at}.condition`, conditionProblem(p.condition));
     const seen = new Set<string>();
     p.permissions.forEach((permission, j) => {
       const pat = `${at}.permissions[${j}]`;
@@ -302,7 +314,13 @@ export function validateModel(input: ModelInput): Target {
   v.throwIfAny();
   return {
     catalog: effectiveCatalog(input.catalog),
-    policies: input.policies.map((p) => ({ name: p.name, description: p.description, tenantId: p.tenantId ?? null, permissions: [...p.permissions] })),
+    policies: input.policies.map((p) => ({
+      name: p.name,
+      description: p.description,
+      tenantId: p.tenantId ?? null,
+      permissions: [...p.permissions],
+      condition: p.condition === undefined || p.condition === "" ? null : p.condition,
+    })),
     roles: input.roles.map((r) => ({ name: r.name, description: r.description, tenantId: r.tenantId ?? null, policies: [...r.policies] })),
   };
 }
@@ -345,7 +363,7 @@ async function planOf(q: Queryable, appId: string, state: State, target: Target)
     target.policies
       .filter((p) => {
         const b = policiesBefore.get(p.name);
-        return b !== undefined && !same([b.description, b.tenantId, b.permissions], [p.description, p.tenantId, p.permissions]);
+        return b !== undefined && !same([b.description, b.tenantId, b.permissions, b.condition], [p.description, p.tenantId, p.permissions, p.condition]);
       })
       .map((p) => p.name),
   );
@@ -376,9 +394,10 @@ async function planOf(q: Queryable, appId: string, state: State, target: Target)
   };
 
   // What each role holds before and after: its policies' permissions.
-  const storedPermissions = new Map(state.policies.map((p) => [p.policyId, p.permissions]));
+  // A permission held under a condition is its own key (conditionalKey).
+  const storedPermissions = new Map(state.policies.map((p) => [p.policyId, p.permissions.map((x) => conditionalKey(x, p.condition))]));
   const holdsBefore = new Map(state.roles.map((r) => [r.roleId, new Set(r.policyIds.flatMap((id) => storedPermissions.get(id) ?? []))]));
-  const targetPermissions = new Map(target.policies.map((p) => [p.name, p.permissions]));
+  const targetPermissions = new Map(target.policies.map((p) => [p.name, p.permissions.map((x) => conditionalKey(x, p.condition))]));
   const holdsAfter = new Map<string, Set<string>>();
   for (const r of state.roles) {
     const after = rolesAfter.get(roleKey(r));
@@ -428,19 +447,39 @@ export function impactOf(
         }
         return out;
       };
-      const b = held(before);
-      const a = held(after);
+      const b = outright(held(before));
+      const a = outright(held(after));
       for (const p of a) if (!b.has(p)) add(gaining, p, group);
       for (const p of b) if (!a.has(p)) add(losing, p, group);
     }
   }
   const count = (of: UserRoleSet[] | undefined) => (of ?? []).reduce((n, g) => n + g.users, 0);
   const sample = (of: UserRoleSet[] | undefined) => (of ?? []).flatMap((g) => g.sample).sort(byCodePoint).slice(0, SAMPLE_SIZE);
-  return sorted(new Set([...gaining.keys(), ...losing.keys()])).map((permission) => ({
-    permission,
-    gaining: count(gaining.get(permission)),
-    losing: count(losing.get(permission)),
-    gainingSample: sample(gaining.get(permission)),
-    losingSample: sample(losing.get(permission)),
-  }));
+  return sorted(new Set([...gaining.keys(), ...losing.keys()])).map((key) => {
+    const newline = key.indexOf("\n");
+    return {
+      permission: newline < 0 ? key : key.slice(0, newline),
+      gaining: count(gaining.get(key)),
+      losing: count(losing.get(key)),
+      gainingSample: sample(gaining.get(key)),
+      losingSample: sample(losing.get(key)),
+      ...(newline < 0 ? {} : { condition: key.slice(newline + 1) }),
+    };
+  });
+}
+
+/**
+ * A permission as impact counts it: "resource:action" when held outright,
+ * else that, a newline and the condition it is held under (a permission
+ * never holds a newline), so a conditional permission is counted apart.
+ */
+export const conditionalKey = (permission: string, condition: string | null) => (condition === null ? permission : `${permission}\n${condition}`);
+
+/** The keys held, less those held under a condition that the same scope also holds outright. */
+function outright(keys: Set<string>): Set<string> {
+  for (const key of keys) {
+    const newline = key.indexOf("\n");
+    if (newline >= 0 && keys.has(key.slice(0, newline))) keys.delete(key);
+  }
+  return keys;
 }

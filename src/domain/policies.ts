@@ -10,6 +10,8 @@ import { lockApplication, requireApplication, type Page } from "./applications.j
 import { alreadyExists, failedPrecondition, notFound, Violations } from "./errors.js";
 import { check, descriptionProblem, ensure, identifierProblem, nameProblem, pageSize } from "./formats.js";
 import { newId } from "../lib/ids.js";
+import { conditionProblem } from "./conditions.js";
+import { conditionalKey } from "./models.js";
 import { decodeTimeCursor, page, timeCursor } from "./paging.js";
 import { listChange, resolvePermissions } from "./permissions.js";
 import type { Principal } from "./principal.js";
@@ -19,6 +21,8 @@ export interface PolicyInput {
   description: string;
   permissions: string[];
   tenantId: string | undefined;
+  /** A CEL condition (conditions.ts) under which the permissions hold; absent or "": none. */
+  condition?: string | undefined;
 }
 
 /** A partial update: only the fields present change. */
@@ -26,12 +30,18 @@ export interface PolicyChange {
   name?: string;
   description?: string;
   permissions?: string[];
+  /** The new condition; "" removes it. */
+  condition?: string;
 }
 
 /** What an update of a policy would change (see Policies.preview). */
 export interface PolicyImpact {
+  /** Permissions gained and lost outright. */
   added: string[];
   removed: string[];
+  /** Permissions gained and lost under a condition. */
+  conditionalAdded: { permission: string; condition: string }[];
+  conditionalRemoved: { permission: string; condition: string }[];
   roles: ImpactRole[];
   users: UserImpact;
 }
@@ -45,13 +55,14 @@ export class Policies {
     check(v, "name", nameProblem(input.name));
     check(v, "description", descriptionProblem(input.description));
     if (input.tenantId !== undefined) check(v, "tenantId", identifierProblem(input.tenantId));
+    const condition = conditionOf(v, input.condition);
     v.throwIfAny();
     const policyId = newId("pol");
     return this.db.transaction(async (tx) => {
       await lockApplication(tx, appId, "share");
       const permissions = await resolvePermissions(tx, appId, input.permissions);
       try {
-        await policiesStore.insert(tx, appId, { policyId, name: input.name, description: input.description, tenantId: input.tenantId });
+        await policiesStore.insert(tx, appId, { policyId, name: input.name, description: input.description, tenantId: input.tenantId, condition });
       } catch (error) {
         if (isUniqueViolation(error) /* the id is new: only the name can collide */) throw nameTaken(appId, input.name);
         throw error;
@@ -63,7 +74,12 @@ export class Policies {
         actorKeyId: actor.keyId,
         targetType: "policy",
         targetId: policyId,
-        data: { name: input.name, permissions, ...(input.tenantId === undefined ? {} : { tenantId: input.tenantId }) },
+        data: {
+          name: input.name,
+          permissions,
+          ...(input.tenantId === undefined ? {} : { tenantId: input.tenantId }),
+          ...(condition === null ? {} : { condition }),
+        },
       });
       return (await policiesStore.get(tx, appId, policyId))!;
     }, options);
@@ -96,6 +112,7 @@ export class Policies {
     const v = new Violations();
     if (change.name !== undefined) check(v, "name", nameProblem(change.name));
     if (change.description !== undefined) check(v, "description", descriptionProblem(change.description));
+    const condition = change.condition === undefined ? undefined : conditionOf(v, change.condition);
     v.throwIfAny();
     return this.db.transaction(async (tx) => {
       await lockApplication(tx, appId, "share");
@@ -107,18 +124,17 @@ export class Policies {
       const described = change.description !== undefined && change.description !== before.description ? change.description : undefined;
       const permissionChange = permissions === undefined ? { added: [], removed: [] } : listChange(before.permissions, permissions);
       const reordered = permissions !== undefined && permissions.join("\n") !== before.permissions.join("\n");
-      if (renamed === undefined && described === undefined && !reordered) return before; // nothing changes: no event
+      const conditioned = condition !== undefined && condition !== before.condition;
+      if (renamed === undefined && described === undefined && !reordered && !conditioned) return before; // nothing changes: no event
 
       try {
-        await policiesStore.update(tx, appId, policyId, { name: renamed, description: described });
+        await policiesStore.update(tx, appId, policyId, { name: renamed, description: described, ...(conditioned ? { condition } : {}) });
       } catch (error) {
         if (isUniqueViolation(error) /* of what changed, only the name is unique */) throw nameTaken(appId, change.name!);
         throw error;
       }
-      if (reordered) {
-        await policiesStore.setPermissions(tx, appId, policyId, permissions!);
-        await rolePermissionsStore.refresh(tx, appId, await policiesStore.attachedRoleIds(tx, appId, policyId));
-      }
+      if (reordered) await policiesStore.setPermissions(tx, appId, policyId, permissions!);
+      if (reordered || conditioned) await rolePermissionsStore.refresh(tx, appId, await policiesStore.attachedRoleIds(tx, appId, policyId));
       await auditStore.append(tx, {
         appId,
         type: "policy.updated",
@@ -130,6 +146,7 @@ export class Policies {
           ...(described === undefined ? {} : { descriptionChanged: true }),
           permissionsAdded: permissionChange.added,
           permissionsRemoved: permissionChange.removed,
+          ...(conditioned ? { condition: { from: before.condition, to: condition } } : {}),
         },
       });
       return (await policiesStore.get(tx, appId, policyId))!;
@@ -150,20 +167,30 @@ export class Policies {
     const v = new Violations();
     if (change.name !== undefined) check(v, "name", nameProblem(change.name));
     if (change.description !== undefined) check(v, "description", descriptionProblem(change.description));
+    const condition = change.condition === undefined ? undefined : conditionOf(v, change.condition);
     v.throwIfAny();
     return this.db.transaction(async (tx) => {
       await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
       await requireApplication(tx, appId);
       const before = requirePolicy(await policiesStore.get(tx, appId, policyId), appId, policyId);
-      const permissions = change.permissions === undefined ? undefined : await resolvePermissions(tx, appId, change.permissions);
-      const { added, removed } = permissions === undefined ? { added: [], removed: [] } : listChange(before.permissions, permissions);
+      const permissions = change.permissions === undefined ? before.permissions : await resolvePermissions(tx, appId, change.permissions);
+      // Each permission keyed with the condition it holds under: a
+      // condition's change removes every permission under the old one and
+      // adds it under the new.
+      const keysBefore = before.permissions.map((p) => conditionalKey(p, before.condition));
+      const keysAfter = permissions.map((p) => conditionalKey(p, condition === undefined ? before.condition : condition));
+      const { added, removed } = listChange(keysBefore, keysAfter);
       const roles = await impactStore.roles(tx, appId, policyId);
       const groups = await impactStore.roleSets(tx, appId, policyId);
-      if (added.length === 0 && removed.length === 0) {
-        return { added, removed, roles, users: userImpact(groups, [], roles, [], []) };
-      }
-      const sources = await impactStore.sources(tx, appId, policyId, [...added, ...removed]);
-      return { added, removed, roles, users: userImpact(groups, sources, roles, added, removed) };
+      const sources = added.length === 0 && removed.length === 0 ? [] : await impactStore.sources(tx, appId, policyId, [...added, ...removed].map(baseOf));
+      return {
+        added: added.filter(isOutright),
+        removed: removed.filter(isOutright),
+        conditionalAdded: added.filter((k) => !isOutright(k)).map(splitKey),
+        conditionalRemoved: removed.filter((k) => !isOutright(k)).map(splitKey),
+        roles,
+        users: userImpact(groups, sources, roles, added, removed),
+      };
     }, options);
   }
 
@@ -198,6 +225,20 @@ export class Policies {
     }, options);
   }
 }
+
+/** The condition to store: null for none (absent or ""); a bad one is a violation naming `condition`. */
+function conditionOf(v: Violations, condition: string | undefined): string | null {
+  if (condition === undefined || condition === "") return null;
+  check(v, "condition", conditionProblem(condition));
+  return condition;
+}
+
+const isOutright = (key: string) => !key.includes("\n");
+const baseOf = (key: string) => key.split("\n", 1)[0]!;
+const splitKey = (key: string) => {
+  const newline = key.indexOf("\n");
+  return { permission: key.slice(0, newline), condition: key.slice(newline + 1) };
+};
 
 function requirePolicy(row: PolicyRow | undefined, appId: string, policyId: string): PolicyRow {
   if (row === undefined) throw policyNotFound(appId, policyId);

@@ -17,7 +17,7 @@ const catalogToProto = (doc: ModelDocument["catalog"]) =>
 
 const inputOf = (req: { catalog: CatalogResource[]; policies: ModelPolicy[]; roles: ModelRole[] }): ModelInput => ({
   catalog: catalogFromProto(req.catalog),
-  policies: req.policies.map((p) => ({ name: p.name, description: p.description, permissions: p.permissions, tenantId: p.tenantId })),
+  policies: req.policies.map((p) => ({ name: p.name, description: p.description, permissions: p.permissions, tenantId: p.tenantId, condition: p.condition })),
   roles: req.roles.map((r) => ({ name: r.name, description: r.description, tenantId: r.tenantId, policies: r.policies })),
 });
 

@@ -20,6 +20,7 @@ export const policyMessage = (row: PolicyRow): MessageInitShape<typeof PolicySch
   description: row.description,
   permissions: row.permissions,
   ...(row.tenantId === null ? {} : { tenantId: row.tenantId }),
+  ...(row.condition === null ? {} : { condition: row.condition }),
   roleCount: row.roleCount,
   createdAt: timestampFromDate(row.createdAt),
   updatedAt: timestampFromDate(row.updatedAt),
@@ -27,11 +28,12 @@ export const policyMessage = (row: PolicyRow): MessageInitShape<typeof PolicySch
 
 /** The fields an update (or its preview) changes: those of its mask, or the ones set (see maskedFields). */
 function policyChangeOf(req: UpdatePolicyRequest | PreviewPolicyUpdateRequest): PolicyChange {
-  const fields = maskedFields(req.updateMask, { name: req.name, description: req.description, permissions: req.permissions });
+  const fields = maskedFields(req.updateMask, { name: req.name, description: req.description, permissions: req.permissions, condition: req.condition });
   return {
     ...(fields.has("name") ? { name: req.name ?? "" } : {}),
     ...(fields.has("description") ? { description: req.description ?? "" } : {}),
     ...(fields.has("permissions") ? { permissions: req.permissions } : {}),
+    ...(fields.has("condition") ? { condition: req.condition ?? "" } : {}),
   };
 }
 
@@ -43,6 +45,7 @@ export function policyService(policies: Policies): ServiceImpl<typeof PolicyServ
         description: req.description,
         permissions: req.permissions,
         tenantId: req.tenantId,
+        condition: req.condition,
       }, callLimits(ctx));
       markCreated(ctx);
       return { policy: policyMessage(row) };
@@ -74,6 +77,8 @@ export function policyService(policies: Policies): ServiceImpl<typeof PolicyServ
           assignmentCount: r.assignmentCount,
         })),
         users: impact.users,
+        conditionalAdded: impact.conditionalAdded,
+        conditionalRemoved: impact.conditionalRemoved,
       };
     },
     async deletePolicy(req, ctx) {

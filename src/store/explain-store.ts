@@ -28,7 +28,8 @@ export interface ExplainRoleRow {
   tenantId: string | null;
   /** The assignment's condition (null: none). */
   condition: string | null;
-  policies: { policyId: string; name: string }[];
+  /** Each with its condition (null: none): the permission holds through it only where that holds. */
+  policies: { policyId: string; name: string; condition: string | null }[];
 }
 
 export interface ExplainRow {
@@ -57,7 +58,7 @@ type QuestionRow = [
   relations: [relation: string, actions: string[]][],
   edges: WalkEdgeRow[],
   grants: PathGrantRow[],
-  roles: [roleId: string, name: string, tenantId: string | null, policies: [policyId: string, name: string][], condition: string | null][],
+  roles: [roleId: string, name: string, tenantId: string | null, policies: [policyId: string, name: string, condition: string | null][], condition: string | null][],
   nowMs: number,
 ];
 
@@ -95,7 +96,7 @@ const explainSql = (replayed: boolean) => `
         ${EXPLAIN_EDGES("q.n")},
         ${EXPLAIN_GRANTS("q.n", "q.user_id")},
         (SELECT coalesce(json_agg(json_build_array(o.role_id, o.name, o.tenant_id,
-                  (SELECT coalesce(json_agg(json_build_array(p.policy_id, p.name) ORDER BY p.name, p.policy_id), '[]')
+                  (SELECT coalesce(json_agg(json_build_array(p.policy_id, p.name, p.condition) ORDER BY p.name, p.policy_id), '[]')
                    FROM role_policies rp
                    JOIN policy_permissions pp ON pp.app_id = rp.app_id AND pp.policy_id = rp.policy_id
                    JOIN policies p ON p.app_id = rp.app_id AND p.policy_id = rp.policy_id
@@ -142,7 +143,7 @@ async function explainApplication(q: Queryable, appId: string, inputs: readonly 
         name,
         tenantId,
         condition: condition ?? null,
-        policies: policies.map(([policyId, policyName]) => ({ policyId, name: policyName })),
+        policies: policies.map(([policyId, policyName, policyCondition]) => ({ policyId, name: policyName, condition: policyCondition ?? null })),
       })),
       nowMs,
     })),

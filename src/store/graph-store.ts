@@ -378,7 +378,7 @@ const subjectsSql = (replayed: boolean) => `
     UNION
     SELECT q.n, q.lim, q.after, 1, p.role_id, '', '', '', ''
     FROM q JOIN role_permissions p ON p.app_id = $1 AND p.resource = q.resource AND p.action = q.action
-     AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id)
+     AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id) AND p.conditions IS NULL
   ),${PAGE_CTES(holderIds)}
   SELECT
     ${KEYS_VALID} AS keys,

@@ -20,7 +20,10 @@ export interface RoleSetGroup {
 export interface RoleSource {
   roleId: string;
   tenantId: string | null;
-  /** "resource:action", among those asked about. */
+  /**
+   * "resource:action", among those asked about, when held outright; that, a
+   * newline and the condition when held under one (models.ts's conditionalKey).
+   */
   otherPermissions: string[];
 }
 
@@ -59,9 +62,10 @@ const GROUPS_SQL = `
  */
 const SOURCES_SQL = `
   SELECT o.role_id AS "roleId", o.tenant_id AS "tenantId",
-         ARRAY(SELECT DISTINCT pp.resource || ':' || pp.action
+         ARRAY(SELECT DISTINCT pp.resource || ':' || pp.action || coalesce(chr(10) || p.condition, '')
                FROM role_policies rp
                JOIN policy_permissions pp ON pp.app_id = rp.app_id AND pp.policy_id = rp.policy_id
+               JOIN policies p ON p.app_id = rp.app_id AND p.policy_id = rp.policy_id
                JOIN unnest($3::text[], $4::text[]) AS c(resource, action) ON c.resource = pp.resource AND c.action = pp.action
                WHERE rp.app_id = $1 AND rp.role_id = o.role_id AND rp.policy_id <> $2) AS "otherPermissions"
   FROM roles o

@@ -50,7 +50,7 @@ export const ACTIONS_AND_ROLE = `(SELECT r.actions FROM catalog_resources r WHER
         EXISTS (SELECT 1 FROM role_assignments a
                 JOIN role_permissions p ON p.app_id = a.app_id AND p.role_id = a.role_id
                 WHERE a.app_id = $1 AND a.user_id = q.user_id AND p.resource = q.resource AND p.action = q.action
-                  AND a.condition IS NULL
+                  AND a.condition IS NULL AND p.conditions IS NULL
                   AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id))`;
 
 /**

@@ -10,6 +10,8 @@ export interface StoredPolicy {
   tenantId: string | null;
   /** "resource:action", in order. */
   permissions: string[];
+  /** A CEL condition's source; null: none. */
+  condition: string | null;
 }
 
 /** A role, its policies by id in order. */
@@ -43,7 +45,7 @@ export const modelDocumentStore = {
 
   async policies(q: Queryable, appId: string): Promise<StoredPolicy[]> {
     const { rows } = await q.query<StoredPolicy>(
-      `SELECT p.policy_id AS "policyId", p.name, p.description, p.tenant_id AS "tenantId",
+      `SELECT p.policy_id AS "policyId", p.name, p.description, p.tenant_id AS "tenantId", p.condition,
               COALESCE((SELECT array_agg(pp.resource || ':' || pp.action ORDER BY pp.position)
                         FROM policy_permissions pp WHERE pp.app_id = $1 AND pp.policy_id = p.policy_id),
                        '{}'::text[]) AS permissions
@@ -94,8 +96,8 @@ export const modelDocumentStore = {
 
   async updatePolicy(q: Queryable, appId: string, p: StoredPolicy): Promise<void> {
     await q.query(
-      "UPDATE policies SET description = $3, tenant_id = $4, updated_at = now() WHERE app_id = $1 AND policy_id = $2",
-      [appId, p.policyId, p.description, p.tenantId],
+      "UPDATE policies SET description = $3, tenant_id = $4, condition = $5, updated_at = now() WHERE app_id = $1 AND policy_id = $2",
+      [appId, p.policyId, p.description, p.tenantId, p.condition],
     );
   },
 

@@ -9,8 +9,12 @@ export interface ModelRows {
   relations: [string, string, string[], string[]][];
   /** [resource, relation, through, inherited], in each relation's order */
   inherits: [string, string, string, string][];
-  /** [roleId, tenantId, resource, action]: what each role holds through its policies */
-  permissions: [string, string | null, string, string][];
+  /**
+   * [roleId, tenantId, resource, action, conditions]: what each role holds
+   * through its policies; conditions null when it holds outright, else the
+   * policies' conditions, any of which must hold
+   */
+  permissions: [string, string | null, string, string, string[] | null][];
 }
 
 /**
@@ -45,7 +49,7 @@ export const modelStore = {
           FROM catalog_relations r WHERE r.app_id = $1) AS relations,
          (SELECT coalesce(json_agg(json_build_array(i.resource, i.relation, i.through, i.inherited) ORDER BY i.resource, i.relation, i.position), '[]')
           FROM catalog_inherits i WHERE i.app_id = $1) AS inherits,
-         (SELECT coalesce(json_agg(json_build_array(p.role_id, p.tenant_id, p.resource, p.action)), '[]')
+         (SELECT coalesce(json_agg(json_build_array(p.role_id, p.tenant_id, p.resource, p.action, p.conditions)), '[]')
           FROM role_permissions p WHERE p.app_id = $1) AS permissions
        FROM model_versions v WHERE v.app_id = $1`,
       [appId],

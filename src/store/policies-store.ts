@@ -6,6 +6,8 @@ export interface PolicyRow {
   description: string;
   permissions: string[];
   tenantId: string | null;
+  /** A CEL condition's source; null: the permissions hold outright. */
+  condition: string | null;
   roleCount: number;
   createdAt: Date;
   updatedAt: Date;
@@ -17,7 +19,7 @@ export interface PolicyRow {
  * through its correlation, and ran these on every shard (docs/scale-out.md).
  */
 const POLICY_SELECT = `
-  SELECT p.policy_id AS "policyId", p.name, p.description, p.tenant_id AS "tenantId",
+  SELECT p.policy_id AS "policyId", p.name, p.description, p.tenant_id AS "tenantId", p.condition,
          p.created_at AS "createdAt", p.updated_at AS "updatedAt",
          COALESCE((SELECT array_agg(pp.resource || ':' || pp.action ORDER BY pp.position)
                    FROM policy_permissions pp WHERE pp.app_id = $1 AND pp.policy_id = p.policy_id),
@@ -61,19 +63,26 @@ export const policiesStore = {
   async insert(
     q: Queryable,
     appId: string,
-    policy: { policyId: string; name: string; description: string; tenantId: string | undefined },
+    policy: { policyId: string; name: string; description: string; tenantId: string | undefined; condition: string | null },
   ): Promise<void> {
     await q.query(
-      "INSERT INTO policies (app_id, policy_id, name, description, tenant_id) VALUES ($1, $2, $3, $4, $5)",
-      [appId, policy.policyId, policy.name, policy.description, policy.tenantId ?? null],
+      "INSERT INTO policies (app_id, policy_id, name, description, tenant_id, condition) VALUES ($1, $2, $3, $4, $5, $6)",
+      [appId, policy.policyId, policy.name, policy.description, policy.tenantId ?? null, policy.condition],
     );
   },
 
-  async update(q: Queryable, appId: string, policyId: string, change: { name?: string; description?: string }): Promise<void> {
+  /** Changes what is given; `condition: null` removes the condition. */
+  async update(
+    q: Queryable,
+    appId: string,
+    policyId: string,
+    change: { name?: string | undefined; description?: string | undefined; condition?: string | null },
+  ): Promise<void> {
     await q.query(
-      `UPDATE policies SET name = COALESCE($3, name), description = COALESCE($4, description), updated_at = now()
+      `UPDATE policies SET name = COALESCE($3, name), description = COALESCE($4, description),
+         condition = CASE WHEN $5::boolean THEN $6::text ELSE condition END, updated_at = now()
        WHERE app_id = $1 AND policy_id = $2`,
-      [appId, policyId, change.name ?? null, change.description ?? null],
+      [appId, policyId, change.name ?? null, change.description ?? null, change.condition !== undefined, change.condition ?? null],
     );
   },
 

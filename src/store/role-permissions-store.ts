@@ -24,12 +24,19 @@ export const rolePermissionsStore = {
     if (roleIds.length === 0) return;
     await q.query("DELETE FROM role_permissions WHERE app_id = $1 AND role_id = ANY($2::text[])", [appId, roleIds]);
     await q.query(
-      `INSERT INTO role_permissions (app_id, role_id, resource, action, tenant_id)
-       SELECT DISTINCT rp.app_id, rp.role_id, pp.resource, pp.action, r.tenant_id
+      // A permission granted by a policy with no condition holds outright
+      // (conditions NULL); otherwise by any of its policies' conditions,
+      // sorted so one set of policies always derives the same row.
+      `INSERT INTO role_permissions (app_id, role_id, resource, action, tenant_id, conditions)
+       SELECT rp.app_id, rp.role_id, pp.resource, pp.action, r.tenant_id,
+              CASE WHEN bool_or(p.condition IS NULL) THEN NULL
+                   ELSE array_agg(DISTINCT p.condition ORDER BY p.condition) END
        FROM role_policies rp
        JOIN policy_permissions pp ON pp.app_id = rp.app_id AND pp.policy_id = rp.policy_id
+       JOIN policies p ON p.app_id = rp.app_id AND p.policy_id = rp.policy_id
        JOIN roles r ON r.app_id = rp.app_id AND r.role_id = rp.role_id
-       WHERE rp.app_id = $1 AND rp.role_id = ANY($2::text[])`,
+       WHERE rp.app_id = $1 AND rp.role_id = ANY($2::text[])
+       GROUP BY rp.app_id, rp.role_id, pp.resource, pp.action, r.tenant_id`,
       [appId, roleIds],
     );
     await modelStore.bump(q, appId);

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/policies.proto.
  */
 export const file_authz_v1_policies: GenFile = /*@__PURE__*/
-  fileDesc("ChdhdXRoei92MS9wb2xpY2llcy5wcm90bxIIYXV0aHoudjEi7QEKBlBvbGljeRIRCglwb2xpY3lfaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRITCgtwZXJtaXNzaW9ucxgEIAMoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARISCgpyb2xlX2NvdW50GAYgASgFEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgwKCl90ZW5hbnRfaWQigwEKE0NyZWF0ZVBvbGljeVJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSEwoLcGVybWlzc2lvbnMYBCADKAkSFgoJdGVuYW50X2lkGAUgASgJSACIAQFCDAoKX3RlbmFudF9pZCI4ChRDcmVhdGVQb2xpY3lSZXNwb25zZRIgCgZwb2xpY3kYASABKAsyEC5hdXRoei52MS5Qb2xpY3kihQEKE0xpc3RQb2xpY2llc1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhYKCXRlbmFudF9pZBgCIAEoCUgAiAEBEhYKCXBhZ2Vfc2l6ZRgDIAEoBUgBiAEBEhIKCnBhZ2VfdG9rZW4YBCABKAlCDAoKX3RlbmFudF9pZEIMCgpfcGFnZV9zaXplIlMKFExpc3RQb2xpY2llc1Jlc3BvbnNlEiIKCHBvbGljaWVzGAEgAygLMhAuYXV0aHoudjEuUG9saWN5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI1ChBHZXRQb2xpY3lSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoCRIRCglwb2xpY3lfaWQYAiABKAkiNQoRR2V0UG9saWN5UmVzcG9uc2USIAoGcG9saWN5GAEgASgLMhAuYXV0aHoudjEuUG9saWN5InUKFkxpc3RQb2xpY3lSb2xlc1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhEKCXBvbGljeV9pZBgCIAEoCRIWCglwYWdlX3NpemUYAyABKAVIAIgBARISCgpwYWdlX3Rva2VuGAQgASgJQgwKCl9wYWdlX3NpemUiUQoXTGlzdFBvbGljeVJvbGVzUmVzcG9uc2USHQoFcm9sZXMYASADKAsyDi5hdXRoei52MS5Sb2xlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLEAQoTVXBkYXRlUG9saWN5UmVxdWVzdBIOCgZhcHBfaWQYASABKAkSEQoJcG9saWN5X2lkGAIgASgJEhEKBG5hbWUYAyABKAlIAIgBARIYCgtkZXNjcmlwdGlvbhgEIAEoCUgBiAEBEhMKC3Blcm1pc3Npb25zGAUgAygJEi8KC3VwZGF0ZV9tYXNrGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFza0IHCgVfbmFtZUIOCgxfZGVzY3JpcHRpb24iOAoUVXBkYXRlUG9saWN5UmVzcG9uc2USIAoGcG9saWN5GAEgASgLMhAuYXV0aHoudjEuUG9saWN5IkcKE0RlbGV0ZVBvbGljeVJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhEKCXBvbGljeV9pZBgCIAEoCRINCgVmb3JjZRgDIAEoCCJVChREZWxldGVQb2xpY3lSZXNwb25zZRIRCglwb2xpY3lfaWQYASABKAkSDwoHZGVsZXRlZBgCIAEoCBIZChFkZXRhY2hlZF9yb2xlX2lkcxgDIAMoCSLLAQoaUHJldmlld1BvbGljeVVwZGF0ZVJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhEKCXBvbGljeV9pZBgCIAEoCRIRCgRuYW1lGAMgASgJSACIAQESGAoLZGVzY3JpcHRpb24YBCABKAlIAYgBARITCgtwZXJtaXNzaW9ucxgFIAMoCRIvCgt1cGRhdGVfbWFzaxgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCBwoFX25hbWVCDgoMX2Rlc2NyaXB0aW9uIo0BChtQcmV2aWV3UG9saWN5VXBkYXRlUmVzcG9uc2USDQoFYWRkZWQYASADKAkSDwoHcmVtb3ZlZBgCIAMoCRIpCgVyb2xlcxgDIAMoCzIaLmF1dGh6LnYxLlBvbGljeUltcGFjdFJvbGUSIwoFdXNlcnMYBCABKAsyFC5hdXRoei52MS5Vc2VySW1wYWN0InEKEFBvbGljeUltcGFjdFJvbGUSDwoHcm9sZV9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhYKCXRlbmFudF9pZBgDIAEoCUgAiAEBEhgKEGFzc2lnbm1lbnRfY291bnQYBCABKAVCDAoKX3RlbmFudF9pZCJtCgpVc2VySW1wYWN0Eg8KB2dhaW5pbmcYASABKAUSDgoGbG9zaW5nGAIgASgFEhYKDmdhaW5pbmdfc2FtcGxlGAMgAygJEhUKDWxvc2luZ19zYW1wbGUYBCADKAkSDwoHcmVhY2hlZBgFIAEoBTKOCAoNUG9saWN5U2VydmljZRKIAQoMQ3JlYXRlUG9saWN5Eh0uYXV0aHoudjEuQ3JlYXRlUG9saWN5UmVxdWVzdBoeLmF1dGh6LnYxLkNyZWF0ZVBvbGljeVJlc3BvbnNlIjmC0+STAjM6ASpiBnBvbGljeSImL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vcG9saWNpZXMSfQoMTGlzdFBvbGljaWVzEh0uYXV0aHoudjEuTGlzdFBvbGljaWVzUmVxdWVzdBoeLmF1dGh6LnYxLkxpc3RQb2xpY2llc1Jlc3BvbnNlIi6C0+STAigSJi9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3BvbGljaWVzEogBCglHZXRQb2xpY3kSGi5hdXRoei52MS5HZXRQb2xpY3lSZXF1ZXN0GhsuYXV0aHoudjEuR2V0UG9saWN5UmVzcG9uc2UiQoLT5JMCPGIGcG9saWN5EjIvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9wb2xpY2llcy97cG9saWN5X2lkfRKYAQoPTGlzdFBvbGljeVJvbGVzEiAuYXV0aHoudjEuTGlzdFBvbGljeVJvbGVzUmVxdWVzdBohLmF1dGh6LnYxLkxpc3RQb2xpY3lSb2xlc1Jlc3BvbnNlIkCC0+STAjoSOC9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3BvbGljaWVzL3twb2xpY3lfaWR9L3JvbGVzEpQBCgxVcGRhdGVQb2xpY3kSHS5hdXRoei52MS5VcGRhdGVQb2xpY3lSZXF1ZXN0Gh4uYXV0aHoudjEuVXBkYXRlUG9saWN5UmVzcG9uc2UiRYLT5JMCPzoBKmIGcG9saWN5MjIvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9wb2xpY2llcy97cG9saWN5X2lkfRKpAQoTUHJldmlld1BvbGljeVVwZGF0ZRIkLmF1dGh6LnYxLlByZXZpZXdQb2xpY3lVcGRhdGVSZXF1ZXN0GiUuYXV0aHoudjEuUHJldmlld1BvbGljeVVwZGF0ZVJlc3BvbnNlIkWC0+STAj86ASoiOi9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3BvbGljaWVzL3twb2xpY3lfaWR9L3ByZXZpZXcSiQEKDERlbGV0ZVBvbGljeRIdLmF1dGh6LnYxLkRlbGV0ZVBvbGljeVJlcXVlc3QaHi5hdXRoei52MS5EZWxldGVQb2xpY3lSZXNwb25zZSI6gtPkkwI0KjIvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9wb2xpY2llcy97cG9saWN5X2lkfWIGcHJvdG8z", [file_authz_v1_roles, file_google_api_annotations, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("ChdhdXRoei92MS9wb2xpY2llcy5wcm90bxIIYXV0aHoudjEikwIKBlBvbGljeRIRCglwb2xpY3lfaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRITCgtwZXJtaXNzaW9ucxgEIAMoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARISCgpyb2xlX2NvdW50GAYgASgFEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKCWNvbmRpdGlvbhgJIAEoCUgBiAEBQgwKCl90ZW5hbnRfaWRCDAoKX2NvbmRpdGlvbiKpAQoTQ3JlYXRlUG9saWN5UmVxdWVzdBIOCgZhcHBfaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRITCgtwZXJtaXNzaW9ucxgEIAMoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARIWCgljb25kaXRpb24YBiABKAlIAYgBAUIMCgpfdGVuYW50X2lkQgwKCl9jb25kaXRpb24iOAoUQ3JlYXRlUG9saWN5UmVzcG9uc2USIAoGcG9saWN5GAEgASgLMhAuYXV0aHoudjEuUG9saWN5IoUBChNMaXN0UG9saWNpZXNSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoCRIWCgl0ZW5hbnRfaWQYAiABKAlIAIgBARIWCglwYWdlX3NpemUYAyABKAVIAYgBARISCgpwYWdlX3Rva2VuGAQgASgJQgwKCl90ZW5hbnRfaWRCDAoKX3BhZ2Vfc2l6ZSJTChRMaXN0UG9saWNpZXNSZXNwb25zZRIiCghwb2xpY2llcxgBIAMoCzIQLmF1dGh6LnYxLlBvbGljeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNQoQR2V0UG9saWN5UmVxdWVzdBIOCgZhcHBfaWQYASABKAkSEQoJcG9saWN5X2lkGAIgASgJIjUKEUdldFBvbGljeVJlc3BvbnNlEiAKBnBvbGljeRgBIAEoCzIQLmF1dGh6LnYxLlBvbGljeSJ1ChZMaXN0UG9saWN5Um9sZXNSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoCRIRCglwb2xpY3lfaWQYAiABKAkSFgoJcGFnZV9zaXplGAMgASgFSACIAQESEgoKcGFnZV90b2tlbhgEIAEoCUIMCgpfcGFnZV9zaXplIlEKF0xpc3RQb2xpY3lSb2xlc1Jlc3BvbnNlEh0KBXJvbGVzGAEgAygLMg4uYXV0aHoudjEuUm9sZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki6gEKE1VwZGF0ZVBvbGljeVJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhEKCXBvbGljeV9pZBgCIAEoCRIRCgRuYW1lGAMgASgJSACIAQESGAoLZGVzY3JpcHRpb24YBCABKAlIAYgBARITCgtwZXJtaXNzaW9ucxgFIAMoCRIvCgt1cGRhdGVfbWFzaxgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSFgoJY29uZGl0aW9uGAcgASgJSAKIAQFCBwoFX25hbWVCDgoMX2Rlc2NyaXB0aW9uQgwKCl9jb25kaXRpb24iOAoUVXBkYXRlUG9saWN5UmVzcG9uc2USIAoGcG9saWN5GAEgASgLMhAuYXV0aHoudjEuUG9saWN5IkcKE0RlbGV0ZVBvbGljeVJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhEKCXBvbGljeV9pZBgCIAEoCRINCgVmb3JjZRgDIAEoCCJVChREZWxldGVQb2xpY3lSZXNwb25zZRIRCglwb2xpY3lfaWQYASABKAkSDwoHZGVsZXRlZBgCIAEoCBIZChFkZXRhY2hlZF9yb2xlX2lkcxgDIAMoCSLxAQoaUHJldmlld1BvbGljeVVwZGF0ZVJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEhEKCXBvbGljeV9pZBgCIAEoCRIRCgRuYW1lGAMgASgJSACIAQESGAoLZGVzY3JpcHRpb24YBCABKAlIAYgBARITCgtwZXJtaXNzaW9ucxgFIAMoCRIvCgt1cGRhdGVfbWFzaxgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSFgoJY29uZGl0aW9uGAcgASgJSAKIAQFCBwoFX25hbWVCDgoMX2Rlc2NyaXB0aW9uQgwKCl9jb25kaXRpb24ihwIKG1ByZXZpZXdQb2xpY3lVcGRhdGVSZXNwb25zZRINCgVhZGRlZBgBIAMoCRIPCgdyZW1vdmVkGAIgAygJEikKBXJvbGVzGAMgAygLMhouYXV0aHoudjEuUG9saWN5SW1wYWN0Um9sZRIjCgV1c2VycxgEIAEoCzIULmF1dGh6LnYxLlVzZXJJbXBhY3QSOgoRY29uZGl0aW9uYWxfYWRkZWQYBSADKAsyHy5hdXRoei52MS5Db25kaXRpb25hbFBlcm1pc3Npb24SPAoTY29uZGl0aW9uYWxfcmVtb3ZlZBgGIAMoCzIfLmF1dGh6LnYxLkNvbmRpdGlvbmFsUGVybWlzc2lvbiI+ChVDb25kaXRpb25hbFBlcm1pc3Npb24SEgoKcGVybWlzc2lvbhgBIAEoCRIRCgljb25kaXRpb24YAiABKAkicQoQUG9saWN5SW1wYWN0Um9sZRIPCgdyb2xlX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSFgoJdGVuYW50X2lkGAMgASgJSACIAQESGAoQYXNzaWdubWVudF9jb3VudBgEIAEoBUIMCgpfdGVuYW50X2lkIm0KClVzZXJJbXBhY3QSDwoHZ2FpbmluZxgBIAEoBRIOCgZsb3NpbmcYAiABKAUSFgoOZ2FpbmluZ19zYW1wbGUYAyADKAkSFQoNbG9zaW5nX3NhbXBsZRgEIAMoCRIPCgdyZWFjaGVkGAUgASgFMo4ICg1Qb2xpY3lTZXJ2aWNlEogBCgxDcmVhdGVQb2xpY3kSHS5hdXRoei52MS5DcmVhdGVQb2xpY3lSZXF1ZXN0Gh4uYXV0aHoudjEuQ3JlYXRlUG9saWN5UmVzcG9uc2UiOYLT5JMCMzoBKmIGcG9saWN5IiYvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9wb2xpY2llcxJ9CgxMaXN0UG9saWNpZXMSHS5hdXRoei52MS5MaXN0UG9saWNpZXNSZXF1ZXN0Gh4uYXV0aHoudjEuTGlzdFBvbGljaWVzUmVzcG9uc2UiLoLT5JMCKBImL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vcG9saWNpZXMSiAEKCUdldFBvbGljeRIaLmF1dGh6LnYxLkdldFBvbGljeVJlcXVlc3QaGy5hdXRoei52MS5HZXRQb2xpY3lSZXNwb25zZSJCgtPkkwI8YgZwb2xpY3kSMi9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3BvbGljaWVzL3twb2xpY3lfaWR9EpgBCg9MaXN0UG9saWN5Um9sZXMSIC5hdXRoei52MS5MaXN0UG9saWN5Um9sZXNSZXF1ZXN0GiEuYXV0aHoudjEuTGlzdFBvbGljeVJvbGVzUmVzcG9uc2UiQILT5JMCOhI4L2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vcG9saWNpZXMve3BvbGljeV9pZH0vcm9sZXMSlAEKDFVwZGF0ZVBvbGljeRIdLmF1dGh6LnYxLlVwZGF0ZVBvbGljeVJlcXVlc3QaHi5hdXRoei52MS5VcGRhdGVQb2xpY3lSZXNwb25zZSJFgtPkkwI/OgEqYgZwb2xpY3kyMi9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3BvbGljaWVzL3twb2xpY3lfaWR9EqkBChNQcmV2aWV3UG9saWN5VXBkYXRlEiQuYXV0aHoudjEuUHJldmlld1BvbGljeVVwZGF0ZVJlcXVlc3QaJS5hdXRoei52MS5QcmV2aWV3UG9saWN5VXBkYXRlUmVzcG9uc2UiRYLT5JMCPzoBKiI6L2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vcG9saWNpZXMve3BvbGljeV9pZH0vcHJldmlldxKJAQoMRGVsZXRlUG9saWN5Eh0uYXV0aHoudjEuRGVsZXRlUG9saWN5UmVxdWVzdBoeLmF1dGh6LnYxLkRlbGV0ZVBvbGljeVJlc3BvbnNlIjqC0+STAjQqMi9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3BvbGljaWVzL3twb2xpY3lfaWR9YgZwcm90bzM", [file_authz_v1_roles, file_google_api_annotations, file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message authz.v1.Policy
@@ -66,6 +66,14 @@ export type Policy = Message<"authz.v1.Policy"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 8;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * A CEL condition (docs/conditions.md): the permissions hold for a role
+   * the policy is attached to only where it holds. Absent: they always hold.
+   *
+   * @generated from field: optional string condition = 9;
+   */
+  condition?: string | undefined;
 };
 
 /**
@@ -105,6 +113,13 @@ export type CreatePolicyRequest = Message<"authz.v1.CreatePolicyRequest"> & {
    * @generated from field: optional string tenant_id = 5;
    */
   tenantId?: string | undefined;
+
+  /**
+   * A CEL condition; absent or "": none. Invalid CEL → 400 naming the position.
+   *
+   * @generated from field: optional string condition = 6;
+   */
+  condition?: string | undefined;
 };
 
 /**
@@ -317,6 +332,14 @@ export type UpdatePolicyRequest = Message<"authz.v1.UpdatePolicyRequest"> & {
    * @generated from field: google.protobuf.FieldMask update_mask = 6;
    */
   updateMask?: FieldMask | undefined;
+
+  /**
+   * The new condition; "" removes it (over REST, a null is an absent key,
+   * as for every field, and leaves it be).
+   *
+   * @generated from field: optional string condition = 7;
+   */
+  condition?: string | undefined;
 };
 
 /**
@@ -434,6 +457,14 @@ export type PreviewPolicyUpdateRequest = Message<"authz.v1.PreviewPolicyUpdateRe
    * @generated from field: google.protobuf.FieldMask update_mask = 6;
    */
   updateMask?: FieldMask | undefined;
+
+  /**
+   * The new condition; "" removes it (over REST, a null is an absent key,
+   * as for every field, and leaves it be).
+   *
+   * @generated from field: optional string condition = 7;
+   */
+  condition?: string | undefined;
 };
 
 /**
@@ -470,6 +501,20 @@ export type PreviewPolicyUpdateResponse = Message<"authz.v1.PreviewPolicyUpdateR
    * @generated from field: authz.v1.UserImpact users = 4;
    */
   users?: UserImpact | undefined;
+
+  /**
+   * What the policy would gain and lose under a condition, counted apart
+   * from `added` and `removed` (which hold outright): a permission whose
+   * condition changes is removed under the old and added under the new.
+   *
+   * @generated from field: repeated authz.v1.ConditionalPermission conditional_added = 5;
+   */
+  conditionalAdded: ConditionalPermission[];
+
+  /**
+   * @generated from field: repeated authz.v1.ConditionalPermission conditional_removed = 6;
+   */
+  conditionalRemoved: ConditionalPermission[];
 };
 
 /**
@@ -478,6 +523,32 @@ export type PreviewPolicyUpdateResponse = Message<"authz.v1.PreviewPolicyUpdateR
  */
 export const PreviewPolicyUpdateResponseSchema: GenMessage<PreviewPolicyUpdateResponse> = /*@__PURE__*/
   messageDesc(file_authz_v1_policies, 14);
+
+/**
+ * A permission held only where a condition holds.
+ *
+ * @generated from message authz.v1.ConditionalPermission
+ */
+export type ConditionalPermission = Message<"authz.v1.ConditionalPermission"> & {
+  /**
+   * "resource:action".
+   *
+   * @generated from field: string permission = 1;
+   */
+  permission: string;
+
+  /**
+   * @generated from field: string condition = 2;
+   */
+  condition: string;
+};
+
+/**
+ * Describes the message authz.v1.ConditionalPermission.
+ * Use `create(ConditionalPermissionSchema)` to create a new message.
+ */
+export const ConditionalPermissionSchema: GenMessage<ConditionalPermission> = /*@__PURE__*/
+  messageDesc(file_authz_v1_policies, 15);
 
 /**
  * @generated from message authz.v1.PolicyImpactRole
@@ -511,7 +582,7 @@ export type PolicyImpactRole = Message<"authz.v1.PolicyImpactRole"> & {
  * Use `create(PolicyImpactRoleSchema)` to create a new message.
  */
 export const PolicyImpactRoleSchema: GenMessage<PolicyImpactRole> = /*@__PURE__*/
-  messageDesc(file_authz_v1_policies, 15);
+  messageDesc(file_authz_v1_policies, 16);
 
 /**
  * Distinct users whose effective permissions would change. A user loses a
@@ -559,7 +630,7 @@ export type UserImpact = Message<"authz.v1.UserImpact"> & {
  * Use `create(UserImpactSchema)` to create a new message.
  */
 export const UserImpactSchema: GenMessage<UserImpact> = /*@__PURE__*/
-  messageDesc(file_authz_v1_policies, 16);
+  messageDesc(file_authz_v1_policies, 17);
 
 /**
  * Policies are named bundles of catalog permissions, attached to roles.
