@@ -103,6 +103,47 @@ describe("portcullis model test", () => {
     expect(run.stdout).toMatch(/^model test .*passing\.yaml: 4 grants, 2 assignments, 9 assertions\nok: all 9 assertions hold \(\d+ ms\)\n$/);
   });
 
+  it("conditions: on a policy, an assignment and a grant, asked with context and properties", { timeout: 60_000 }, async () => {
+    const conditional = `model:
+  catalog:
+    - resource: todo
+      actions: [read, update]
+      relations:
+        - { name: owner, actions: [read, update] }
+  policies:
+    - { name: own-todos, permissions: ["todo:update"], condition: "resource.properties.ownerID == subject.id" }
+    - { name: readers, permissions: ["todo:read"] }
+  roles:
+    - { name: editor, policies: [own-todos] }
+    - { name: reader, policies: [readers] }
+grants:
+  - { userId: ann, resource: todo, resourceId: t1, relation: owner, condition: "context.mfa == true" }
+assignments:
+  - { role: editor, userId: bob }
+  - { role: reader, userId: cat, condition: "has(context.ticket)" }
+assertions:
+  - check: { userId: bob, resource: todo, resourceId: t2, action: update, resourceProperties: { ownerID: bob } }
+    expect: allowed
+  - check: { userId: bob, resource: todo, resourceId: t2, action: update, resourceProperties: { ownerID: ann } }
+    expect: denied
+  - check: { userId: ann, resource: todo, resourceId: t1, action: update, context: { mfa: true } }
+    expect: allowed
+  - check: { userId: ann, resource: todo, resourceId: t1, action: update }
+    expect: denied
+  - check: { userId: cat, resource: todo, resourceId: t1, action: read, context: { ticket: T-1 } }
+    expect: allowed
+  - check: { userId: cat, resource: todo, resourceId: t1, action: read }
+    expect: denied
+`;
+    const run = await portcullis(["model", "test", await file("conditional.yaml", conditional)]);
+    expect(run.stderr).toBe("");
+    expect(run.stdout).toMatch(/1 grant, 2 assignments, 6 assertions\nok: all 6 assertions hold/);
+    expect(run.code).toBe(0);
+    const bad = await portcullis(["model", "test", await file("bad-condition.yaml", conditional.replace('condition: "has(context.ticket)"', 'condition: "has("'))]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/assignments\[1\]\.condition/);
+  });
+
   it("prints each failed assertion with its line and its explain, and exits 1", { timeout: 60_000 }, async () => {
     const wrong = PASSING.replace(
       "action: edit }\n    expect: denied\n  - check: { userId: carol",

@@ -105,7 +105,7 @@ async function readTestFile(file: string, stdin: NodeJS.ReadableStream): Promise
 interface Fixture {
   model: Json;
   grants: Json[];
-  assignments: { role: string; userId: string; tenantId: string | undefined }[];
+  assignments: { role: string; userId: string; tenantId: string | undefined; condition: string | undefined }[];
   assertions: Assertion[];
 }
 
@@ -120,16 +120,18 @@ function fixtureOf(file: TestFile, value: Json): Fixture {
   if (!isObject(model)) throw file.problem(["model"], "is required: the model document, as model export prints it");
   const { version: _, ...document } = model; // the version exported with it is not an input
   if (!Array.isArray(grants) || !grants.every(isObject)) throw file.problem(["grants"], "must be a list of grants, as the bulk write takes them");
-  if (!Array.isArray(assignments)) throw file.problem(["assignments"], "must be a list of {role, userId, tenantId?}");
+  if (!Array.isArray(assignments)) throw file.problem(["assignments"], "must be a list of {role, userId, tenantId?, condition?}");
   if (!Array.isArray(assertions)) throw file.problem(["assertions"], "is required: a list of {check|lookup|whoCan: ..., expect: allowed|denied}");
 
   const roles = assignments.map((a: unknown, i) => {
     const at = ["assignments", i];
-    if (!isObject(a)) throw file.problem(at, "must be {role, userId, tenantId?}");
-    for (const key of Object.keys(a)) if (!["role", "userId", "tenantId"].includes(key)) throw file.problem([...at, key], "is not a field of an assignment (role, userId, tenantId)");
+    if (!isObject(a)) throw file.problem(at, "must be {role, userId, tenantId?, condition?}");
+    for (const key of Object.keys(a)) {
+      if (!["role", "userId", "tenantId", "condition"].includes(key)) throw file.problem([...at, key], "is not a field of an assignment (role, userId, tenantId, condition)");
+    }
     for (const key of ["role", "userId"]) if (typeof a[key] !== "string" || a[key] === "") throw file.problem([...at, key], "is required: a non-empty string");
-    if (a.tenantId !== undefined && typeof a.tenantId !== "string") throw file.problem([...at, "tenantId"], "must be a string");
-    return { role: a.role as string, userId: a.userId as string, tenantId: a.tenantId as string | undefined };
+    for (const key of ["tenantId", "condition"]) if (a[key] !== undefined && typeof a[key] !== "string") throw file.problem([...at, key], "must be a string");
+    return { role: a.role as string, userId: a.userId as string, tenantId: a.tenantId as string | undefined, condition: a.condition as string | undefined };
   });
 
   const asserted = assertions.map((a: unknown, index): Assertion => {
@@ -219,7 +221,7 @@ async function runFixture(embedded: Embedded, file: TestFile, fixture: Fixture):
       throw file.problem(["assignments", i, "role"], `names no role of the model${a.tenantId === undefined ? " (an application-wide role)" : ` in tenant ${a.tenantId}`}: ${a.role}`);
     }
     await api
-      .post(`${app}/roles/${encodeURIComponent(roleId)}/assignments`, { userId: a.userId })
+      .post(`${app}/roles/${encodeURIComponent(roleId)}/assignments`, { userId: a.userId, ...(a.condition === undefined ? {} : { condition: a.condition }) })
       .catch((error: unknown) => refused(file, error, (f) => ["assignments", i, ...parsePath(f)], "an assignment"));
   }
 

@@ -110,10 +110,10 @@ export function modelTestSchema(openapi: OpenApiDocument): JsonSchema {
       grants: { type: "array", items: grant, description: "Grants, as the bulk write takes them." },
       assignments: {
         type: "array",
-        description: "Role assignments, the role named by name (and tenantId for a tenant's role).",
+        description: "Role assignments, the role named by name (and tenantId for a tenant's role), with an optional CEL condition.",
         items: {
           type: "object",
-          properties: { role: text, userId: text, tenantId: { type: "string" } },
+          properties: { role: text, userId: text, tenantId: { type: "string" }, condition: { type: "string", description: "A CEL condition under which the role counts (docs/conditions.md)." } },
           required: ["role", "userId"],
           additionalProperties: false,
         },
