@@ -37,6 +37,38 @@ export interface CheckBody {
   resource: string;
   resourceId: string;
   action: string;
+  resourceProperties?: Record<string, string>;
+}
+
+/** The condition of the bench's conditional grants: ownership, the issue's example. */
+export const OWNER_CONDITION = "resource.properties.ownerID == subject.id";
+/** How many conditional grants the bench writes (on instances of their own). */
+export const CONDITIONAL_GRANTS = 1_000;
+
+/** The i-th conditional grant: an owner grant that counts where the question says the user owns the instance. */
+export function conditionalGrant(i: number): Grant & { condition: string } {
+  const res = RESOURCES[i % RESOURCES.length]!;
+  return { userId: userId((i * 7) % USERS), resource: res.resource, resourceId: `conditional-${i}`, relation: "owner", condition: OWNER_CONDITION };
+}
+
+/**
+ * Checks allowed through one condition: the user's conditional grant on the
+ * instance, asked with the resource's ownerID (the user's own id), so the
+ * condition holds; no role of the user holds the action first (the role's
+ * permissions would answer before any CEL).
+ */
+export function conditionChecks(count: number): CheckBody[] {
+  const r = random(10);
+  const held = rolePermissions();
+  const out: CheckBody[] = [];
+  while (out.length < count) {
+    const i = r.int(CONDITIONAL_GRANTS);
+    const g = conditionalGrant(i);
+    const action = r.pick(RESOURCES[i % RESOURCES.length]!.actions);
+    if (held[roleOfUser((i * 7) % USERS)]!.has(`${g.resource}:${action}`)) continue;
+    out.push({ userId: g.userId, resource: g.resource, resourceId: g.resourceId, action, resourceProperties: { ownerID: g.userId } });
+  }
+  return out;
 }
 
 export const catalog = {

@@ -2,8 +2,11 @@
  * The load generator, run as its own process so it does not share an event
  * loop with the service: REST through autocannon, gRPC through @grpc/grpc-js,
  * each with a fixed number of requests in flight for a fixed time.
- * Reads a LoadSpec as JSON from argv[2]; prints a LoadResult as JSON.
+ * Reads a LoadSpec as JSON from argv[2], or from the file argv[2] names
+ * after an "@" (a spec too long for one argument); prints a LoadResult as
+ * JSON.
  */
+import { readFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import { fromJson, toBinary, type JsonValue } from "@bufbuild/protobuf";
 import autocannon from "autocannon";
@@ -132,7 +135,8 @@ async function grpcLoad(spec: LoadSpec): Promise<Load> {
   return { requests: latencies.length, errors, rps: latencies.length / spec.seconds, ...percentiles(latencies) };
 }
 
-const spec = JSON.parse(process.argv[2]!) as LoadSpec;
+const argument = process.argv[2]!;
+const spec = JSON.parse(argument.startsWith("@") ? readFileSync(argument.slice(1), "utf8") : argument) as LoadSpec;
 const cpu = process.cpuUsage();
 const load = spec.kind === "rest" ? await rest(spec) : await grpcLoad(spec);
 const used = process.cpuUsage(cpu);
