@@ -181,6 +181,24 @@ export class Checker {
     return allowed.size === plainActions.length ? plainActions : orderedLike(model, q, allowed);
   }
 
+  /**
+   * How each question would be answered, without evaluating a condition:
+   * `outright` when what holds with no condition allows; otherwise the
+   * ways conditions could allow it, each one CEL expression (a way of two
+   * conditions, an assignment's and its role's policy's, joined by `&&`,
+   * which holds exactly when both do). None: denied whatever the facts.
+   * What lookup and who can list as conditional answers (one statement for
+   * all, as a batch check).
+   */
+  async ways(caller: Caller, questions: CheckQuestion[]): Promise<({ outright: true } | { outright: false; conditions: string[] })[]> {
+    const all = await this.batchFacts(caller, questions, "checks", validateQuestion);
+    return all.map(([model, q, facts]) => {
+      if (model.allows(q, facts.relations, facts.roles)) return { outright: true };
+      const conditions = conditionalWays(model, q, facts).map((way) => (way.length === 1 ? way[0]! : way.map((c) => `(${c})`).join(" && ")));
+      return { outright: false, conditions: [...new Set(conditions)] };
+    });
+  }
+
   /** The facts of each question of a batch, from one statement, once the batch is valid and the key holds. */
   private async batchFacts<Q extends PermissionsQuestion>(
     caller: Caller,
