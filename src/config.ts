@@ -160,7 +160,8 @@ function publicUrl(env: Readonly<Record<string, string | undefined>>): string | 
   if (given === undefined) return undefined;
   const url = URL.canParse(given) ? new URL(given) : undefined;
   if (url === undefined || !["http:", "https:"].includes(url.protocol) || url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") {
-    throw new ConfigError(`PUBLIC_URL must be an http:// or https:// URL with no query, fragment or credentials, such as https://pdp.example.com, got "${given}"`);
+    // The value is not repeated: it may carry credentials.
+    throw new ConfigError("PUBLIC_URL must be an http:// or https:// URL with no query, fragment or credentials, such as https://pdp.example.com");
   }
   return url.toString().replace(/\/+$/, "");
 }
