@@ -128,6 +128,9 @@ describe.each(engines)("AuthZEN evaluations, on %s", (engine) => {
       expect(await decide(dan("eve@example.com", "ui"))).toBe(false);
       // The request's subject.properties are laid over the stored ones, key by key.
       expect(await decide(dan("eve@example.com", "ui", "eve@example.com"))).toBe(true);
+      // A "__proto__" key is a key like any other: it lends the properties no ownerID.
+      const sneaky = JSON.stringify(dan("x", "ui")).replace('"properties":{"ownerID":"x"}', '"properties":{"__proto__":{"ownerID":"dan@example.com"}}');
+      expect((await post(EVALUATION, sneaky)).body).toEqual({ decision: false });
     });
 
     it("unknown fields are ignored, at the top and inside entities", async () => {
