@@ -41,7 +41,14 @@ export interface SearchDeps {
 export class AccessSearches {
   constructor(private readonly deps: SearchDeps) {}
 
-  /** Subject Search: user ids, from who can. subject.id is not asked (ignored when given). */
+  /**
+   * Subject Search: user ids, from who can (users named by grants or
+   * assigned a role). subject.id is not asked (ignored when given). Once a
+   * grant may name every user (API.md: `allUsers`), who can's `allUsers`
+   * answer is to page every user the application knows here instead (named
+   * by grants, role assignments or stored properties), as Resource Search
+   * pages every known instance.
+   */
   async subjects(caller: Caller, request: SearchInput): Promise<SearchPage> {
     const e = required(request, { subjectId: false, action: true, resourceId: true });
     const start = pageStart(request.page, ["subject", e.subject.type, e.action.name, e.resource.type, e.resource.id]);
