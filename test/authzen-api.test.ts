@@ -11,6 +11,7 @@
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import http from "node:http";
+import http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessService } from "../gen/authzen/v1/access_pb.js";
 import { admin, createApp, expectStatus } from "./helpers/authz.js";
@@ -401,6 +402,10 @@ describe.each(engines)("AuthZEN evaluations, on %s", (engine) => {
         expect(res.status, type).toBe(400);
         expect(res.body.details).toContainEqual(expect.objectContaining({ field: "Content-Type" }));
       }
+      // None at all (fetch would add text/plain to a string body; bytes go without one).
+      const untyped = await fetch(`${service.url}${EVALUATION}`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: new TextEncoder().encode(JSON.stringify(good)) });
+      expect(untyped.status).toBe(400);
+      expect(((await untyped.json()) as { message: string }).message).toBe("Content-Type: must be application/json, got none");
       expect((await post(EVALUATION, good, { "content-type": "application/json; charset=utf-8" })).status).toBe(200);
       const res = await fetch(`${service.url}${EVALUATION}`, {
         method: "POST",
@@ -424,6 +429,25 @@ describe.each(engines)("AuthZEN evaluations, on %s", (engine) => {
       const answers = await Promise.all(Array.from({ length: 20 }, () => post(EVALUATION, q("ann", "document", "d1", "update"))));
       expect(new Set(answers.map((a) => a.text))).toEqual(new Set(['{"decision":true}']));
     });
+  });
+
+  it("REST over HTTP/2 (h2c): the same answer, the request id echoed", async () => {
+    const session = http2.connect(service.url);
+    try {
+      const answer = await new Promise<{ status: number; id: unknown; text: string }>((resolve, reject) => {
+        const stream = session.request({ ":method": "POST", ":path": EVALUATION, "content-type": "application/json", authorization: `Bearer ${key}`, "x-request-id": "over h2" });
+        let text = "";
+        let head: http2.IncomingHttpHeaders = {};
+        stream.on("response", (headers) => (head = headers));
+        stream.on("data", (chunk: Buffer) => (text += chunk.toString()));
+        stream.on("end", () => resolve({ status: Number(head[":status"]), id: head["x-request-id"], text }));
+        stream.on("error", reject);
+        stream.end(JSON.stringify(q("ann", "document", "d1", "update")));
+      });
+      expect(answer).toEqual({ status: 200, id: "over h2", text: '{"decision":true}' });
+    } finally {
+      session.close();
+    }
   });
 
   describe("typed clients", () => {
