@@ -1,4 +1,4 @@
-// Writes src/transport/pages/proto-comments.ts: the comments of proto/authz (each
+// Writes src/transport/pages/proto-comments.ts: the comments of proto/authz and proto/authzen (each
 // service's, RPC's, message's and field's leading comment), which the OpenAPI
 // document (src/transport/pages/openapi.ts) uses as descriptions.
 //
@@ -21,7 +21,8 @@ import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
 const target = `${root}src/transport/pages/proto-comments.ts`;
-const PREFIX = "authz/";
+// Ours: the service's own API and the AuthZEN API it serves beside it.
+const PREFIXES = ["authz/", "authzen/"];
 
 // descriptor.proto field numbers, as source-info paths use them.
 const FILE_MESSAGE = 4;
@@ -50,7 +51,7 @@ export function protoComments() {
   const set = fromBinary(FileDescriptorSetSchema, bytes);
   const comments = {};
   for (const file of set.file) {
-    if (!file.name.startsWith(PREFIX)) continue;
+    if (!PREFIXES.some((prefix) => file.name.startsWith(prefix))) continue;
     const byPath = new Map();
     for (const location of file.sourceCodeInfo?.location ?? []) {
       const text = clean(location.leadingComments ?? "");

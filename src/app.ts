@@ -213,7 +213,7 @@ export async function startPortcullis(
     const consoleDir = config.consoleDir ?? defaultConsoleDir();
     // /metrics on the main port, unless METRICS_PORT gives it one of its own.
     const metricsRoute = metrics.enabled && config.metricsPort === undefined ? metrics : undefined;
-    const appDeps = { bindings, db, replicas, keys, log, requestLog, timeouts: config, consoleDir, tracing, metricsRoute };
+    const appDeps = { bindings, db, replicas, keys, log, requestLog, timeouts: config, consoleDir, tracing, metricsRoute, publicUrl: config.publicUrl };
     const app1 = await buildFastifyApp("http1", appDeps);
     const app2 = await buildFastifyApp("http2", { ...appDeps, h2 });
     metricsServer =

@@ -15,7 +15,10 @@ import { PolicyService } from "../gen/authz/v1/policies_pb.js";
 import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
 import { RoleService } from "../gen/authz/v1/roles_pb.js";
 import { UserService } from "../gen/authz/v1/users_pb.js";
+import { AccessService } from "../gen/authzen/v1/access_pb.js";
 import { Applications } from "./domain/applications.js";
+import { AccessEvaluations } from "./domain/authzen-evaluations.js";
+import { AccessSearches } from "./domain/authzen-searches.js";
 import { AuditLog } from "./domain/audit-log.js";
 import { ChangeFeed, feedBounds, type ChangeFeedOptions } from "./domain/change-feed.js";
 import { ChangeSignals } from "./domain/change-signals.js";
@@ -30,6 +33,7 @@ import { Relationships } from "./domain/relationships.js";
 import { Roles } from "./domain/roles.js";
 import { UserProperties } from "./domain/user-properties.js";
 import { applicationService } from "./services/application-service.js";
+import { authzenService } from "./services/authzen-service.js";
 import { auditService } from "./services/audit-service.js";
 import { changeService } from "./services/change-service.js";
 import { catalogService } from "./services/catalog-service.js";
@@ -63,6 +67,12 @@ export function serviceBindings(
     ...feedBounds(30_000, 65_000),
     signals: new ChangeSignals(data, { pollMs: 250, onError: (error) => deps.log.warn({ err: error }, "the change feed's probe failed") }),
   };
+  const questions = {
+    checker: new Checker(data, replicas, telemetry),
+    explainer: new Explainer(data, replicas, telemetry),
+    lookup: new Lookup(data, replicas, telemetry),
+    whoCan: new WhoCan(data, replicas, telemetry),
+  };
   // Every write that succeeds wakes the feed's readers of its application.
   deps = { ...deps, writes: deps.writes ?? feed.signals };
   return [
@@ -72,17 +82,11 @@ export function serviceBindings(
     guard(RoleService, roleService(new Roles(data)), deps),
     guard(UserService, userService(new UserProperties(data)), deps),
     guard(RelationshipService, relationshipService(new Relationships(data)), deps),
+    guard(CheckService, checkService(questions, telemetry.metrics), deps),
+    // AuthZEN asks the same questions, through the same statements (and their coalescing).
     guard(
-      CheckService,
-      checkService(
-        {
-          checker: new Checker(data, replicas, telemetry),
-          explainer: new Explainer(data, replicas, telemetry),
-          lookup: new Lookup(data, replicas, telemetry),
-          whoCan: new WhoCan(data, replicas, telemetry),
-        },
-        telemetry.metrics,
-      ),
+      AccessService,
+      authzenService(new AccessEvaluations(questions.checker), new AccessSearches({ ...questions, db: data, replicas })),
       deps,
     ),
     guard(AuditService, auditService(new AuditLog(data)), deps),

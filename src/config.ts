@@ -94,6 +94,13 @@ export interface Config {
    * (docs/api.md: Metrics, traces and request ids).
    */
   readonly otelTracesSampler: TracesSampler;
+  /**
+   * The service's base URL as its clients reach it (PUBLIC_URL, such as
+   * https://pdp.example.com behind a TLS proxy): AuthZEN's metadata
+   * (docs/authzen.md) names it and its endpoints. undefined: each metadata
+   * request's own Host (and X-Forwarded-Proto) gives it.
+   */
+  readonly publicUrl?: string | undefined;
 }
 
 /** An OpenTelemetry sampler by its standard name; ratio for the traceidratio ones. */
@@ -143,7 +150,20 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     changesPollMs: intVar(env, "CHANGES_POLL_MS", 250, 10, 60_000),
     consoleDir: nonEmpty(env.CONSOLE_DIR),
     ...telemetry(env),
+    publicUrl: publicUrl(env),
   };
+}
+
+/** PUBLIC_URL: an http(s) URL with no query, fragment or credentials; a trailing slash is dropped. */
+function publicUrl(env: Readonly<Record<string, string | undefined>>): string | undefined {
+  const given = nonEmpty(env.PUBLIC_URL)?.trim();
+  if (given === undefined) return undefined;
+  const url = URL.canParse(given) ? new URL(given) : undefined;
+  if (url === undefined || !["http:", "https:"].includes(url.protocol) || url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") {
+    // The value is not repeated: it may carry credentials.
+    throw new ConfigError("PUBLIC_URL must be an http:// or https:// URL with no query, fragment or credentials, such as https://pdp.example.com");
+  }
+  return url.toString().replace(/\/+$/, "");
 }
 
 /**

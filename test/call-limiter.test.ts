@@ -6,6 +6,7 @@
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { CheckService } from "../gen/authz/v1/check_pb.js";
+import { AccessService } from "../gen/authzen/v1/access_pb.js";
 import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
 import { CallLimiter } from "../src/transport/call/call-limiter.js";
 
@@ -48,6 +49,8 @@ describe("call limiter", () => {
     for (const method of [CheckService.method.explain, CheckService.method.permissions, CheckService.method.batchPermissions, CheckService.method.lookup]) {
       expect(limiter.limits(method)).toBe(false);
     }
+    // AuthZEN's are the same questions.
+    for (const method of AccessService.methods) expect(limiter.limits(method), method.name).toBe(false);
     expect(limiter.limits(RelationshipService.method.listRelationships)).toBe(true);
     expect(limiter.limits(RelationshipService.method.bulkWriteRelationships)).toBe(true);
   });

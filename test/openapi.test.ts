@@ -27,14 +27,16 @@ import { PolicyService } from "../gen/authz/v1/policies_pb.js";
 import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
 import { RoleService } from "../gen/authz/v1/roles_pb.js";
 import { UserService } from "../gen/authz/v1/users_pb.js";
+import { AccessService } from "../gen/authzen/v1/access_pb.js";
 import { httpBindings } from "../src/transport/rest/http-rules.js";
 import type { OpenApiDocument, Operation } from "../src/transport/pages/openapi.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
 
 // The services app.ts serves (the document is built from the app's own list; a service missing here shows as a difference).
-const SERVICES = [ApplicationService, CatalogService, PolicyService, RoleService, UserService, RelationshipService, CheckService, AuditService, ModelService, ChangeService];
-const HEALTH = ["GET /healthz", "GET /readyz"];
+const SERVICES = [ApplicationService, CatalogService, PolicyService, RoleService, UserService, RelationshipService, CheckService, AuditService, ModelService, ChangeService, AccessService];
+// The routes no annotation declares, served without a key: health, and AuthZEN's metadata.
+const HEALTH = ["GET /healthz", "GET /readyz", "GET /.well-known/authzen-configuration"];
 const VERBS = ["get", "put", "post", "delete", "patch"] as const;
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
@@ -157,6 +159,18 @@ describe("the OpenAPI document", () => {
     expect(schemas.problems(body, { userId: "u", resource: "document", resourceId: "d1", acton: "read" })).not.toEqual([]);
     expect(schemas.problems(body, { userId: 7 })).not.toEqual([]);
     expect(schemas.problems(schemas.responseSchema(check, 200)!, {})).not.toEqual([]); // "allowed" is always written
+    // AuthZEN's requests take unknown fields (ignored), in snake_case; its answers are closed.
+    const evaluations = ops.get("POST /access/v1/evaluations")!;
+    const request = evaluations.requestBody!.content["application/json"].schema;
+    expect(schemas.problems(request, { subject: { type: "user", id: "u", _note: 1 }, options: { evaluations_semantic: "deny_on_first_deny", other: 1 }, extra: true })).toEqual([]);
+    expect(schemas.problems(request, { subject: { type: 7 } })).not.toEqual([]);
+    const answer = schemas.responseSchema(evaluations, 200)!;
+    expect(schemas.problems(answer, { decision: true })).toEqual([]); // without items: the list left out
+    expect(schemas.problems(answer, { evaluations: [{ decision: false, context: { error: { status: 400 } } }] })).toEqual([]);
+    expect(schemas.problems(answer, { evaluations: [{ decision: false, reason: "x" }] })).not.toEqual([]);
+    const search = schemas.responseSchema(ops.get("POST /access/v1/search/subject")!, 200)!;
+    expect(schemas.problems(search, { page: { next_token: "", count: 0 }, results: [] })).toEqual([]);
+    expect(doc.components.securitySchemes.Bearer).toMatchObject({ type: "http", scheme: "bearer" });
   });
 
   it("serves a model file's schema at /model.schema.json: what apply takes, and nothing else", async () => {
@@ -237,7 +251,8 @@ describe("the OpenAPI document", () => {
         expect(op.security).toEqual([]);
       } else {
         expect(answer.status, `${route}: ${JSON.stringify(answer.body)}`).toBe(401);
-        expect(op.security).toBeUndefined(); // the document's default: the API key
+        // The document's default, the API key; AuthZEN's routes take it as a bearer token too.
+        expect(op.security).toEqual(template.startsWith("/access/") ? [{ ApiKey: [] }, { Bearer: [] }] : undefined);
       }
       expect(schemas.problems(schemas.responseSchema(op, answer.status)!, answer.body), route).toEqual([]);
     }
@@ -411,6 +426,23 @@ describe("the OpenAPI document", () => {
       },
       { route: "POST /api/v1/authorization/lookup", key: "app", body: { userId: "carol", resource: "document", action: "comment", pageSize: 10 }, status: 200 },
       { route: "POST /api/v1/authorization/subjects", key: "app", body: { resource: "document", resourceId: "d1", action: "comment", pageSize: 10 }, status: 200 },
+      // AuthZEN, with the application key: bob is d1's editor.
+      ...[
+        { route: "POST /access/v1/evaluation", body: { subject: { type: "user", id: "bob" }, action: { name: "update" }, resource: { type: "document", id: "d1" } } },
+        { route: "POST /access/v1/evaluation", body: { subject: { type: "user", id: "bob" }, action: { name: "launch" }, resource: { type: "rocket", id: "r1" }, note: "ignored" } },
+        { route: "POST /access/v1/evaluations", body: { subject: { type: "user", id: "bob" }, action: { name: "read" }, resource: { type: "document", id: "d1" } } },
+        {
+          route: "POST /access/v1/evaluations",
+          body: { subject: { type: "user", id: "bob" }, action: { name: "read" }, evaluations: [{ resource: { type: "document", id: "d1" } }, {}], options: { evaluations_semantic: "execute_all" } },
+        },
+        { route: "POST /access/v1/search/subject", body: { subject: { type: "user" }, action: { name: "read" }, resource: { type: "document", id: "d1" }, page: { limit: 1 } } },
+        { route: "POST /access/v1/search/resource", body: { subject: { type: "user", id: "bob" }, action: { name: "read" }, resource: { type: "document" } } },
+        { route: "POST /access/v1/search/action", body: { subject: { type: "user", id: "bob" }, resource: { type: "document", id: "d1" }, context: {} } },
+      ].map((step) => ({ ...step, key: "app" as const, status: 200 })),
+      { route: "POST /access/v1/evaluation", key: "app", body: { action: { name: "read" } }, status: 400 },
+      { route: "POST /access/v1/search/action", key: "app", body: { subject: "bob" }, refused: true, status: 400 },
+      { route: "POST /access/v1/evaluation", body: { subject: { type: "user", id: "bob" }, action: { name: "read" }, resource: { type: "document", id: "d1" } }, status: 403 },
+      { route: "GET /.well-known/authzen-configuration", status: 200 },
       { route: "GET /api/v1/applications/{app_id}/audit-log", path: `${A}/audit-log?pageSize=50`, status: 200 },
       {
         route: "DELETE /api/v1/authorization/relationships",

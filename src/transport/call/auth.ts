@@ -4,7 +4,7 @@
  */
 import { getOption, type DescMethod } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
-import { permissionDenied } from "../../domain/errors.js";
+import { permissionDenied, unauthenticated } from "../../domain/errors.js";
 import type { KeyAuthenticator } from "../../domain/keys.js";
 import type { Access } from "../../domain/principal.js";
 import { requireScope, type Scope } from "../../domain/scopes.js";
@@ -19,22 +19,29 @@ const methodAccess: Record<string, Access> = {
   "authz.v1.ApplicationService.GetCurrentKey": "any",
 };
 
-/** Services acting on the calling key's own application (/api/v1/authorization/*). */
-const ownApplicationServices = new Set(["authz.v1.RelationshipService", "authz.v1.CheckService", "authz.v1.ChangeService"]);
+/** AuthZEN's Authorization API (docs/authzen.md): questions, on the key's own application, the key also as a bearer token. */
+const AUTHZEN = "authzen.v1.AccessService";
+
+/** Services acting on the calling key's own application (/api/v1/authorization/*, /access/v1/*). */
+const ownApplicationServices = new Set(["authz.v1.RelationshipService", "authz.v1.CheckService", "authz.v1.ChangeService", AUTHZEN]);
+
+/** Services that only ask questions: the "check" scope. */
+const questionServices = new Set(["authz.v1.CheckService", AUTHZEN]);
 
 /**
  * Services whose every query verifies the calling key itself, in the same
  * statement (see check-store): the key may be identified from memory, and a
  * revoked key still fails on its very next call, without a round trip of its own.
+ * (AuthZEN's answers without a question verify it with an empty batch check.)
  */
-const keyVerifiedInQuery = new Set(["authz.v1.CheckService"]);
+const keyVerifiedInQuery = new Set(["authz.v1.CheckService", AUTHZEN]);
 
 const accessByMethod = new Map<DescMethod, Access>();
 const scopeByMethod = new Map<DescMethod, { scope: Scope; route: string }>();
 
 /**
  * The scope a method takes (API.md, key scopes): "check" for the questions
- * of the CheckService, then by the REST verb its google.api.http annotation
+ * of the CheckService and AuthZEN's, then by the REST verb its google.api.http annotation
  * gives it, on every protocol alike: "read" for a GET (and a server stream,
  * which has no route), "write" otherwise.
  */
@@ -45,7 +52,7 @@ export function scopeOf(method: DescMethod): { scope: Scope; route: string } {
     const route = rule.case === undefined ? method.name : `${rule.case.toUpperCase()} ${String(rule.value)}`;
     // A server stream (Watch) has no REST route, and only reads.
     const reads = rule.case === "get" || method.methodKind === "server_streaming";
-    const scope: Scope = method.parent.typeName === "authz.v1.CheckService" ? "check" : reads ? "read" : "write";
+    const scope: Scope = questionServices.has(method.parent.typeName) ? "check" : reads ? "read" : "write";
     scopeByMethod.set(method, (scoped = { scope, route }));
   }
   return scoped;
@@ -75,7 +82,7 @@ export async function authorizeCall(
   appId: string | undefined,
 ): Promise<void> {
   const access = accessOf(method);
-  const key = headerOf(ctx, "x-api-key");
+  const key = method.parent.typeName === AUTHZEN ? authzenKey(ctx) : headerOf(ctx, "x-api-key");
   const principal =
     callerOf(ctx) ??
     (keyVerifiedInQuery.has(method.parent.typeName) ? await keys.identify(key) : await keys.authenticate(key));
@@ -107,4 +114,23 @@ export async function authorizeCall(
   const { scope, route } = scopeOf(method);
   requireScope(principal.scopes, scope, route);
   setCaller(ctx, principal);
+}
+
+/**
+ * The key of an AuthZEN call: `Authorization: Bearer KEY` (the standard
+ * recommends OAuth-style bearer credentials), or X-API-Key as everywhere
+ * else. Two different keys in one request are refused rather than one
+ * picked; another Authorization scheme is named in the 401.
+ */
+function authzenKey(ctx: HandlerContext): string {
+  const apiKey = headerOf(ctx, "x-api-key");
+  const authorization = headerOf(ctx, "authorization");
+  if (authorization === undefined || authorization === "") {
+    if (apiKey === undefined || apiKey === "") throw unauthenticated("the API key is missing: send it as Authorization: Bearer KEY, or as X-API-Key");
+    return apiKey;
+  }
+  const bearer = /^bearer +(\S+) *$/i.exec(authorization)?.[1];
+  if (bearer === undefined) throw unauthenticated("the Authorization header must be Bearer KEY (with the API key)");
+  if (apiKey !== undefined && apiKey !== "" && apiKey !== bearer) throw unauthenticated("Authorization and X-API-Key carry two different keys; send one");
+  return bearer;
 }

@@ -1,8 +1,8 @@
 /**
  * A bulkhead for the calls that hold a database connection for a while (a
  * list, a write, a bulk write: every RPC but the questions of the
- * CheckService, whose concurrent calls are coalesced into a few statements
- * anyway). At
+ * CheckService and of AuthZEN, whose concurrent calls are coalesced into a
+ * few statements anyway). At
  * most `limit` of them run at once, service-wide; more wait their turn in
  * arrival order, and one whose caller goes away (its signal aborts: a reset
  * stream, a closed connection, a passed deadline) leaves the queue without
@@ -26,6 +26,13 @@ const UNLIMITED = new Set([
   "authz.v1.CheckService.BatchPermissions",
   "authz.v1.CheckService.Lookup",
   "authz.v1.CheckService.LookupSubjects",
+  // AuthZEN's questions are these same questions (domain/authzen-*.ts); Resource Search adds at
+  // most one short statement (a page of an index range) where a role allows every instance.
+  "authzen.v1.AccessService.Evaluation",
+  "authzen.v1.AccessService.Evaluations",
+  "authzen.v1.AccessService.SearchSubject",
+  "authzen.v1.AccessService.SearchResource",
+  "authzen.v1.AccessService.SearchAction",
 ]);
 
 interface Waiter {

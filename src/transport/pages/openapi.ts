@@ -21,12 +21,14 @@
  * key's scopes), and a file written at build time is a second source that
  * can drift from the routes.
  */
-import { ScalarType, type DescEnum, type DescField, type DescMessage } from "@bufbuild/protobuf";
+import { getOption, ScalarType, type DescEnum, type DescField, type DescMessage } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { LIMITS } from "../../domain/formats.js";
 import { accessOf, scopeOf } from "../call/auth.js";
 import { connectToRest } from "../call/errors.js";
 import type { HttpBinding } from "../rest/http-rules.js";
+import { FieldBehavior, field_behavior } from "../../../gen/google/api/field_behavior_pb.js";
+import { authZenMetadataPaths, authZenSecurity, BEARER, BEARER_SCHEME, isAuthZenBinding, isAuthZenMessage } from "./openapi-authzen.js";
 import { protoComments } from "./proto-comments.js";
 
 export type JsonSchema = { [key: string]: unknown };
@@ -175,6 +177,7 @@ export function openApiDocument(bindings: readonly HttpBinding[]): OpenApiDocume
       "x-rpc": `/${service.typeName}/${b.method.name}`,
     };
     if (operation.parameters!.length === 0) delete operation.parameters;
+    if (isAuthZenBinding(b)) operation.security = authZenSecurity(API_KEY);
     const body = requestBodyOf(b, schemas);
     if (body !== undefined) operation.requestBody = body;
     const item = (paths[b.template] ??= {});
@@ -182,7 +185,7 @@ export function openApiDocument(bindings: readonly HttpBinding[]): OpenApiDocume
     if (item[verb] !== undefined) throw new Error(`two RPCs bound to ${b.verb} ${b.template}`);
     item[verb] = operation;
   }
-  for (const [path, item] of Object.entries(healthPaths)) {
+  for (const [path, item] of Object.entries({ ...healthPaths, ...authZenMetadataPaths(bindings) })) {
     if (paths[path] !== undefined) throw new Error(`${path} is both a health route and an annotated one`);
     paths[path] = item;
   }
@@ -211,6 +214,8 @@ export function openApiDocument(bindings: readonly HttpBinding[]): OpenApiDocume
           "means \"not set\". Unknown fields are refused (400 naming them).",
         "Send the key in the `X-API-Key` header. Every error has one shape (`Error`), with a message that names the " +
           "offending field.",
+        "The AuthZEN Authorization API 1.0 under `/access/v1/` (AccessService) follows that standard where it differs: " +
+          "snake_case names, unknown fields ignored, `application/json` bodies, the key also as `Authorization: Bearer`.",
       ].join("\n\n"),
     },
     tags: [...[...tags].map(([name, description]) => (description === undefined ? { name } : { name, description })), { name: "Health" }],
@@ -258,6 +263,7 @@ export function openApiDocument(bindings: readonly HttpBinding[]): OpenApiDocume
         Unavailable: errorResponse(503, "`unavailable`: the database cannot be reached; try again shortly."),
       },
       securitySchemes: {
+        [BEARER]: BEARER_SCHEME,
         [API_KEY]: {
           type: "apiKey",
           in: "header",
@@ -458,8 +464,9 @@ class SchemaSet {
       const required = fields.filter(alwaysWritten).map((f) => f.jsonName);
       if (required.length > 0) schema.required = required;
     }
-    // The gateway refuses unknown fields (400 naming them), and writes none.
-    schema.additionalProperties = false;
+    // The gateway refuses unknown fields (400 naming them), and writes none;
+    // AuthZEN's requests ignore them (authzen-gateway.ts), so theirs stay open.
+    if (dir === "out" || !isAuthZenMessage(desc)) schema.additionalProperties = false;
     return schema;
   }
 
@@ -488,6 +495,8 @@ class SchemaSet {
 }
 
 function alwaysWritten(f: DescField): boolean {
+  // A list marked OPTIONAL is left out when empty (authzen-gateway.ts: Evaluations answered without items).
+  if (f.fieldKind === "list" && getOption(f, field_behavior).includes(FieldBehavior.OPTIONAL)) return false;
   if (f.fieldKind === "list" || f.fieldKind === "map") return true;
   if (f.fieldKind === "message" || f.oneof !== undefined) return false;
   return f.presence === FeatureSet_FieldPresence.IMPLICIT;

@@ -22,19 +22,24 @@ export function fieldByJsonKey(desc: DescMessage, key: string): DescField | unde
 /**
  * Reads `json` into a message of `desc`, or throws one 400 listing what is
  * wrong. `bound` names top-level fields the caller filled from elsewhere (the
- * path): they are not offered as accepted body fields.
+ * path): they are not offered as accepted body fields. With
+ * `ignoreUnknownFields` (AuthZEN's rule, not this API's), a key that is no
+ * field is skipped at any depth instead of refused; the types of the fields
+ * there are still checked.
  */
 export function messageFromJson<D extends DescMessage>(
   desc: D,
   json: Record<string, unknown>,
   bound: ReadonlySet<DescField> = new Set(),
+  options: { ignoreUnknownFields?: boolean } = {},
 ): MessageShape<D> {
   const where = "request body";
+  const ignoreUnknownFields = options.ignoreUnknownFields === true;
   const v = new Violations();
-  checkMessage(desc, json, "", v, where, bound);
+  checkMessage(desc, json, "", v, { where, ignoreUnknownFields }, bound);
   v.throwIfAny();
   try {
-    return fromJson(desc, json as JsonValue, { ignoreUnknownFields: false });
+    return fromJson(desc, json as JsonValue, { ignoreUnknownFields });
   } catch (error) {
     // The walk above should have caught everything; keep protobuf's word as a fallback.
     const message = error instanceof Error ? error.message : String(error);
@@ -55,12 +60,18 @@ const join = (path: string, key: string) => (path === "" ? key : `${path}.${key}
 /** A client's key in a field path: cut short, as show() cuts values. */
 const keyName = (key: string) => (key.length > 80 ? `${key.slice(0, 77)}...` : key);
 
+/** How a walk reads: what the top level is called in messages, and whether unknown keys are skipped. */
+interface Reading {
+  where: string;
+  ignoreUnknownFields: boolean;
+}
+
 function checkMessage(
   desc: DescMessage,
   value: unknown,
   path: string,
   v: Violations,
-  where: string,
+  reading: Reading,
   bound: ReadonlySet<DescField> = new Set(),
 ): void {
   const special = wellKnown[desc.typeName];
@@ -70,7 +81,7 @@ function checkMessage(
     return;
   }
   if (typeOf(value) !== "object") {
-    v.add(path === "" ? where : path, `must be a JSON object, got ${typeOf(value)}`);
+    v.add(path === "" ? reading.where : path, `must be a JSON object, got ${typeOf(value)}`);
     return;
   }
   const seen = new Set<DescField>();
@@ -78,7 +89,7 @@ function checkMessage(
     const field = fieldByJsonKey(desc, key);
     const at = join(path, keyName(key));
     if (field === undefined) {
-      v.add(at, unknownFieldReason(desc, bound, path === "" ? "this request" : "this object"));
+      if (!reading.ignoreUnknownFields) v.add(at, unknownFieldReason(desc, bound, path === "" ? "this request" : "this object"));
       continue;
     }
     if (seen.has(field)) {
@@ -87,18 +98,18 @@ function checkMessage(
     }
     seen.add(field);
     if (item === null) continue; // JSON null means "not set"
-    checkField(field, item, at, v, where);
+    checkField(field, item, at, v, reading);
   }
 }
 
-function checkField(field: DescField, value: unknown, path: string, v: Violations, where: string): void {
+function checkField(field: DescField, value: unknown, path: string, v: Violations, reading: Reading): void {
   switch (field.fieldKind) {
     case "scalar":
       return addProblem(v, path, scalarProblem(field.scalar, value));
     case "enum":
       return addProblem(v, path, enumProblem(field.enum.values.map((x) => x.name), value));
     case "message":
-      return checkMessage(field.message, value, path, v, where);
+      return checkMessage(field.message, value, path, v, reading);
     case "list":
       if (!Array.isArray(value)) return v.add(path, `must be an array, got ${typeOf(value)}`);
       value.forEach((item, i) => {
@@ -106,7 +117,7 @@ function checkField(field: DescField, value: unknown, path: string, v: Violation
         if (item === null) return v.add(at, "must not be null");
         if (field.listKind === "scalar") addProblem(v, at, scalarProblem(field.scalar, item));
         else if (field.listKind === "enum") addProblem(v, at, enumProblem(field.enum.values.map((x) => x.name), item));
-        else checkMessage(field.message, item, at, v, where);
+        else checkMessage(field.message, item, at, v, reading);
       });
       return;
     case "map":
@@ -116,7 +127,7 @@ function checkField(field: DescField, value: unknown, path: string, v: Violation
         addProblem(v, at, textProblem(key));
         if (field.mapKind === "scalar") addProblem(v, at, scalarProblem(field.scalar, item));
         else if (field.mapKind === "enum") addProblem(v, at, enumProblem(field.enum.values.map((x) => x.name), item));
-        else checkMessage(field.message, item, at, v, where);
+        else checkMessage(field.message, item, at, v, reading);
       }
       return;
   }

@@ -1,0 +1,149 @@
+/**
+ * AuthZEN's Search APIs (docs/authzen.md) on the questions Portcullis
+ * already answers: Subject Search on who can, Resource Search on lookup
+ * (every known instance of the type where a role allows the action on all),
+ * Action Search on the permissions question. Each is ascending and paged by
+ * keyset (authzen-paging.ts); a subject that is not a user, or a type or
+ * action the catalog lacks, is an empty search, not a 400.
+ *
+ * Who can and lookup leave out what only a condition allows (deny-safe:
+ * never listed as if it held). `withConditionalCandidates` is where such
+ * candidates will be evaluated with the request's context and properties
+ * once those questions list them apart (API.md: `conditional`); Action
+ * Search evaluates conditions already, as the permissions question does.
+ */
+import type { Db } from "../store/db.js";
+import { knownInstancesStore } from "../store/known-instances-store.js";
+import type { ReadReplicas } from "../store/read-replicas.js";
+import { unlessUnknown, verifyKey } from "./authzen-answers.js";
+import { EMPTY_PAGE, pageOf, pageStart, type PageInput, type PageStart, type SearchPage } from "./authzen-paging.js";
+import { answerable, evaluationOf, factsOf, type Evaluation, type RequestParts } from "./authzen-requests.js";
+import type { Caller, Checker } from "./check.js";
+import { Violations } from "./errors.js";
+import { exactRead } from "./exact-read.js";
+import type { Lookup } from "./lookup.js";
+import { encodePageToken } from "./paging.js";
+import type { QuestionFacts } from "./question-facts.js";
+import type { WhoCan } from "./who-can.js";
+
+export interface SearchInput extends RequestParts {
+  page?: PageInput | undefined;
+}
+
+export interface SearchDeps {
+  checker: Checker;
+  lookup: Lookup;
+  whoCan: WhoCan;
+  db: Db;
+  replicas?: ReadReplicas | undefined;
+}
+
+export class AccessSearches {
+  constructor(private readonly deps: SearchDeps) {}
+
+  /**
+   * Subject Search: user ids, from who can (users named by grants or
+   * assigned a role). subject.id is not asked (ignored when given). Once a
+   * grant may name every user (API.md: `allUsers`), who can's `allUsers`
+   * answer is to page every user the application knows here instead (named
+   * by grants, role assignments or stored properties), as Resource Search
+   * pages every known instance.
+   */
+  async subjects(caller: Caller, request: SearchInput): Promise<SearchPage> {
+    const e = required(request, { subjectId: false, action: true, resourceId: true });
+    const start = pageStart(request.page, ["subject", e.subject.type, e.action.name, e.resource.type, e.resource.id]);
+    if (!answerable(e)) return this.empty(caller);
+    const { whoCan } = this.deps;
+    const asked = whoCan.subjects(caller, {
+      resource: e.resource.type,
+      resourceId: e.resource.id,
+      action: e.action.name,
+      tenantId: undefined,
+      pageSize: start.limit,
+      pageToken: start.after === "" ? "" : encodePageToken({ userId: start.after }),
+    });
+    const answer = await unlessUnknown(asked, undefined);
+    if (answer === undefined) return EMPTY_PAGE;
+    return withConditionalCandidates(start, { ids: answer.userIds, more: answer.nextPageToken !== "" }, factsOf(e));
+  }
+
+  /**
+   * Resource Search: instance ids of resource.type, from lookup: where a role
+   * allows the action on every instance, every instance the application
+   * knows (those its live grants name); else those the user's grants reach.
+   * resource.id is not asked (ignored when given).
+   */
+  async resources(caller: Caller, request: SearchInput): Promise<SearchPage> {
+    const e = required(request, { subjectId: true, action: true, resourceId: false });
+    const start = pageStart(request.page, ["resource", e.subject.type, e.subject.id, e.action.name, e.resource.type]);
+    if (!answerable(e)) return this.empty(caller);
+    const { lookup, db, replicas } = this.deps;
+    const asked = lookup.lookup(caller, {
+      userId: e.subject.id,
+      resource: e.resource.type,
+      action: e.action.name,
+      tenantId: undefined,
+      pageSize: start.limit,
+      pageToken: start.after === "" ? "" : encodePageToken({ resourceId: start.after }),
+    });
+    const answer = await unlessUnknown(asked, undefined);
+    if (answer === undefined) return EMPTY_PAGE;
+    if (!answer.allInstances) {
+      return withConditionalCandidates(start, { ids: answer.resourceIds, more: answer.nextPageToken !== "" }, factsOf(e));
+    }
+    // Read where checks read (a replica that has replayed every change before it, or the primary).
+    const known = await exactRead(db, replicas, async (q, onReplica) => {
+      const read = await knownInstancesStore.page(q, { appId: caller.appId, resource: e.resource.type, after: start.after, limit: start.limit + 1 }, { replayed: onReplica });
+      return { value: read.ids, replayed: read.replayed };
+    });
+    return pageOf(start, known, false);
+  }
+
+  /** Action Search: the actions of resource.type the user may perform on the instance, from the permissions question (conditions evaluated with the request's facts). */
+  async actions(caller: Caller, request: SearchInput): Promise<SearchPage> {
+    const e = required(request, { subjectId: true, action: false, resourceId: true });
+    const start = pageStart(request.page, ["action", e.subject.type, e.subject.id, e.resource.type, e.resource.id]);
+    if (!answerable(e)) return this.empty(caller);
+    const asked = this.deps.checker.permissions(caller, {
+      userId: e.subject.id,
+      resource: e.resource.type,
+      resourceId: e.resource.id,
+      tenantId: undefined,
+      facts: factsOf(e),
+    });
+    const actions = await unlessUnknown(asked, []);
+    // Catalog order is the permissions question's; a search's is ascending.
+    const after = [...actions].sort(ascending).filter((name) => name > start.after);
+    return pageOf(start, after, false);
+  }
+
+  /** Nothing to search for, once the key is known to hold. */
+  private async empty(caller: Caller): Promise<SearchPage> {
+    await verifyKey(this.deps.checker, caller);
+    return EMPTY_PAGE;
+  }
+}
+
+/** The search's entities, or a 400 naming each required part that is missing. */
+function required(request: SearchInput, requires: Parameters<typeof evaluationOf>[3]): Evaluation {
+  const v = new Violations();
+  const e = evaluationOf(request, v, "", requires);
+  v.throwIfAny();
+  return e!;
+}
+
+/**
+ * The seam for conditional candidates. Who can and lookup list only what
+ * holds without a condition: a user or an instance that only a conditional
+ * grant or assignment would add is not in `plain`. When those questions
+ * return such candidates apart (API.md: `conditional`), they are to be read
+ * here, from the same position as the plain page, evaluated with the
+ * request's `facts` (the check's batch, one question per candidate), and
+ * those that hold merged into the page in ascending order before it is cut
+ * to its limit. Until then the page is the plain answer.
+ */
+function withConditionalCandidates(start: PageStart, plain: { ids: readonly string[]; more: boolean }, _facts: QuestionFacts): SearchPage {
+  return pageOf(start, plain.ids, plain.more);
+}
+
+const ascending = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
