@@ -207,7 +207,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     await page.goto(`/console/apps/${APP}/policies`);
     await expect.poll(() => heading(page, "Policies").isVisible()).toBe(true);
     const row = page.getByRole("row", { name: /Document deleters/ });
-    expect(await row.getByRole("cell").allTextContents()).toEqual(["Document deleters", "", "Application-wide", "2", "1"]);
+    expect(await row.getByRole("cell").allTextContents()).toEqual(["Document deleters", "", "Application-wide", "2", "none", "1"]);
 
     await page.getByLabel("Name").fill("Invoice payers");
     await page.getByLabel("Tenant (empty: application-wide)").fill("acme");
