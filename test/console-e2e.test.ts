@@ -291,7 +291,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
       await page.getByLabel("User").fill(userId);
       await page.getByLabel("Resource", { exact: true }).selectOption("document");
       await page.getByLabel("Instance", { exact: true }).fill(resourceId);
-      await page.getByLabel("Action").selectOption(action);
+      await page.getByLabel("Action", { exact: true }).selectOption(action);
       await page.getByRole("button", { name: "Check", exact: true }).click();
     };
     await ask("u5", "d1", "delete");
