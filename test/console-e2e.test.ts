@@ -207,7 +207,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     await page.goto(`/console/apps/${APP}/policies`);
     await expect.poll(() => heading(page, "Policies").isVisible()).toBe(true);
     const row = page.getByRole("row", { name: /Document deleters/ });
-    expect(await row.getByRole("cell").allTextContents()).toEqual(["Document deleters", "", "Application-wide", "2", "1"]);
+    expect(await row.getByRole("cell").allTextContents()).toEqual(["Document deleters", "", "Application-wide", "2", "none", "1"]);
 
     await page.getByLabel("Name").fill("Invoice payers");
     await page.getByLabel("Tenant (empty: application-wide)").fill("acme");
@@ -291,7 +291,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
       await page.getByLabel("User").fill(userId);
       await page.getByLabel("Resource", { exact: true }).selectOption("document");
       await page.getByLabel("Instance", { exact: true }).fill(resourceId);
-      await page.getByLabel("Action").selectOption(action);
+      await page.getByLabel("Action", { exact: true }).selectOption(action);
       await page.getByRole("button", { name: "Check", exact: true }).click();
     };
     await ask("u5", "d1", "delete");

@@ -305,7 +305,7 @@ describe("groups and hierarchy in the console, in Chromium", { timeout: 180_000 
       await page.getByLabel("User").fill(userId);
       await page.getByLabel("Resource", { exact: true }).selectOption("document");
       await page.getByLabel("Instance", { exact: true }).fill("42");
-      await page.getByLabel("Action").selectOption("read");
+      await page.getByLabel("Action", { exact: true }).selectOption("read");
     };
     await ask("alice");
     await page.getByRole("button", { name: "Check", exact: true }).click();
@@ -343,7 +343,7 @@ describe("groups and hierarchy in the console, in Chromium", { timeout: 180_000 
 
     // Nobody: an instance no one can reach (zoe's role reaches every instance, so write, which no role holds).
     await page.getByLabel("Instance", { exact: true }).fill("nowhere");
-    await page.getByLabel("Action").selectOption("write");
+    await page.getByLabel("Action", { exact: true }).selectOption("write");
     await page.getByRole("button", { name: "Who can?" }).click();
     await expect.poll(() => page.getByRole("region", { name: "Who can write document nowhere" }).textContent()).toContain("Nobody");
   });

@@ -4,7 +4,10 @@
  * own through groups and parents to the one on the instance, "alice is
  * member of team:eng → team:eng#member is viewer of folder:runbooks →
  * folder:runbooks is parent of document:42"; or role → policy → permission),
- * or, when denied, what the user holds there. And the other way round: who
+ * or, when denied, what the user holds there; and every condition evaluated
+ * on the way, with what it read (the question may carry context and the
+ * subject's, resource's and action's properties, typed as JSON objects,
+ * components/question-facts.tsx). And the other way round: who
  * can perform the action on the instance, paged. The questions act on the
  * calling key's own application, so they take an application key.
  */
@@ -14,8 +17,10 @@ import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_p
 import { CatalogService } from "../../../gen/authz/v1/catalog_pb.js";
 import { CheckService, type ExplainGrant, type ExplainResponse } from "../../../gen/authz/v1/check_pb.js";
 import { ErrorNote, FieldError } from "../components/error-note";
+import { EvaluatedConditions } from "../components/evaluated-conditions";
 import { PagerControls } from "../components/pager";
-import { apiProblem } from "../lib/errors";
+import { FACT_FIELDS, NO_FACT_TEXTS, QuestionFactsFields, readFacts, type FactField, type FactTexts } from "../components/question-facts";
+import { apiProblem, reasonAt } from "../lib/errors";
 import { grantSentence } from "../lib/holders";
 import { usePager } from "../lib/pager";
 
@@ -33,6 +38,9 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
   const catalog = useQuery(CatalogService.method.getCatalog, { appId });
   const explain = useMutation(CheckService.method.explain);
   const [form, setForm] = useState({ userId: "", resource: "", resourceId: "", action: "", tenantId: "" });
+  const [facts, setFacts] = useState<FactTexts>(NO_FACT_TEXTS);
+  // The browser's reading of the facts at the last Check: a field that is not a JSON object is never sent.
+  const [factProblems, setFactProblems] = useState<ReadonlyMap<FactField, string>>(new Map());
   const [who, setWho] = useState<WhoQuestion | undefined>();
   const pager = usePager();
   const whoCan = useQuery(
@@ -67,14 +75,24 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
   const submit = (event: FormEvent) => {
     event.preventDefault();
     setWho(undefined);
+    const read = readFacts(facts);
+    if (!read.ok) {
+      explain.reset();
+      setFactProblems(read.problems);
+      return;
+    }
+    setFactProblems(new Map());
     explain.mutate({
       userId: form.userId,
       resource: form.resource,
       resourceId: form.resourceId,
       action: form.action,
       ...(form.tenantId === "" ? {} : { tenantId: form.tenantId }),
+      ...read.facts,
     });
   };
+  // The fields that show their own errors: an error naming another gets the general note.
+  const shown = (field: string) => ["userId", "resource", "resourceId", "action", "tenantId"].includes(field) || FACT_FIELDS.some((f) => field === f || field.startsWith(`${f}.`));
   const fieldProps = (field: keyof typeof form) => ({
     id: `check-${field}`,
     value: form[field],
@@ -124,6 +142,11 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
           <input {...fieldProps("tenantId")} onChange={(e) => set("tenantId")(e.target.value)} />
           <FieldError id="check-tenantId-error" reason={problem?.fields.get("tenantId")} />
         </div>
+        <QuestionFactsFields
+          texts={facts}
+          onChange={(field, text) => setFacts((f) => ({ ...f, [field]: text }))}
+          reasonOf={(field) => factProblems.get(field) ?? reasonAt(problem, field)}
+        />
         <button type="submit" disabled={explain.isPending}>
           Check
         </button>
@@ -133,6 +156,7 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
           aria-describedby="check-who-hint"
           onClick={() => {
             explain.reset();
+            setFactProblems(new Map());
             pager.reset();
             setWho({ resource: form.resource, resourceId: form.resourceId, action: form.action, tenantId: form.tenantId });
           }}
@@ -142,10 +166,10 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
       </form>
       <p id="check-who-hint" className="muted">
         “Who can?” lists every user who may perform the action on the instance (the user field is not needed): through their grants, groups and parents,
-        or a role.
+        or a role. Conditions are not evaluated there: a grant, assignment or policy with one does not count.
       </p>
-      {problem !== undefined && problem.fields.size === 0 && <ErrorNote error={who !== undefined ? whoCan.error : explain.error} />}
-      {who === undefined && explain.data !== undefined && <Answer answer={explain.data} />}
+      {problem !== undefined && (problem.fields.size === 0 || [...problem.fields.keys()].some((f) => !shown(f))) && <ErrorNote error={who !== undefined ? whoCan.error : explain.error} />}
+      {who === undefined && explain.data !== undefined && <Answer appId={appId} answer={explain.data} />}
       {who !== undefined && whoCan.isFetching && <p role="status">Loading who can…</p>}
       {who !== undefined && whoCan.isSuccess && (
         <section aria-labelledby="who-can" className="answer">
@@ -179,7 +203,7 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
 const when = (ts: { seconds: bigint; nanos: number } | undefined) =>
   ts === undefined ? "" : new Date(Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1e6)).toISOString();
 
-function Answer({ answer }: { answer: ExplainResponse }) {
+function Answer({ appId, answer }: { appId: string; answer: ExplainResponse }) {
   return (
     <section aria-labelledby="answer" className={answer.allowed ? "answer allowed" : "answer denied"}>
       <h2 id="answer">{answer.allowed ? "Allowed" : "Denied"}</h2>
@@ -198,6 +222,11 @@ function Answer({ answer }: { answer: ExplainResponse }) {
                   <li key={i}>
                     Grant: <strong>{r.relation}</strong> on this instance, given {when(r.grant?.createdAt)}
                     {r.grant?.expiresAt !== undefined && <>, until {when(r.grant.expiresAt)}</>}
+                    {r.grant?.condition !== undefined && (
+                      <>
+                        , where <code className="condition">{r.grant.condition}</code> held
+                      </>
+                    )}
                   </li>
                 )
               ) : (
@@ -228,6 +257,7 @@ function Answer({ answer }: { answer: ExplainResponse }) {
           </ul>
         </>
       )}
+      <EvaluatedConditions appId={appId} answer={answer} />
     </section>
   );
 }
@@ -246,6 +276,12 @@ function GrantPath({ path }: { path: ExplainGrant[] }) {
           {i > 0 && <span aria-hidden="true"> → </span>}
           {grantSentence(g)}
           {g.expiresAt !== undefined && <span className="muted"> (until {when(g.expiresAt)})</span>}
+          {g.condition !== undefined && (
+            <>
+              {" "}
+              where <code className="condition">{g.condition}</code> held
+            </>
+          )}
         </li>
       ))}
     </ol>

@@ -4,7 +4,8 @@
  * plan|apply` and this page take back; upload a changed file to see its plan
  * (what would be created, changed and removed, each change as a diff of the
  * stored and the uploaded item, and who would gain or lose which
- * permission) before the apply button; apply it at the plan's version, so a
+ * permission, one held under a condition apart from the same held outright)
+ * before the apply button; apply it at the plan's version, so a
  * model changed meanwhile is refused rather than overwritten.
  *
  * The file is read in the browser (`yaml`, which reads JSON too); a line
@@ -395,9 +396,16 @@ function ImpactTable({ impact }: { impact: PermissionImpact[] }) {
       </thead>
       <tbody>
         {impact.map((i) => (
-          <tr key={i.permission}>
+          // A permission may have a row held outright and rows under conditions: the condition is part of the row's identity.
+          <tr key={`${i.permission}\n${i.condition ?? ""}`}>
             <td>
               <code>{i.permission}</code>
+              {i.condition !== undefined && (
+                <>
+                  {" "}
+                  <span className="muted">only where</span> <code className="condition">{i.condition}</code> <span className="muted">holds</span>
+                </>
+              )}
             </td>
             <td>
               {i.gaining}

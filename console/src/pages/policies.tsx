@@ -1,9 +1,11 @@
 /**
- * Policies: the list (each with its tenant and how many roles it is attached
- * to), creating one with the permission picker, and a policy's page: edit
- * with the impact preview before saving, and delete (a delete the API blocks
- * shows the attached roles and offers the forced delete behind a typed
- * confirmation).
+ * Policies: the list (each with its tenant, its condition and how many roles
+ * it is attached to), creating one with the permission picker and an
+ * optional CEL condition, and a policy's page: edit (the condition too; an
+ * emptied one is removed) with the impact preview before saving, where
+ * permissions held under a condition are told apart from those held
+ * outright, and delete (a delete the API blocks shows the attached roles and
+ * offers the forced delete behind a typed confirmation).
  */
 import { Code } from "@connectrpc/connect";
 import { useMutation, useQuery } from "@connectrpc/connect-query";
@@ -12,7 +14,8 @@ import { useState, type FormEvent } from "react";
 import { Route, Switch } from "wouter";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { CatalogService } from "../../../gen/authz/v1/catalog_pb.js";
-import { PolicyService, type Policy, type PreviewPolicyUpdateResponse } from "../../../gen/authz/v1/policies_pb.js";
+import { PolicyService, type ConditionalPermission, type Policy, type PreviewPolicyUpdateResponse } from "../../../gen/authz/v1/policies_pb.js";
+import { ConditionField, ConditionText, conditionInput } from "../components/condition-field";
 import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { useNotify } from "../components/notice";
@@ -26,6 +29,10 @@ import { policyChanges } from "../lib/policy-changes";
 import { appPaths } from "../lib/routes";
 
 const count = (n: number, one: string, many = `${one}s`) => `${n.toLocaleString()} ${n === 1 ? one : many}`;
+
+/** What a policy's condition does, beside its field (docs/conditions.md). */
+const CONDITION_HINT =
+  "Its permissions then hold, for every role it is attached to, only where the condition holds; empty: they always hold.";
 
 export function PoliciesPage({ appId }: { appId: string; caller: GetCurrentKeyResponse }) {
   return (
@@ -54,6 +61,7 @@ function PolicyList({ appId }: { appId: string }) {
             <th scope="col">Description</th>
             <th scope="col">Tenant</th>
             <th scope="col">Permissions</th>
+            <th scope="col">Condition</th>
             <th scope="col">Roles attached</th>
           </tr>
         </thead>
@@ -66,12 +74,15 @@ function PolicyList({ appId }: { appId: string }) {
               <td>{p.description}</td>
               <td>{p.tenantId ?? "Application-wide"}</td>
               <td>{p.permissions.length}</td>
+              <td>
+                <ConditionText condition={p.condition} />
+              </td>
               <td>{p.roleCount}</td>
             </tr>
           ))}
           {policies.data?.policies.length === 0 && (
             <tr>
-              <td colSpan={5}>No policies yet.</td>
+              <td colSpan={6}>No policies yet.</td>
             </tr>
           )}
         </tbody>
@@ -87,12 +98,20 @@ function NewPolicy({ appId }: { appId: string }) {
   const go = useGo();
   const catalog = useQuery(CatalogService.method.getCatalog, { appId });
   const createPolicy = useMutation(PolicyService.method.createPolicy, { onSuccess: () => queryClient.invalidateQueries() });
-  const [form, setForm] = useState({ name: "", description: "", tenantId: "", permissions: [] as string[] });
+  const [form, setForm] = useState({ name: "", description: "", tenantId: "", permissions: [] as string[], condition: "" });
   const problem = createPolicy.error ? apiProblem(createPolicy.error) : undefined;
   const submit = (event: FormEvent) => {
     event.preventDefault();
+    const condition = conditionInput(form.condition);
     createPolicy.mutate(
-      { appId, name: form.name, description: form.description, permissions: form.permissions, ...(form.tenantId === "" ? {} : { tenantId: form.tenantId }) },
+      {
+        appId,
+        name: form.name,
+        description: form.description,
+        permissions: form.permissions,
+        ...(form.tenantId === "" ? {} : { tenantId: form.tenantId }),
+        ...(condition === undefined ? {} : { condition }),
+      },
       { onSuccess: (answer) => go(answer.policy === undefined ? appPaths(appId).policies : appPaths(appId).policy(answer.policy.policyId)) },
     );
   };
@@ -129,6 +148,14 @@ function NewPolicy({ appId }: { appId: string }) {
           selected={form.permissions}
           onChange={(permissions) => setForm({ ...form, permissions })}
           error={reasonAt(problem, "permissions")}
+        />
+        <ConditionField
+          id="policy-new-condition"
+          label="Condition (optional, CEL)"
+          hint={CONDITION_HINT}
+          value={form.condition}
+          onChange={(condition) => setForm({ ...form, condition })}
+          reason={reasonAt(problem, "condition")}
         />
         <button type="submit" disabled={createPolicy.isPending}>
           Create policy
@@ -177,7 +204,7 @@ function PolicyEditor({ appId, stored }: { appId: string; stored: Policy }) {
       void queryClient.invalidateQueries();
     },
   });
-  const [form, setForm] = useState({ name: stored.name, description: stored.description, permissions: [...stored.permissions] });
+  const [form, setForm] = useState({ name: stored.name, description: stored.description, permissions: [...stored.permissions], condition: stored.condition ?? "" });
   const changes = policyChanges(stored, form);
   const problem = (update.error ?? preview.error) ? apiProblem(update.error ?? preview.error) : undefined;
 
@@ -202,6 +229,15 @@ function PolicyEditor({ appId, stored }: { appId: string; stored: Policy }) {
       <p className="muted">
         {stored.tenantId === undefined ? "Application-wide" : `Tenant ${stored.tenantId}`} · attached to {count(stored.roleCount, "role")} · updated{" "}
         <When ts={stored.updatedAt} />
+      </p>
+      <p>
+        {stored.condition === undefined ? (
+          "No condition: its permissions always hold."
+        ) : (
+          <>
+            Condition: its permissions hold only where <ConditionText condition={stored.condition} /> holds.
+          </>
+        )}
       </p>
       <form onSubmit={review} noValidate>
         <div className="grid-form">
@@ -228,6 +264,14 @@ function PolicyEditor({ appId, stored }: { appId: string; stored: Policy }) {
           selected={form.permissions}
           onChange={(permissions) => edit({ permissions })}
           error={reasonAt(problem, "permissions")}
+        />
+        <ConditionField
+          id="policy-edit-condition"
+          label="Condition (optional, CEL)"
+          hint={`${CONDITION_HINT} Emptying the field removes the condition.`}
+          value={form.condition}
+          onChange={(condition) => edit({ condition })}
+          reason={reasonAt(problem, "condition")}
         />
         <button type="submit" disabled={changes.paths.length === 0 || preview.isPending}>
           Review changes
@@ -260,40 +304,23 @@ function PolicyEditor({ appId, stored }: { appId: string; stored: Policy }) {
   );
 }
 
-/** What saving would do to who may do what, in the words of the issue: "removes document:delete from 1,204 users, 17 keep it". */
+/**
+ * What saving would do to who may do what, in the words of the issue:
+ * "removes document:delete from 1,204 users, 17 keep it". Permissions held
+ * under a condition are listed apart from those held outright
+ * (docs/conditions.md): a condition added, changed or removed takes the
+ * permissions away under the old one and gives them under the new, which is
+ * not gaining or losing them outright, and the user counts then cover both.
+ */
 function Impact({ impact, saving, onSave, onCancel }: { impact: PreviewPolicyUpdateResponse; saving: boolean; onSave: () => void; onCancel: () => void }) {
   const users = impact.users;
-  const reached = users?.reached ?? 0;
-  const permissionsChange = impact.added.length > 0 || impact.removed.length > 0;
+  const outright = impact.added.length > 0 || impact.removed.length > 0;
+  const conditional = impact.conditionalAdded.length > 0 || impact.conditionalRemoved.length > 0;
   return (
     <section aria-labelledby="impact" className="impact" role="region">
       <h2 id="impact">Before you save</h2>
-      {!permissionsChange && <p>The permissions do not change: nobody gains or loses access.</p>}
-      {impact.removed.length > 0 && (
-        <p>
-          Removes {impact.removed.map((p, i) => <Perm key={p} p={p} last={i === impact.removed.length - 1} />)} from{" "}
-          <strong>{count(users?.losing ?? 0, "user")}</strong>
-          {reached - (users?.losing ?? 0) > 0 && (
-            <>
-              ; {count(reached - (users?.losing ?? 0), "other user")} of its roles {reached - (users?.losing ?? 0) === 1 ? "keeps" : "keep"}{" "}
-              {impact.removed.length === 1 ? "it" : "them"} through another role
-            </>
-          )}
-          .
-        </p>
-      )}
-      {impact.added.length > 0 && (
-        <p>
-          Adds {impact.added.map((p, i) => <Perm key={p} p={p} last={i === impact.added.length - 1} />)} for <strong>{count(users?.gaining ?? 0, "user")}</strong>
-          {reached - (users?.gaining ?? 0) > 0 && (
-            <>
-              ; {count(reached - (users?.gaining ?? 0), "other user")} of its roles already {reached - (users?.gaining ?? 0) === 1 ? "holds" : "hold"}{" "}
-              {impact.added.length === 1 ? "it" : "them"}
-            </>
-          )}
-          .
-        </p>
-      )}
+      {!outright && !conditional && <p>The permissions do not change: nobody gains or loses access.</p>}
+      {conditional ? <ConditionalImpact impact={impact} /> : <OutrightImpact impact={impact} />}
       {(users?.losingSample.length ?? 0) > 0 && <p className="muted">Losing, for example: {users?.losingSample.join(", ")}</p>}
       {(users?.gainingSample.length ?? 0) > 0 && <p className="muted">Gaining, for example: {users?.gainingSample.join(", ")}</p>}
       {impact.roles.length > 0 && (
@@ -312,11 +339,108 @@ function Impact({ impact, saving, onSave, onCancel }: { impact: PreviewPolicyUpd
   );
 }
 
-function Perm({ p, last }: { p: string; last: boolean }) {
+/** Permissions gained and lost outright only: each change with the users it reaches, as one sentence. */
+function OutrightImpact({ impact }: { impact: PreviewPolicyUpdateResponse }) {
+  const users = impact.users;
+  const reached = users?.reached ?? 0;
+  const losing = users?.losing ?? 0;
+  const gaining = users?.gaining ?? 0;
   return (
     <>
-      <code>{p}</code>
-      {last ? "" : ", "}
+      {impact.removed.length > 0 && (
+        <p>
+          Removes <Perms list={impact.removed} /> from <strong>{count(losing, "user")}</strong>
+          {reached - losing > 0 && (
+            <>
+              ; {count(reached - losing, "other user")} of its roles {reached - losing === 1 ? "keeps" : "keep"} {impact.removed.length === 1 ? "it" : "them"} through
+              another role
+            </>
+          )}
+          .
+        </p>
+      )}
+      {impact.added.length > 0 && (
+        <p>
+          Adds <Perms list={impact.added} /> for <strong>{count(gaining, "user")}</strong>
+          {reached - gaining > 0 && (
+            <>
+              ; {count(reached - gaining, "other user")} of its roles already {reached - gaining === 1 ? "holds" : "hold"} {impact.added.length === 1 ? "it" : "them"}
+            </>
+          )}
+          .
+        </p>
+      )}
+    </>
+  );
+}
+
+/**
+ * A change that touches permissions held under a condition: those held
+ * outright and those under a condition in lists of their own, and the users
+ * counted once for the whole change (the service counts them over both).
+ */
+function ConditionalImpact({ impact }: { impact: PreviewPolicyUpdateResponse }) {
+  const users = impact.users;
+  return (
+    <>
+      {(impact.added.length > 0 || impact.removed.length > 0) && (
+        <>
+          <h3 id="impact-outright">Held outright</h3>
+          <ul aria-labelledby="impact-outright">
+            {impact.removed.length > 0 && (
+              <li>
+                Removes <Perms list={impact.removed} />
+              </li>
+            )}
+            {impact.added.length > 0 && (
+              <li>
+                Adds <Perms list={impact.added} />
+              </li>
+            )}
+          </ul>
+        </>
+      )}
+      <h3 id="impact-conditional">Under a condition</h3>
+      <p className="muted" id="impact-conditional-hint">
+        Held only where the condition holds, apart from the same permissions held outright.
+      </p>
+      <ul aria-labelledby="impact-conditional" aria-describedby="impact-conditional-hint">
+        {byCondition(impact.conditionalRemoved).map(([condition, permissions]) => (
+          <li key={`removed ${condition}`}>
+            Removes <Perms list={permissions} /> where <code className="condition">{condition}</code> holds
+          </li>
+        ))}
+        {byCondition(impact.conditionalAdded).map(([condition, permissions]) => (
+          <li key={`added ${condition}`}>
+            Adds <Perms list={permissions} /> where <code className="condition">{condition}</code> holds
+          </li>
+        ))}
+      </ul>
+      <p>
+        <strong>{count(users?.losing ?? 0, "user")}</strong> would lose and <strong>{count(users?.gaining ?? 0, "user")}</strong> would gain a permission,
+        outright or under a condition, of {count(users?.reached ?? 0, "user")} its roles are assigned to.
+      </p>
+    </>
+  );
+}
+
+/** Conditional permissions grouped by their condition, in the order the service gave them. */
+function byCondition(list: ConditionalPermission[]): [string, string[]][] {
+  const groups = new Map<string, string[]>();
+  for (const { permission, condition } of list) groups.set(condition, [...(groups.get(condition) ?? []), permission]);
+  return [...groups];
+}
+
+/** Permissions as code, separated by commas. */
+function Perms({ list }: { list: string[] }) {
+  return (
+    <>
+      {list.map((p, i) => (
+        <span key={p}>
+          <code>{p}</code>
+          {i === list.length - 1 ? "" : ", "}
+        </span>
+      ))}
     </>
   );
 }

@@ -1,7 +1,8 @@
 /**
  * Roles: the list (paged) with a form for a new one, a role's own page (edit
  * its name, description and attached policies, delete it, and the users it
- * is assigned to), and a user's roles with offboarding (remove them all).
+ * is assigned to, each with the CEL condition the assignment may carry),
+ * and a user's roles with offboarding (remove them all).
  * Mounted with `nest` under /apps/{appId}/roles, so "/" and "/:roleId" here
  * are relative to it.
  */
@@ -12,6 +13,7 @@ import { Route, Switch } from "wouter";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { PolicyService, type Policy } from "../../../gen/authz/v1/policies_pb.js";
 import { RoleService, type Role } from "../../../gen/authz/v1/roles_pb.js";
+import { ConditionField, ConditionText, conditionInput } from "../components/condition-field";
 import { DangerButton } from "../components/danger-button";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { useNotify } from "../components/notice";
@@ -551,6 +553,7 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
   const assign = useMutation(RoleService.method.assignRole, { onSuccess: () => queryClient.invalidateQueries() });
   const unassign = useMutation(RoleService.method.unassignRole, { onSuccess: () => queryClient.invalidateQueries() });
   const [userId, setUserId] = useState("");
+  const [condition, setCondition] = useState("");
   const notify = useNotify();
   const problem = assign.error ? apiProblem(assign.error) : undefined;
   const list = assignments.data?.assignments ?? [];
@@ -558,7 +561,17 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
   const submit = (event: FormEvent) => {
     event.preventDefault();
     const user = userId;
-    assign.mutate({ appId, roleId: role.roleId, userId: user }, { onSuccess: () => (setUserId(""), notify(`Assigned ${role.name} to ${user}.`)) });
+    const sent = conditionInput(condition);
+    assign.mutate(
+      { appId, roleId: role.roleId, userId: user, ...(sent === undefined ? {} : { condition: sent }) },
+      {
+        onSuccess: () => {
+          setUserId("");
+          setCondition("");
+          notify(sent === undefined ? `Assigned ${role.name} to ${user}.` : `Assigned ${role.name} to ${user}, where ${sent} holds.`);
+        },
+      },
+    );
   };
   const remove = (user: string) => {
     unassign.mutate({ appId, roleId: role.roleId, userId: user }, { onSuccess: (res) => notify(res.deleted ? `Removed ${role.name} from ${user}.` : `${user} did not have ${role.name}.`) });
@@ -573,12 +586,21 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
             <input id="roles-assign-user" value={userId} onChange={(e) => setUserId(e.target.value)} required aria-describedby="roles-assign-user-error" />
             <FieldError id="roles-assign-user-error" reason={problem?.fields.get("userId")} />
           </div>
+          <ConditionField
+            id="roles-assign-condition"
+            label="Condition (optional, CEL)"
+            hint="The role then counts for the user only where it holds. Assigning a user again replaces their condition; with none, removes it."
+            example="has(context.ticket)"
+            value={condition}
+            onChange={setCondition}
+            reason={problem?.fields.get("condition")}
+          />
           <button type="submit" disabled={assign.isPending}>
             Assign role
           </button>
         </form>
       )}
-      {needsNote(problem, (f) => f === "userId") && <ErrorNote error={assign.error} />}
+      {needsNote(problem, (f) => f === "userId" || f === "condition") && <ErrorNote error={assign.error} />}
       {unassign.isError && <ErrorNote error={unassign.error} />}
       {assignments.isError && <ErrorNote error={assignments.error} />}
       {assignments.isPending && <p role="status">Loading the assignments…</p>}
@@ -592,6 +614,7 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
               <tr>
                 <th scope="col">User</th>
                 <th scope="col">Assigned</th>
+                <th scope="col">Condition</th>
                 {canWrite && (
                   <th scope="col">
                     <span className="visually-hidden">Actions</span>
@@ -605,6 +628,9 @@ function Assignments({ appId, role, canWrite }: { appId: string; role: Role; can
                   <td>{a.userId}</td>
                   <td>
                     <When ts={a.createdAt} />
+                  </td>
+                  <td>
+                    <ConditionText condition={a.condition} />
                   </td>
                   {canWrite && (
                     <td>
