@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // Loads the OpenID AuthZEN working group's "Todo" interop scenario into a
 // running Portcullis (README.md beside this file says how it maps): an
-// application, its catalog, policies and roles, the five users' role
-// assignments and stored properties (their e-mail addresses, which the
-// ownership rule compares with a todo's ownerID), and an API key with the
+// application, its catalog, policies (the ownership rule a policy's
+// condition) and roles, the five users' role assignments and stored
+// properties (their e-mail addresses, which the ownership rule compares
+// with a todo's ownerID), and an API key with the
 // `check` scope for the PEP, which it prints on stdout (progress goes to
 // stderr).
 //
@@ -35,24 +36,25 @@ const POLICIES = {
   create: { name: "Create todos", permissions: ["todo:can_create_todo"] },
   updateAny: { name: "Update any todo", permissions: ["todo:can_update_todo"] },
   deleteAny: { name: "Delete any todo", permissions: ["todo:can_delete_todo"] },
-  changeOwn: { name: "Update and delete a todo", permissions: ["todo:can_update_todo", "todo:can_delete_todo"] },
+  // The ownership rule, written once as the policy's condition: a todo's
+  // owner is its ownerID, an e-mail (which the PEP sends as a resource
+  // property); the user's is a stored property.
+  changeOwn: {
+    name: "Update and delete one's own todos",
+    permissions: ["todo:can_update_todo", "todo:can_delete_todo"],
+    condition: "resource.properties.ownerID == subject.properties.email",
+  },
 };
 
-// The scenario's roles, each a set of policies. Editing one's own todos is a
-// role of its own, "owner", assigned to every editor with the condition below.
+// The scenario's roles, each a set of policies: an editor changes the todos
+// they own; admin and evil_genius are editors who may also delete, or
+// update, any todo.
 const ROLES = {
   viewer: ["read"],
-  editor: ["read", "create"],
-  admin: ["read", "create", "deleteAny"],
-  evil_genius: ["read", "create", "updateAny"],
-  owner: ["changeOwn"],
+  editor: ["read", "create", "changeOwn"],
+  admin: ["read", "create", "changeOwn", "deleteAny"],
+  evil_genius: ["read", "create", "changeOwn", "updateAny"],
 };
-
-// Who may change a todo they own: every role that includes the editor's.
-const EDITORS = new Set(["editor", "admin", "evil_genius"]);
-
-// A todo's owner is its ownerID, an e-mail; the user's is a stored property.
-const OWNER_CONDITION = "resource.properties.ownerID == subject.properties.email";
 
 const { values } = parseArgs({
   options: { url: { type: "string" }, key: { type: "string" }, app: { type: "string", default: "todo" } },
@@ -97,9 +99,6 @@ try {
     const path = `${app}/users/${encodeURIComponent(user.id)}`;
     await call("PUT", `${path}/properties`, { email: user.email, name: user.name });
     for (const role of user.roles) await call("POST", `${app}/roles/${roleIds[role]}/assignments`, { userId: user.id });
-    if (user.roles.some((role) => EDITORS.has(role))) {
-      await call("POST", `${app}/roles/${roleIds.owner}/assignments`, { userId: user.id, condition: OWNER_CONDITION });
-    }
     say(`${user.name}: ${user.roles.join(", ")}`);
   }
 
