@@ -1,0 +1,5 @@
+-- Placeholder on branch all-users, which needs migration 016: the loader
+-- takes migrations numbered 1, 2, 3... with no gap, and 015 is conditions on
+-- policies (issue 29), written on another branch at the same time. This file
+-- does nothing. When the branches meet, git reports both adding this path:
+-- keep the other side's file, whole.
