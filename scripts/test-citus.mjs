@@ -2,7 +2,8 @@
 // `npm run test:citus`: the storage tests on a real Citus cluster, CI's Citus
 // leg. Runs the store suite, the SQL rules, the model's API, the change feed (its storage, its API and
 // the ordering proof), conditions on grants (their writes and the check's statement), conditions on
-// policies (role_permissions derived with them, the preview's sources) and every test/graph-*.test.ts
+// policies (role_permissions derived with them, the preview's sources), allUsers grants (their writes
+// and every question's statement) and every test/graph-*.test.ts
 // with PORTCULLIS_TEST_ENGINES=citus; vitest's global setup
 // (test/support/global-setup.ts) starts a coordinator and two workers on free
 // loopback ports in a temporary folder and stops them when the run ends,
@@ -23,6 +24,7 @@ const files = [
   "test/changes-order.test.ts",
   "test/conditions-api.test.ts",
   "test/policy-conditions-api.test.ts",
+  "test/all-users-api.test.ts",
   ...readdirSync(join(root, "test"))
     .filter((f) => /^graph-.*\.test\.ts$/.test(f))
     .sort()

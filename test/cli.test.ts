@@ -20,7 +20,7 @@ import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 import { cli, type Run } from "./support/cli-process.js";
 import { createApp } from "./helpers/authz.js";
-import { GRAPH_CATALOG, set, user, type AnyGrant } from "./support/graph.js";
+import { ALL_USERS_CATALOG, everyone, GRAPH_CATALOG, set, user, type AnyGrant } from "./support/graph.js";
 
 const CATALOG = {
   resources: [
@@ -132,11 +132,12 @@ const summaryOf = (run: Run) => JSON.parse(run.stdout.trim().split("\n").at(-1)!
 /* ------------------------------------------------------------------------ */
 
 /** A grant as the list route returns it, with any holder. */
-type Listed = AnyGrant & { expiresAt?: string | null; createdAt?: string };
+type Listed = AnyGrant & { expiresAt?: string | null; createdAt?: string; allUsers?: boolean };
 
-/** A grant with any holder as one string: "team:eng#member|folder|runbooks|viewer|<expiry>", a link's subject as "folder:root#". */
+/** A grant with any holder as one string: "team:eng#member|folder|runbooks|viewer|<expiry>", a link's subject as "folder:root#", every user as "*all*". */
 const heldKey = (g: Listed) => {
-  const holder = g.subject !== undefined && !g.userId ? `${g.subject.resource}:${g.subject.resourceId}#${g.subject.relation ?? ""}` : g.userId!;
+  const holder =
+    g.allUsers === true ? "*all*" : g.subject !== undefined && !g.userId ? `${g.subject.resource}:${g.subject.resourceId}#${g.subject.relation ?? ""}` : g.userId!;
   return `${holder}|${g.resource}|${g.resourceId}|${g.relation}|${g.expiresAt ? new Date(g.expiresAt).toISOString() : ""}`;
 };
 
@@ -187,6 +188,9 @@ const HIERARCHY: AnyGrant[] = [
   ...Array.from({ length: 1100 }, (_, i) => (i % 3 === 0 ? expiring : (g: AnyGrant) => g)(set(`folder:f${i % 7}`, "document", `d${String(i).padStart(4, "0")}`, "parent"))),
   ...Array.from({ length: 300 }, (_, i) => set(`team:t${i % 5}#member`, "document", `d${String(i).padStart(4, "0")}`, "viewer")),
 ];
+
+/** Grants every user holds (ALL_USERS_CATALOG): a public folder (on no path the tests explain), and a document's viewer until a given instant. */
+const PUBLIC: Listed[] = [everyone("folder", "public", "viewer"), { ...everyone("document", "44", "viewer"), expiresAt: FUTURE }];
 
 /* ------------------------------------------------------------------------ */
 
@@ -355,11 +359,11 @@ describe("portcullis, the command line", () => {
     let source: Set<string>;
     let sourceKey: string;
     beforeAll(async () => {
-      sourceKey = await createApp(service, "hier-src", GRAPH_CATALOG);
-      const res = await service.call("POST", "/api/v1/authorization/relationships/bulk", { key: sourceKey, body: { writes: [...HIERARCHY, CONDITIONAL] } });
+      sourceKey = await createApp(service, "hier-src", ALL_USERS_CATALOG);
+      const res = await service.call("POST", "/api/v1/authorization/relationships/bulk", { key: sourceKey, body: { writes: [...HIERARCHY, CONDITIONAL, ...PUBLIC] } });
       expect(res.status, JSON.stringify(res.body)).toBe(200);
       source = (await graphGrantsOf(service, sourceKey)).keys;
-      expect(source).toEqual(new Set([...HIERARCHY, CONDITIONAL].map(heldKey)));
+      expect(source).toEqual(new Set([...HIERARCHY, CONDITIONAL, ...PUBLIC].map(heldKey)));
     });
 
     it.each(["ndjson", "csv"] as const)("export, then import into a fresh application (%s): the same grants, holders and expiries", async (format) => {
@@ -386,18 +390,28 @@ describe("portcullis, the command line", () => {
           "createdAt",
         ]);
         expect(keysOf((l) => l.subjectResourceId === "root")).toEqual(["subjectResource", "subjectResourceId", "resource", "resourceId", "relation", "createdAt"]);
+        // Every user: allUsers, the boolean, as the API writes it.
+        expect(lines.find((l) => (l as Record<string, unknown>).allUsers === true && l.resource === "folder")).toEqual({
+          allUsers: true,
+          resource: "folder",
+          resourceId: "public",
+          relation: "viewer",
+          createdAt: expect.any(String),
+        });
       } else {
         const records = text.split("\r\n");
-        expect(records[0]).toBe("userId,subjectResource,subjectResourceId,subjectRelation,resource,resourceId,relation,expiresAt,condition");
-        expect(records).toContain(',team,"""ops"", on call",member,document,42,editor,,');
-        expect(records).toContain(',folder,root,,folder,runbooks,parent,,');
-        expect(records.find((r) => r.startsWith("carol,"))).toMatch(/^carol,,,,folder,root,editor,2099-01-01T00:00:00(\.000)?Z,$/);
+        expect(records[0]).toBe("userId,allUsers,subjectResource,subjectResourceId,subjectRelation,resource,resourceId,relation,expiresAt,condition");
+        expect(records).toContain(',,team,"""ops"", on call",member,document,42,editor,,');
+        expect(records).toContain(',,folder,root,,folder,runbooks,parent,,');
+        expect(records.find((r) => r.startsWith("carol,"))).toMatch(/^carol,,,,,folder,root,editor,2099-01-01T00:00:00(\.000)?Z,$/);
         // The condition's line break is inside quotes: one record, split here by CRLF only.
-        expect(records).toContain('zed,,,,document,42,viewer,,"context.tags.exists(t, t == ""a, b"")\n  && context.ok"');
+        expect(records).toContain('zed,,,,,document,42,viewer,,"context.tags.exists(t, t == ""a, b"")\n  && context.ok"');
+        expect(records).toContain(",true,,,,folder,public,viewer,,");
+        expect(records.find((r) => r.startsWith(",true,,,,document,44,"))).toMatch(/,viewer,2099-01-01T00:00:00(\.000)?Z,$/);
         expect(records).toHaveLength(source.size + 2); // the header, and nothing after the last CRLF
       }
 
-      const copyKey = await createApp(service, `hier-${format}`, GRAPH_CATALOG);
+      const copyKey = await createApp(service, `hier-${format}`, ALL_USERS_CATALOG);
       const imported = await cli(service, ["grants", "import", file, "--json", "--batch", "1000"], { key: copyKey });
       expect(imported.code, imported.stderr).toBe(0);
       expect(summaryOf(imported)).toMatchObject({ rows: source.size, written: source.size, refused: 0 });
@@ -422,7 +436,7 @@ describe("portcullis, the command line", () => {
       expect(listed.filter((g) => g.subject !== undefined && g.userId === "").length).toBeGreaterThan(1000);
       const file = join(dir, "listed.jsonl");
       await writeFile(file, listed.map((g) => JSON.stringify(g)).join("\n"));
-      const copyKey = await createApp(service, "hier-listed", GRAPH_CATALOG);
+      const copyKey = await createApp(service, "hier-listed", ALL_USERS_CATALOG);
       const imported = await cli(service, ["grants", "import", file, "--json"], { key: copyKey });
       expect(imported.code, imported.stderr).toBe(0);
       expect(summaryOf(imported)).toMatchObject({ rows: source.size, written: source.size, refused: 0 });
@@ -439,11 +453,13 @@ describe("portcullis, the command line", () => {
       const old = set("team:eng#member", "folder", "old", "editor");
       expect((await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes: [old] } })).status).toBe(200);
       type Spec = { row: Record<string, string>; bad?: string; ndjson?: string; csvOnly?: boolean };
+      const REFUSED_EVERYONE =
+        'allUsers: folder#viewer is held by a userId, a subject set team#member (its subjects in the catalog), not allUsers: true (every user); a relation every user may hold lists "user:*"';
       const g = (resource: string, resourceId: string, relation: string, more: Record<string, string> = {}) => ({ resource, resourceId, relation, ...more });
       const specs: Spec[] = [
         { row: { userId: "alice", ...g("team", "eng", "member") } },
-        { row: { userId: "alice", subjectResource: "team", subjectResourceId: "eng", subjectRelation: "member", ...g("folder", "f1", "viewer") }, bad: "not both" },
-        { row: g("folder", "f1", "viewer"), bad: "missing the holder: userId, or subjectResource and subjectResourceId" },
+        { row: { userId: "alice", subjectResource: "team", subjectResourceId: "eng", subjectRelation: "member", ...g("folder", "f1", "viewer") }, bad: "exactly one: given userId and" },
+        { row: g("folder", "f1", "viewer"), bad: "missing the holder: userId, allUsers, or subjectResource and subjectResourceId" },
         { row: { subjectResource: "team", subjectResourceId: "eng", subjectRelation: "member", ...g("folder", "f1", "viewer") } },
         { row: { subjectResource: "team", subjectResourceId: "eng", subjectRelation: "owner", ...g("folder", "f1", "viewer") }, bad: "subject: folder#viewer is held by a userId, a subject set team#member (its subjects in the catalog), not a subject set team#owner" },
         { row: { userId: "multi\nline", ...g("team", "eng", "member") }, bad: "userId: \"multi\\nline\" must not contain control characters", csvOnly: true },
@@ -460,10 +476,19 @@ describe("portcullis, the command line", () => {
           ndjson: JSON.stringify({ subject: { resource: "team", resourceId: "eng", relation: "member" }, subjectResourceId: "eng", ...g("folder", "f4", "viewer") }),
           bad: "two forms of the same holder",
         },
-        { row: {}, ndjson: JSON.stringify({ userId: "carol", subject: { resource: "team", resourceId: "eng" }, ...g("folder", "f4", "viewer") }), bad: "not both" },
+        { row: {}, ndjson: JSON.stringify({ userId: "carol", subject: { resource: "team", resourceId: "eng" }, ...g("folder", "f4", "viewer") }), bad: "exactly one: given userId and" },
         { row: {}, ndjson: JSON.stringify({ userId: "", subject: { resource: "folder", resourceId: "f0", relation: "" }, ...g("document", "d2", "parent") }) },
+        // Every user: where the relation's subjects lack "user:*" the service refuses it; beside another holder, or not a boolean, the file does.
+        { row: { allUsers: "true", ...g("folder", "f5", "viewer") }, bad: REFUSED_EVERYONE, csvOnly: true },
+        { row: {}, ndjson: JSON.stringify({ allUsers: true, ...g("folder", "f5", "viewer") }), bad: REFUSED_EVERYONE },
+        { row: { userId: "alice", allUsers: "TRUE", ...g("folder", "f5", "viewer") }, bad: "exactly one: given userId and allUsers", csvOnly: true },
+        { row: {}, ndjson: JSON.stringify({ userId: "alice", allUsers: true, ...g("folder", "f5", "viewer") }), bad: "exactly one: given userId and allUsers" },
+        { row: { allUsers: "maybe", ...g("folder", "f5", "viewer") }, bad: 'allUsers must be true or false (or empty), not "maybe"', csvOnly: true },
+        { row: { userId: "erin", allUsers: "false", ...g("folder", "f5", "viewer") }, csvOnly: true },
+        { row: {}, ndjson: JSON.stringify({ allUsers: "true", ...g("folder", "f5", "viewer") }), bad: "allUsers is not a boolean" },
+        { row: {}, ndjson: JSON.stringify({ userId: "fay", allUsers: false, ...g("folder", "f5", "viewer") }) },
       ].filter((x) => (format === "csv" ? x.ndjson === undefined : !x.csvOnly));
-      const columns = ["op", "userId", "subjectResource", "subjectResourceId", "subjectRelation", "resource", "resourceId", "relation", "expiresAt"];
+      const columns = ["op", "userId", "allUsers", "subjectResource", "subjectResourceId", "subjectRelation", "resource", "resourceId", "relation", "expiresAt"];
       const cell = (v: string | undefined) => (v === undefined ? "" : /[",\n]/.test(v) ? `"${v.replaceAll('"', '""')}"` : v);
       const out: string[] = format === "csv" ? [columns.join(",")] : [];
       const bad = new Map<number, string>();
@@ -473,7 +498,7 @@ describe("portcullis, the command line", () => {
         out.push(format === "csv" ? columns.map((c) => cell(spec.row[c])).join(",") : (spec.ndjson ?? JSON.stringify(spec.row)));
         if (spec.bad !== undefined) bad.set(line, spec.bad);
         else if (spec.row.op !== "delete") {
-          const r = spec.ndjson !== undefined ? (JSON.parse(spec.ndjson) as Listed) : (spec.row as unknown as Listed);
+          const r = spec.ndjson !== undefined ? (JSON.parse(spec.ndjson) as Listed) : ({ ...spec.row, allUsers: spec.row.allUsers === "true" } as unknown as Listed);
           const subject = r.subject ?? (spec.row.subjectResource ? { resource: spec.row.subjectResource, resourceId: spec.row.subjectResourceId!, relation: spec.row.subjectRelation } : undefined);
           good.add(heldKey({ ...r, ...(subject === undefined ? {} : { subject, userId: "" }) }));
         }
@@ -518,6 +543,32 @@ describe("portcullis, the command line", () => {
       expect(ids).toEqual([...ids].sort());
       const none = await cli(service, ["who-can", "document:43", "read", "--json"], { key });
       expect([none.code, none.stdout]).toEqual([1, "[]\n"]);
+    });
+
+    it("an allUsers grant: explain says every user, who-can says so on stderr and exits 0, export --all-users selects them", async () => {
+      const key = await createApp(service, "cli-everyone", ALL_USERS_CATALOG);
+      const writes = [everyone("folder", "pub", "viewer"), set("folder:pub", "document", "7", "parent"), user("ann", "document", "7", "editor"), everyone("document", "8", "viewer")];
+      expect((await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes } })).status).toBe(200);
+      const why = await cli(service, ["explain", "zed", "document:7", "read"], { key });
+      expect(why.code, why.stderr).toBe(0);
+      expect(why.stdout).toContain("  viewer through 1 hop: every user is viewer of folder:pub → folder:pub is parent of document:7\n");
+      const direct = await cli(service, ["explain", "zed", "document:8", "read"], { key });
+      expect(direct.stdout).toContain("  grant: every user (allUsers) is viewer of document:8");
+      const who = await cli(service, ["who-can", "document:7", "read"], { key });
+      expect([who.code, who.stdout]).toEqual([0, "ann\n"]);
+      expect(who.stderr).toContain("every user may: an allUsers grant gives document:7 a relation that implies read; the users listed may also");
+      const json = await cli(service, ["who-can", "document:8", "read", "--json"], { key });
+      expect([json.code, json.stdout]).toEqual([0, "[]\n"]);
+      expect(json.stderr).toContain("every user may");
+      const exported = await cli(service, ["grants", "export", "--all-users"], { key });
+      expect(exported.code, exported.stderr).toBe(0);
+      expect(exported.stdout.trimEnd().split("\n").map((l) => { const { createdAt: _, ...g } = JSON.parse(l) as Record<string, unknown>; return g; })).toEqual([
+        { allUsers: true, resource: "folder", resourceId: "pub", relation: "viewer" },
+        { allUsers: true, resource: "document", resourceId: "8", relation: "viewer" },
+      ]);
+      const mixed = await cli(service, ["grants", "export", "--all-users", "--user", "ann"], { key });
+      expect(mixed.code).toBe(2);
+      expect(mixed.stderr).toContain("--all-users goes with --resource and --relation only");
     });
 
     it("catalog put then get; keys create; check and explain with the new key", async () => {

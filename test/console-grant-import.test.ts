@@ -103,7 +103,7 @@ describe("parseCsv", () => {
       text: `userId,resource,resourceId,relation,expires_at,userId\n`,
       rows: [],
       errors: [
-        'line 1: header row: unknown column "expires_at" (columns: userId, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, condition, op); column userId appears twice',
+        'line 1: header row: unknown column "expires_at" (columns: userId, allUsers, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, condition, op); column userId appears twice',
       ],
     },
     {
@@ -119,7 +119,7 @@ describe("parseCsv", () => {
         { line: 2, op: "write", userId: "alice", resource: "doc", resourceId: "d1", relation: "viewer" },
         { line: 7, op: "write", userId: "erin", resource: "doc", resourceId: "d5", relation: "viewer" },
       ],
-      errors: ["line 3: missing resourceId", "line 4: missing userId; missing relation", "line 5: 3 fields, the header has 4", "line 6: 5 fields, the header has 4"],
+      errors: ["line 3: missing resourceId", "line 4: missing userId (or allUsers); missing relation", "line 5: 3 fields, the header has 4", "line 6: 5 fields, the header has 4"],
     },
     {
       name: "expiresAt: RFC 3339 with a zone, empty for none; bad dates are row errors",
@@ -244,7 +244,7 @@ describe("parseNdjson", () => {
         "line 4: not a JSON object",
         "line 5: userId is not a string",
         "line 6: missing resourceId",
-        'line 7: unknown key "expires_at" (keys: userId, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, condition, op, subject)',
+        'line 7: unknown key "expires_at" (keys: userId, allUsers, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, condition, op, subject)',
         "line 8: expiresAt is not a date (RFC 3339, e.g. 2030-01-31T12:00:00Z)",
         "line 9: expiresAt is not a string",
         'line 10: op must be write or delete, not "upsert"',
@@ -282,7 +282,12 @@ describe("parseGrantFile", () => {
 const held = (r: GrantRow) => ({
   line: r.line,
   op: r.op,
-  holder: r.subject === undefined ? r.userId : `${r.subject.resource}:${r.subject.resourceId}${r.subject.relation === "" ? "" : `#${r.subject.relation}`}`,
+  holder:
+    r.allUsers === true
+      ? "*all*"
+      : r.subject === undefined
+        ? r.userId
+        : `${r.subject.resource}:${r.subject.resourceId}${r.subject.relation === "" ? "" : `#${r.subject.relation}`}`,
   grant: `${r.relation} of ${r.resource}:${r.resourceId}`,
   ...(r.expiresAt === undefined ? {} : { expiresAt: r.expiresAt.toISOString() }),
 });
@@ -325,12 +330,12 @@ describe("subjects in CSV", () => {
       ].join("\n"),
     );
     expect(parsed.errors.map(formatIssue)).toEqual([
-      "line 2: a row names its holder by userId or by subjectResource and subjectResourceId, not both",
-      "line 3: missing the holder: userId, or subjectResource and subjectResourceId",
+      "line 2: a row names its holder by userId, by allUsers or by subjectResource and subjectResourceId, exactly one: given userId and subjectResource and subjectResourceId",
+      "line 3: missing the holder: userId, allUsers, or subjectResource and subjectResourceId",
       "line 4: missing subjectResourceId",
       "line 5: missing subjectResource",
-      "line 6: a row names its holder by userId or by subjectResource and subjectResourceId, not both",
-      "line 7: missing the holder: userId, or subjectResource and subjectResourceId; missing resourceId",
+      "line 6: a row names its holder by userId, by allUsers or by subjectResource and subjectResourceId, exactly one: given userId and subjectResource and subjectResourceId",
+      "line 7: missing the holder: userId, allUsers, or subjectResource and subjectResourceId; missing resourceId",
     ]);
     expect(parsed.rows.map(held)).toEqual([{ line: 8, op: "write", holder: "folder:f0", grant: "parent of folder:f1" }]);
   });
@@ -343,7 +348,7 @@ describe("subjects in CSV", () => {
       "line 1: header row: missing column subjectResourceId (a subject holder takes subjectResource and subjectResourceId)",
     ]);
     expect(parseCsv("resource,resourceId,relation\n").errors.map(formatIssue)).toEqual([
-      "line 1: header row: missing column userId (or subjectResource and subjectResourceId)",
+      "line 1: header row: missing column userId (or allUsers, or subjectResource and subjectResourceId)",
     ]);
   });
 });
@@ -372,7 +377,7 @@ describe("subjects in NDJSON", () => {
       { line: 7, op: "delete", holder: "folder:f", grant: "parent of document:e" },
     ]);
     expect(parsed.errors.map(formatIssue)).toEqual([
-      'line 8: unknown key "subject2" (keys: userId, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, condition, op, subject)',
+      'line 8: unknown key "subject2" (keys: userId, allUsers, subjectResource, subjectResourceId, subjectRelation, resource, resourceId, relation, expiresAt, condition, op, subject)',
     ]);
   });
 
@@ -394,10 +399,10 @@ describe("subjects in NDJSON", () => {
       ].join("\n"),
     );
     expect(parsed.errors.map(formatIssue)).toEqual([
-      "line 1: a row names its holder by userId or by subjectResource and subjectResourceId, not both",
-      "line 2: a row names its holder by userId or by subject, not both",
-      "line 3: missing the holder: userId, or subjectResource and subjectResourceId",
-      "line 4: missing the holder: userId, or subjectResource and subjectResourceId",
+      "line 1: a row names its holder by userId, by allUsers or by subjectResource and subjectResourceId, exactly one: given userId and subjectResource and subjectResourceId",
+      "line 2: a row names its holder by userId, by allUsers or by subject, exactly one: given userId and subject",
+      "line 3: missing the holder: userId, allUsers, or subjectResource and subjectResourceId",
+      "line 4: missing the holder: userId, allUsers, or subjectResource and subjectResourceId",
       "line 5: subject and subjectResource, subjectResourceId, subjectRelation are two forms of the same holder: give one of them",
       "line 6: missing subject.resourceId",
       "line 7: missing subjectResource",
@@ -409,6 +414,74 @@ describe("subjects in NDJSON", () => {
   });
 });
 
+describe("every user (allUsers) in CSV and NDJSON", () => {
+  it("CSV: an allUsers column, true in any case; false or empty is none, so the other holders stay", () => {
+    const parsed = parseCsv(
+      [
+        "userId,allUsers,subjectResource,subjectResourceId,subjectRelation,resource,resourceId,relation,op",
+        ",true,,,,doc,d1,viewer,",
+        ",TRUE,,,,doc,d2,viewer,delete",
+        "ann,false,,,,doc,d3,viewer,",
+        ",,team,eng,member,doc,d4,viewer,",
+        "ann,true,,,,doc,d5,viewer,", // two holders
+        ",true,team,eng,member,doc,d6,viewer,", // two holders
+        ",yes,,,,doc,d7,viewer,", // not a boolean
+        ",false,,,,doc,d8,viewer,", // none
+      ].join("\n"),
+    );
+    expect(parsed.rows.map(held)).toEqual([
+      { line: 2, op: "write", holder: "*all*", grant: "viewer of doc:d1" },
+      { line: 3, op: "delete", holder: "*all*", grant: "viewer of doc:d2" },
+      { line: 4, op: "write", holder: "ann", grant: "viewer of doc:d3" },
+      { line: 5, op: "write", holder: "team:eng#member", grant: "viewer of doc:d4" },
+    ]);
+    expect(parsed.rows[0]).toMatchObject({ userId: "", allUsers: true });
+    expect(parsed.rows[2]).not.toHaveProperty("allUsers");
+    expect(parsed.errors.map(formatIssue)).toEqual([
+      "line 6: a row names its holder by userId, by allUsers or by subjectResource and subjectResourceId, exactly one: given userId and allUsers",
+      "line 7: a row names its holder by userId, by allUsers or by subjectResource and subjectResourceId, exactly one: given allUsers and subjectResource and subjectResourceId",
+      'line 8: allUsers must be true or false (or empty), not "yes"',
+      "line 9: missing the holder: userId, allUsers, or subjectResource and subjectResourceId",
+    ]);
+    // A header may name allUsers as its only holder column.
+    const only = parseCsv("allUsers,resource,resourceId,relation\ntrue,doc,d1,viewer\n,doc,d2,viewer\n");
+    expect(only.rows.map(held)).toEqual([{ line: 2, op: "write", holder: "*all*", grant: "viewer of doc:d1" }]);
+    expect(only.errors.map(formatIssue)).toEqual(["line 3: missing userId (or allUsers)"]);
+  });
+
+  it("NDJSON: allUsers the boolean, as the list route writes it (false beside every other holder names none)", () => {
+    const grant = '"resource":"doc","resourceId":"d","relation":"viewer"';
+    const parsed = parseNdjson(
+      [
+        `{"allUsers":true,${grant}}`,
+        `{"userId":"","allUsers":true,${grant},"createdAt":"2026-01-01T00:00:00.000Z"}`,
+        `{"userId":"ann","allUsers":false,${grant}}`,
+        `{"userId":"","allUsers":false,"subject":{"resource":"team","resourceId":"eng","relation":"member"},${grant}}`,
+        `{"allUsers":null,"userId":"bob",${grant}}`,
+        `{"allUsers":"true",${grant}}`,
+        `{"allUsers":1,"userId":"bob",${grant}}`,
+        `{"allUsers":true,"userId":"ann",${grant}}`,
+        `{"allUsers":true,"subject":{"resource":"team","resourceId":"eng","relation":"member"},${grant}}`,
+        `{"allUsers":false,${grant}}`,
+      ].join("\n"),
+    );
+    expect(parsed.rows.map(held)).toEqual([
+      { line: 1, op: "write", holder: "*all*", grant: "viewer of doc:d" },
+      { line: 2, op: "write", holder: "*all*", grant: "viewer of doc:d" },
+      { line: 3, op: "write", holder: "ann", grant: "viewer of doc:d" },
+      { line: 4, op: "write", holder: "team:eng#member", grant: "viewer of doc:d" },
+      { line: 5, op: "write", holder: "bob", grant: "viewer of doc:d" },
+    ]);
+    expect(parsed.errors.map(formatIssue)).toEqual([
+      "line 6: allUsers is not a boolean (true or false)",
+      "line 7: allUsers is not a boolean (true or false)",
+      "line 8: a row names its holder by userId, by allUsers or by subjectResource and subjectResourceId, exactly one: given userId and allUsers",
+      "line 9: a row names its holder by userId, by allUsers or by subject, exactly one: given allUsers and subject",
+      "line 10: missing the holder: userId, allUsers, or subjectResource and subjectResourceId",
+    ]);
+  });
+});
+
 describe("holderEntry", () => {
   it("a row's holder as the bulk route takes it", () => {
     const [user, set, link] = parseCsv("userId,subjectResource,subjectResourceId,subjectRelation,resource,resourceId,relation\na,,,,doc,d,viewer\n,team,eng,member,doc,d,viewer\n,folder,f,,doc,d,parent\n").rows;
@@ -417,6 +490,7 @@ describe("holderEntry", () => {
       { subject: { resource: "team", resourceId: "eng", relation: "member" } },
       { subject: { resource: "folder", resourceId: "f", relation: "" } },
     ]);
+    expect(holderEntry(parseCsv("allUsers,resource,resourceId,relation\ntrue,doc,d,viewer\n").rows[0]!)).toEqual({ allUsers: true });
   });
 });
 

@@ -68,7 +68,7 @@ describe.each(engines)("expiring grants on %s", (engine) => {
     it("a grant with an expiry: 201 with it, listed with it; one without has none", async () => {
       const res = await write(grant("ann", "document", "form-1", "viewer"), tomorrow);
       expectStatus(res, 201);
-      expect(res.body).toEqual({ userId: "ann", resource: "document", resourceId: "form-1", relation: "viewer", createdAt: expect.any(String), expiresAt: tomorrow });
+      expect(res.body).toEqual({ userId: "ann", allUsers: false, resource: "document", resourceId: "form-1", relation: "viewer", createdAt: expect.any(String), expiresAt: tomorrow });
       const plain = await write(grant("ann", "document", "form-2", "viewer"));
       expectStatus(plain, 201);
       expect(plain.body).not.toHaveProperty("expiresAt");

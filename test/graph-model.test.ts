@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { startTestService, type TestService } from "./support/service.js";
 import { admin, createApp, expectStatus } from "./helpers/authz.js";
-import { GRAPH_CATALOG, OPEN_GROUPS_CATALOG, set, text, user, type AnyGrant } from "./support/graph.js";
+import { ALL_USERS_CATALOG, everyone, GRAPH_CATALOG, OPEN_GROUPS_CATALOG, set, text, user, type AnyGrant, type EveryoneGrant } from "./support/graph.js";
 import { random } from "../bench/random.js";
 
 const HOPS = 16;
@@ -31,8 +31,11 @@ for (const entry of OPEN_GROUPS_CATALOG) {
   }
 }
 
+/** The holder an allUsers grant gives a node to, in the model: every user at once. */
+const EVERYONE = "*";
+
 interface World {
-  grants: (AnyGrant & { expiresMs?: number })[];
+  grants: ((AnyGrant | EveryoneGrant) & { expiresMs?: number })[];
   /** userId → role permissions "resource:action" held application-wide */
   roles: Map<string, Set<string>>;
 }
@@ -45,7 +48,8 @@ const nodeOf = (resource: string, id: string, relation: string) => `${resource}:
  * breadth first from the instance; a subject set Y#r granted the relation
  * makes (Y, r) a node one hop further; a rule "inherits R' through L" and a
  * link grant to Y make (Y, R') a node one hop further; users granted a
- * node's relation hold it, at that node's depth.
+ * node's relation hold it, at that node's depth, and every user (EVERYONE)
+ * where an allUsers grant gives it.
  */
 function holders(w: World, now: number, resource: string, id: string, relation: string): Map<string, number> {
   const out = new Map<string, number>();
@@ -61,6 +65,10 @@ function holders(w: World, now: number, resource: string, id: string, relation: 
     for (const [r, i, rel] of frontier) {
       for (const g of w.grants) {
         if (!live(g, now) || g.resource !== r || g.resourceId !== i) continue;
+        if ("allUsers" in g) {
+          if (g.relation === rel && !out.has(EVERYONE)) out.set(EVERYONE, depth);
+          continue;
+        }
         if (g.relation === rel) {
           if (g.userId !== undefined) {
             if (!out.has(g.userId)) out.set(g.userId, depth);
@@ -81,14 +89,32 @@ function holders(w: World, now: number, resource: string, id: string, relation: 
 const relationsImplying = (resource: string, action: string) =>
   Object.entries(ACTIONS[resource]!).filter(([, actions]) => actions.includes(action)).map(([r]) => r);
 
+/** Whether the user holds the relation there: by their own paths, or by an allUsers grant's. */
+const holds = (h: Map<string, number>, userId: string) => h.has(userId) || h.has(EVERYONE);
+
 function modelAllows(w: World, now: number, userId: string, resource: string, id: string, action: string): boolean {
+  if (w.roles.get(userId)?.has(`${resource}:${action}`)) return true;
+  return relationsImplying(resource, action).some((rel) => holds(holders(w, now, resource, id, rel), userId));
+}
+
+/** Who can's flag: an allUsers grant gives a relation implying the action, on the instance or a path to it. */
+const modelAllUsers = (w: World, now: number, resource: string, id: string, action: string) =>
+  relationsImplying(resource, action).some((rel) => holders(w, now, resource, id, rel).has(EVERYONE));
+
+/** Who can's ids: the users who may by their own paths or a role (an allUsers grant lists none). */
+function modelListed(w: World, now: number, userId: string, resource: string, id: string, action: string): boolean {
   if (w.roles.get(userId)?.has(`${resource}:${action}`)) return true;
   return relationsImplying(resource, action).some((rel) => holders(w, now, resource, id, rel).has(userId));
 }
 
-/** The fewest hops of any relation implying the action, or undefined. */
+/** The fewest hops of any relation implying the action (the user's own paths or an allUsers grant's), or undefined. */
 function modelHops(w: World, now: number, userId: string, resource: string, id: string, action: string): number | undefined {
-  const hops = relationsImplying(resource, action).map((rel) => holders(w, now, resource, id, rel).get(userId)).filter((h) => h !== undefined);
+  const hops = relationsImplying(resource, action)
+    .flatMap((rel) => {
+      const h = holders(w, now, resource, id, rel);
+      return [h.get(userId), h.get(EVERYONE)];
+    })
+    .filter((h) => h !== undefined);
   return hops.length === 0 ? undefined : Math.min(...hops);
 }
 
@@ -100,10 +126,10 @@ const GROUPS = Array.from({ length: 4 }, (_, i) => `g${i}`);
 const FOLDERS = Array.from({ length: 12 }, (_, i) => `f${String(i).padStart(2, "0")}`);
 const DOCS = Array.from({ length: 16 }, (_, i) => `d${String(i).padStart(2, "0")}`);
 
-function makeWorld(seed: number, expiresMs: number, groups: boolean): World {
+function makeWorld(seed: number, expiresMs: number, groups: boolean, public_: boolean): World {
   const r = random(seed);
-  const grants = new Map<string, AnyGrant & { expiresMs?: number }>();
-  const add = (g: AnyGrant, expiring = false) => {
+  const grants = new Map<string, World["grants"][number]>();
+  const add = (g: AnyGrant | EveryoneGrant, expiring = false) => {
     const withExpiry = expiring && r.next() < 0.5 ? { ...g, expiresMs, expiresAt: new Date(expiresMs).toISOString() } : g;
     grants.set(text(g), withExpiry);
   };
@@ -124,17 +150,35 @@ function makeWorld(seed: number, expiresMs: number, groups: boolean): World {
     for (let k = 0; k < 2; k++) add(set(`group:${r.pick(GROUPS)}#member`, "group", r.pick(GROUPS), "member"), true);
     for (let k = 0; k < 8; k++) add(set(`group:${r.pick(GROUPS)}#member`, "document", r.pick(DOCS), "viewer"), true);
   }
+  if (public_) {
+    // Every user at once (ALL_USERS_CATALOG): a team everyone is in, public folders (their
+    // documents inherit), public documents; some expire, as memberships and links do.
+    add(everyone("team", r.pick(TEAMS), "member"), true);
+    for (let k = 0; k < 2; k++) add(everyone("folder", r.pick(FOLDERS.slice(4)), "viewer"), true);
+    for (let k = 0; k < 2; k++) add(everyone("document", r.pick(DOCS), "viewer"), true);
+    // A group everyone is in: walked down from the instance (groups are open), not met from the user's side.
+    if (groups) add(everyone("group", r.pick(GROUPS), "member"), true);
+  }
   const roles = new Map<string, Set<string>>([[r.pick(USERS), new Set(["document:read"])]]);
   return { grants: [...grants.values()], roles };
 }
 
-/** Seeds, and whether the world has OPEN_GROUPS_CATALOG's groups. */
+/** Seeds, whether the world has OPEN_GROUPS_CATALOG's groups, and whether it has allUsers grants (ALL_USERS_CATALOG). */
 const WORLDS = [
-  { seed: 11, groups: false },
-  { seed: 2024, groups: false },
-  { seed: 77, groups: false },
-  { seed: 7, groups: true },
+  { seed: 11, groups: false, public: false },
+  { seed: 2024, groups: false, public: false },
+  { seed: 77, groups: false, public: false },
+  { seed: 7, groups: true, public: false },
+  { seed: 31, groups: false, public: true },
+  { seed: 4242, groups: false, public: true },
+  { seed: 99, groups: true, public: true },
 ];
+
+/** OPEN_GROUPS_CATALOG where every member or viewer relation may also be given to every user ("user:*"). */
+const ALL_USERS_OPEN_GROUPS = OPEN_GROUPS_CATALOG.map((entry) => ({
+  ...entry,
+  relations: entry.relations.map((rel) => (rel.name === "member" || rel.name === "viewer" ? { ...rel, subjects: [...rel.subjects, "user:*"] } : rel)),
+}));
 
 describe.each(engines)("groups and hierarchy against a model on %s", (engine) => {
   let database: TestDatabase;
@@ -149,16 +193,17 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
     await database?.dispose();
   });
 
-  it.each(WORLDS)("world $seed (groups: $groups): every question agrees with the model, before and after memberships and links expire", { timeout: 120_000 }, async ({ seed, groups }) => {
+  it.each(WORLDS)("world $seed (groups: $groups, allUsers: $public): every question agrees with the model, before and after memberships and links expire", { timeout: 120_000 }, async ({ seed, groups, public: public_ }) => {
     const appId = `world-${seed}`;
-    const key = await createApp(service, appId, groups ? OPEN_GROUPS_CATALOG : GRAPH_CATALOG);
+    const catalog = groups ? (public_ ? ALL_USERS_OPEN_GROUPS : OPEN_GROUPS_CATALOG) : public_ ? ALL_USERS_CATALOG : GRAPH_CATALOG;
+    const key = await createApp(service, appId, catalog);
     const call = async (path: string, body: unknown) => {
       const res = await service.call("POST", path, { key, body });
       expectStatus(res, 200);
       return res.body;
     };
     // Expiring grants are written to expire in an hour: the first pass sees them all.
-    const world = makeWorld(seed, Date.now() + 3_600_000, groups);
+    const world = makeWorld(seed, Date.now() + 3_600_000, groups, public_);
     await call("/api/v1/authorization/relationships/bulk", { writes: world.grants.map(({ expiresMs: _, ...g }) => g) });
     const a = admin(service, appId);
     const policy = await a.createPolicy("readers", ["document:read"]);
@@ -166,12 +211,14 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
     for (const u of world.roles.keys()) await a.assign(role, u);
     const r = random(seed + 1);
 
-    const pages = async (path: string, body: Record<string, unknown>, field: string) => {
+    /** Every id of every page; `flags`: each page's allUsers (who can). */
+    const pages = async (path: string, body: Record<string, unknown>, field: string, flags: boolean[] = []) => {
       const ids: string[] = [];
       let pageToken = "";
       do {
         const page = await call(path, { ...body, pageSize: 1 + r.int(6), pageToken });
         ids.push(...(page[field] as string[]));
+        flags.push(page.allUsers === true);
         pageToken = page.nextPageToken as string;
       } while (pageToken !== "");
       return ids;
@@ -194,15 +241,18 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
       for (const u of USERS) {
         for (const [resource, action, ids] of [["document", "read", DOCS], ["folder", "list", FOLDERS], ["document", "update", DOCS]] as const) {
           const roleHeld = world.roles.get(u)?.has(`${resource}:${action}`) === true;
-          const expected = ids.filter((id) => relationsImplying(resource, action).some((rel) => holders(world, now, resource, id, rel).has(u)));
+          const expected = ids.filter((id) => relationsImplying(resource, action).some((rel) => holds(holders(world, now, resource, id, rel), u)));
           expect(await pages("/api/v1/authorization/lookup", { userId: u, resource, action }, "resourceIds"), `lookup ${u} ${resource}:${action}`).toEqual(expected);
           if (roleHeld) expect((await call("/api/v1/authorization/lookup", { userId: u, resource, action })).allInstances).toBe(true);
         }
       }
       for (const [resource, ids, action] of [["document", DOCS, "read"], ["document", DOCS, "update"], ["folder", FOLDERS, "read"]] as const) {
         for (const id of ids) {
-          const expected = USERS.filter((u) => modelAllows(world, now, u, resource, id, action)).sort();
-          expect(await pages("/api/v1/authorization/subjects", { resource, resourceId: id, action }, "userIds"), `who can ${action} ${resource}:${id}`).toEqual(expected);
+          const expected = USERS.filter((u) => modelListed(world, now, u, resource, id, action)).sort();
+          const flags: boolean[] = [];
+          expect(await pages("/api/v1/authorization/subjects", { resource, resourceId: id, action }, "userIds", flags), `who can ${action} ${resource}:${id}`).toEqual(expected);
+          const all = modelAllUsers(world, now, resource, id, action);
+          expect(flags.every((f) => f === all), `who can ${action} ${resource}:${id}: allUsers ${all}`).toBe(true);
         }
       }
       // Explain: allowed equals the check, and the path has the fewest hops, from the user's grant to the instance's.
@@ -216,7 +266,10 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
         else {
           expect(Math.min(...relationReasons.map((x) => x.path.length - 1))).toBe(hops);
           for (const reason of relationReasons) {
-            expect(reason.path[0]!.userId).toBe(q.userId);
+            // The user's own grant, or an allUsers one (userId "").
+            const first = reason.path[0]! as AnyGrant & { allUsers?: boolean };
+            if (first.allUsers === true) expect(first.userId).toBe("");
+            else expect(first.userId).toBe(q.userId);
             const last = reason.path[reason.path.length - 1]!;
             expect([last.resource, last.resourceId]).toEqual([q.resource, q.resourceId]);
           }
@@ -225,6 +278,8 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
     };
 
     await compare(Date.now());
+    // The allUsers grants are on paths that count: some instance is one every user may read.
+    if (public_) expect(DOCS.some((d) => modelAllUsers(world, Date.now(), "document", d, "read"))).toBe(true);
     // Then their expiry is brought forward to a second from now, and once it passed, every question again.
     const expiresMs = Date.now() + 1000;
     const expiring = world.grants.filter((g) => g.expiresMs !== undefined);

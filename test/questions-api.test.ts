@@ -78,7 +78,7 @@ describe.each(engines)("explain, permissions and lookup on %s", (engine) => {
       expect(Object.keys(res.body).sort()).toEqual(["allowed", "conditions", "considered", "reasons"]);
       expect(res.body.allowed).toBe(true);
       const grantOf = (relation: string) => {
-        const grant = { userId: "ann", resource: "document", resourceId: "d1", relation, createdAt: expect.stringMatching(ISO) };
+        const grant = { userId: "ann", allUsers: false, resource: "document", resourceId: "d1", relation, createdAt: expect.stringMatching(ISO) };
         // The user's own grant on the instance: a path of one grant.
         return { kind: "relation", relation, grant, path: [grant] };
       };

@@ -38,7 +38,7 @@ const CATALOG = [
   { resource: LONG_RESOURCE, description: "", actions: ["read"], relations: [{ name: LONG_RELATION, actions: ["read"] }] },
 ];
 
-const REL_KEYS = ["createdAt", "relation", "resource", "resourceId", "userId"];
+const REL_KEYS = ["allUsers", "createdAt", "relation", "resource", "resourceId", "userId"];
 
 /** A write that must be refused: the field and value its message names. */
 const invalidWrites: { name: string; body: Record<string, unknown>; names: string[] }[] = [

@@ -4,22 +4,24 @@
  * a page in memory.
  *
  * NDJSON (stdout, and any --out not named .csv): one object a line, the
- * holder first: `userId` for a user's grant, else the flat keys
- * `subjectResource`, `subjectResourceId` and `subjectRelation` (absent for a
- * link); then resource, resourceId, relation, expiresAt and condition when
- * set, and createdAt, which the import ignores. A user's grant is written exactly as
- * before subjects existed. CSV (--out FILE.csv): a header row that always
- * names the same nine columns, userId, subjectResource, subjectResourceId,
+ * holder first: `userId` for a user's grant, `allUsers: true` for an
+ * allUsers one, else the flat keys `subjectResource`, `subjectResourceId`
+ * and `subjectRelation` (absent for a link); then resource, resourceId,
+ * relation, expiresAt and condition when set, and createdAt, which the
+ * import ignores. A user's grant is written exactly as before subjects
+ * existed. CSV (--out FILE.csv): a header row that always names the same
+ * ten columns, userId, allUsers, subjectResource, subjectResourceId,
  * subjectRelation, resource, resourceId, relation, expiresAt, condition (the file is
- * streamed, so whether subjects come is not known when the header is
- * written), then one record a grant with the other holder's columns empty;
- * no createdAt, which the CSV import does not take.
+ * streamed, so which holders come is not known when the header is
+ * written), then one record a grant with the other holders' columns empty
+ * (allUsers "true" or empty); no createdAt, which the CSV import does not take.
  *
  * What is exported, by the list route's modes: one instance (--resource and
  * --resource-id), a user's grants on a type (--user and --resource), every
  * grant on a type (--resource), and with neither, every type of the
  * application's catalog in turn (a user's grants everywhere with --user
- * alone); --relation narrows any of them. Pages are separate reads, so a
+ * alone); --all-users stands where --user does, for the allUsers grants;
+ * --relation narrows any of them. Pages are separate reads, so a
  * grant written or deleted during an export may or may not be in it.
  *
  * With --out the grants go to a temporary file renamed at the end: a failed
@@ -37,14 +39,18 @@ export interface ExportOptions {
   resource?: string | undefined;
   resourceId?: string | undefined;
   user?: string | undefined;
+  /** The allUsers grants (the list route's allUsers), in --user's place. */
+  allUsers?: boolean | undefined;
   relation?: string | undefined;
   includeExpired: boolean;
   out?: string | undefined;
 }
 
 interface Grant {
-  /** "" when subject holds the grant. */
+  /** "" when subject holds the grant, or every user. */
   userId: string;
+  /** Every user holds the grant (the list route says false for the others). */
+  allUsers?: boolean;
   subject?: { resource: string; resourceId: string; relation?: string };
   resource: string;
   resourceId: string;
@@ -59,6 +65,9 @@ const PAGE_SIZE = 1000;
 export async function exportGrants(api: Api, options: ExportOptions, stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream): Promise<void> {
   if (options.resourceId !== undefined && options.resource === undefined) throw usageError("--resource-id needs --resource (the instance's type)");
   if (options.resourceId !== undefined && options.user !== undefined) throw usageError("--resource-id and --user cannot go together: export one instance, or one user's grants");
+  if (options.allUsers === true && (options.user !== undefined || options.resourceId !== undefined)) {
+    throw usageError("--all-users goes with --resource and --relation only: it exports the allUsers grants, which no one user or instance selects");
+  }
   const started = performance.now();
   const resources = options.resource !== undefined ? [options.resource] : await catalogResources(api);
 
@@ -80,6 +89,7 @@ export async function exportGrants(api: Api, options: ExportOptions, stdout: Nod
           resource,
           resourceId: options.resourceId,
           userId: options.user,
+          allUsers: options.allUsers === true ? true : undefined,
           relation: options.relation,
           includeExpired: options.includeExpired ? true : undefined,
           pageSize: PAGE_SIZE,
@@ -113,11 +123,16 @@ export async function exportGrants(api: Api, options: ExportOptions, stdout: Nod
 /** A grant's subject when it has one (the list route says userId "" beside it). */
 const subjectOf = (g: Grant) => (g.subject !== undefined && g.userId === "" ? g.subject : undefined);
 
-/** A grant in the import's keys, in its order: the holder (userId, or the subject's flat keys), the grant, its expiry, createdAt. */
+/** Whether every user holds the grant. */
+const everyone = (g: Grant) => g.allUsers === true && g.userId === "";
+
+/** A grant in the import's keys, in its order: the holder (userId, allUsers, or the subject's flat keys), the grant, its expiry, createdAt. */
 const ndjsonLine = (g: Grant) => {
   const subject = subjectOf(g);
   return {
-    ...(subject === undefined
+    ...(everyone(g)
+      ? { allUsers: true }
+      : subject === undefined
       ? { userId: g.userId }
       : {
           subjectResource: subject.resource,
@@ -134,7 +149,7 @@ const ndjsonLine = (g: Grant) => {
 };
 
 /** The CSV export's columns, every one in every file (the holder's, the grant's, the expiry). */
-const CSV_COLUMNS = ["userId", "subjectResource", "subjectResourceId", "subjectRelation", "resource", "resourceId", "relation", "expiresAt", "condition"] as const;
+const CSV_COLUMNS = ["userId", "allUsers", "subjectResource", "subjectResourceId", "subjectRelation", "resource", "resourceId", "relation", "expiresAt", "condition"] as const;
 
 /** RFC 4180: a field with a comma, a quote or a line break goes in quotes, its quotes doubled. */
 const csvField = (value: string) => (/[",\r\n]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value);
@@ -144,6 +159,7 @@ const csvLine = (g: Grant): string => {
   const subject = subjectOf(g);
   const fields: Record<(typeof CSV_COLUMNS)[number], string> = {
     userId: subject === undefined ? g.userId : "",
+    allUsers: everyone(g) ? "true" : "",
     subjectResource: subject?.resource ?? "",
     subjectResourceId: subject?.resourceId ?? "",
     subjectRelation: subject?.relation ?? "",

@@ -300,8 +300,14 @@ async function answer(api: Api, a: Assertion): Promise<boolean> {
       if (page.allInstances === true || (page.resourceIds ?? []).includes(resourceId as string)) return true;
       pageToken = page.nextPageToken ?? "";
     } else {
-      const page = await api.post<{ userIds?: string[]; nextPageToken?: string }>("/api/v1/authorization/subjects", { ...rest, resourceId, pageSize: PAGE, pageToken });
-      if ((page.userIds ?? []).includes(userId as string)) return true;
+      const page = await api.post<{ userIds?: string[]; nextPageToken?: string; allUsers?: boolean }>("/api/v1/authorization/subjects", {
+        ...rest,
+        resourceId,
+        pageSize: PAGE,
+        pageToken,
+      });
+      // An allUsers grant lets every user, listed or not (as allInstances does for lookup).
+      if (page.allUsers === true || (page.userIds ?? []).includes(userId as string)) return true;
       pageToken = page.nextPageToken ?? "";
     }
   } while (pageToken !== "");

@@ -106,7 +106,7 @@ Examples:
     .command("import")
     .description(
       "import grants from a CSV file (a header row naming userId,resource,resourceId,relation[,expiresAt][,condition][,op], the holder being " +
-        "userId or subjectResource,subjectResourceId[,subjectRelation] for a team's members or a linked instance) or NDJSON " +
+        "userId, allUsers (true: every user) or subjectResource,subjectResourceId[,subjectRelation] for a team's members or a linked instance) or NDJSON " +
         "(one object a line with those keys, or the list route's subject object), streamed through the bulk route; bad rows go to the error report, the rest is written once",
     )
     .argument("<FILE>", "the CSV or NDJSON file (.csv, .ndjson or .jsonl; otherwise see --format)")
@@ -131,16 +131,17 @@ Examples:
     .command("export")
     .description(
       "write grants as NDJSON (the keys grants import reads; CSV when --out names a .csv file), paged: every type of the catalog, or what the flags select " +
-        "(--resource; --resource with --resource-id; --user, with or without --resource; --relation narrows)",
+        "(--resource; --resource with --resource-id; --user or --all-users, with or without --resource; --relation narrows)",
     )
     .option("--resource <type>", "grants on instances of this resource type")
     .option("--resource-id <id>", "grants on this one instance (with --resource)")
     .option("--user <userId>", "this user's grants")
+    .option("--all-users", "the allUsers grants (every user holds them: public instances)")
     .option("--relation <relation>", "only this relation")
     .option("--include-expired", "also grants whose expiry has passed and that no sweep has deleted yet")
     .option("--out <file>", "write to this file (whole or not at all) instead of stdout")
-    .action(async (options: { resource?: string; resourceId?: string; user?: string; relation?: string; includeExpired?: boolean; out?: string }, command: Command) => {
-      await exportGrants(await api(command), { ...options, includeExpired: options.includeExpired === true }, io.out, io.err);
+    .action(async (options: { resource?: string; resourceId?: string; user?: string; allUsers?: boolean; relation?: string; includeExpired?: boolean; out?: string }, command: Command) => {
+      await exportGrants(await api(command), { ...options, allUsers: options.allUsers === true, includeExpired: options.includeExpired === true }, io.out, io.err);
     });
 
   const ask = (name: "check" | "explain") =>
@@ -167,14 +168,16 @@ Examples:
   program
     .command("who-can")
     .summary("who may do ACTION on RESOURCE:ID?")
-    .description("every user who may perform ACTION on RESOURCE:ID, through grants, teams, folders or roles, one a line, ascending; exit 0 when someone may, 1 when no one")
+    .description(
+      "every user who may perform ACTION on RESOURCE:ID, through grants, teams, folders or roles, one a line, ascending; where an allUsers grant lets every user, stderr says so; exit 0 when someone may, 1 when no one",
+    )
     .argument("<RESOURCE:ID>", "the instance, e.g. document:d7")
     .argument("<ACTION>", "an action of the resource, e.g. read")
     .option("--tenant <tenantId>", "roles of this tenant count too")
     .option("--json", "print one JSON array of user ids")
     .action(async (instance: string, action: string, options: { tenant?: string; json?: boolean }, command: Command) => {
       const { userId: _, ...q } = question("-", instance, action, options.tenant);
-      exitCode = await whoCan(await api(command), q, options.json === true, io.out);
+      exitCode = await whoCan(await api(command), q, options.json === true, io.out, io.err);
     });
 
   program

@@ -41,6 +41,8 @@ export async function check(api: Api, q: Question, json: boolean, out: NodeJS.Wr
 
 interface ExplainGrant {
   userId?: string;
+  /** An allUsers grant: every user holds it. */
+  allUsers?: boolean;
   resource: string;
   resourceId: string;
   relation: string;
@@ -49,10 +51,13 @@ interface ExplainGrant {
   expiresAt?: string;
 }
 
-/** A grant as a sentence: "alice is member of team:eng", "folder:runbooks is parent of document:42". */
+/** Who an allUsers grant names, in a sentence. */
+const EVERY_USER = "every user";
+
+/** A grant as a sentence: "alice is member of team:eng", "folder:runbooks is parent of document:42", "every user is viewer of folder:public". */
 const sentence = (g: ExplainGrant): string => {
   const s = g.subject;
-  const holder = s === undefined ? (g.userId ?? "") : `${s.resource}:${s.resourceId}${s.relation ? `#${s.relation}` : ""}`;
+  const holder = g.allUsers === true ? EVERY_USER : s === undefined ? (g.userId ?? "") : `${s.resource}:${s.resourceId}${s.relation ? `#${s.relation}` : ""}`;
   return `${holder} is ${g.relation} of ${g.resource}:${g.resourceId}`;
 };
 
@@ -105,7 +110,7 @@ export function explainLines(q: Question, answer: ExplainAnswer): string[] {
         const g = r.grant;
         const expiry = g?.expiresAt === undefined ? "" : `, until ${g.expiresAt}`;
         const since = g?.createdAt === undefined ? "" : ` (granted ${g.createdAt}${expiry})`;
-        lines.push(`  grant: ${q.userId} is ${r.relation} of ${q.resource}:${q.resourceId}${since}`);
+        lines.push(`  grant: ${g?.allUsers === true ? `${EVERY_USER} (allUsers)` : q.userId} is ${r.relation} of ${q.resource}:${q.resourceId}${since}`);
       }
     }
   } else if (!allowed) {
@@ -127,23 +132,32 @@ export function explainLines(q: Question, answer: ExplainAnswer): string[] {
 
 /**
  * `portcullis who-can RESOURCE:ID ACTION`: every user who may, one a line,
- * all pages (--json: one JSON array). Exit 0 when someone may, 1 when no one.
+ * all pages (--json: one JSON array). Where an allUsers grant lets every
+ * user, stderr says so (stdout stays a list of ids, which a user named "*"
+ * could not be told from) and the ids listed are those reached otherwise.
+ * Exit 0 when someone may (every user, when allUsers), 1 when no one.
  */
 export async function whoCan(
   api: Api,
   q: { resource: string; resourceId: string; action: string; tenantId?: string },
   json: boolean,
   out: NodeJS.WritableStream,
+  err: NodeJS.WritableStream,
 ): Promise<number> {
   const all: string[] = [];
+  let everyone = false;
   let pageToken = "";
   do {
-    const page = await api.post<{ userIds?: string[]; nextPageToken?: string }>("/api/v1/authorization/subjects", { ...q, pageSize: 1000, pageToken });
+    const page = await api.post<{ userIds?: string[]; nextPageToken?: string; allUsers?: boolean }>("/api/v1/authorization/subjects", { ...q, pageSize: 1000, pageToken });
     const ids = page.userIds ?? [];
     all.push(...ids);
+    everyone ||= page.allUsers === true;
     if (!json && ids.length > 0) out.write(`${ids.join("\n")}\n`);
     pageToken = page.nextPageToken ?? "";
   } while (pageToken !== "");
   if (json) out.write(`${JSON.stringify(all)}\n`);
-  return all.length > 0 ? EXIT.ok : EXIT.negative;
+  if (everyone) {
+    err.write(`${EVERY_USER} may: an allUsers grant gives ${q.resource}:${q.resourceId} a relation that implies ${q.action}${all.length > 0 ? "; the users listed may also through grants or roles of their own" : ""}\n`);
+  }
+  return everyone || all.length > 0 ? EXIT.ok : EXIT.negative;
 }

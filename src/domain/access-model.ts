@@ -2,6 +2,7 @@ import { Metrics } from "../lib/metrics.js";
 import type { Db, Queryable } from "../store/db.js";
 import { modelStore, type ModelRows } from "../store/model-store.js";
 import type { GraphGroups, InwardStep } from "../store/graph-store.js";
+import { isUserSubject } from "./subjects.js";
 
 interface ResourceModel {
   actions: Set<string>;
@@ -51,7 +52,8 @@ export class AccessModel {
       const model = resources.get(resource);
       model?.relations.set(relation, new Set(actions));
       model?.subjects.set(relation, subjects);
-      if (subjects.length !== 1 || subjects[0] !== "user") hierarchical = true;
+      // Users alone, one or all of them ("user:*"), need no walk: the direct statement reads both.
+      if (!subjects.every(isUserSubject)) hierarchical = true;
     }
     for (const [resource, relation, through, inherited] of rows.inherits) {
       const model = resources.get(resource);
@@ -96,7 +98,7 @@ export class AccessModel {
       for (const [relation, rules] of model.inherits) {
         for (const rule of rules) {
           for (const linked of model.subjects.get(rule.through) ?? []) {
-            if (!linked.includes("#") && linked !== "user") add({ fr: linked, fl: rule.relation, sr: "", r: x, p: rule.through, g: relation });
+            if (!linked.includes("#") && !isUserSubject(linked)) add({ fr: linked, fl: rule.relation, sr: "", r: x, p: rule.through, g: relation });
           }
         }
       }

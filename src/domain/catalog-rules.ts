@@ -140,12 +140,18 @@ function validateGraph(v: Violations, entries: CatalogEntryInput[], root: string
         const at = `${rat}.subjects[${j}]`;
         const parsed = parseSubjectType(subject);
         if (parsed === undefined) {
-          v.add(at, `${JSON.stringify(subject)} is not a subject: "user", "<resource>#<relation>" (a subject set) or "<resource>" (a link)`);
+          v.add(
+            at,
+            subject.endsWith(":*")
+              ? `${JSON.stringify(subject)} is not a subject: "user:*" (every user) is the only one with "*"; a relation held by every instance of a resource is no subject`
+              : `${JSON.stringify(subject)} is not a subject: "user", "user:*" (every user), "<resource>#<relation>" (a subject set) or "<resource>" (a link)`,
+          );
           return;
         }
         if (seen.has(subject)) v.add(at, `"${subject}" is listed twice`);
         seen.add(subject);
-        if (parsed.kind === "user") return;
+        // "user" and "user:*" name user ids, whatever resources the catalog has.
+        if (parsed.kind === "user" || parsed.kind === "all-users") return;
         const relations = names.get(parsed.resource);
         if (relations === undefined) v.add(at, `"${parsed.resource}" is not a resource of the catalog`);
         else if (parsed.kind === "set" && !relations.has(parsed.relation)) {
@@ -156,7 +162,7 @@ function validateGraph(v: Violations, entries: CatalogEntryInput[], root: string
         if (parsed.kind === "link") links++;
       });
       if (links > 0 && links < subjects.length) {
-        v.add(`${rat}.subjects`, "a link relation names resources only: it may not also name users or subject sets");
+        v.add(`${rat}.subjects`, 'a link relation names resources only: it may not also name users ("user", "user:*") or subject sets');
       }
       const link = links > 0 && links === subjects.length;
       if (link && relation.actions.length > 0) v.add(`${rat}.actions`, "a link relation implies no actions");

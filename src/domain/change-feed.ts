@@ -8,6 +8,7 @@
  * the changes' shapes.
  */
 import type { Db } from "../store/db.js";
+import { fromStored } from "../store/all-users.js";
 import { changesStore, type ChangeKind, type ChangePosition, type StoredChange } from "../store/changes-store.js";
 import type { RelationshipRow, Subject } from "../store/relationships-store.js";
 import type { AssignmentRow } from "../store/roles-store.js";
@@ -148,6 +149,7 @@ export class ChangeFeed {
 
 /** The bodies as store/changes-store.ts's CHANGE_BODY and audit-store's MODEL_EVENT_BODY build them (timestamps as JSON text). */
 interface GrantBody {
+  /** The stored user_id: "" for an allUsers grant (store/all-users.ts). */
   userId?: string;
   resource: string;
   resourceId: string;
@@ -188,7 +190,8 @@ function grantOf(b: GrantBody): RelationshipRow {
     condition: b.condition ?? null,
   };
   if (b.subject !== undefined) row.subject = b.subject;
-  return row;
+  // An allUsers grant's body says userId "" (its stored user_id) and no subject.
+  return fromStored(row);
 }
 
 const assignmentOf = (b: AssignmentBody): AssignmentRow => ({ roleId: b.roleId, userId: b.userId, createdAt: new Date(b.createdAt), condition: b.condition ?? null });

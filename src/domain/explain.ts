@@ -1,5 +1,6 @@
 import { Coalescer } from "../lib/coalescer.js";
 import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
+import { ALL_USERS_ID } from "../store/all-users.js";
 import type { Db } from "../store/db.js";
 import { explainStore, type ExplainInput, type ExplainRow } from "../store/explain-store.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
@@ -13,9 +14,11 @@ import type { PathGrantRow, WalkEdgeRow } from "../store/explain-store.js";
 import { ConditionCache, type ConditionRead } from "./conditions.js";
 import { bindingsOf, NO_FACTS, withStoredProperties } from "./question-facts.js";
 
-/** A grant as explain shows it: the holder is the user `userId`, or `subject` (userId ""). */
+/** A grant as explain shows it: the holder is the user `userId`, or `subject` (userId ""), or every user (allUsers, userId ""). */
 export interface ExplainedGrant {
   userId: string;
+  /** An allUsers grant: every user holds it. */
+  allUsers?: boolean;
   resource: string;
   resourceId: string;
   relation: string;
@@ -119,6 +122,8 @@ export class Explainer {
 
 const grantOf = ([resource, resourceId, relation, userId, sResource, sId, sRelation, created, expires, condition]: PathGrantRow): ExplainedGrant => ({
   userId,
+  // A row of relationships under the reserved id (store/all-users.ts).
+  ...(sResource === null && userId === ALL_USERS_ID ? { allUsers: true } : {}),
   resource,
   resourceId,
   relation,
@@ -145,7 +150,11 @@ function shortestPaths(q: CheckQuestion, relations: string[], edges: WalkEdgeRow
     if (list === undefined) out.set(key, [step]);
     else list.push(step);
   }
-  const own = new Map(grants.map((g) => [nodeKey(g[0], g[1], g[2]), g]));
+  // Where the user holds a node both by their own grant and by an allUsers
+  // one, the path starts from their own (the later entry wins).
+  const own = new Map(
+    [...grants.filter((g) => g[3] === ALL_USERS_ID), ...grants.filter((g) => g[3] !== ALL_USERS_ID)].map((g) => [nodeKey(g[0], g[1], g[2]), g]),
+  );
   const paths = new Map<string, PathGrantRow[]>();
   for (const relation of relations) {
     const start = nodeKey(q.resource, q.resourceId, relation);

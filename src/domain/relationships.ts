@@ -1,3 +1,4 @@
+import { ALL_USERS_ID, storedUserId } from "../store/all-users.js";
 import { stoppable, type AbortOptions, type Db } from "../store/db.js";
 import {
   holderPosition,
@@ -8,7 +9,7 @@ import {
   type RelationshipRow,
   type Tuple,
 } from "../store/relationships-store.js";
-import { subjectTypeOf, type Subject } from "./subjects.js";
+import { ALL_USERS_SUBJECT, subjectTypeOf, type Subject } from "./subjects.js";
 import { applicationLock, requireApplication, type Page } from "./applications.js";
 import { conditionProblem } from "./conditions.js";
 import { invalidArgument, Violations } from "./errors.js";
@@ -19,23 +20,36 @@ import { decodePageToken, page } from "./paging.js";
 type Relations = Map<string, Map<string, string[]>>;
 
 /**
- * Checks a holder's form: a userId or a subject, exactly one of the two.
- * Returns whether it is good.
+ * Checks a holder's form: a userId, a subject, or allUsers (true; false is
+ * none), exactly one of the three. Returns whether it is good. A second
+ * holder is named as the field at fault: subject beside a userId, allUsers
+ * beside either.
  */
 function checkHolder(v: Violations, at: string, t: Tuple): boolean {
-  if (t.subject === undefined) {
-    if (t.userId === "") {
-      v.add(`${at}userId`, "is required: a grant names its holder by userId or by subject, exactly one of the two");
-      return false;
-    }
-    return check(v, `${at}userId`, identifierProblem(t.userId));
-  }
-  if (t.userId !== "") {
-    v.add(`${at}subject`, "a grant names its holder by userId or by subject, not both");
+  const given = [
+    ...(t.userId !== "" ? ["userId"] : []),
+    ...(t.subject !== undefined ? ["subject"] : []),
+    ...(t.allUsers === true ? ["allUsers"] : []),
+  ];
+  if (given.length === 0) {
+    v.add(`${at}userId`, "is required: a grant names its holder by userId, by subject or by allUsers: true, exactly one of them");
     return false;
   }
+  if (given.length > 1) {
+    v.add(`${at}${given[given.length - 1]}`, `a grant names its holder by userId, by subject or by allUsers: true, exactly one of them; given: ${given.join(" and ")}`);
+    return false;
+  }
+  if (t.allUsers === true) return true;
+  if (t.subject === undefined) return check(v, `${at}userId`, identifierProblem(t.userId));
   return checkSubject(v, (field) => `${at}subject.${field}`, t.subject);
 }
+
+/** A holder type as people read it, in the catalog's words: "a userId", "allUsers: true (every user)", "a subject set team#member", "a linked folder". */
+const holderTypeText = (type: string): string =>
+  type === "user" ? "a userId" : type === ALL_USERS_SUBJECT ? "allUsers: true (every user)" : type.includes("#") ? `a subject set ${type}` : `a linked ${type}`;
+
+/** The field that names a tuple's holder. */
+const holderField = (t: Tuple): string => (t.allUsers === true ? "allUsers" : t.subject === undefined ? "userId" : "subject");
 
 /** A subject's form: resource, resourceId, and relation when it is a set ("" for a link). */
 function checkSubject(v: Violations, at: (field: "resource" | "resourceId" | "relation") => string, subject: Subject): boolean {
@@ -65,13 +79,19 @@ function checkTuple(v: Violations, at: string, t: Tuple, relations: Relations | 
   if (!ok[3]) return;
   if (subjects === undefined) {
     v.add(`${at}relation`, `"${t.relation}" is not a relation of resource "${t.resource}" (relations: ${[...ofResource.keys()].join(", ")})`);
-  } else if (ok[0] && !subjects.includes(subjectTypeOf(t.subject))) {
-    const wanted = subjects.map((x) => (x === "user" ? "a userId" : x.includes("#") ? `a subject set ${x}` : `a linked ${x}`)).join(", ");
-    const given = t.subject === undefined ? "a userId" : t.subject.relation === "" ? `a linked ${t.subject.resource}` : `a subject set ${subjectTypeOf(t.subject)}`;
-    v.add(
-      `${at}${t.subject === undefined ? "userId" : "subject"}`,
-      `${t.resource}#${t.relation} is held by ${wanted} (its subjects in the catalog), not ${given}`,
-    );
+  } else if (ok[0]) {
+    const type = subjectTypeOf(t);
+    if (type !== undefined && subjects.includes(type)) return;
+    const wanted = subjects.map(holderTypeText).join(", ");
+    // allUsers where the relation's subjects lack "user:*": say how to allow it.
+    // A link to a resource named user: "user" in subjects means user ids, never that resource.
+    const hint =
+      t.allUsers === true
+        ? `; a relation every user may hold lists "${ALL_USERS_SUBJECT}" in its subjects`
+        : type === undefined
+          ? '; in subjects "user" means user ids, so no relation links to a resource named user'
+          : "";
+    v.add(`${at}${holderField(t)}`, `${t.resource}#${t.relation} is held by ${wanted} (its subjects in the catalog), not ${type === undefined ? `a linked ${t.subject!.resource}` : holderTypeText(type)}${hint}`);
   }
 }
 
@@ -113,21 +133,32 @@ const toWrite = (g: GrantInput): GrantWrite => ({
   resourceId: g.resourceId,
   relation: g.relation,
   ...(g.subject === undefined ? {} : { subject: g.subject }),
+  ...(g.allUsers === true ? { allUsers: true } : {}),
   expiresAt: g.expiresAt === undefined ? null : new Date(g.expiresAt),
   condition: g.condition === undefined || g.condition === "" ? null : g.condition,
 });
 
 const tupleKey = (t: Tuple) =>
-  JSON.stringify([t.resource, t.resourceId, t.relation, t.userId, t.subject?.resource, t.subject?.resourceId, t.subject?.relation]);
+  JSON.stringify([t.resource, t.resourceId, t.relation, t.userId, t.allUsers === true, t.subject?.resource, t.subject?.resourceId, t.subject?.relation]);
 
 export type ListQuery =
   | { mode: "instance"; resource: string; resourceId: string; relation: string | undefined; includeExpired: boolean }
   | { mode: "subject"; subject: Subject; resource: string; relation: string | undefined; includeExpired: boolean }
-  | { mode: "user"; userId: string; resource: string; relation: string | undefined; includeExpired: boolean }
+  /** A user's grants on a type; with allUsers (userId ""), the allUsers grants on it: the type's public instances. */
+  | { mode: "user"; userId: string; allUsers?: boolean; resource: string; relation: string | undefined; includeExpired: boolean }
   | { mode: "resource"; resource: string; relation: string | undefined; includeExpired: boolean };
 
-/** The filters a delete by filter accepts (relation may narrow each), as API.md lists them. */
+/**
+ * The filters a delete by filter accepts (relation may narrow each), as
+ * API.md lists them; allUsers (true) takes userId's place in each: every
+ * allUsers grant, or those on one type.
+ */
 const DELETE_FILTERS: readonly (readonly (keyof GrantFilter)[])[] = [["userId"], ["resource", "resourceId"], ["userId", "resource"]];
+
+/** What a delete by filter matches: GrantFilter's fields, and allUsers (true) in userId's place. */
+export interface DeleteFilter extends GrantFilter {
+  allUsers?: boolean;
+}
 
 /** Direct grants: a user holds a relation on one resource instance. */
 export class Relationships {
@@ -147,7 +178,8 @@ export class Relationships {
     return this.db.transaction(
       async (tx) => {
         // The common case, a new grant the catalog takes, in one statement.
-        const inserted = await relationshipsStore.insertAllowed(tx, appId, grant, subjectTypeOf(g.subject));
+        const holderType = subjectTypeOf(g);
+        const inserted = holderType === undefined ? undefined : await relationshipsStore.insertAllowed(tx, appId, grant, holderType);
         if (inserted !== undefined) return { row: inserted, created: true };
         // Otherwise: which of no application, a grant the catalog refuses, a
         // past expiry, or a grant already there (its expiry then replaced).
@@ -182,14 +214,18 @@ export class Relationships {
    * resourceId, or userId and resource, each optionally narrowed by
    * relation. Returns how many went.
    */
-  async deleteMatching(appId: string, filter: GrantFilter, options?: AbortOptions): Promise<number> {
+  async deleteMatching(appId: string, filter: DeleteFilter, options?: AbortOptions): Promise<number> {
     if (filter.subject !== undefined) return this.deleteHeldBy(appId, filter, options);
-    const given = (Object.keys(filter) as (keyof GrantFilter)[]).filter((k) => filter[k] !== undefined);
-    const narrowed: (keyof GrantFilter)[] = given.filter((k) => k !== "relation");
-    if (!DELETE_FILTERS.some((accepted) => accepted.length === narrowed.length && accepted.every((k) => narrowed.includes(k)))) {
+    const given = (Object.keys(filter) as (keyof DeleteFilter)[]).filter((k) => (k === "allUsers" ? filter.allUsers === true : filter[k] !== undefined));
+    // allUsers stands where userId does; both at once name two holders.
+    const narrowed: (keyof GrantFilter)[] = given.filter((k) => k !== "relation").map((k) => (k === "allUsers" ? "userId" : k));
+    if (
+      (filter.allUsers === true && filter.userId !== undefined) ||
+      !DELETE_FILTERS.some((accepted) => accepted.length === narrowed.length && accepted.every((k) => narrowed.includes(k)))
+    ) {
       throw invalidArgument(
-        `delete grants by userId alone, by resource and resourceId, or by userId and resource; relation may narrow any of them. Given: ${given.length === 0 ? "none" : given.join(", ")}`,
-        [{ field: "filter", reason: "accepted filters: userId, resource+resourceId, userId+resource (each optionally with relation)" }],
+        `delete grants by userId (or allUsers: true) alone, by resource and resourceId, or by userId (or allUsers: true) and resource; relation may narrow any of them. Given: ${given.length === 0 ? "none" : given.join(", ")}`,
+        [{ field: "filter", reason: "accepted filters: userId or allUsers, resource+resourceId, userId or allUsers+resource (each optionally with relation)" }],
       );
     }
     const v = new Violations();
@@ -204,15 +240,19 @@ export class Relationships {
       const relations = (await relationshipsStore.relationsOf(q, appId)).get(filter.resource);
       requireInCatalog(relations === undefined ? null : [...relations.keys()], filter.resource, filter.relation);
     }
-    return relationshipsStore.deleteMatching(q, appId, filter);
+    const { allUsers, ...rest } = filter;
+    return relationshipsStore.deleteMatching(q, appId, allUsers === true ? { ...rest, userId: ALL_USERS_ID } : rest);
   }
 
   /**
    * Deletes every grant whose holder is one instance (`subject` alone, as a
    * set or a link): the team or the folder is gone. One statement.
    */
-  private async deleteHeldBy(appId: string, filter: GrantFilter, options?: AbortOptions): Promise<number> {
-    const others = (["userId", "resource", "resourceId", "relation"] as const).filter((k) => filter[k] !== undefined);
+  private async deleteHeldBy(appId: string, filter: DeleteFilter, options?: AbortOptions): Promise<number> {
+    const others = [
+      ...(["userId", "resource", "resourceId", "relation"] as const).filter((k) => filter[k] !== undefined),
+      ...(filter.allUsers === true ? ["allUsers"] : []),
+    ];
     if (others.length > 0) {
       throw invalidArgument(`subject deletes by itself: every grant whose holder is that instance. Given besides it: ${others.join(", ")}`, [
         { field: "subject", reason: "a delete by subject takes no other field" },
@@ -293,7 +333,9 @@ export class Relationships {
     const v = new Violations();
     check(v, "resource", tokenProblem(query.resource));
     if (query.mode === "instance") check(v, "resourceId", identifierProblem(query.resourceId));
-    else if (query.mode === "user") check(v, "userId", identifierProblem(query.userId));
+    else if (query.mode === "user" && query.allUsers === true) {
+      if (query.userId !== "") v.add("allUsers", "lists the allUsers grants on a type: give userId or allUsers, not both");
+    } else if (query.mode === "user") check(v, "userId", identifierProblem(query.userId));
     // The list names its subject by query parameters: subjectResource, subjectResourceId, subjectRelation.
     else if (query.mode === "subject") checkSubject(v, (field) => `subject${field[0]!.toUpperCase()}${field.slice(1)}`, query.subject);
     if (query.relation !== undefined) check(v, "relation", tokenProblem(query.relation));
@@ -324,7 +366,7 @@ export class Relationships {
     const listed = await relationshipsStore.listByUser(
       this.db,
       appId,
-      query,
+      { ...query, userId: storedUserId(query) },
       position && { resourceId: position.resourceId as string, relation: position.relation as string },
       limit + 1,
     );

@@ -21,6 +21,13 @@ export interface WhoCanQuestion {
 export interface WhoCanAnswer {
   userIds: string[];
   nextPageToken: string;
+  /**
+   * Every user may: an allUsers grant with no condition gives a relation
+   * implying the action, on the instance or on a path to it (API.md,
+   * "Everyone"). userIds still lists the users reached otherwise, so a
+   * caller that enumerates users gets them; the same on every page.
+   */
+  allUsers: boolean;
 }
 
 /**
@@ -69,6 +76,6 @@ export class WhoCan {
     requireAnswerable(row, q);
     const userIds = row.userIds.slice(0, limit);
     const more = row.userIds.length > limit;
-    return { userIds, nextPageToken: more ? encodePageToken({ userId: userIds[userIds.length - 1]! }) : "" };
+    return { userIds, nextPageToken: more ? encodePageToken({ userId: userIds[userIds.length - 1]! }) : "", allUsers: row.allUsers };
   }
 }

@@ -50,6 +50,7 @@ const instance = (c: Omit<PermissionsQuestion, "tenantId" | "facts"> & { tenantI
 
 const explainGrant = (grant: ExplainedGrant) => ({
   userId: grant.userId,
+  allUsers: grant.allUsers === true,
   resource: grant.resource,
   resourceId: grant.resourceId,
   relation: grant.relation,

@@ -8,14 +8,15 @@ import {
 } from "../../gen/authz/v1/relationships_pb.js";
 import type { Subject } from "../domain/subjects.js";
 import { invalidArgument } from "../domain/errors.js";
-import type { GrantInput, ListQuery, Relationships } from "../domain/relationships.js";
-import type { GrantFilter, RelationshipRow, Tuple } from "../store/relationships-store.js";
+import type { DeleteFilter, GrantInput, ListQuery, Relationships } from "../domain/relationships.js";
+import type { RelationshipRow, Tuple } from "../store/relationships-store.js";
 import { markCreated, ownAppOf } from "./call-values.js";
 import { callLimits } from "./call-limits.js";
 import { instantOf } from "./instants.js";
 
 export const relationshipMessage = (row: RelationshipRow) => ({
   userId: row.userId,
+  allUsers: row.allUsers === true,
   resource: row.resource,
   resourceId: row.resourceId,
   relation: row.relation,
@@ -36,6 +37,7 @@ const grant = (t: Omit<Tuple, "subject"> & { subject?: SubjectMessage | undefine
   resourceId: t.resourceId,
   relation: t.relation,
   subject: subjectOf(t.subject),
+  allUsers: t.allUsers === true,
   expiresAt: instantOf(t.expiresAt),
   condition: t.condition,
 });
@@ -43,6 +45,7 @@ const grant = (t: Omit<Tuple, "subject"> & { subject?: SubjectMessage | undefine
 /** The single delete names a subject by query parameters: any of them given means a subject. */
 const tuple = (t: DeleteRelationshipRequest): Tuple => ({
   userId: t.userId,
+  allUsers: t.allUsers,
   resource: t.resource,
   resourceId: t.resourceId,
   relation: t.relation,
@@ -53,9 +56,10 @@ const tuple = (t: DeleteRelationshipRequest): Tuple => ({
 });
 
 /** The fields given (non-empty) of a delete by filter. */
-function filterOf(req: DeleteRelationshipsRequest): GrantFilter {
-  const filter: GrantFilter = {};
+function filterOf(req: DeleteRelationshipsRequest): DeleteFilter {
+  const filter: DeleteFilter = {};
   if (req.userId !== "") filter.userId = req.userId;
+  if (req.allUsers) filter.allUsers = true;
   if (req.resource !== "") filter.resource = req.resource;
   if (req.resourceId !== "") filter.resourceId = req.resourceId;
   if (req.relation !== "") filter.relation = req.relation;
@@ -70,8 +74,8 @@ function filterOf(req: DeleteRelationshipsRequest): GrantFilter {
 function listQuery(req: ListRelationshipsRequest): ListQuery {
   const relation = req.relation === "" ? undefined : req.relation;
   if (req.subjectResource !== "" || req.subjectResourceId !== "" || req.subjectRelation !== "") {
-    if (req.userId !== "" || req.resourceId !== "" || req.resource === "") {
-      throw invalidArgument("list the grants a subject holds with subjectResource, subjectResourceId (subjectRelation for a set) and resource; no userId or resourceId", [
+    if (req.userId !== "" || req.allUsers || req.resourceId !== "" || req.resource === "") {
+      throw invalidArgument("list the grants a subject holds with subjectResource, subjectResourceId (subjectRelation for a set) and resource; no userId, allUsers or resourceId", [
         { field: "query", reason: "a subject's grants take subjectResource, subjectResourceId, optional subjectRelation, and resource" },
       ]);
     }
@@ -82,6 +86,15 @@ function listQuery(req: ListRelationshipsRequest): ListQuery {
       relation,
       includeExpired: req.includeExpired,
     };
+  }
+  if (req.allUsers) {
+    // The allUsers grants on a type: the user mode with the reserved holder (the domain refuses a userId beside it).
+    if (req.resourceId !== "" || req.resource === "") {
+      throw invalidArgument("list the allUsers grants with allUsers and resource (the type's public instances); no resourceId", [
+        { field: "allUsers", reason: "allUsers lists with resource alone (and optionally relation)" },
+      ]);
+    }
+    return { mode: "user", userId: req.userId, allUsers: true, resource: req.resource, relation, includeExpired: req.includeExpired };
   }
   const has = { userId: req.userId !== "", resource: req.resource !== "", resourceId: req.resourceId !== "" };
   if (has.resource && has.resourceId && !has.userId) {
@@ -95,8 +108,8 @@ function listQuery(req: ListRelationshipsRequest): ListQuery {
   }
   const given = Object.entries(has).filter(([, v]) => v).map(([k]) => k);
   throw invalidArgument(
-    `list grants with resource and resourceId (who has a relation on that instance), with userId and resource (what that user has), or with resource alone (every grant on that type); optionally relation, includeExpired, pageSize, pageToken. Given: ${given.length === 0 ? "none" : given.join(", ")}`,
-    [{ field: "query", reason: "accepted combinations: resource+resourceId, userId+resource, or resource alone" }],
+    `list grants with resource and resourceId (who has a relation on that instance), with userId and resource (what that user has; allUsers and resource: the allUsers grants), or with resource alone (every grant on that type); optionally relation, includeExpired, pageSize, pageToken. Given: ${given.length === 0 ? "none" : given.join(", ")}`,
+    [{ field: "query", reason: "accepted combinations: resource+resourceId, userId+resource, allUsers+resource, or resource alone" }],
   );
 }
 

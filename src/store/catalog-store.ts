@@ -1,3 +1,4 @@
+import { ALL_USERS_SQL, ALL_USERS_SUBJECT, isUserSubject } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
@@ -179,9 +180,10 @@ export const catalogStore = {
 
   /**
    * Which of the (resource, relation, subject type) triples some grant
-   * uses: a user grant for "user", a subject grant whose holder's type (and
-   * relation, for a set; none for a link) matches otherwise. As
-   * resourcesWithGrants, expired grants included.
+   * uses: a user grant for "user", an allUsers grant for "user:*" (both rows
+   * of relationships, told apart by the reserved user_id: all-users.ts), a
+   * subject grant whose holder's type (and relation, for a set; none for a
+   * link) matches otherwise. As resourcesWithGrants, expired grants included.
    */
   async subjectsWithGrants(
     q: Queryable,
@@ -189,14 +191,18 @@ export const catalogStore = {
     triples: { resource: string; relation: string; subject: string }[],
   ): Promise<{ resource: string; relation: string; subject: string; expiredOnly: boolean }[]> {
     if (triples.length === 0) return [];
-    const users = triples.filter((t) => t.subject === "user");
-    const holders = triples.filter((t) => t.subject !== "user");
+    const users = triples.filter((t) => isUserSubject(t.subject));
+    const holders = triples.filter((t) => !isUserSubject(t.subject));
+    // A user grant's row matches "user:*" when it is an allUsers one, "user" otherwise.
+    const holderMatches = `(g.user_id = ${ALL_USERS_SQL}) = (d.subject = '${ALL_USERS_SUBJECT}')`;
     const { rows } = await q.query<{ resource: string; relation: string; subject: string; expiredOnly: boolean }>(
-      `SELECT d.resource, d.relation, 'user' AS subject,
+      `SELECT d.resource, d.relation, d.subject,
               NOT EXISTS (SELECT 1 FROM relationships g
-                          WHERE g.app_id = $1 AND g.resource = d.resource AND g.relation = d.relation AND ${LIVE_GRANT("g")}) AS "expiredOnly"
-       FROM unnest($2::text[], $3::text[]) AS d(resource, relation)
-       WHERE EXISTS (SELECT 1 FROM relationships g WHERE g.app_id = $1 AND g.resource = d.resource AND g.relation = d.relation)
+                          WHERE g.app_id = $1 AND g.resource = d.resource AND g.relation = d.relation AND ${holderMatches}
+                            AND ${LIVE_GRANT("g")}) AS "expiredOnly"
+       FROM unnest($2::text[], $3::text[], $9::text[]) AS d(resource, relation, subject)
+       WHERE EXISTS (SELECT 1 FROM relationships g
+                     WHERE g.app_id = $1 AND g.resource = d.resource AND g.relation = d.relation AND ${holderMatches})
        UNION ALL
        SELECT d.resource, d.relation, d.subject,
               NOT EXISTS (SELECT 1 FROM subject_relationships s
@@ -217,6 +223,7 @@ export const catalogStore = {
         holders.map((t) => t.subject),
         holders.map((t) => t.subject.split("#")[0]!),
         holders.map((t) => t.subject.split("#")[1] ?? ""),
+        users.map((t) => t.subject),
       ],
     );
     return rows;

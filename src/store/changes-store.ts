@@ -63,7 +63,9 @@ export type ChangeKind = "grant_written" | "grant_deleted" | "assignment_added" 
  * A change's body from a row of the write that makes it, in the API's
  * shape (a Relationship, a RoleAssignment), built in the statement: the
  * rows never come back to the service to be sent again. `r` names a CTE
- * over the write's RETURNING of the table's plain columns.
+ * over the write's RETURNING of the table's plain columns. A user grant's
+ * body carries the stored user_id: "" for an allUsers grant, which the
+ * feed's reader turns into `allUsers` (store/all-users.ts).
  */
 export const CHANGE_BODY = {
   userGrant: {

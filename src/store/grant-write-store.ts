@@ -5,6 +5,7 @@
  * module, not for another rule.
  */
 import { CHANGE_BODY, recordChanges, SUBJECT_GRANT_RETURNING, USER_GRANT_RETURNING } from "./changes-store.js";
+import { fromStored, storedUserId } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import type { GrantWrite, RelationshipRow, Subject } from "./relationships-store.js";
 
@@ -22,7 +23,7 @@ export const grantWrites = {
    */
   async write(q: Queryable, appId: string, t: GrantWrite): Promise<{ row: RelationshipRow; created: boolean }> {
     if (t.subject !== undefined) return writeSubject(q, appId, { ...t, subject: t.subject });
-    const params = [appId, t.resource, t.resourceId, t.relation, t.userId, iso(t.expiresAt), t.condition ?? null];
+    const params = [appId, t.resource, t.resourceId, t.relation, storedUserId(t), iso(t.expiresAt), t.condition ?? null];
     for (let turn = 1; ; turn++) {
       if (turn > 10) throw new Error("a grant kept vanishing between its insert and its read");
       const inserted = await q.query<RelationshipRow>(
@@ -34,7 +35,7 @@ export const grantWrites = {
          SELECT ${COLUMNS} FROM w`,
         params,
       );
-      if (inserted.rows[0] !== undefined) return { row: inserted.rows[0], created: true };
+      if (inserted.rows[0] !== undefined) return { row: fromStored(inserted.rows[0]), created: true };
       const replaced = await q.query<RelationshipRow>(
         `WITH w AS (
            UPDATE relationships SET expires_at = $6::timestamptz, condition = $7::text
@@ -45,21 +46,21 @@ export const grantWrites = {
          SELECT ${COLUMNS} FROM w`,
         params,
       );
-      if (replaced.rows[0] !== undefined) return { row: replaced.rows[0], created: false };
+      if (replaced.rows[0] !== undefined) return { row: fromStored(replaced.rows[0]), created: false };
       // The same expiry and condition: nothing to write (a re-sync writing every grant again stays read-only).
       const existing = await q.query<RelationshipRow>(
         `SELECT ${COLUMNS} FROM relationships
          WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4 AND user_id = $5`,
         params.slice(0, 5),
       );
-      if (existing.rows[0] !== undefined) return { row: existing.rows[0], created: false };
+      if (existing.rows[0] !== undefined) return { row: fromStored(existing.rows[0]), created: false };
     }
   },
 
   /**
    * The common write in one statement: inserts a grant that is not there
    * yet, if the catalog's relation takes its holder (`holderType`, as the
-   * catalog's subjects name it) and its expiry, if any, is ahead of the
+   * catalog's subjects name it: "user:*" for an allUsers grant) and its expiry, if any, is ahead of the
    * statement's clock; undefined when it inserted nothing, for whatever
    * reason (write() then finds out which, and writes). The application's
    * lock, taken before this statement's snapshot, keeps the catalog read
@@ -78,9 +79,9 @@ export const grantWrites = {
            ON CONFLICT DO NOTHING RETURNING ${USER_GRANT_RETURNING}
          ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}
          SELECT ${COLUMNS} FROM w`,
-        [appId, t.resource, t.resourceId, t.relation, holderType, iso(t.expiresAt), t.userId, t.condition ?? null],
+        [appId, t.resource, t.resourceId, t.relation, holderType, iso(t.expiresAt), storedUserId(t), t.condition ?? null],
       );
-      return rows[0];
+      return rows[0] === undefined ? undefined : fromStored(rows[0]);
     }
     const { rows } = await q.query<SubjectReturned>(
       `WITH w AS (

@@ -29,6 +29,7 @@
  * whole to the shard of the application (a router query: the only kind in
  * which Citus runs a recursive query).
  */
+import { ALL_USERS_SQL, USER_OR_ALL } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
@@ -74,11 +75,14 @@ export interface GraphGroups {
  * It meets in the middle. The walk from the instance stops at the groups
  * ($4, the pairs of AccessModel.groups: team#member): it keeps the node
  * but does not walk into the teams nested in it. From the user's side,
- * `member` walks up from the user's own grants of those pairs along the
+ * `member` walks up from the user's own grants of those pairs (and the
+ * allUsers grants of them: a team everyone is in) along the
  * edges into them ($5), each one probe of subject_relationships_subject_idx:
  * the groups the user is in, directly or nested. A question holds a root
- * relation where the walk reached a node the user holds directly (not a
- * group), or a group the user is in with the two depths within the bound.
+ * relation where the walk reached a node the user holds directly or that
+ * an allUsers grant gives everyone (not a group), or a group the user is in
+ * with the two depths within the bound. An allUsers grant is a user's grant
+ * that every user has: it starts paths as a user's own grant does.
  * Exact: on any path from the user to the instance, take the group nearest
  * the instance; the nodes after it are not groups, so the walk reaches it,
  * and every edge into a group comes from a group, so every node before it
@@ -115,7 +119,7 @@ export const graphCheckSql = (replayed: boolean) => `
     CROSS JOIN gp
     CROSS JOIN LATERAL (
       SELECT g.resource_id FROM relationships g
-      WHERE g.app_id = $1 AND g.user_id = u.user_id AND g.resource = gp.r AND g.relation = gp.l AND ${PLAIN_GRANT("g")}
+      WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "u.user_id")} AND g.resource = gp.r AND g.relation = gp.l AND ${PLAIN_GRANT("g")}
       OFFSET 0) e
     UNION
     SELECT m.user_id, t.r, e.resource_id, t.g, m.depth + 1
@@ -134,7 +138,7 @@ export const graphCheckSql = (replayed: boolean) => `
       SELECT w.n, w.root FROM walk w JOIN q ON q.n = w.n
       WHERE NOT EXISTS (SELECT 1 FROM gp WHERE gp.r = w.resource AND gp.l = w.relation)
         AND EXISTS (SELECT 1 FROM relationships g
-                    WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = w.resource
+                    WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = w.resource
                       AND g.resource_id = w.resource_id AND g.relation = w.relation AND ${PLAIN_GRANT("g")})
       UNION ALL
       SELECT m.n, m.root FROM met m JOIN q ON q.n = m.n
@@ -149,7 +153,7 @@ export const graphCheckSql = (replayed: boolean) => `
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         coalesce(h.roots, '{}') || ARRAY(SELECT g.relation || chr(10) || g.condition FROM relationships g
-              WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
+              WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = q.resource AND g.resource_id = q.resource_id
                 AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}),
         ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a WHERE a.app_id = $1 AND a.user_id = q.user_id),
         (extract(epoch FROM now()) * 1000)::float8
@@ -210,7 +214,7 @@ export const EXPLAIN_GRANTS = (n: string, user: string) => `
   (SELECT coalesce(jsonb_agg(${grantRow("g", false)}), '[]')
    FROM (SELECT DISTINCT w.resource, w.resource_id, w.relation FROM walk w WHERE w.n = ${n}) d
    JOIN relationships g
-     ON g.app_id = $1 AND g.user_id = ${user} AND g.resource = d.resource AND g.resource_id = d.resource_id AND g.relation = d.relation
+     ON g.app_id = $1 AND ${USER_OR_ALL("g.user_id", user)} AND g.resource = d.resource AND g.resource_id = d.resource_id AND g.relation = d.relation
     AND ${LIVE_GRANT("g")})`;
 
 // ------------------------------------------------------------------ pages
@@ -335,12 +339,17 @@ export interface SubjectsRow {
   /** The resource's actions; null when the catalog has no such resource. */
   actions: string[] | null;
   userIds: string[];
+  /** A node the walk reached has a live allUsers grant with no condition: every user may. */
+  allUsers: boolean;
 }
 
 /**
  * Who can's sources (PAGE_CTES), read in user_id order: the holders of a
  * node (kind 0: a = resource, b = id, c = relation; relationships' primary
  * key) or the users of a role (kind 1: a = the role; role_assignments').
+ * An allUsers grant's row (user_id '', all-users.ts) is never an id of a
+ * page: every page starts after a cursor that is '' or a user id, and ''
+ * is after none of them; the statement answers it apart (ALL_USERS_HELD).
  */
 const holderIds = (limit: string, bounded: boolean, gate: string) => `
       (SELECT g.user_id FROM relationships g
@@ -354,10 +363,21 @@ const holderIds = (limit: string, bounded: boolean, gate: string) => `
        ORDER BY a.user_id LIMIT ${limit})`;
 
 /**
+ * Whether a node of question q's walk has a live allUsers grant with no
+ * condition (one probe of relationships_user_idx a node): then every user
+ * may, and who can says so beside the ids it lists (API.md, "Everyone").
+ */
+const ALL_USERS_HELD = `EXISTS (SELECT 1 FROM walk w
+                JOIN relationships g ON g.app_id = $1 AND g.user_id = ${ALL_USERS_SQL} AND g.resource = w.resource
+                 AND g.resource_id = w.resource_id AND g.relation = w.relation AND ${PLAIN_GRANT("g")}
+                WHERE w.n = q.n)`;
+
+/**
  * Who can, a page per question: the outward walk from the instance (every
  * relation implying the action); its sources of holders: each node walked,
  * and each role in scope that holds resource:action (role_permissions);
- * the page from them as PAGE_CTES reads it.
+ * the page from them as PAGE_CTES reads it; and whether an allUsers grant
+ * on a node walked lets every user.
  */
 const subjectsSql = (replayed: boolean) => `
   WITH RECURSIVE
@@ -384,7 +404,8 @@ const subjectsSql = (replayed: boolean) => `
     ${KEYS_VALID} AS keys,
     (SELECT json_agg(json_build_array(
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
-        ${PAGE_OF_Q}
+        ${PAGE_OF_Q},
+        ${ALL_USERS_HELD}
       ) ORDER BY q.n)
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
 
@@ -424,7 +445,8 @@ export type GraphLookupRow = LookupRow;
 
 /**
  * Lookup's sources (PAGE_CTES), read in resource_id order: the user's own
- * grants of a relation (kind 0: a = the user;
+ * grants of a relation, and the allUsers ones (kind 0: a = the user, or ''
+ * for allUsers: all-users.ts;
  * relationships_user_relation_idx) or the grants held by one subject (kind
  * 1: a, b, c = the subject; subject_relationships_subject_idx), of `res`
  * and `rel`.
@@ -444,7 +466,8 @@ const sourceIds = (limit: string, bounded: boolean, gate: string) => `
 /**
  * Lookup through the graph, a page per question.
  *
- * The walk: the user's own grants on the pairs the edges start from, then
+ * The walk: the user's own grants on the pairs the edges start from (and
+ * the allUsers grants there: every user holds those), then
  * inward along the catalog's edges between those pairs (`steps`, from the
  * model of the version the statement reads: AccessModel.inward): a node
  * held makes held every grant to it as a subject set, and every instance
@@ -456,8 +479,8 @@ const sourceIds = (limit: string, bounded: boolean, gate: string) => `
  * stay whole: joined flat, the planner probed by the subject alone and
  * filtered the target after (a folder's 100 links read to keep none).
  *
- * The sources of answers: the user's own grants of an answer relation, and
- * for each node walked, each edge of `last` from its pair: the grants of an
+ * The sources of answers: the user's own grants of an answer relation and
+ * the allUsers ones (a source each), and for each node walked, each edge of `last` from its pair: the grants of an
  * answer relation to it as a subject set, or the links to it whose rule
  * gives an answer relation. Each is a run of ids in resource_id order in an
  * index.
@@ -475,7 +498,7 @@ const graphLookupSql = (replayed: boolean) => `
     FROM pairs p JOIN q ON q.n = p.n
     CROSS JOIN LATERAL (
       SELECT g.resource_id FROM relationships g
-      WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = p.resource AND g.relation = p.relation AND ${PLAIN_GRANT("g")}
+      WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = p.resource AND g.relation = p.relation AND ${PLAIN_GRANT("g")}
       OFFSET 0) e
     UNION
     SELECT w.n, t.r, e.resource_id, t.g, w.depth + 1
@@ -489,8 +512,8 @@ const graphLookupSql = (replayed: boolean) => `
     WHERE w.depth < ${MAX_HOPS - 1}
   ),
   src AS (
-    SELECT q.n, q.lim, q.after, 0 AS kind, q.user_id AS a, '' AS b, '' AS c, q.resource AS res, ans.relation AS rel
-    FROM q CROSS JOIN unnest(q.answers) AS ans(relation)
+    SELECT q.n, q.lim, q.after, 0 AS kind, h.user_id AS a, '' AS b, '' AS c, q.resource AS res, ans.relation AS rel
+    FROM q CROSS JOIN unnest(q.answers) AS ans(relation) CROSS JOIN unnest(ARRAY[q.user_id, ${ALL_USERS_SQL}]) AS h(user_id)
     UNION
     SELECT q.n, q.lim, q.after, 1, w.resource, w.resource_id, t.sr, t.r, t.p
     FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.last) AS t(fr text, fl text, sr text, r text, p text, g text)
@@ -515,7 +538,7 @@ export const graphStore = {
     return perApplication(inputs, async (appId, ofApp) => {
       const { keys, keyOf } = distinctKeys(ofApp);
       const { json, at } = distinctQuestions(ofApp.map((i) => ({ r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit })));
-      const { rows } = await q.query<{ keys: boolean[] | null; rows: [string[] | null, string[]][] | null } & Replayed>(
+      const { rows } = await q.query<{ keys: boolean[] | null; rows: [string[] | null, string[], boolean][] | null } & Replayed>(
         options.replayed === true ? SUBJECTS.replayed : SUBJECTS.plain,
         [appId, keys, json],
       );
@@ -523,8 +546,8 @@ export const graphStore = {
       const answers = row.rows ?? [];
       return {
         rows: ofApp.map((_, i): SubjectsRow => {
-          const [actions, userIds] = answers[at[i]!]!;
-          return { keyValid: row.keys?.[keyOf[i]!] === true, actions, userIds };
+          const [actions, userIds, allUsers] = answers[at[i]!]!;
+          return { keyValid: row.keys?.[keyOf[i]!] === true, actions, userIds, allUsers };
         }),
         replayed: row.replayed ?? null,
       };

@@ -1,3 +1,4 @@
+import { ALL_USERS_SQL } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { PLAIN_GRANT } from "./relationships-store.js";
@@ -60,21 +61,27 @@ export const ACTIONS_AND_ROLE = `(SELECT r.actions FROM catalog_resources r WHER
  * resource:action (role_permissions, as the check reads it), and the next
  * `limit` instances where a grant of the user implies the action.
  *
- * The instances, two ways, both reading a bounded number of index entries
- * however many grants the user holds:
+ * The instances where a grant of the user, or an allUsers grant (every
+ * user holds those: all-users.ts), implies the action; each of the two
+ * holders (HOLDERS) read on its own, in order, and the two merged. Two ways,
+ * both reading a bounded number of index entries however many grants the
+ * user holds:
  * - when every relation of the resource implies the action (every grant of
  *   the user on that type then does: the catalog refuses to drop a relation
- *   a grant uses), the user's grants after the cursor in resource_id order
- *   from relationships_user_idx, distinct: `limit` instances' entries;
- * - otherwise, for each relation that implies it (catalog_relations), its
- *   next `limit` grants of the user after the cursor, in order from
+ *   a grant uses), each holder's grants after the cursor in resource_id order
+ *   from relationships_user_idx, distinct: `limit` instances' entries each;
+ * - otherwise, for each relation that implies it (catalog_relations) and
+ *   each holder, its next `limit` grants after the cursor, in order from
  *   relationships_user_relation_idx (one short range per relation); the
  *   union of those, distinct and in order, cut to `limit`: (relations that
- *   imply the action) × `limit` entries at most. A page never skips an id:
- *   any id below the page's last is in some relation's first `limit`.
+ *   imply the action) × 2 × `limit` entries at most. A page never skips an id:
+ *   any id below the page's last is in some relation's and holder's first `limit`.
  *
  * Every table is named with `app_id = $1` (docs/scale-out.md), as the check's.
  */
+/** The two holders whose grants a user's lookup reads, as `h(user_id)`: the user, and the allUsers grants' id. */
+const HOLDERS = `unnest(ARRAY[q.user_id, ${ALL_USERS_SQL}]) AS h(user_id)`;
+
 const lookupSql = (replayed: boolean) => `
   SELECT
     ${KEYS_VALID} AS keys,
@@ -83,15 +90,19 @@ const lookupSql = (replayed: boolean) => `
         ${ACTIONS_AND_ROLE},
         CASE WHEN NOT EXISTS (SELECT 1 FROM catalog_relations cr
                               WHERE cr.app_id = $1 AND cr.resource = q.resource AND NOT q.action = ANY (cr.actions))
-        THEN ARRAY(SELECT DISTINCT g.resource_id FROM relationships g
-                   WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id > q.after
-                     AND ${PLAIN_GRANT("g")}
-                   ORDER BY g.resource_id LIMIT q.lim)
+        THEN ARRAY(SELECT DISTINCT x.resource_id
+                   FROM ${HOLDERS} CROSS JOIN LATERAL (
+                     SELECT DISTINCT g.resource_id FROM relationships g
+                     WHERE g.app_id = $1 AND g.user_id = h.user_id AND g.resource = q.resource AND g.resource_id > q.after
+                       AND ${PLAIN_GRANT("g")}
+                     ORDER BY g.resource_id LIMIT q.lim) x
+                   ORDER BY x.resource_id LIMIT q.lim)
         ELSE ARRAY(SELECT DISTINCT x.resource_id
                    FROM catalog_relations cr
+                   CROSS JOIN ${HOLDERS}
                    CROSS JOIN LATERAL (
                      SELECT g.resource_id FROM relationships g
-                     WHERE g.app_id = $1 AND g.user_id = q.user_id AND g.resource = q.resource AND g.relation = cr.relation
+                     WHERE g.app_id = $1 AND g.user_id = h.user_id AND g.resource = q.resource AND g.relation = cr.relation
                        AND g.resource_id > q.after AND ${PLAIN_GRANT("g")}
                      ORDER BY g.resource_id LIMIT q.lim) x
                    WHERE cr.app_id = $1 AND cr.resource = q.resource AND q.action = ANY (cr.actions)

@@ -1,5 +1,6 @@
 import { CHANGE_BODY, prefixed, recordChanges, SUBJECT_GRANT_RETURNING, USER_GRANT_RETURNING } from "./changes-store.js";
 import type { Queryable } from "./db.js";
+import { ALL_USERS_ID, fromStored, storedUserId } from "./all-users.js";
 import { COLUMNS, grantWrites, iso } from "./grant-write-store.js";
 
 /** A grant's holder other than a user: a subject set (with relation) or a linked instance (relation ""). */
@@ -12,8 +13,9 @@ export interface Subject {
 
 /**
  * A grant: its holder is the user `userId`, or, when `subject` is set (and
- * userId ""), a subject set or a linked instance. User grants live in
- * relationships, the others in subject_relationships (migration 007).
+ * userId ""), a subject set or a linked instance, or, when `allUsers` is
+ * true (and userId ""), every user. User grants, allUsers ones included,
+ * live in relationships, the others in subject_relationships (migration 007).
  */
 export interface Tuple {
   userId: string;
@@ -21,6 +23,8 @@ export interface Tuple {
   resourceId: string;
   relation: string;
   subject?: Subject | undefined;
+  /** Every user holds the grant (API.md, "Everyone"); only where the relation's subjects include "user:*". */
+  allUsers?: boolean | undefined;
 }
 
 /** A grant to write: the tuple, and when it stops counting (null: never). */
@@ -59,6 +63,7 @@ export const holderPosition = (row: Tuple): HolderPosition =>
  * is that instance, as a set or a link.
  */
 export interface GrantFilter {
+  /** A user's id, or ALL_USERS_ID for the allUsers grants. */
   userId?: string;
   resource?: string;
   resourceId?: string;
@@ -112,7 +117,7 @@ const columns = (tuples: Tuple[]) => [
   tuples.map((t) => t.resource),
   tuples.map((t) => t.resourceId),
   tuples.map((t) => t.relation),
-  tuples.map((t) => t.userId),
+  tuples.map(storedUserId),
 ];
 
 /** The columns of a delete by filter, in a fixed order (so a few statement texts cover every filter). */
@@ -148,7 +153,7 @@ export const relationshipsStore = {
          RETURNING ${USER_GRANT_RETURNING}
        ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.userGrant)}
        SELECT count(*)::int AS n FROM d`,
-      [appId, t.resource, t.resourceId, t.relation, t.userId],
+      [appId, t.resource, t.resourceId, t.relation, storedUserId(t)],
     );
     return rows[0]!.n > 0;
   },
@@ -485,5 +490,5 @@ function rowOf(r: ListedRow): RelationshipRow {
     condition: r.condition,
   };
   if (r.subject !== undefined && r.subject !== null) row.subject = r.subject;
-  return row;
+  return fromStored(row);
 }

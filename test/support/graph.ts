@@ -48,6 +48,16 @@ export const OPEN_GROUPS_CATALOG = [
   { resource: "group", description: "", actions: ["read"], relations: [{ name: "member", actions: ["read"], subjects: ["user", "team#member", "folder#viewer", "group#member"] }] },
 ];
 
+/**
+ * GRAPH_CATALOG where every user may be given a team's membership and a
+ * folder's or a document's viewer at once ("user:*", API.md "Everyone"):
+ * public folders whose documents inherit it, and a team everyone is in.
+ */
+export const ALL_USERS_CATALOG = GRAPH_CATALOG.map((entry) => ({
+  ...entry,
+  relations: entry.relations.map((r) => (r.name === "member" || r.name === "viewer" ? { ...r, subjects: [...r.subjects, "user:*"] } : r)),
+}));
+
 type Subject = { resource: string; resourceId: string; relation?: string };
 export interface AnyGrant {
   userId?: string;
@@ -57,6 +67,16 @@ export interface AnyGrant {
   relation: string;
   expiresAt?: string;
 }
+/** A grant every user holds (API.md, "Everyone"): where the relation's subjects include "user:*". */
+export interface EveryoneGrant {
+  allUsers: true;
+  resource: string;
+  resourceId: string;
+  relation: string;
+  expiresAt?: string;
+}
+export const everyone = (resource: string, resourceId: string, relation: string): EveryoneGrant => ({ allUsers: true, resource, resourceId, relation });
+
 export const user = (userId: string, resource: string, resourceId: string, relation: string): AnyGrant => ({ userId, resource, resourceId, relation });
 export const set = (subject: string, resource: string, resourceId: string, relation: string): AnyGrant => {
   const [res, rest] = subject.split(":") as [string, string];
@@ -65,8 +85,11 @@ export const set = (subject: string, resource: string, resourceId: string, relat
 };
 
 /** A grant as a sentence: "alice is member of team:eng", "folder:a is parent of document:1". */
-export const text = (g: AnyGrant): string => {
-  const holder = g.subject === undefined ? g.userId! : `${g.subject.resource}:${g.subject.resourceId}${g.subject.relation ? `#${g.subject.relation}` : ""}`;
+export const text = (g: AnyGrant | EveryoneGrant): string => {
+  // An answer's grants all carry allUsers (false for the others).
+  if ((g as { allUsers?: boolean }).allUsers === true) return `everyone is ${g.relation} of ${g.resource}:${g.resourceId}`;
+  const a = g as AnyGrant;
+  const holder = a.subject === undefined ? a.userId! : `${a.subject.resource}:${a.subject.resourceId}${a.subject.relation ? `#${a.subject.relation}` : ""}`;
   return `${holder} is ${g.relation} of ${g.resource}:${g.resourceId}`;
 };
 

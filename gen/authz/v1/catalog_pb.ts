@@ -90,8 +90,11 @@ export type Relation = Message<"authz.v1.Relation"> & {
 
   /**
    * What a grant of this relation may name as its holder: "user" (a user
-   * id); "<resource>#<relation>", a subject set (everyone who holds that
-   * relation on one instance of that resource: a group, "team#member");
+   * id); "user:*", every user at once (a grant with all_users: a public
+   * document; "user" and "user:*" mean user ids even where the catalog has
+   * a resource named user); "<resource>#<relation>", a subject set
+   * (everyone who holds that relation on one instance of that resource: a
+   * group, "team#member");
    * "<resource>" alone, one instance of that resource, which makes this a
    * link relation (a document's "parent" folder). A link relation names
    * only resources and implies no actions. Empty in a request: ["user"];

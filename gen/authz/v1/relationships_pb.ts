@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/relationships.proto.
  */
 export const file_authz_v1_relationships: GenFile = /*@__PURE__*/
-  fileDesc("ChxhdXRoei92MS9yZWxhdGlvbnNoaXBzLnByb3RvEghhdXRoei52MSJCCgdTdWJqZWN0EhAKCHJlc291cmNlGAEgASgJEhMKC3Jlc291cmNlX2lkGAIgASgJEhAKCHJlbGF0aW9uGAMgASgJIoICCgxSZWxhdGlvbnNoaXASDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgdzdWJqZWN0GAcgASgLMhEuYXV0aHoudjEuU3ViamVjdBIWCgljb25kaXRpb24YCCABKAlIAIgBAUIMCgpfY29uZGl0aW9uItcBChFSZWxhdGlvbnNoaXBUdXBsZRIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhAKCHJlbGF0aW9uGAQgASgJEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiIKB3N1YmplY3QYBiABKAsyES5hdXRoei52MS5TdWJqZWN0EhYKCWNvbmRpdGlvbhgHIAEoCUgAiAEBQgwKCl9jb25kaXRpb24i3gEKGFdyaXRlUmVsYXRpb25zaGlwUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhAKCHJlbGF0aW9uGAQgASgJEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiIKB3N1YmplY3QYBiABKAsyES5hdXRoei52MS5TdWJqZWN0EhYKCWNvbmRpdGlvbhgHIAEoCUgAiAEBQgwKCl9jb25kaXRpb24iWgoZV3JpdGVSZWxhdGlvbnNoaXBSZXNwb25zZRIsCgxyZWxhdGlvbnNoaXAYASABKAsyFi5hdXRoei52MS5SZWxhdGlvbnNoaXASDwoHY3JlYXRlZBgCIAEoCCKIAgoYTGlzdFJlbGF0aW9uc2hpcHNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSFgoJcGFnZV9zaXplGAUgASgFSACIAQESEgoKcGFnZV90b2tlbhgGIAEoCRIXCg9pbmNsdWRlX2V4cGlyZWQYByABKAgSGAoQc3ViamVjdF9yZXNvdXJjZRgIIAEoCRIbChNzdWJqZWN0X3Jlc291cmNlX2lkGAkgASgJEhgKEHN1YmplY3RfcmVsYXRpb24YCiABKAlCDAoKX3BhZ2Vfc2l6ZSJjChlMaXN0UmVsYXRpb25zaGlwc1Jlc3BvbnNlEi0KDXJlbGF0aW9uc2hpcHMYASADKAsyFi5hdXRoei52MS5SZWxhdGlvbnNoaXASFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIrYBChlEZWxldGVSZWxhdGlvbnNoaXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSGAoQc3ViamVjdF9yZXNvdXJjZRgFIAEoCRIbChNzdWJqZWN0X3Jlc291cmNlX2lkGAYgASgJEhgKEHN1YmplY3RfcmVsYXRpb24YByABKAkiLQoaRGVsZXRlUmVsYXRpb25zaGlwUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoCCKKAQoaRGVsZXRlUmVsYXRpb25zaGlwc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIiCgdzdWJqZWN0GAUgASgLMhEuYXV0aHoudjEuU3ViamVjdCIuChtEZWxldGVSZWxhdGlvbnNoaXBzUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoBSJ6Ch1CdWxrV3JpdGVSZWxhdGlvbnNoaXBzUmVxdWVzdBIrCgZ3cml0ZXMYASADKAsyGy5hdXRoei52MS5SZWxhdGlvbnNoaXBUdXBsZRIsCgdkZWxldGVzGAIgAygLMhsuYXV0aHoudjEuUmVsYXRpb25zaGlwVHVwbGUiVQoeQnVsa1dyaXRlUmVsYXRpb25zaGlwc1Jlc3BvbnNlEg8KB3dyaXR0ZW4YASABKAUSEQoJdW5jaGFuZ2VkGAIgASgFEg8KB2RlbGV0ZWQYAyABKAUyjAYKE1JlbGF0aW9uc2hpcFNlcnZpY2USmgEKEVdyaXRlUmVsYXRpb25zaGlwEiIuYXV0aHoudjEuV3JpdGVSZWxhdGlvbnNoaXBSZXF1ZXN0GiMuYXV0aHoudjEuV3JpdGVSZWxhdGlvbnNoaXBSZXNwb25zZSI8gtPkkwI2OgEqYgxyZWxhdGlvbnNoaXAiIy9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzEokBChFMaXN0UmVsYXRpb25zaGlwcxIiLmF1dGh6LnYxLkxpc3RSZWxhdGlvbnNoaXBzUmVxdWVzdBojLmF1dGh6LnYxLkxpc3RSZWxhdGlvbnNoaXBzUmVzcG9uc2UiK4LT5JMCJRIjL2FwaS92MS9hdXRob3JpemF0aW9uL3JlbGF0aW9uc2hpcHMSjAEKEkRlbGV0ZVJlbGF0aW9uc2hpcBIjLmF1dGh6LnYxLkRlbGV0ZVJlbGF0aW9uc2hpcFJlcXVlc3QaJC5hdXRoei52MS5EZWxldGVSZWxhdGlvbnNoaXBSZXNwb25zZSIrgtPkkwIlKiMvYXBpL3YxL2F1dGhvcml6YXRpb24vcmVsYXRpb25zaGlwcxKZAQoTRGVsZXRlUmVsYXRpb25zaGlwcxIkLmF1dGh6LnYxLkRlbGV0ZVJlbGF0aW9uc2hpcHNSZXF1ZXN0GiUuYXV0aHoudjEuRGVsZXRlUmVsYXRpb25zaGlwc1Jlc3BvbnNlIjWC0+STAi86ASoiKi9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzL2RlbGV0ZRKgAQoWQnVsa1dyaXRlUmVsYXRpb25zaGlwcxInLmF1dGh6LnYxLkJ1bGtXcml0ZVJlbGF0aW9uc2hpcHNSZXF1ZXN0GiguYXV0aHoudjEuQnVsa1dyaXRlUmVsYXRpb25zaGlwc1Jlc3BvbnNlIjOC0+STAi06ASoiKC9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzL2J1bGtiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("ChxhdXRoei92MS9yZWxhdGlvbnNoaXBzLnByb3RvEghhdXRoei52MSJCCgdTdWJqZWN0EhAKCHJlc291cmNlGAEgASgJEhMKC3Jlc291cmNlX2lkGAIgASgJEhAKCHJlbGF0aW9uGAMgASgJIpUCCgxSZWxhdGlvbnNoaXASDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgdzdWJqZWN0GAcgASgLMhEuYXV0aHoudjEuU3ViamVjdBIWCgljb25kaXRpb24YCCABKAlIAIgBARIRCglhbGxfdXNlcnMYCSABKAhCDAoKX2NvbmRpdGlvbiLqAQoRUmVsYXRpb25zaGlwVHVwbGUSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgdzdWJqZWN0GAYgASgLMhEuYXV0aHoudjEuU3ViamVjdBIWCgljb25kaXRpb24YByABKAlIAIgBARIRCglhbGxfdXNlcnMYCCABKAhCDAoKX2NvbmRpdGlvbiLxAQoYV3JpdGVSZWxhdGlvbnNoaXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIgoHc3ViamVjdBgGIAEoCzIRLmF1dGh6LnYxLlN1YmplY3QSFgoJY29uZGl0aW9uGAcgASgJSACIAQESEQoJYWxsX3VzZXJzGAggASgIQgwKCl9jb25kaXRpb24iWgoZV3JpdGVSZWxhdGlvbnNoaXBSZXNwb25zZRIsCgxyZWxhdGlvbnNoaXAYASABKAsyFi5hdXRoei52MS5SZWxhdGlvbnNoaXASDwoHY3JlYXRlZBgCIAEoCCKbAgoYTGlzdFJlbGF0aW9uc2hpcHNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSFgoJcGFnZV9zaXplGAUgASgFSACIAQESEgoKcGFnZV90b2tlbhgGIAEoCRIXCg9pbmNsdWRlX2V4cGlyZWQYByABKAgSGAoQc3ViamVjdF9yZXNvdXJjZRgIIAEoCRIbChNzdWJqZWN0X3Jlc291cmNlX2lkGAkgASgJEhgKEHN1YmplY3RfcmVsYXRpb24YCiABKAkSEQoJYWxsX3VzZXJzGAsgASgIQgwKCl9wYWdlX3NpemUiYwoZTGlzdFJlbGF0aW9uc2hpcHNSZXNwb25zZRItCg1yZWxhdGlvbnNoaXBzGAEgAygLMhYuYXV0aHoudjEuUmVsYXRpb25zaGlwEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLJAQoZRGVsZXRlUmVsYXRpb25zaGlwUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhAKCHJlbGF0aW9uGAQgASgJEhgKEHN1YmplY3RfcmVzb3VyY2UYBSABKAkSGwoTc3ViamVjdF9yZXNvdXJjZV9pZBgGIAEoCRIYChBzdWJqZWN0X3JlbGF0aW9uGAcgASgJEhEKCWFsbF91c2VycxgIIAEoCCItChpEZWxldGVSZWxhdGlvbnNoaXBSZXNwb25zZRIPCgdkZWxldGVkGAEgASgIIp0BChpEZWxldGVSZWxhdGlvbnNoaXBzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhAKCHJlbGF0aW9uGAQgASgJEiIKB3N1YmplY3QYBSABKAsyES5hdXRoei52MS5TdWJqZWN0EhEKCWFsbF91c2VycxgGIAEoCCIuChtEZWxldGVSZWxhdGlvbnNoaXBzUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoBSJ6Ch1CdWxrV3JpdGVSZWxhdGlvbnNoaXBzUmVxdWVzdBIrCgZ3cml0ZXMYASADKAsyGy5hdXRoei52MS5SZWxhdGlvbnNoaXBUdXBsZRIsCgdkZWxldGVzGAIgAygLMhsuYXV0aHoudjEuUmVsYXRpb25zaGlwVHVwbGUiVQoeQnVsa1dyaXRlUmVsYXRpb25zaGlwc1Jlc3BvbnNlEg8KB3dyaXR0ZW4YASABKAUSEQoJdW5jaGFuZ2VkGAIgASgFEg8KB2RlbGV0ZWQYAyABKAUyjAYKE1JlbGF0aW9uc2hpcFNlcnZpY2USmgEKEVdyaXRlUmVsYXRpb25zaGlwEiIuYXV0aHoudjEuV3JpdGVSZWxhdGlvbnNoaXBSZXF1ZXN0GiMuYXV0aHoudjEuV3JpdGVSZWxhdGlvbnNoaXBSZXNwb25zZSI8gtPkkwI2OgEqYgxyZWxhdGlvbnNoaXAiIy9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzEokBChFMaXN0UmVsYXRpb25zaGlwcxIiLmF1dGh6LnYxLkxpc3RSZWxhdGlvbnNoaXBzUmVxdWVzdBojLmF1dGh6LnYxLkxpc3RSZWxhdGlvbnNoaXBzUmVzcG9uc2UiK4LT5JMCJRIjL2FwaS92MS9hdXRob3JpemF0aW9uL3JlbGF0aW9uc2hpcHMSjAEKEkRlbGV0ZVJlbGF0aW9uc2hpcBIjLmF1dGh6LnYxLkRlbGV0ZVJlbGF0aW9uc2hpcFJlcXVlc3QaJC5hdXRoei52MS5EZWxldGVSZWxhdGlvbnNoaXBSZXNwb25zZSIrgtPkkwIlKiMvYXBpL3YxL2F1dGhvcml6YXRpb24vcmVsYXRpb25zaGlwcxKZAQoTRGVsZXRlUmVsYXRpb25zaGlwcxIkLmF1dGh6LnYxLkRlbGV0ZVJlbGF0aW9uc2hpcHNSZXF1ZXN0GiUuYXV0aHoudjEuRGVsZXRlUmVsYXRpb25zaGlwc1Jlc3BvbnNlIjWC0+STAi86ASoiKi9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzL2RlbGV0ZRKgAQoWQnVsa1dyaXRlUmVsYXRpb25zaGlwcxInLmF1dGh6LnYxLkJ1bGtXcml0ZVJlbGF0aW9uc2hpcHNSZXF1ZXN0GiguYXV0aHoudjEuQnVsa1dyaXRlUmVsYXRpb25zaGlwc1Jlc3BvbnNlIjOC0+STAi06ASoiKC9hcGkvdjEvYXV0aG9yaXphdGlvbi9yZWxhdGlvbnNoaXBzL2J1bGtiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * A grant's holder other than a user: a subject set (resource, resource_id
@@ -54,7 +54,8 @@ export const SubjectSchema: GenMessage<Subject> = /*@__PURE__*/
  */
 export type Relationship = Message<"authz.v1.Relationship"> & {
   /**
-   * The holder: a user, or (user_id empty) `subject`.
+   * The holder: a user, or (user_id empty) `subject`, or (user_id empty)
+   * every user when all_users is true.
    *
    * @generated from field: string user_id = 1;
    */
@@ -101,6 +102,14 @@ export type Relationship = Message<"authz.v1.Relationship"> & {
    * @generated from field: optional string condition = 8;
    */
   condition?: string | undefined;
+
+  /**
+   * Every user holds the grant (a public document): the relation's subjects
+   * include "user:*".
+   *
+   * @generated from field: bool all_users = 9;
+   */
+  allUsers: boolean;
 };
 
 /**
@@ -158,6 +167,14 @@ export type RelationshipTuple = Message<"authz.v1.RelationshipTuple"> & {
    * @generated from field: optional string condition = 7;
    */
   condition?: string | undefined;
+
+  /**
+   * The holder is every user, instead of user_id or subject (exactly one of
+   * the three), where the relation's subjects include "user:*".
+   *
+   * @generated from field: bool all_users = 8;
+   */
+  allUsers: boolean;
 };
 
 /**
@@ -216,6 +233,15 @@ export type WriteRelationshipRequest = Message<"authz.v1.WriteRelationshipReques
    * @generated from field: optional string condition = 7;
    */
   condition?: string | undefined;
+
+  /**
+   * The holder is every user (a public document), instead of user_id or
+   * subject (exactly one of the three), where the relation's subjects
+   * include "user:*".
+   *
+   * @generated from field: bool all_users = 8;
+   */
+  allUsers: boolean;
 };
 
 /**
@@ -309,6 +335,14 @@ export type ListRelationshipsRequest = Message<"authz.v1.ListRelationshipsReques
    * @generated from field: string subject_relation = 10;
    */
   subjectRelation: string;
+
+  /**
+   * Instead of user_id, with resource: the allUsers grants on instances of
+   * that type (its public instances).
+   *
+   * @generated from field: bool all_users = 11;
+   */
+  allUsers: boolean;
 };
 
 /**
@@ -380,6 +414,13 @@ export type DeleteRelationshipRequest = Message<"authz.v1.DeleteRelationshipRequ
    * @generated from field: string subject_relation = 7;
    */
   subjectRelation: string;
+
+  /**
+   * Instead of user_id: the allUsers grant.
+   *
+   * @generated from field: bool all_users = 8;
+   */
+  allUsers: boolean;
 };
 
 /**
@@ -437,6 +478,13 @@ export type DeleteRelationshipsRequest = Message<"authz.v1.DeleteRelationshipsRe
    * @generated from field: authz.v1.Subject subject = 5;
    */
   subject?: Subject | undefined;
+
+  /**
+   * Instead of user_id: the allUsers grants (alone, or with resource).
+   *
+   * @generated from field: bool all_users = 6;
+   */
+  allUsers: boolean;
 };
 
 /**
@@ -540,9 +588,9 @@ export const RelationshipService: GenService<{
   /**
    * Lists either everyone with a relation on one instance (resource and
    * resource_id), every instance of a type a user has a relation on
-   * (user_id and resource), or every grant on instances of a type (resource
-   * alone: an export, paged in (resource_id, relation, user_id) order);
-   * relation narrows any of them.
+   * (user_id and resource; all_users and resource: the allUsers grants), or
+   * every grant on instances of a type (resource alone: an export, paged in
+   * (resource_id, relation, user_id) order); relation narrows any of them.
    *
    * @generated from rpc authz.v1.RelationshipService.ListRelationships
    */
@@ -564,8 +612,9 @@ export const RelationshipService: GenService<{
   /**
    * Deletes every grant matching all the given fields, in one statement:
    * user_id alone (offboarding), resource and resource_id (the instance is
-   * gone), or user_id and resource; relation may narrow any of them. Or
-   * subject alone: every grant whose holder is that instance.
+   * gone), or user_id and resource; all_users may stand where user_id does;
+   * relation may narrow any of them. Or subject alone: every grant whose
+   * holder is that instance.
    *
    * @generated from rpc authz.v1.RelationshipService.DeleteRelationships
    */

@@ -19,9 +19,9 @@ export const CSV_HEADER_HELP = "userId,resource,resourceId,relation[,expiresAt][
 
 /**
  * The columns a header row names, in any order: resource, resourceId,
- * relation; the holder: userId, or subjectResource and subjectResourceId
- * with optionally subjectRelation, or all four (each row then fills one
- * holder); and optionally expiresAt (RFC 3339 with a zone; empty for none),
+ * relation; the holder: userId, allUsers ("true" for every user), or
+ * subjectResource and subjectResourceId with optionally subjectRelation, or
+ * any of them together (each row then fills one holder); and optionally expiresAt (RFC 3339 with a zone; empty for none),
  * condition (CEL; empty for none) and op (write or delete; empty means write). Names are matched ignoring
  * case and spaces around them; an unknown or repeated column refuses the
  * file (a misspelt "expires_at" must not quietly write grants that never
@@ -44,8 +44,8 @@ export function csvColumns(header: CsvRecord): Column[] | LineIssue {
     for (const needed of ["subjectResource", "subjectResourceId"] as const) {
       if (!columns.includes(needed)) problems.push(`missing column ${needed} (a subject holder takes subjectResource and subjectResourceId)`);
     }
-  } else if (!columns.includes("userId")) {
-    problems.push("missing column userId (or subjectResource and subjectResourceId)");
+  } else if (!columns.includes("userId") && !columns.includes("allUsers")) {
+    problems.push("missing column userId (or allUsers, or subjectResource and subjectResourceId)");
   }
   for (const required of REQUIRED_COLUMNS) {
     if (!columns.includes(required)) problems.push(`missing column ${required}`);

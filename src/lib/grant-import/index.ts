@@ -20,6 +20,7 @@ export * from "./csv-records.js";
 export * from "./grant-file.js";
 export * from "./ndjson.js";
 export {
+  ALL_USERS_COLUMN,
   BULK_LIMIT,
   formatIssue,
   holderEntry,

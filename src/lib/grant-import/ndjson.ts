@@ -104,17 +104,18 @@ const NESTED_SUBJECT = { resource: "subjectResource", resourceId: "subjectResour
 /** The keys a line may have: every column, the nested subject, and the ignored ones. */
 const ALLOWED_KEYS: readonly string[] = [...KNOWN_COLUMNS, "subject", ...IGNORED_KEYS];
 /** The keys that name a holder, as problems name them. */
-const HOLDER_KEYS = ["userId", "subject", ...SUBJECT_COLUMNS, ...Object.keys(NESTED_SUBJECT).map((k) => `subject.${k}`)];
+const HOLDER_KEYS = ["userId", "allUsers", "subject", ...SUBJECT_COLUMNS, ...Object.keys(NESTED_SUBJECT).map((k) => `subject.${k}`)];
 
 /**
  * One NDJSON (JSON Lines) line: a JSON object with the keys resource,
  * resourceId, relation, the holder, and optionally expiresAt (an RFC 3339
  * string, or null for none), condition (CEL, or null for none) and op
- * ("write" or "delete"), all strings. The
- * holder is userId, or a subject: the flat keys subjectResource,
+ * ("write" or "delete"), all strings but allUsers. The
+ * holder is userId, allUsers (the boolean true: every user), or a subject: the flat keys subjectResource,
  * subjectResourceId and subjectRelation (absent or "" for a link), or the
  * API's own `subject: {resource, resourceId, relation}` (what the list
- * route returns, beside `userId: ""`); a line with both forms of a subject
+ * route returns, beside `userId: ""`; allUsers false, as the route writes
+ * it beside every other holder, names none); a line with both forms of a subject
  * is a row error. createdAt, which the list route returns, is ignored, so a
  * list answer's (or an export's) grants can be imported back; any other key
  * is refused. Null for a blank line.
@@ -140,8 +141,15 @@ export function ndjsonGrant(source: TextLine): GrantRow | LineIssue | null {
       problems.push(`unknown key "${key}" (keys: ${[...KNOWN_COLUMNS, "subject"].join(", ")})`);
     } else if ((IGNORED_KEYS as readonly string[]).includes(key)) {
       continue;
-    } else if ((key === "expiresAt" || key === "condition" || key === "subject") && v === null) {
+    } else if ((key === "expiresAt" || key === "condition" || key === "subject" || key === "allUsers") && v === null) {
       continue;
+    } else if (key === "allUsers") {
+      // A boolean, as the API writes it; the row's text form is CSV's.
+      if (typeof v === "boolean") raw.allUsers = v ? "true" : "";
+      else {
+        problems.push("allUsers is not a boolean (true or false)");
+        mistyped.add("allUsers");
+      }
     } else if (key === "subject") {
       nested = true;
       if (typeof v !== "object" || Array.isArray(v)) {

@@ -19,14 +19,18 @@ export const MAX_RECORD_BYTES = 64 * 1024;
  * The columns (CSV) or keys (NDJSON) a grant row has: its holder, the
  * instance and relation (required), and optionally an expiry and an op.
  *
- * The holder is a user (`userId`) or a subject (`subjectResource`,
+ * The holder is a user (`userId`), every user (`allUsers`: true; CSV
+ * "true", NDJSON the boolean, as the API writes it; a relation whose
+ * subjects include "user:*") or a subject (`subjectResource`,
  * `subjectResourceId`, and `subjectRelation` for a subject set such as
  * team:eng#member, empty or absent for a link such as folder:runbooks; the
  * names the single DELETE route takes as query parameters), exactly one of
- * the two. Empty counts as absent, so a CSV file may carry both kinds of
- * row, and a list answer's `userId: ""` beside its `subject` is no user.
+ * the three. Empty (and allUsers false) counts as absent, so a CSV file may
+ * carry every kind of row, and a list answer's `userId: ""` beside its
+ * `subject`, or its `allUsers: false` beside its userId, names no second holder.
  */
 export const USER_COLUMN = "userId" as const;
+export const ALL_USERS_COLUMN = "allUsers" as const;
 export const SUBJECT_COLUMNS = ["subjectResource", "subjectResourceId", "subjectRelation"] as const;
 export const REQUIRED_COLUMNS = ["resource", "resourceId", "relation"] as const;
 export const OPTIONAL_COLUMNS = ["expiresAt", "condition", "op"] as const;
@@ -34,9 +38,9 @@ export const OPTIONAL_COLUMNS = ["expiresAt", "condition", "op"] as const;
 export const IGNORED_KEYS = ["createdAt"] as const;
 
 export type SubjectColumn = (typeof SUBJECT_COLUMNS)[number];
-export type Column = typeof USER_COLUMN | SubjectColumn | (typeof REQUIRED_COLUMNS)[number] | (typeof OPTIONAL_COLUMNS)[number];
+export type Column = typeof USER_COLUMN | typeof ALL_USERS_COLUMN | SubjectColumn | (typeof REQUIRED_COLUMNS)[number] | (typeof OPTIONAL_COLUMNS)[number];
 /** Every column, in the order messages list them (and an export writes them): the holder, the grant, its expiry, the op. */
-export const KNOWN_COLUMNS: readonly Column[] = [USER_COLUMN, ...SUBJECT_COLUMNS, ...REQUIRED_COLUMNS, ...OPTIONAL_COLUMNS];
+export const KNOWN_COLUMNS: readonly Column[] = [USER_COLUMN, ALL_USERS_COLUMN, ...SUBJECT_COLUMNS, ...REQUIRED_COLUMNS, ...OPTIONAL_COLUMNS];
 
 export type GrantOp = "write" | "delete";
 
@@ -53,8 +57,10 @@ export interface GrantRow {
   /** 1-based line of the file where the row starts. */
   line: number;
   op: GrantOp;
-  /** The user holding the grant; "" when `subject` holds it (as the list route says it). */
+  /** The user holding the grant; "" when `subject` holds it, or every user (as the list route says it). */
   userId: string;
+  /** Every user holds the grant (API.md, "Everyone"). */
+  allUsers?: true;
   /** The subject set or linked instance holding the grant, instead of a user. */
   subject?: GrantSubject;
   resource: string;
@@ -149,23 +155,36 @@ export const subjectNames = (form: HolderForm["subject"]): Record<SubjectColumn,
     : { subjectResource: "subjectResource", subjectResourceId: "subjectResourceId", subjectRelation: "subjectRelation" };
 
 /** A row that names no holder, in a file that can name subjects. */
-export const NO_HOLDER = "missing the holder: userId, or subjectResource and subjectResourceId";
+export const NO_HOLDER = "missing the holder: userId, allUsers, or subjectResource and subjectResourceId";
 
 /**
- * The holder of a row, or its problems: a userId, or a subject
- * (subjectResource and subjectResourceId, subjectRelation for a set),
- * exactly one of the two. Empty fields count as absent.
+ * An allUsers field as the row's text: "true" or "false" in any case, or
+ * empty (false); undefined for anything else. NDJSON's booleans come as
+ * "true" and "" (ndjson.ts).
  */
-function holderOf(raw: RawRow, form: HolderForm["subject"]): { userId: string; subject?: GrantSubject } | string[] {
+function allUsersOf(text: string | undefined): boolean | undefined {
+  const value = (text ?? "").trim().toLowerCase();
+  return value === "true" ? true : value === "false" || value === "" ? false : undefined;
+}
+
+/**
+ * The holder of a row, or its problems: a userId, every user (allUsers), or
+ * a subject (subjectResource and subjectResourceId, subjectRelation for a
+ * set), exactly one of the three. Empty fields count as absent.
+ */
+function holderOf(raw: RawRow, form: HolderForm["subject"]): { userId: string; subject?: GrantSubject; allUsers?: true } | string[] {
   const names = subjectNames(form);
   const userId = raw.userId ?? "";
+  const allUsers = allUsersOf(raw.allUsers);
+  if (allUsers === undefined) return [`allUsers must be true or false (or empty), not ${JSON.stringify(raw.allUsers)}`];
   const [resource, resourceId, relation] = SUBJECT_COLUMNS.map((c) => raw[c] ?? "") as [string, string, string];
   const hasSubject = form === "nested" || resource !== "" || resourceId !== "" || relation !== "";
-  if (userId !== "" && hasSubject) {
-    return [`a row names its holder by userId or by ${form === "nested" ? "subject" : "subjectResource and subjectResourceId"}, not both`];
-  }
+  const subjectName = form === "nested" ? "subject" : "subjectResource and subjectResourceId";
+  const given = [...(userId !== "" ? ["userId"] : []), ...(allUsers ? ["allUsers"] : []), ...(hasSubject ? [subjectName] : [])];
+  if (given.length > 1) return [`a row names its holder by userId, by allUsers or by ${subjectName}, exactly one: given ${given.join(" and ")}`];
   if (userId !== "") return { userId };
-  if (!hasSubject) return [form === "none" ? "missing userId" : NO_HOLDER];
+  if (allUsers) return { userId: "", allUsers: true };
+  if (!hasSubject) return [form === "none" ? "missing userId (or allUsers)" : NO_HOLDER];
   const problems: string[] = [];
   if (resource === "") problems.push(`missing ${names.subjectResource}`);
   if (resourceId === "") problems.push(`missing ${names.subjectResourceId}`);
@@ -209,11 +228,15 @@ export function toRow(raw: RawRow, form: HolderForm = { subject: "flat" }): Gran
 
 /**
  * A row's holder as the API takes it in a write, a bulk entry or a delete:
- * `{userId}`, or `{subject: {resource, resourceId, relation}}` (relation ""
- * for a link).
+ * `{userId}`, `{allUsers: true}`, or `{subject: {resource, resourceId,
+ * relation}}` (relation "" for a link).
  */
-export const holderEntry = (row: Pick<GrantRow, "userId" | "subject">): { userId: string } | { subject: GrantSubject } =>
-  row.subject === undefined ? { userId: row.userId } : { subject: { resource: row.subject.resource, resourceId: row.subject.resourceId, relation: row.subject.relation } };
+export const holderEntry = (row: Pick<GrantRow, "userId" | "subject" | "allUsers">): { userId: string } | { allUsers: true } | { subject: GrantSubject } =>
+  row.allUsers === true
+    ? { allUsers: true }
+    : row.subject === undefined
+      ? { userId: row.userId }
+      : { subject: { resource: row.subject.resource, resourceId: row.subject.resourceId, relation: row.subject.relation } };
 
 export function collect(format: GrantFormat, items: Iterable<GrantRow | LineIssue | null>): ParseResult {
   const result: ParseResult = { format, rows: [], errors: [] };
