@@ -67,11 +67,13 @@ export function serviceBindings(
     ...feedBounds(30_000, 65_000),
     signals: new ChangeSignals(data, { pollMs: 250, onError: (error) => deps.log.warn({ err: error }, "the change feed's probe failed") }),
   };
+  const checker = new Checker(data, replicas, telemetry);
   const questions = {
-    checker: new Checker(data, replicas, telemetry),
+    checker,
     explainer: new Explainer(data, replicas, telemetry),
-    lookup: new Lookup(data, replicas, telemetry),
-    whoCan: new WhoCan(data, replicas, telemetry),
+    // Lookup and who can ask the check's statement which conditions could allow their candidates.
+    lookup: new Lookup(data, replicas, telemetry, checker),
+    whoCan: new WhoCan(data, replicas, telemetry, checker),
   };
   // Every write that succeeds wakes the feed's readers of its application.
   deps = { ...deps, writes: deps.writes ?? feed.signals };

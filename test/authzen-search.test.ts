@@ -163,6 +163,34 @@ describe.each(engines)("AuthZEN searches, on %s", (engine) => {
     });
   });
 
+  describe("conditional candidates: listed where their condition holds with the request's context", () => {
+    beforeAll(async () => {
+      for (const id of ["c1", "c3", "c5"]) await grant({ userId: "cora", resource: "document", resourceId: id, relation: "viewer" });
+      for (const id of ["c2", "c4"]) await grant({ userId: "cora", resource: "document", resourceId: id, relation: "reviewer", condition: "context.ok == true" });
+      await grant({ userId: "dora", resource: "document", resourceId: "c2", relation: "reviewer", condition: "context.ok == false" });
+    });
+
+    it.each([
+      ["holds", { ok: true }, ["c1", "c2", "c3", "c4", "c5"]],
+      ["does not hold", { ok: false }, ["c1", "c3", "c5"]],
+      ["lacks its fact", {}, ["c1", "c3", "c5"]],
+    ])("Resource Search, the condition %s: one cursor pages both kinds, never skipping", async (_name, context, expected) => {
+      const body = { subject: user("cora"), action: { name: "read" }, resource: doc(), context };
+      for (const limit of [1, 2, 3, 10]) {
+        const { ids } = await all(RESOURCE, body, limit);
+        expect(ids.filter((id) => id.startsWith("c")), `limit ${limit}`).toEqual(expected);
+      }
+    });
+
+    it("Subject Search evaluates each user's own condition", async () => {
+      const read = (context: Json) => all(SUBJECT, { subject: user(), action: { name: "read" }, resource: doc("c2"), context }, 1);
+      // rita and ron read every document by their role.
+      expect((await read({ ok: true })).ids).toEqual(["cora", "rita", "ron"]);
+      expect((await read({ ok: false })).ids).toEqual(["dora", "rita", "ron"]);
+      expect((await read({})).ids).toEqual(["rita", "ron"]);
+    });
+  });
+
   describe("Action Search", () => {
     it.each([
       ["an editor's, ascending", "ann", "d1", {}, ["read", "update"]],

@@ -224,10 +224,18 @@ describe.each(engines)("conditions on grants, on %s", (engine) => {
     expectError(res, 400, "invalid_argument", field);
   });
 
-  it("lookup does not evaluate conditions yet: a conditional grant is not listed as a plain answer", async () => {
+  it("lookup and who can list a conditional grant apart, with its condition, never as a plain answer", async () => {
     const res = await call("POST", "/api/v1/authorization/lookup", { userId: "ann", resource: "todo", action: "update" });
     expectStatus(res, 200);
-    expect(JSON.stringify(res.body)).not.toContain('"t1"');
+    expect(res.body.resourceIds).not.toContain("t1");
+    expect(res.body.conditional).toEqual([{ resourceId: "t1", conditions: [OWNER_ONLY] }]);
+    // An action the relation does not imply: no candidate.
+    const del = await call("POST", "/api/v1/authorization/lookup", { userId: "ann", resource: "todo", action: "delete" });
+    expect(del.body.conditional).toEqual([]);
+    const who = await call("POST", "/api/v1/authorization/subjects", { resource: "todo", resourceId: "t1", action: "update" });
+    expectStatus(who, 200);
+    expect(who.body.userIds).not.toContain("ann");
+    expect(who.body.conditional).toEqual([{ userId: "ann", conditions: [OWNER_ONLY] }]);
   });
 
   it("a model with subject sets and links: a conditional grant on the instance is evaluated; one on a path does not count yet", async () => {
@@ -269,8 +277,11 @@ describe.each(engines)("conditions on grants, on %s", (engine) => {
     expect(explained.body.conditions).toEqual([
       expect.objectContaining({ roleId: role.body.roleId, relation: "", condition: "has(context.ticket)", holds: true, reads: [{ path: "context.ticket", found: true, value: "T-1" }] }),
     ]);
-    // Lookup does not evaluate it yet: the role does not make every instance allowed.
-    expect((await call("POST", "/api/v1/authorization/lookup", { userId: "kim", resource: "todo", action: "delete" })).body.allInstances).toBe(false);
+    // Lookup lists it apart: every instance, only where the condition holds; who can lists kim apart.
+    const lookedUp = await call("POST", "/api/v1/authorization/lookup", { userId: "kim", resource: "todo", action: "delete" });
+    expect(lookedUp.body).toMatchObject({ allInstances: false, allInstancesConditions: ["has(context.ticket)"] });
+    const who = await call("POST", "/api/v1/authorization/subjects", { resource: "todo", resourceId: "t5", action: "delete" });
+    expect(who.body.conditional).toEqual([{ userId: "kim", conditions: ["has(context.ticket)"] }]);
     // Assigned again with another condition: replaced, and logged as an assignment; the same again changes nothing.
     const replaced = await service.call("POST", assignments, { body: { userId: "kim", condition: "context.ticket == 'T-2'" } });
     expectStatus(replaced, 200);

@@ -223,13 +223,19 @@ describe.each(engines)("conditions on policies, on %s", (engine) => {
     ]);
   });
 
-  it("lookup and who can do not count a permission held only under a condition", async () => {
+  it("lookup and who can list a permission held only under a condition apart, never as a plain answer", async () => {
     const lookup = await ask("lookup", { userId: "morty", resource: "todo", action: "update" });
     expectStatus(lookup, 200);
-    expect(lookup.body.allInstances).toBe(false);
+    expect(lookup.body).toMatchObject({ allInstances: false, allInstancesConditions: [OWNER] });
     const who = await ask("subjects", { resource: "todo", resourceId: "t1", action: "update" });
     expectStatus(who, 200);
-    expect(who.body.userIds ?? []).not.toContain("morty");
+    expect(who.body.userIds).not.toContain("morty");
+    expect(who.body.conditional).toEqual(expect.arrayContaining([{ userId: "morty", conditions: [OWNER] }]));
+    // summer's way is an assignment's condition and a policy's, both: one expression joined by &&.
+    const deleters = await ask("subjects", { resource: "todo", resourceId: "t2", action: "delete" });
+    expect(deleters.body.conditional).toEqual(
+      expect.arrayContaining([{ userId: "summer", conditions: ["(context.onCall == true) && (resource.properties.ownerID == subject.id)"] }]),
+    );
   });
 
   it("the impact preview counts a permission under a condition apart from the same permission outright", async () => {

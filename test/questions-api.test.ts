@@ -204,21 +204,21 @@ describe.each(engines)("explain, permissions and lookup on %s", (engine) => {
       expectStatus(await x.write(grant("dan", "document", "d8", "commenter")), 201);
       const res = await service.call("POST", LOOKUP, { key, body: { userId: "dan", resource: "document", action: "read" } });
       expectStatus(res, 200);
-      expect(res.body).toEqual({ allInstances: false, resourceIds: ["d1", "d10", "d2", "d5", "d8"], nextPageToken: "" });
+      expect(res.body).toEqual({ allInstances: false, resourceIds: ["d1", "d10", "d2", "d5", "d8"], nextPageToken: "", conditional: [], allInstancesConditions: [] });
       const comment = await service.call("POST", LOOKUP, { key, body: { userId: "dan", resource: "document", action: "comment" } });
-      expect(comment.body).toEqual({ allInstances: false, resourceIds: ["d2", "d8"], nextPageToken: "" });
+      expect(comment.body).toEqual({ allInstances: false, resourceIds: ["d2", "d8"], nextPageToken: "", conditional: [], allInstancesConditions: [] });
 
       // ann: an application-wide role allows read on every instance; her grants are listed whatever allInstances says.
       const ann = await service.call("POST", LOOKUP, { key, body: { userId: "ann", resource: "document", action: "read" } });
-      expect(ann.body).toEqual({ allInstances: true, resourceIds: ["d1"], nextPageToken: "" });
+      expect(ann.body).toEqual({ allInstances: true, resourceIds: ["d1"], nextPageToken: "", conditional: [], allInstancesConditions: [] });
     });
 
     it("tenants: allInstances only through roles of the asked tenant or application-wide", async () => {
       const ask = async (tenantId?: string) =>
         (await service.call("POST", LOOKUP, { key, body: { userId: "bea", resource: "document", action: "delete", ...(tenantId ? { tenantId } : {}) } })).body;
-      expect(await ask()).toEqual({ allInstances: false, resourceIds: [], nextPageToken: "" });
-      expect(await ask("globex")).toEqual({ allInstances: false, resourceIds: [], nextPageToken: "" });
-      expect(await ask("acme")).toEqual({ allInstances: true, resourceIds: [], nextPageToken: "" });
+      expect(await ask()).toEqual({ allInstances: false, resourceIds: [], nextPageToken: "", conditional: [], allInstancesConditions: [] });
+      expect(await ask("globex")).toEqual({ allInstances: false, resourceIds: [], nextPageToken: "", conditional: [], allInstancesConditions: [] });
+      expect(await ask("acme")).toEqual({ allInstances: true, resourceIds: [], nextPageToken: "", conditional: [], allInstancesConditions: [] });
     });
 
     it.each([1, 2, 3, 7])("pageSize=%i walks every instance exactly once, in order", async (pageSize) => {
@@ -305,7 +305,7 @@ describe.each(engines)("explain, permissions and lookup on %s", (engine) => {
       const res = await service.call("POST", EXPLAIN, { key: other, body: { userId: "ann", resource: "document", resourceId: "d1", action: "read" } });
       expect(res.body).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] }, conditions: [] });
       const lookup = await service.call("POST", LOOKUP, { key: other, body: { userId: "dan", resource: "document", action: "read" } });
-      expect(lookup.body).toEqual({ allInstances: false, resourceIds: [], nextPageToken: "" });
+      expect(lookup.body).toEqual({ allInstances: false, resourceIds: [], nextPageToken: "", conditional: [], allInstancesConditions: [] });
     });
   });
 });

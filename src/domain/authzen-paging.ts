@@ -63,9 +63,12 @@ export function pageStart(page: PageInput | undefined, asks: readonly string[]):
  * The page from what was read after the start: `more` says whether the
  * source holds ids beyond those read. Ids are cut to the limit.
  */
-export function pageOf(start: PageStart, ids: readonly string[], more: boolean): SearchPage {
+export function pageOf(start: PageStart, ids: readonly string[], more: boolean, read?: string): SearchPage {
   const kept = ids.slice(0, start.limit);
-  const last = kept[kept.length - 1];
+  // Where the next page starts: after the last id read (`read`, when the
+  // page read ids it does not list: conditional ones that did not hold),
+  // else after the last listed.
+  const last = ids.length <= start.limit && read !== undefined ? read : kept[kept.length - 1];
   const next = (more || ids.length > start.limit) && last !== undefined;
   return { ids: kept, nextToken: next ? encodePageToken({ after: last, search: start.search }) : "" };
 }

@@ -6,11 +6,13 @@
  * keyset (authzen-paging.ts); a subject that is not a user, or a type or
  * action the catalog lacks, is an empty search, not a 400.
  *
- * Who can and lookup leave out what only a condition allows (deny-safe:
- * never listed as if it held). `withConditionalCandidates` is where such
- * candidates will be evaluated with the request's context and properties
- * once those questions list them apart (API.md: `conditional`); Action
- * Search evaluates conditions already, as the permissions question does.
+ * Who can and lookup list what only a condition allows apart
+ * (`conditional`); a search evaluates each such candidate with the
+ * request's context and properties (the check's batch) and lists those that
+ * hold, in the page's order (withConditionalCandidates). Action Search
+ * evaluates conditions as the permissions question does. A role that gives
+ * the action on every instance only under a condition is not evaluated by
+ * Resource Search: it lists the instances other ways allow.
  */
 import type { Db } from "../store/db.js";
 import { knownInstancesStore } from "../store/known-instances-store.js";
@@ -18,12 +20,11 @@ import type { ReadReplicas } from "../store/read-replicas.js";
 import { unlessUnknown, verifyKey } from "./authzen-answers.js";
 import { EMPTY_PAGE, pageOf, pageStart, type PageInput, type PageStart, type SearchPage } from "./authzen-paging.js";
 import { answerable, evaluationOf, factsOf, type Evaluation, type RequestParts } from "./authzen-requests.js";
-import type { Caller, Checker } from "./check.js";
+import type { Caller, Checker, CheckQuestion } from "./check.js";
 import { Violations } from "./errors.js";
 import { exactRead } from "./exact-read.js";
-import type { Lookup } from "./lookup.js";
+import type { Lookup, PageEntry } from "./lookup.js";
 import { encodePageToken } from "./paging.js";
-import type { QuestionFacts } from "./question-facts.js";
 import type { WhoCan } from "./who-can.js";
 
 export interface SearchInput extends RequestParts {
@@ -64,7 +65,14 @@ export class AccessSearches {
     });
     const answer = await unlessUnknown(asked, undefined);
     if (answer === undefined) return EMPTY_PAGE;
-    return withConditionalCandidates(start, { ids: answer.userIds, more: answer.nextPageToken !== "" }, factsOf(e));
+    return withConditionalCandidates(this.deps.checker, caller, start, answer, (id) => ({
+      userId: id,
+      resource: e.resource.type,
+      resourceId: e.resource.id,
+      action: e.action.name,
+      tenantId: undefined,
+      facts: factsOf(e),
+    }));
   }
 
   /**
@@ -89,7 +97,14 @@ export class AccessSearches {
     const answer = await unlessUnknown(asked, undefined);
     if (answer === undefined) return EMPTY_PAGE;
     if (!answer.allInstances) {
-      return withConditionalCandidates(start, { ids: answer.resourceIds, more: answer.nextPageToken !== "" }, factsOf(e));
+      return withConditionalCandidates(this.deps.checker, caller, start, answer, (id) => ({
+        userId: e.subject.id,
+        resource: e.resource.type,
+        resourceId: id,
+        action: e.action.name,
+        tenantId: undefined,
+        facts: factsOf(e),
+      }));
     }
     // Read where checks read (a replica that has replayed every change before it, or the primary).
     const known = await exactRead(db, replicas, async (q, onReplica) => {
@@ -133,17 +148,26 @@ function required(request: SearchInput, requires: Parameters<typeof evaluationOf
 }
 
 /**
- * The seam for conditional candidates. Who can and lookup list only what
- * holds without a condition: a user or an instance that only a conditional
- * grant or assignment would add is not in `plain`. When those questions
- * return such candidates apart (API.md: `conditional`), they are to be read
- * here, from the same position as the plain page, evaluated with the
- * request's `facts` (the check's batch, one question per candidate), and
- * those that hold merged into the page in ascending order before it is cut
- * to its limit. Until then the page is the plain answer.
+ * A page of who can or lookup as a search lists it: the plain answers, and
+ * the conditional ones whose conditions hold with the request's facts
+ * (asked as the check's batch, one question per candidate, in one
+ * statement), in the page's order. The cursor is the page's own, so a
+ * candidate that does not hold is passed over, never met again.
  */
-function withConditionalCandidates(start: PageStart, plain: { ids: readonly string[]; more: boolean }, _facts: QuestionFacts): SearchPage {
-  return pageOf(start, plain.ids, plain.more);
+async function withConditionalCandidates(
+  checker: Checker,
+  caller: Caller,
+  start: PageStart,
+  answer: { page: readonly PageEntry[]; nextPageToken: string },
+  question: (id: string) => CheckQuestion,
+): Promise<SearchPage> {
+  const candidates = answer.page.filter((e) => e.conditions !== undefined);
+  const held = candidates.length === 0 ? [] : await checker.batch(caller, candidates.map((e) => question(e.id)));
+  const holds = new Set(candidates.filter((_, i) => held[i]).map((e) => e.id));
+  const ids = answer.page.filter((e) => e.conditions === undefined || holds.has(e.id)).map((e) => e.id);
+  return pageOf(start, ids, answer.nextPageToken !== "", lastOf(answer.page));
 }
+
+const lastOf = (page: readonly PageEntry[]) => page[page.length - 1]?.id;
 
 const ascending = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -25,6 +25,9 @@ export interface CheckQuestion {
 /** Every action the user may perform on the instance. */
 export type PermissionsQuestion = Omit<CheckQuestion, "action">;
 
+/** How a question would be answered without evaluating a condition (Checker.ways). */
+export type Ways = { outright: true } | { outright: false; conditions: string[] };
+
 /** Who asks: the application key, which every check query verifies live. */
 export interface Caller {
   appId: string;
@@ -190,9 +193,11 @@ export class Checker {
    * What lookup and who can list as conditional answers (one statement for
    * all, as a batch check).
    */
-  async ways(caller: Caller, questions: CheckQuestion[]): Promise<({ outright: true } | { outright: false; conditions: string[] })[]> {
+  async ways(caller: Caller, questions: (CheckQuestion & { rolesOnly?: boolean })[]): Promise<Ways[]> {
     const all = await this.batchFacts(caller, questions, "checks", validateQuestion);
-    return all.map(([model, q, facts]) => {
+    return all.map(([model, q, read]) => {
+      // Roles only: what the user's roles give on every instance, whatever the instance's grants.
+      const facts = q.rolesOnly === true ? { ...read, relations: [], conditional: [] } : read;
       if (model.allows(q, facts.relations, facts.roles)) return { outright: true };
       const conditions = conditionalWays(model, q, facts).map((way) => (way.length === 1 ? way[0]! : way.map((c) => `(${c})`).join(" && ")));
       return { outright: false, conditions: [...new Set(conditions)] };

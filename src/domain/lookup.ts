@@ -6,7 +6,8 @@ import { lookupStore, type LookupInput, type LookupRow } from "../store/lookup-s
 import type { Queryable } from "../store/db.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
-import type { Caller } from "./check.js";
+import { Checker, type Caller, type Ways } from "./check.js";
+import { splitPage } from "../store/conditional-candidates.js";
 import { unavailable, Violations } from "./errors.js";
 import { exactRead, requireAnswerable } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
@@ -24,8 +25,30 @@ export interface LookupQuestion {
 
 export interface LookupAnswer {
   allInstances: boolean;
+  /**
+   * When not allInstances: the conditions under which a role gives the
+   * action on every instance (any one holding suffices; none: no role does).
+   */
+  allInstancesConditions: string[];
   resourceIds: string[];
+  /** Instances allowed only where a condition holds, listed apart (API.md): in the page's id range. */
+  conditional: ConditionalAnswer[];
+  /** The page in id order, plain and conditional answers together (what a search that evaluates conditions merges). */
+  page: PageEntry[];
   nextPageToken: string;
+}
+
+/** An answer that holds only where one of its conditions holds (a CEL expression each). */
+export interface ConditionalAnswer {
+  id: string;
+  conditions: string[];
+}
+
+/** An answer of a page: plain, or with the conditions under which it holds. */
+export interface PageEntry {
+  id: string;
+  /** Absent: a plain answer. */
+  conditions?: string[];
 }
 
 /**
@@ -45,6 +68,7 @@ export class Lookup {
     private readonly db: Db,
     replicas?: ReadReplicas,
     telemetry: Telemetry = NO_TELEMETRY,
+    private readonly checker: Checker = new Checker(db, replicas, telemetry),
   ) {
     this.models = new AccessModels(db, telemetry.metrics);
     this.coalesced = new Coalescer(
@@ -105,14 +129,46 @@ export class Lookup {
     const input = { appId: caller.appId, keyHash: caller.keyHash, ...q, after, limit: limit + 1 };
     const row = await this.coalesced.call(input);
     requireAnswerable(row, q);
-    const resourceIds = row.resourceIds.slice(0, limit);
-    const more = row.resourceIds.length > limit;
+    const merged = splitPage(row.resourceIds);
+    const more = merged.length > limit;
+    const ids = merged.slice(0, limit);
+    // Candidates and the role's conditions: how the check's own statement would answer them.
+    const asked = ids.filter((e) => e.candidate).map((e) => ({ ...question(q), resourceId: e.id }));
+    const everyInstance = !row.allInstances && row.conditionalRole;
+    // Two calls of the check, which asks them in one statement (its Coalescer gathers them).
+    const [ways, roles] = await Promise.all([
+      asked.length === 0 ? [] : this.checker.ways(caller, asked),
+      everyInstance ? this.checker.ways(caller, [{ ...question(q), rolesOnly: true }]).then((w) => w[0]!) : undefined,
+    ]);
+    const page = pageOf(ids, new Map(asked.map((a, i) => [a.resourceId, ways[i]!])));
     return {
-      allInstances: row.allInstances,
-      resourceIds,
-      nextPageToken: more ? encodePageToken({ resourceId: resourceIds[resourceIds.length - 1]! }) : "",
+      allInstances: row.allInstances || roles?.outright === true,
+      allInstancesConditions: roles === undefined || roles.outright ? [] : roles.conditions,
+      resourceIds: page.filter((e) => e.conditions === undefined).map((e) => e.id),
+      conditional: page.flatMap((e) => (e.conditions === undefined ? [] : [{ id: e.id, conditions: e.conditions }])),
+      page,
+      nextPageToken: more ? encodePageToken({ resourceId: ids[ids.length - 1]!.id }) : "",
     };
   }
+}
+
+/** The check's question for an instance of the lookup's (the roles' question names any instance: "-"). */
+const question = (q: LookupQuestion) => ({ userId: q.userId, resource: q.resource, resourceId: "-", action: q.action, tenantId: q.tenantId });
+
+/**
+ * A merged page's entries: plain ids as they are; each candidate as the
+ * check would answer it (`ways`): allowed outright (a plain answer: a
+ * grant written since the page was read), with the conditions that could
+ * allow it, or not at all (dropped: its grant is gone, or no longer
+ * implies the action).
+ */
+export function pageOf(ids: readonly { id: string; candidate: boolean }[], ways: ReadonlyMap<string, Ways>): PageEntry[] {
+  return ids.flatMap((e): PageEntry[] => {
+    if (!e.candidate) return [{ id: e.id }];
+    const way = ways.get(e.id)!;
+    if (way.outright) return [{ id: e.id }];
+    return way.conditions.length === 0 ? [] : [{ id: e.id, conditions: way.conditions }];
+  });
 }
 
 /** Reads of a batch before it gives up on a model that keeps changing. */

@@ -3,7 +3,9 @@ import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db } from "../store/db.js";
 import { graphStore, type SubjectsInput, type SubjectsRow } from "../store/graph-store.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
-import type { Caller } from "./check.js";
+import { Checker, type Caller } from "./check.js";
+import { pageOf, type ConditionalAnswer, type PageEntry } from "./lookup.js";
+import { splitPage } from "../store/conditional-candidates.js";
 import { Violations } from "./errors.js";
 import { exactRead, requireAnswerable } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
@@ -20,6 +22,10 @@ export interface WhoCanQuestion {
 
 export interface WhoCanAnswer {
   userIds: string[];
+  /** Users allowed only where a condition holds, listed apart (API.md): in the page's id range. */
+  conditional: ConditionalAnswer[];
+  /** The page in id order, plain and conditional answers together. */
+  page: PageEntry[];
   nextPageToken: string;
   /**
    * Every user may: an allUsers grant with no condition gives a relation
@@ -42,7 +48,12 @@ export interface WhoCanAnswer {
 export class WhoCan {
   private readonly coalesced: Coalescer<SubjectsInput, SubjectsRow>;
 
-  constructor(db: Db, replicas?: ReadReplicas, telemetry: Telemetry = NO_TELEMETRY) {
+  constructor(
+    db: Db,
+    replicas?: ReadReplicas,
+    telemetry: Telemetry = NO_TELEMETRY,
+    private readonly checker: Checker = new Checker(db, replicas, telemetry),
+  ) {
     this.coalesced = new Coalescer(
       (inputs) =>
         exactRead(db, replicas, async (q, onReplica) => {
@@ -74,8 +85,19 @@ export class WhoCan {
       limit: limit + 1,
     });
     requireAnswerable(row, q);
-    const userIds = row.userIds.slice(0, limit);
-    const more = row.userIds.length > limit;
-    return { userIds, nextPageToken: more ? encodePageToken({ userId: userIds[userIds.length - 1]! }) : "", allUsers: row.allUsers };
+    const merged = splitPage(row.userIds);
+    const more = merged.length > limit;
+    const ids = merged.slice(0, limit);
+    // Candidates: how the check's own statement would answer them.
+    const asked = ids.filter((e) => e.candidate).map((e) => ({ userId: e.id, resource: q.resource, resourceId: q.resourceId, action: q.action, tenantId: q.tenantId }));
+    const ways = asked.length === 0 ? [] : await this.checker.ways(caller, asked);
+    const page = pageOf(ids, new Map(asked.map((a, i) => [a.userId, ways[i]!])));
+    return {
+      userIds: page.filter((e) => e.conditions === undefined).map((e) => e.id),
+      conditional: page.flatMap((e) => (e.conditions === undefined ? [] : [{ id: e.id, conditions: e.conditions }])),
+      page,
+      nextPageToken: more ? encodePageToken({ userId: ids[ids.length - 1]!.id }) : "",
+      allUsers: row.allUsers,
+    };
   }
 }

@@ -106,7 +106,7 @@ export function checkService({ checker, explainer, lookup, whoCan }: Questions, 
       return { results: results.map((actions) => ({ actions })) };
     },
     async lookup(req, ctx) {
-      return lookup.lookup(callerKeyOf(ctx), {
+      const answer = await lookup.lookup(callerKeyOf(ctx), {
         userId: req.userId,
         resource: req.resource,
         action: req.action,
@@ -114,9 +114,16 @@ export function checkService({ checker, explainer, lookup, whoCan }: Questions, 
         pageSize: req.pageSize,
         pageToken: req.pageToken,
       });
+      return {
+        allInstances: answer.allInstances,
+        resourceIds: answer.resourceIds,
+        nextPageToken: answer.nextPageToken,
+        conditional: answer.conditional.map((c) => ({ resourceId: c.id, conditions: c.conditions })),
+        allInstancesConditions: answer.allInstancesConditions,
+      };
     },
     async lookupSubjects(req, ctx) {
-      return whoCan.subjects(callerKeyOf(ctx), {
+      const answer = await whoCan.subjects(callerKeyOf(ctx), {
         resource: req.resource,
         resourceId: req.resourceId,
         action: req.action,
@@ -124,6 +131,12 @@ export function checkService({ checker, explainer, lookup, whoCan }: Questions, 
         pageSize: req.pageSize,
         pageToken: req.pageToken,
       });
+      return {
+        userIds: answer.userIds,
+        nextPageToken: answer.nextPageToken,
+        allUsers: answer.allUsers,
+        conditional: answer.conditional.map((c) => ({ userId: c.id, conditions: c.conditions })),
+      };
     },
   };
 }

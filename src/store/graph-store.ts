@@ -33,6 +33,7 @@ import { ALL_USERS_SQL, USER_OR_ALL } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
+import { CONDITIONAL_ROLE, lookupPage, subjectsPage } from "./conditional-candidates.js";
 import { LIVE_GRANT, PLAIN_GRANT } from "./relationships-store.js";
 
 /** Subject sets and links followed at most, from the instance (API.md). */
@@ -404,7 +405,7 @@ const subjectsSql = (replayed: boolean) => `
     ${KEYS_VALID} AS keys,
     (SELECT json_agg(json_build_array(
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
-        ${PAGE_OF_Q},
+        ${subjectsPage(PAGE_OF_Q)},
         ${ALL_USERS_HELD}
       ) ORDER BY q.n)
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
@@ -524,7 +525,8 @@ const graphLookupSql = (replayed: boolean) => `
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         ${ACTIONS_AND_ROLE},
-        ${PAGE_OF_Q}
+        ${lookupPage(PAGE_OF_Q)},
+        ${CONDITIONAL_ROLE}
       ) ORDER BY q.n)
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
 
@@ -571,7 +573,7 @@ export const graphStore = {
           ls: i.last,
         })),
       );
-      const { rows } = await q.query<{ keys: boolean[] | null; version: string | null; rows: [string[] | null, boolean, string[]][] | null } & Replayed>(
+      const { rows } = await q.query<{ keys: boolean[] | null; version: string | null; rows: [string[] | null, boolean, string[], boolean][] | null } & Replayed>(
         options.replayed === true ? GRAPH_LOOKUP.replayed : GRAPH_LOOKUP.plain,
         [appId, keys, json],
       );
@@ -579,8 +581,8 @@ export const graphStore = {
       const answers = row.rows ?? [];
       return {
         rows: ofApp.map((_, i): GraphLookupRow => {
-          const [actions, allInstances, resourceIds] = answers[at[i]!]!;
-          return { keyValid: row.keys?.[keyOf[i]!] === true, version: row.version, actions, allInstances, resourceIds };
+          const [actions, allInstances, resourceIds, conditionalRole] = answers[at[i]!]!;
+          return { keyValid: row.keys?.[keyOf[i]!] === true, version: row.version, actions, allInstances, resourceIds, conditionalRole };
         }),
         replayed: row.replayed ?? null,
       };

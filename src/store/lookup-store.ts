@@ -2,6 +2,7 @@ import { ALL_USERS_SQL } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { PLAIN_GRANT } from "./relationships-store.js";
+import { CONDITIONAL_ROLE, lookupPage } from "./conditional-candidates.js";
 
 export interface LookupInput {
   appId: string;
@@ -24,7 +25,10 @@ export interface LookupRow {
   /** The resource's actions; null when the catalog has no such resource. */
   actions: string[] | null;
   allInstances: boolean;
+  /** The page, plain answers and conditional candidates merged in order (conditional-candidates.ts). */
   resourceIds: string[];
+  /** Whether a role could give the action on every instance under a condition. */
+  conditionalRole: boolean;
 }
 
 export interface LookupRows {
@@ -37,7 +41,7 @@ export interface LookupRows {
 type StatementRow = {
   keys: boolean[] | null;
   version: string | null;
-  rows: [actions: string[] | null, allInstances: boolean, resourceIds: string[]][] | null;
+  rows: [actions: string[] | null, allInstances: boolean, resourceIds: string[], conditionalRole: boolean][] | null;
   replayed?: string | null;
 };
 
@@ -88,7 +92,7 @@ const lookupSql = (replayed: boolean) => `
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         ${ACTIONS_AND_ROLE},
-        CASE WHEN NOT EXISTS (SELECT 1 FROM catalog_relations cr
+        ${lookupPage(`(CASE WHEN NOT EXISTS (SELECT 1 FROM catalog_relations cr
                               WHERE cr.app_id = $1 AND cr.resource = q.resource AND NOT q.action = ANY (cr.actions))
         THEN ARRAY(SELECT DISTINCT x.resource_id
                    FROM ${HOLDERS} CROSS JOIN LATERAL (
@@ -106,7 +110,8 @@ const lookupSql = (replayed: boolean) => `
                        AND g.resource_id > q.after AND ${PLAIN_GRANT("g")}
                      ORDER BY g.resource_id LIMIT q.lim) x
                    WHERE cr.app_id = $1 AND cr.resource = q.resource AND q.action = ANY (cr.actions)
-                   ORDER BY x.resource_id LIMIT q.lim) END
+                   ORDER BY x.resource_id LIMIT q.lim) END)`)},
+        ${CONDITIONAL_ROLE}
       ) ORDER BY q.n)
      FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int))
           WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, n)) AS rows${
@@ -135,8 +140,8 @@ async function lookupApplication(q: Queryable, appId: string, inputs: readonly L
   const answers = row.rows ?? [];
   return {
     rows: inputs.map((_, i) => {
-      const [actions, allInstances, resourceIds] = answers[at[i]!]!;
-      return { keyValid: keyRows[keyOf[i]!] === true, actions, allInstances, resourceIds, version: row.version };
+      const [actions, allInstances, resourceIds, conditionalRole] = answers[at[i]!]!;
+      return { keyValid: keyRows[keyOf[i]!] === true, actions, allInstances, resourceIds, conditionalRole, version: row.version };
     }),
     replayed: row.replayed ?? null,
   };
