@@ -145,6 +145,20 @@ describe.each(engines)("allUsers grants on %s", (engine) => {
       expect(await allowed(call, "anyone-at-all", "doc", "b1", "read")).toBe(true);
     });
 
+    it("bulk at the limit: 5,000 allUsers grants in one call, one transaction; 5,001 refused whole; lookup pages through them for anyone", async () => {
+      const writes = Array.from({ length: 5000 }, (_, i) => everyone("user", `pub-${String(i).padStart(4, "0")}`, "viewer"));
+      expect(await ok(call("POST", `${REL}/bulk`, { writes }))).toEqual({ written: 5000, unchanged: 0, deleted: 0 });
+      const over = await call("POST", `${REL}/bulk`, { writes: [...writes, everyone("user", "one-more", "viewer")] });
+      expectError(over, 400, "invalid_argument", "at most 5000 entries");
+      expect((await ok(call("GET", REL + queryString({ resource: "user", resourceId: "one-more" })))).relationships).toEqual([]);
+      const page = await ok(call("POST", "/api/v1/authorization/lookup", { userId: "someone", resource: "user", action: "read", pageSize: 1000 }));
+      expect((page.resourceIds as string[]).slice(0, 2)).toEqual(["pub-0000", "pub-0001"]);
+      expect(page.resourceIds).toHaveLength(1000);
+      const last = await ok(call("POST", "/api/v1/authorization/lookup", { userId: "someone", resource: "user", action: "read", pageSize: 1000, pageToken: page.nextPageToken }));
+      expect((last.resourceIds as string[])[0]).toBe("pub-1000");
+      expect(await ok(call("POST", `${REL}/delete`, { allUsers: true, resource: "user" }))).toEqual({ deleted: 5000 });
+    });
+
     it("the single delete takes allUsers=true; delete by filter takes allUsers alone or with resource", async () => {
       expectStatus(await call("POST", REL, everyone("doc", "d1", "viewer")), 201);
       expectStatus(await call("POST", REL, everyone("doc", "d2", "viewer")), 201);

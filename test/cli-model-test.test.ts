@@ -175,6 +175,36 @@ assertions:
     expect(failed[1]!.explain).toMatchObject({ allowed: true, reasons: [{ kind: "relation", relation: "editor" }] });
   });
 
+  it("an allUsers grant: check, lookup and who can hold for a user no grant names", { timeout: 60_000 }, async () => {
+    const everyone = `model:
+  catalog:
+    - resource: document
+      actions: [read, edit]
+      relations:
+        - name: viewer
+          actions: [read]
+          subjects: [user, "user:*"]
+grants:
+  - { allUsers: true, resource: document, resourceId: handbook, relation: viewer }
+  - { userId: bob, resource: document, resourceId: handbook, relation: owner }
+assertions:
+  - check: { userId: stranger, resource: document, resourceId: handbook, action: read }
+    expect: allowed
+  - check: { userId: stranger, resource: document, resourceId: handbook, action: edit }
+    expect: denied
+  - lookup: { userId: stranger, resource: document, action: read, resourceId: handbook }
+    expect: allowed
+  - whoCan: { resource: document, resourceId: handbook, action: read, userId: stranger }
+    expect: allowed
+  - whoCan: { resource: document, resourceId: handbook, action: edit, userId: stranger }
+    expect: denied
+`;
+    const run = await portcullis(["model", "test", await file("everyone.yaml", everyone)]);
+    expect(run.stderr).toBe("");
+    expect(run.stdout).toMatch(/ok: all 5 assertions hold/);
+    expect(run.code).toBe(0);
+  });
+
   it("takes JSON, and stdin for -", { timeout: 60_000 }, async () => {
     const { parse } = await import("yaml");
     const json = JSON.stringify(parse(PASSING));

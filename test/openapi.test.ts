@@ -292,6 +292,7 @@ describe("the OpenAPI document", () => {
       "query:subjectResource",
       "query:subjectResourceId",
       "query:subjectRelation",
+      "query:allUsers",
     ]);
     const unassign = ops.get("DELETE /api/v1/applications/{app_id}/roles/{role_id}/assignments/{user_id}")!;
     expect(unassign.parameters!.map((p) => `${p.in}:${p.name}:${p.required}`)).toEqual(["path:app_id:true", "path:role_id:true", "path:user_id:true"]);

@@ -212,7 +212,8 @@ export class Relationships {
    * Deletes every grant matching all the filter's fields, expired or not, in
    * one statement (so one transaction): userId alone, resource and
    * resourceId, or userId and resource, each optionally narrowed by
-   * relation. Returns how many went.
+   * relation; allUsers (true) in userId's place deletes the allUsers
+   * grants (stored under ALL_USERS_ID). Returns how many went.
    */
   async deleteMatching(appId: string, filter: DeleteFilter, options?: AbortOptions): Promise<number> {
     if (filter.subject !== undefined) return this.deleteHeldBy(appId, filter, options);

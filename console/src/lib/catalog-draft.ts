@@ -118,11 +118,15 @@ export function relationNamesOf(draft: readonly ResourceDraft[], resource: strin
   return [...new Set([...BUILT_IN_RELATIONS, ...custom])];
 }
 
-/** Every subjects entry the draft allows: users, a link to each resource, a set of each resource's each relation. */
+/**
+ * Every subjects entry the draft allows besides "user" and "user:*": a link
+ * to each resource, a set of each resource's each relation. No link to a
+ * resource named user: in subjects "user" means user ids.
+ */
 export function subjectChoices(draft: readonly ResourceDraft[]): { resource: string; choices: string[] }[] {
   return named(draft).map((r) => {
     const resource = r.resource.trim();
-    return { resource, choices: [resource, ...relationNamesOf(draft, resource).map((n) => `${resource}#${n}`)] };
+    return { resource, choices: [...(resource === "user" ? [] : [resource]), ...relationNamesOf(draft, resource).map((n) => `${resource}#${n}`)] };
   });
 }
 

@@ -29,7 +29,7 @@ import {
   type RelationDraft,
   type ResourceDraft,
 } from "../lib/catalog-draft";
-import { describeSubjectType, isLinkSubjects } from "../lib/holders";
+import { ALL_USERS_SUBJECT, describeSubjectType, isLinkSubjects } from "../lib/holders";
 
 export function CatalogPage({ appId }: { appId: string; caller: GetCurrentKeyResponse }) {
   const queryClient = useQueryClient();
@@ -350,6 +350,7 @@ function RelationEditor({
             <select id={`${rid}-holder`} value={adding} onChange={(e) => setAdding(e.target.value)}>
               <option value="">Choose who may hold it</option>
               {!relation.subjects.includes("user") && <option value="user">user: a user id</option>}
+              {!relation.subjects.includes(ALL_USERS_SUBJECT) && <option value={ALL_USERS_SUBJECT}>user:*: every user at once (public, by an allUsers grant)</option>}
               {choices.map((g) => (
                 <optgroup key={g.resource} label={g.resource}>
                   {g.choices.map((c) => (

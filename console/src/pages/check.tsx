@@ -177,8 +177,14 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
             Who can {who.action} {who.resource} {who.resourceId}
             {who.tenantId === "" ? "" : ` (tenant ${who.tenantId})`}
           </h2>
+          {whoCan.data.allUsers && (
+            <p role="status" className="who-can-everyone">
+              <strong>Every user may</strong>: an allUsers grant gives this instance, or one on its path, a relation that implies {who.action}.
+              {whoCan.data.userIds.length > 0 && " These users may also through grants or roles of their own:"}
+            </p>
+          )}
           {whoCan.data.userIds.length === 0 ? (
-            <p role="status">Nobody: no user may do this.</p>
+            !whoCan.data.allUsers && <p role="status">Nobody: no user may do this.</p>
           ) : (
             <>
               <p role="status">
@@ -220,7 +226,7 @@ function Answer({ appId, answer }: { appId: string; answer: ExplainResponse }) {
                   </li>
                 ) : (
                   <li key={i}>
-                    Grant: <strong>{r.relation}</strong> on this instance, given {when(r.grant?.createdAt)}
+                    Grant: <strong>{r.relation}</strong> on this instance{r.grant?.allUsers === true && " to every user (allUsers)"}, given {when(r.grant?.createdAt)}
                     {r.grant?.expiresAt !== undefined && <>, until {when(r.grant.expiresAt)}</>}
                     {r.grant?.condition !== undefined && (
                       <>

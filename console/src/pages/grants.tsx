@@ -1,10 +1,11 @@
 /**
  * Direct grants of the calling key's application: find them (on one instance,
- * a user's on one resource type, or a holder's: a subject set or a linked
- * instance), show an instance's parents (components/parent-tree.tsx), add one
- * (held by a user, a subject set or a linked instance, with an optional
- * expiry), delete one or every grant matching a filter (a holder's among
- * them), and import a CSV or NDJSON
+ * a user's on one resource type, every user's (allUsers) on one type, or a
+ * holder's: a subject set or a linked instance), show an instance's parents
+ * (components/parent-tree.tsx), add one (held by a user, every user, a
+ * subject set or a linked instance, with an optional expiry), delete one or
+ * every grant matching a filter (a holder's and every user's among them),
+ * and import a CSV or NDJSON
  * file through the bulk route (src/lib/grant-import/, shared with the
  * command line, does the parsing, the chunking and the retries around bad
  * entries). The /authorization/* routes
@@ -25,7 +26,7 @@ import { PagerControls } from "../components/pager";
 import { MAX_PARENT_DEPTH, ParentTree } from "../components/parent-tree";
 import { When } from "../components/timestamp";
 import { apiProblem, reasonAt, type ApiProblem } from "../lib/errors";
-import { effectiveSubjects, holderText, parseSubjectType } from "../lib/holders";
+import { ALL_USERS_SUBJECT, effectiveSubjects, holderText, parseSubjectType } from "../lib/holders";
 import {
   BULK_LIMIT,
   holderEntry,
@@ -59,9 +60,9 @@ function Grants({ appId }: { appId: string }) {
     <>
       <h1>Grants</h1>
       <p className="grants-intro">
-        A direct grant gives a relation on one resource instance, optionally until a given time, to a user; or to a subject set, everyone with a relation on
-        one instance (<code>team:eng#member</code>); or to a linked instance (<code>folder:runbooks</code> as a document's parent), as the relation's holders in
-        the catalog allow.
+        A direct grant gives a relation on one resource instance, optionally until a given time, to a user; or to every user at once (a public instance,
+        where the relation's holders include <code>user:*</code>); or to a subject set, everyone with a relation on one instance (<code>team:eng#member</code>);
+        or to a linked instance (<code>folder:runbooks</code> as a document's parent), as the relation's holders in the catalog allow.
       </p>
       {catalog.isError && <ErrorNote error={catalog.error} title="The catalog could not be read" />}
       <SearchSection resources={resources} />
@@ -154,11 +155,13 @@ function OtherError({ error, problem, fields }: { error: unknown; problem: ApiPr
   return <ErrorNote error={error} />;
 }
 
-/** A grant's holder as the single delete takes it: the userId, or the subject as its three fields. */
+/** A grant's holder as the single delete takes it: the userId, allUsers, or the subject as its three fields. */
 const holderFields = (r: Relationship) =>
-  r.subject !== undefined && r.userId === ""
-    ? { subjectResource: r.subject.resource, subjectResourceId: r.subject.resourceId, subjectRelation: r.subject.relation }
-    : { userId: r.userId };
+  r.allUsers
+    ? { allUsers: true }
+    : r.subject !== undefined && r.userId === ""
+      ? { subjectResource: r.subject.resource, subjectResourceId: r.subject.resourceId, subjectRelation: r.subject.relation }
+      : { userId: r.userId };
 
 const isExpired = (r: Relationship, now: number) => r.expiresAt !== undefined && timestampDate(r.expiresAt).getTime() <= now;
 
@@ -166,7 +169,7 @@ const isExpired = (r: Relationship, now: number) => r.expiresAt !== undefined &&
 /* Search                                                                    */
 /* ------------------------------------------------------------------------ */
 
-type Mode = "instance" | "user" | "holder";
+type Mode = "instance" | "user" | "everyone" | "holder";
 interface Search {
   mode: Mode;
   resource: string;
@@ -184,6 +187,7 @@ interface Search {
 function listQuery(s: Search) {
   if (s.mode === "instance") return { resourceId: s.resourceId };
   if (s.mode === "user") return { userId: s.userId };
+  if (s.mode === "everyone") return { allUsers: true };
   return { subjectResource: s.subjectResource, subjectResourceId: s.subjectResourceId, subjectRelation: s.subjectRelation };
 }
 
@@ -248,6 +252,16 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
           <label className="check" htmlFor="grants-search-mode-user">
             <input type="radio" id="grants-search-mode-user" name="grants-search-mode" checked={form.mode === "user"} onChange={() => set("mode")("user")} />
             User: every instance of a resource type a user has a relation on
+          </label>
+          <label className="check" htmlFor="grants-search-mode-everyone">
+            <input
+              type="radio"
+              id="grants-search-mode-everyone"
+              name="grants-search-mode"
+              checked={form.mode === "everyone"}
+              onChange={() => set("mode")("everyone")}
+            />
+            Every user: the allUsers grants on a resource type (its public instances)
           </label>
           <label className="check" htmlFor="grants-search-mode-holder">
             <input
@@ -338,7 +352,7 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
       <OtherError
         error={list.error}
         problem={problem}
-        fields={["userId", "resource", "resourceId", "relation", "subjectResource", "subjectResourceId", "subjectRelation", "subject.resource", "subject.resourceId", "subject.relation"]}
+        fields={["userId", "allUsers", "resource", "resourceId", "relation", "subjectResource", "subjectResourceId", "subjectRelation", "subject.resource", "subject.resourceId", "subject.relation"]}
       />
       {remove.isError && <ErrorNote error={remove.error} title="The grant could not be deleted" />}
       {searched !== undefined && list.isFetching && <p role="status">Loading grants…</p>}
@@ -370,7 +384,7 @@ function SearchSection({ resources }: { resources: CatalogResource[] }) {
                   const what = `${r.relation} of ${holder} on ${r.resource} ${r.resourceId}`;
                   return (
                     <tr key={key}>
-                      <td>{r.subject !== undefined && r.userId === "" ? <code>{holder}</code> : holder}</td>
+                      <td>{r.allUsers ? <em>{holder}</em> : r.subject !== undefined && r.userId === "" ? <code>{holder}</code> : holder}</td>
                       <td>{r.resource}</td>
                       <td>{r.resourceId}</td>
                       <td>{r.relation}</td>
@@ -474,9 +488,10 @@ function ParentsSection({ resources }: { resources: CatalogResource[] }) {
 /* Add one                                                                   */
 /* ------------------------------------------------------------------------ */
 
-type HolderKind = "user" | "set" | "link";
+type HolderKind = "user" | "all-users" | "set" | "link";
 const HOLDER_KINDS: { kind: HolderKind; label: string }[] = [
   { kind: "user", label: "A user" },
+  { kind: "all-users", label: "Every user at once (allUsers: public)" },
   { kind: "set", label: "A subject set: everyone with a relation on one instance (team:eng#member)" },
   { kind: "link", label: "A linked instance (folder:runbooks as a document's parent)" },
 ];
@@ -485,7 +500,7 @@ const HOLDER_KINDS: { kind: HolderKind; label: string }[] = [
 function holderChoices(resources: CatalogResource[], resource: string, relation: string): string[] {
   const stored = resources.find((r) => r.resource === resource)?.relations.find((r) => r.name === relation);
   if (stored !== undefined) return effectiveSubjects(stored.subjects);
-  return ["user", ...resources.flatMap((r) => [r.resource, ...r.relations.map((x) => `${r.resource}#${x.name}`)])];
+  return ["user", ALL_USERS_SUBJECT, ...resources.flatMap((r) => [r.resource, ...r.relations.map((x) => `${r.resource}#${x.name}`)])];
 }
 
 const kindOf = (subject: string): HolderKind => parseSubjectType(subject).kind;
@@ -505,7 +520,7 @@ function AddSection({ resources }: { resources: CatalogResource[] }) {
   const kind = kinds.some((k) => k.kind === form.kind) ? form.kind : (kinds[0]?.kind ?? "user");
   const types = choices.filter((c) => kindOf(c) === kind);
   const holderType = types.includes(form.holderType) ? form.holderType : types.length === 1 ? types[0]! : "";
-  const holderError = (kind === "user" ? undefined : reason("userId")) ?? reason("subject");
+  const holderError = (kind === "user" ? undefined : reason("userId")) ?? reason("subject") ?? reason("allUsers");
 
   const submit = (event: FormEvent) => {
     event.preventDefault();
@@ -517,11 +532,13 @@ function AddSection({ resources }: { resources: CatalogResource[] }) {
       write.reset();
       return;
     }
-    const type = kind === "user" ? undefined : parseSubjectType(holderType);
+    const type = kind === "user" || kind === "all-users" ? undefined : parseSubjectType(holderType);
     write.mutate({
-      ...(type === undefined || type.kind === "user"
-        ? { userId: form.userId }
-        : { subject: { resource: type.resource, resourceId: form.holderId, relation: type.kind === "set" ? type.relation : "" } }),
+      ...(kind === "all-users"
+        ? { allUsers: true }
+        : type === undefined || type.kind === "user" || type.kind === "all-users"
+          ? { userId: form.userId }
+          : { subject: { resource: type.resource, resourceId: form.holderId, relation: type.kind === "set" ? type.relation : "" } }),
       resource: form.resource,
       resourceId: form.resourceId,
       relation: form.relation,
@@ -572,7 +589,9 @@ function AddSection({ resources }: { resources: CatalogResource[] }) {
             </label>
           ))}
           <div className="grid-form">
-            {kind === "user" ? (
+            {kind === "all-users" ? (
+              <p className="muted">Every user holds this grant, now and later: no user to name.</p>
+            ) : kind === "user" ? (
               <TextField id="grants-add-userId" label="User" value={form.userId} onChange={set("userId")} reason={reason("userId")} required />
             ) : (
               <>
@@ -632,7 +651,7 @@ function AddSection({ resources }: { resources: CatalogResource[] }) {
       <OtherError
         error={write.error}
         problem={problem}
-        fields={["userId", "resource", "resourceId", "relation", "expiresAt", "condition", "subject", "subject.resource", "subject.resourceId", "subject.relation"]}
+        fields={["userId", "allUsers", "resource", "resourceId", "relation", "expiresAt", "condition", "subject", "subject.resource", "subject.resourceId", "subject.relation"]}
       />
       <div aria-live="polite">
         {written !== undefined && written.relationship !== undefined && (
@@ -654,6 +673,8 @@ function AddSection({ resources }: { resources: CatalogResource[] }) {
 
 interface Filter {
   userId: string;
+  /** "true": the allUsers grants, in the user's place ("" otherwise: the fields are text). */
+  allUsers: string;
   resource: string;
   resourceId: string;
   relation: string;
@@ -663,23 +684,25 @@ interface Filter {
 }
 const FILTER_LABELS: Record<keyof Filter, string> = {
   userId: "user",
+  allUsers: "every user (allUsers)",
   resource: "resource",
   resourceId: "instance",
   relation: "relation",
   subjectResource: "holder resource",
   subjectResourceId: "holder instance",
 };
-const NO_FILTER: Filter = { userId: "", resource: "", resourceId: "", relation: "", subjectResource: "", subjectResourceId: "" };
+const NO_FILTER: Filter = { userId: "", allUsers: "", resource: "", resourceId: "", relation: "", subjectResource: "", subjectResourceId: "" };
 
 /** The filters the route accepts (relation may narrow each but the holder's), as src/domain/relationships.ts checks them. */
 function filterProblem(f: Filter): string | undefined {
-  const given = (["userId", "resource", "resourceId", "subjectResource", "subjectResourceId"] as const).filter((k) => f[k] !== "");
-  const accepted = [["userId"], ["resource", "resourceId"], ["userId", "resource"], ["subjectResource", "subjectResourceId"]];
+  const given = (["userId", "allUsers", "resource", "resourceId", "subjectResource", "subjectResourceId"] as const).filter((k) => f[k] !== "");
+  // allUsers stands where a user does.
+  const accepted = [["userId"], ["allUsers"], ["resource", "resourceId"], ["userId", "resource"], ["allUsers", "resource"], ["subjectResource", "subjectResourceId"]];
   const ok = accepted.some((a) => a.length === given.length && a.every((k) => (given as string[]).includes(k)));
   const holderAlone = f.subjectResource === "" || f.relation === "";
   return ok && holderAlone
     ? undefined
-    : "Give a user alone, a resource and an instance, or a user and a resource (a relation may narrow any of them); or a holder resource and instance alone.";
+    : "Give a user (or every user) alone, a resource and an instance, or a user (or every user) and a resource (a relation may narrow any of them); or a holder resource and instance alone.";
 }
 
 function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) {
@@ -705,7 +728,7 @@ function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) 
   const described = (f: Filter) =>
     (Object.keys(FILTER_LABELS) as (keyof Filter)[])
       .filter((k) => f[k] !== "")
-      .map((k) => `${FILTER_LABELS[k]} “${f[k]}”`)
+      .map((k) => (k === "allUsers" ? FILTER_LABELS[k] : `${FILTER_LABELS[k]} “${f[k]}”`))
       .join(", ");
   const relations = form.resource === "" ? allRelations(resources) : relationsOf(resources, form.resource);
 
@@ -714,11 +737,24 @@ function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) 
       <h2 id="grants-filter-heading">Delete by filter</h2>
       <p className="grants-hint" id="grants-filter-hint">
         Deletes every grant matching all the fields given, expired or not: a user alone (offboarding), a resource and an instance (the instance is gone), or a
-        user and a resource. A relation may narrow any of them. Or a holder resource and instance alone: every grant that team or folder holds, as a subject set
+        user and a resource; every user (the allUsers grants) may stand where a user does. A relation may narrow any of them. Or a holder resource and instance alone: every grant that team or folder holds, as a subject set
         or a link (the team or the folder is gone).
       </p>
       <form onSubmit={submit} className="grid-form" aria-describedby="grants-filter-hint">
         <TextField id="grants-filter-userId" label="User" value={form.userId} onChange={set("userId")} reason={reason("userId")} required={false} />
+        <div className="field">
+          <label className="check" htmlFor="grants-filter-allUsers">
+            <input
+              type="checkbox"
+              id="grants-filter-allUsers"
+              checked={form.allUsers !== ""}
+              onChange={(e) => set("allUsers")(e.target.checked ? "true" : "")}
+              {...errorProps("grants-filter-allUsers", reason("allUsers"))}
+            />
+            Every user: the allUsers grants
+          </label>
+          <FieldError id="grants-filter-allUsers-error" reason={reason("allUsers")} />
+        </div>
         <ChoiceField
           id="grants-filter-resource"
           label="Resource"
@@ -773,7 +809,7 @@ function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) 
       <OtherError
         error={removeAll.error}
         problem={problem}
-        fields={["userId", "resource", "resourceId", "relation", "subject", "subject.resource", "subject.resourceId"]}
+        fields={["userId", "allUsers", "resource", "resourceId", "relation", "subject", "subject.resource", "subject.resourceId"]}
       />
       {confirming !== undefined && (
         <div className="grants-confirm" role="alert">
@@ -784,6 +820,7 @@ function DeleteByFilterSection({ resources }: { resources: CatalogResource[] }) 
               removeAll.mutate(
                 {
                   userId: confirming.userId,
+                  allUsers: confirming.allUsers !== "",
                   resource: confirming.resource,
                   resourceId: confirming.resourceId,
                   relation: confirming.relation,
