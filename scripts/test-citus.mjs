@@ -3,7 +3,8 @@
 // leg. Runs the store suite, the SQL rules, the model's API, the change feed (its storage, its API and
 // the ordering proof), conditions on grants (their writes and the check's statement), conditions on
 // policies (role_permissions derived with them, the preview's sources), allUsers grants (their writes
-// and every question's statement) and every test/graph-*.test.ts
+// and every question's statement), AuthZEN's searches (lookup's and who can's merged pages, the known
+// instances and users) and every test/graph-*.test.ts
 // with PORTCULLIS_TEST_ENGINES=citus; vitest's global setup
 // (test/support/global-setup.ts) starts a coordinator and two workers on free
 // loopback ports in a temporary folder and stops them when the run ends,
@@ -25,6 +26,7 @@ const files = [
   "test/conditions-api.test.ts",
   "test/policy-conditions-api.test.ts",
   "test/all-users-api.test.ts",
+  "test/authzen-search.test.ts",
   ...readdirSync(join(root, "test"))
     .filter((f) => /^graph-.*\.test\.ts$/.test(f))
     .sort()

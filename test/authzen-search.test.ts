@@ -191,6 +191,44 @@ describe.each(engines)("AuthZEN searches, on %s", (engine) => {
     });
   });
 
+  describe("an allUsers grant: Subject Search lists every user the application knows", () => {
+    let publicKey: string;
+    beforeAll(async () => {
+      publicKey = await createApp(service, "azs-public", [
+        { resource: "page", description: "", actions: ["read", "edit"], relations: [{ name: "viewer", actions: ["read"], subjects: ["user", "user:*"] }] },
+      ]);
+      const write = async (body: Json) => expect([200, 201]).toContain((await service.call("POST", "/api/v1/authorization/relationships", { key: publicKey, body })).status);
+      await write({ allUsers: true, resource: "page", resourceId: "p1", relation: "viewer" });
+      await write({ userId: "ann", resource: "page", resourceId: "p2", relation: "owner" });
+      const a = admin(service, "azs-public");
+      await a.assign(await a.createRole("Editors", [await a.createPolicy("edit pages", ["page:edit"])]), "bob");
+      expect((await service.call("PUT", "/api/v1/applications/azs-public/users/cid/properties", { body: { email: "cid@example.com" } })).status).toBe(200);
+    });
+
+    it("named by grants, role assignments or stored properties; ascending and paged; the allUsers id is no user", async () => {
+      const search = async (resourceId: string, limit: number) => {
+        const ids: string[] = [];
+        let token = "";
+        for (let pages = 0; pages < 20; pages++) {
+          const res = await fetch(`${service.url}${SUBJECT}`, {
+            method: "POST",
+            headers: { "content-type": "application/json", authorization: `Bearer ${publicKey}` },
+            body: JSON.stringify({ subject: user(), action: { name: "read" }, resource: { type: "page", id: resourceId }, page: { limit, ...(token === "" ? {} : { token }) } }),
+          });
+          const body = (await res.json()) as { results: { id: string }[]; page: { next_token: string } };
+          expect(res.status).toBe(200);
+          ids.push(...body.results.map((r) => r.id));
+          token = body.page.next_token;
+          if (token === "") return ids;
+        }
+        throw new Error("the search never ended");
+      };
+      for (const limit of [1, 2, 10]) expect(await search("p1", limit), `limit ${limit}`).toEqual(["ann", "bob", "cid"]);
+      // Where no allUsers grant reaches: who can's users.
+      expect(await search("p2", 10)).toEqual(["ann"]);
+    });
+  });
+
   describe("Action Search", () => {
     it.each([
       ["an editor's, ascending", "ann", "d1", {}, ["read", "update"]],

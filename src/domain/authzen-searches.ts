@@ -16,6 +16,7 @@
  */
 import type { Db } from "../store/db.js";
 import { knownInstancesStore } from "../store/known-instances-store.js";
+import { knownUsersStore } from "../store/known-users-store.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
 import { unlessUnknown, verifyKey } from "./authzen-answers.js";
 import { EMPTY_PAGE, pageOf, pageStart, type PageInput, type PageStart, type SearchPage } from "./authzen-paging.js";
@@ -44,11 +45,10 @@ export class AccessSearches {
 
   /**
    * Subject Search: user ids, from who can (users named by grants or
-   * assigned a role). subject.id is not asked (ignored when given). Once a
-   * grant may name every user (API.md: `allUsers`), who can's `allUsers`
-   * answer is to page every user the application knows here instead (named
-   * by grants, role assignments or stored properties), as Resource Search
-   * pages every known instance.
+   * assigned a role). subject.id is not asked (ignored when given). Where
+   * an allUsers grant lets every user (who can's `allUsers`), every user the
+   * application knows (named by grants, role assignments or stored
+   * properties), as Resource Search pages every known instance.
    */
   async subjects(caller: Caller, request: SearchInput): Promise<SearchPage> {
     const e = required(request, { subjectId: false, action: true, resourceId: true });
@@ -65,6 +65,15 @@ export class AccessSearches {
     });
     const answer = await unlessUnknown(asked, undefined);
     if (answer === undefined) return EMPTY_PAGE;
+    if (answer.allUsers) {
+      const { db, replicas } = this.deps;
+      // Read where checks read (a replica that has replayed every change before it, or the primary).
+      const known = await exactRead(db, replicas, async (q, onReplica) => {
+        const read = await knownUsersStore.page(q, { appId: caller.appId, after: start.after, limit: start.limit + 1 }, { replayed: onReplica });
+        return { value: read.ids, replayed: read.replayed };
+      });
+      return pageOf(start, known, false);
+    }
     return withConditionalCandidates(this.deps.checker, caller, start, answer, (id) => ({
       userId: id,
       resource: e.resource.type,
