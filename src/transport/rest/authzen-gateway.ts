@@ -67,7 +67,7 @@ function requireJson(req: RestRequest): void {
   throw invalidArgument(`Content-Type: ${reason}`, [{ field: "Content-Type", reason }]);
 }
 
-const BEARER_CHALLENGE = { "www-authenticate": 'Bearer realm="portcullis"' };
+const BEARER_CHALLENGE: Readonly<Record<string, string>> = Object.freeze({ "www-authenticate": 'Bearer realm="portcullis"' });
 
 /**
  * The standard's headers: a request's X-Request-ID is returned as it came
