@@ -23,7 +23,7 @@ import { migrate } from "./store/migrate.js";
 import { PgliteDb } from "./store/pglite-db.js";
 import { CallLimiter } from "./transport/call/call-limiter.js";
 import { registerRestGateway, restRoutes } from "./transport/rest/rest-gateway.js";
-import { authZenRoute, isAuthZenRoute, registerAuthZen } from "./transport/rest/authzen-gateway.js";
+import { withAuthZenRules } from "./transport/rest/authzen-gateway.js";
 
 export const TEMPLATE_FILE = new URL("./embedded-template.tgz", import.meta.url);
 
@@ -47,10 +47,8 @@ export async function openEmbedded(): Promise<Embedded> {
     const bindings = serviceBindings(db, { keys, log, limiter: new CallLimiter(2) });
     // The service's own body limit: the same requests pass and fail as against a running service.
     const app = Fastify({ logger: false, bodyLimit: LIMITS.bodyBytes });
-    const routes = restRoutes(bindings);
-    registerRestGateway(app, routes.filter((r) => !isAuthZenRoute(r)), { keys, log });
     // AuthZEN's routes by its own JSON rules, as the service serves them.
-    registerAuthZen(app, routes.filter(isAuthZenRoute).map(authZenRoute), { keys, log });
+    registerRestGateway(app, withAuthZenRules(restRoutes(bindings)), { keys, log });
     await app.ready();
     return {
       fetch: injectFetch(app),

@@ -15,7 +15,11 @@ import {
 } from "../gen/authz/v1/check_pb.js";
 import { CreateApiKeyRequestSchema } from "../gen/authz/v1/applications_pb.js";
 import { PutCatalogRequestSchema } from "../gen/authz/v1/catalog_pb.js";
+import { BulkWriteRelationshipsRequestSchema, WriteRelationshipRequestSchema } from "../gen/authz/v1/relationships_pb.js";
+import { EvaluationRequestSchema, EvaluationsRequestSchema, SearchResourceRequestSchema } from "../gen/authzen/v1/access_pb.js";
+import { StringValueSchema, StructSchema } from "@bufbuild/protobuf/wkt";
 import { flatReader, flatWriter } from "../src/transport/rest/flat-json.js";
+import { messageFromJson } from "../src/transport/rest/json-input.js";
 
 const read = flatReader(CheckRequestSchema)!;
 const write = flatWriter(CheckResponseSchema)!;
@@ -56,6 +60,9 @@ describe("flat JSON", () => {
     ["a __proto__ object that would fill a field", JSON.parse('{"__proto__": {"userId": "x"}, "resource": "r"}') as Record<string, unknown>],
     ["constructor", { constructor: "x" }],
     ["toString", { toString: "x" }],
+    // Text the strict reader refuses, naming the field as it would in any other body.
+    ["a NUL", { userId: "a\u0000" }],
+    ["an unpaired surrogate", { resourceId: "d\ud800" }],
   ])("leaves %s to the strict reader", (_name, json) => {
     expect(read(json)).toBeUndefined();
   });
@@ -119,6 +126,7 @@ describe("flat JSON", () => {
 
     it.each<[string, unknown]>([
       ["a number in the list", { scopes: ["check", 1] }],
+      ["a NUL in the list", { scopes: ["check", "re\u0000ad"] }],
       ["a null in the list", { scopes: [null] }],
       ["a string for the list", { scopes: "check" }],
       ["an object for the list", { scopes: { 0: "check" } }],
@@ -145,6 +153,95 @@ describe("flat JSON", () => {
         toJson(PermissionsResponseSchema, { $typeName: "authz.v1.PermissionsResponse", actions: one }, { alwaysEmitImplicit: true }),
       );
       expect(flatWriter(PermissionsResponseSchema)!({})).toStrictEqual({ actions: [] });
+    });
+  });
+
+  describe("singular messages", () => {
+    const readWrite = flatReader(WriteRelationshipRequestSchema)!;
+
+    it.each<[string, JsonObject]>([
+      ["a subject", { resource: "doc", resourceId: "d1", relation: "viewer", subject: { resource: "team", resourceId: "t1", relation: "member" } }],
+      ["an empty subject", { resource: "doc", subject: {} }],
+      ["proto names inside", { resource: "doc", subject: { resource_id: "t1" } }],
+    ])("reads a write with %s exactly as fromJson does", (_name, json) => {
+      expect(readWrite(json)).toStrictEqual(fromJson(WriteRelationshipRequestSchema, json));
+    });
+
+    it("reads them inside list items too", () => {
+      const json: JsonObject = { writes: [{ userId: "u", resource: "doc", resourceId: "d1", relation: "viewer" }, { resource: "doc", resourceId: "d1", relation: "viewer", subject: { resource: "team", resourceId: "t" } }] };
+      expect(flatReader(BulkWriteRelationshipsRequestSchema)!(json)).toStrictEqual(fromJson(BulkWriteRelationshipsRequestSchema, json));
+    });
+
+    it.each<[string, unknown]>([
+      ["a null subject", { resource: "doc", subject: null }],
+      ["a subject that is a string", { resource: "doc", subject: "team:t1" }],
+      ["a subject that is a list", { resource: "doc", subject: [] }],
+      ["an unknown field inside", { resource: "doc", subject: { resource: "team", colour: "red" } }],
+      ["a __proto__ key inside", JSON.parse('{"resource": "doc", "subject": {"__proto__": {"resource": "x"}}}')],
+      ["a NUL inside", { resource: "doc", subject: { resource: "te\u0000am" } }],
+      ["a field of a well-known type (a Timestamp)", { resource: "doc", expiresAt: "2030-01-01T00:00:00Z" }],
+    ])("leaves a write with %s to the strict reader", (_name, json) => {
+      expect(readWrite(json)).toBeUndefined();
+    });
+
+    it("never takes a well-known type for flat: its JSON form is its own (a wrapper is a bare value)", () => {
+      expect(flatReader(StringValueSchema)).toBeUndefined();
+      expect(flatReader(StructSchema)).toBeUndefined();
+    });
+  });
+
+  describe("AuthZEN's reading: a key that is no field is skipped, at any depth", () => {
+    const reading = { ignoreUnknownFields: true };
+    const readEvaluation = flatReader(EvaluationRequestSchema, reading)!;
+    const plain = { subject: { type: "user", id: "alice" }, resource: { type: "document", id: "d1" }, action: { name: "read" } };
+    /** What the strict reader (json-input, on protobuf-es) makes of the same JSON. */
+    const strict = (json: Record<string, unknown>) => messageFromJson(EvaluationRequestSchema, json, new Set(), reading);
+
+    it.each<[string, Record<string, unknown>]>([
+      ["the plain shape", plain],
+      ["parts in another order, one left out", { action: { name: "read" }, subject: { id: "alice", type: "user" } }],
+      ["unknown keys at the top and inside each part", { ...plain, request_id: 7, subject: { ...plain.subject, email: ["a@b"] }, action: { name: "read", extra: null }, resource: { ...plain.resource, owner: {} } }],
+      ["__proto__, constructor and toString keys", JSON.parse('{"__proto__": {"subject": 1}, "constructor": 2, "subject": {"toString": "x", "type": "user", "id": "a"}}')],
+      ["empty parts", { subject: {}, resource: {}, action: {} }],
+      ["nothing", {}],
+      ["non-ASCII text", { subject: { type: "user", id: "zoë-名前-😀" }, resource: { type: "document", id: "\u2028" }, action: { name: "read" } }],
+    ])("reads %s exactly as the strict reader does", (_name, json) => {
+      const fast = readEvaluation(json);
+      expect(fast).toBeDefined();
+      expect(fast).toStrictEqual(strict(json));
+      expect(equals(EvaluationRequestSchema, fast as never, fromJson(EvaluationRequestSchema, json as JsonObject, { ignoreUnknownFields: true }))).toBe(true);
+    });
+
+    it.each<[string, unknown]>([
+      // Properties and context (Structs) are read the full way: never skipped as if unknown.
+      ["context", { ...plain, context: { ip: "10.0.0.1" } }],
+      ["an empty context", { ...plain, context: {} }],
+      ["subject.properties", { ...plain, subject: { ...plain.subject, properties: { department: "Sales" } } }],
+      ["resource.properties", { ...plain, resource: { ...plain.resource, properties: {} } }],
+      ["action.properties", { ...plain, action: { name: "read", properties: { method: "GET" } } }],
+      ["a null part", { ...plain, subject: null }],
+      ["a null id", { ...plain, resource: { type: "document", id: null } }],
+      ["a part that is a string", { ...plain, subject: "alice" }],
+      ["a number for a string", { ...plain, resource: { type: "document", id: 7 } }],
+      ["a NUL in a type", { ...plain, resource: { type: "doc\u0000", id: "d1" } }],
+      ["an unpaired surrogate in an id", { ...plain, subject: { type: "user", id: "a\ud800" } }],
+      ["a body that is a list", [plain]],
+    ])("leaves a request with %s to the strict reader", (_name, json) => {
+      expect(readEvaluation(json)).toBeUndefined();
+    });
+
+    it("this API's reading refuses what AuthZEN's skips", () => {
+      expect(flatReader(EvaluationRequestSchema)!(plain)).toBeDefined();
+      expect(flatReader(EvaluationRequestSchema)!({ ...plain, extra: 1 })).toBeUndefined();
+      expect(flatReader(EvaluationRequestSchema)!({ ...plain, subject: { ...plain.subject, extra: 1 } })).toBeUndefined();
+    });
+
+    it("reads Access Evaluations' items and options; a search's page is read the full way", () => {
+      const json = { ...plain, evaluations: [{ action: { name: "update" }, extra: 1 }, {}], options: { evaluations_semantic: "deny_on_first_deny", other: true } };
+      expect(flatReader(EvaluationsRequestSchema, reading)!(json)).toStrictEqual(messageFromJson(EvaluationsRequestSchema, json, new Set(), reading));
+      const search = flatReader(SearchResourceRequestSchema, reading)!;
+      expect(search({ ...plain, resource: { type: "document" } })).toBeDefined();
+      expect(search({ ...plain, page: { limit: 10 } })).toBeUndefined();
     });
   });
 });

@@ -101,6 +101,7 @@ describe("request lines", () => {
   let grpcWeb: ReturnType<typeof createClient<typeof CheckService>>;
 
   const question = { userId: "ann", resource: "doc", resourceId: "d1", action: "read" };
+  const evaluation = { subject: { type: "user", id: "ann" }, resource: { type: "doc", id: "d1" }, action: { name: "read" } };
   const json = { "content-type": "application/json" };
 
   beforeAll(async () => {
@@ -153,6 +154,26 @@ describe("request lines", () => {
       name: "REST via Fastify: the check, chunked",
       send: (id) => send(url, "POST", "/api/v1/authorization/check", { ...json, ...hdrs(id) }, JSON.stringify(question), true),
       line: { protocol: "rest", method: "POST", route: "/api/v1/authorization/check", status: 200, keyId: "app" },
+    },
+    {
+      name: "REST fast path: AuthZEN's evaluation",
+      send: (id) => send(url, "POST", "/access/v1/evaluation", { ...json, ...hdrs(id) }, JSON.stringify(evaluation)),
+      line: { protocol: "rest", method: "POST", route: "/access/v1/evaluation", status: 200, keyId: "app" },
+    },
+    {
+      name: "REST fast path: AuthZEN's evaluation, the key as a bearer token, an empty object (400)",
+      send: (id) => send(url, "POST", "/access/v1/evaluation", { ...json, "x-request-id": id, authorization: `Bearer ${key}` }, "{}"),
+      line: { protocol: "rest", method: "POST", route: "/access/v1/evaluation", status: 400, keyId: "app" },
+    },
+    {
+      name: "REST fast path: AuthZEN's evaluation without a key (401)",
+      send: (id) => send(url, "POST", "/access/v1/evaluation", { ...json, ...hdrs(id, null) }, JSON.stringify(evaluation)),
+      line: { protocol: "rest", method: "POST", route: "/access/v1/evaluation", status: 401, keyId: undefined },
+    },
+    {
+      name: "REST via Fastify: AuthZEN's evaluation, chunked",
+      send: (id) => send(url, "POST", "/access/v1/evaluation", { ...json, ...hdrs(id) }, JSON.stringify(evaluation), true),
+      line: { protocol: "rest", method: "POST", route: "/access/v1/evaluation", status: 200, keyId: "app" },
     },
     {
       name: "REST via Fastify: a path variable and a query string",
@@ -299,6 +320,20 @@ describe("request lines", () => {
         await linesOf(lines, replaced.headers["x-request-id"] as string);
         expect(text.join("")).not.toContain(bad);
       }
+    }
+  });
+
+  it("AuthZEN sends any X-Request-ID back as it came; its line, like any other, keeps only a well-formed one (fast path and Fastify)", async () => {
+    for (const chunked of [false, true]) {
+      const bad = `PEP request #${chunked ? 2 : 1} (retry)`;
+      const answer = await send(url, "POST", "/access/v1/evaluation", { ...json, ...hdrs(bad) }, "{}", chunked);
+      expect(answer.status).toBe(400);
+      expect(answer.headers["x-request-id"]).toBe(bad);
+      const { requestId } = JSON.parse(answer.body) as { requestId: string };
+      expect(requestId).toMatch(/^req_/);
+      const [line] = await linesOf(lines, requestId);
+      expect(line).toMatchObject({ protocol: "rest", route: "/access/v1/evaluation", status: 400, keyId });
+      expect(text.join("")).not.toContain(bad);
     }
   });
 

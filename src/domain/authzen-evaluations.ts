@@ -2,7 +2,7 @@
  * AuthZEN's Access Evaluation and Access Evaluations APIs (docs/authzen.md)
  * on the check: one statement for a request, however many items it has.
  */
-import { decide } from "./authzen-answers.js";
+import { decide, unlessUnknown, verifyKey } from "./authzen-answers.js";
 import { evaluationOf, questionOf, withDefaults, type RequestParts } from "./authzen-requests.js";
 import type { Caller, Checker, CheckQuestion } from "./check.js";
 import { invalidArgument, Violations } from "./errors.js";
@@ -29,14 +29,23 @@ export type EvaluationsAnswer = { decision: boolean } | { evaluations: ItemDecis
 export class AccessEvaluations {
   constructor(private readonly checker: Checker) {}
 
-  /** Access Evaluation: a request missing a required part is a 400 naming it. */
+  /**
+   * Access Evaluation: a request missing a required part is a 400 naming
+   * it. The question is the check's, asked as the check asks it (one
+   * coalesced question, whose statement verifies the key before the
+   * catalog can refuse a name); one that names what no application can
+   * hold is a deny once the key is verified.
+   */
   async evaluation(caller: Caller, request: RequestParts): Promise<boolean> {
     const v = new Violations();
     const evaluation = evaluationOf(request, v);
     v.throwIfAny();
     const question = questionOf(evaluation!);
-    const [decision] = await decide(this.checker, caller, question === undefined ? [] : [question]);
-    return decision ?? false;
+    if (question === undefined) {
+      await verifyKey(this.checker, caller);
+      return false;
+    }
+    return unlessUnknown(this.checker.check(caller, question), false);
   }
 
   /**

@@ -38,7 +38,7 @@ import type { Metrics } from "../../lib/metrics.js";
 import { Tracing } from "../../lib/tracing.js";
 import { connectContextValues, decorateForRequestLines, noteGrpcOutcomes, RequestLines } from "./fastify-request-log.js";
 import { registerRestGateway, restRoutes } from "../rest/rest-gateway.js";
-import { authZenRoute, isAuthZenRoute, registerAuthZen } from "../rest/authzen-gateway.js";
+import { isAuthZenRoute, withAuthZenRules } from "../rest/authzen-gateway.js";
 import { registerAuthZenMetadata } from "../rest/authzen-metadata.js";
 import { registerConsole } from "../pages/console-static.js";
 import { registerApiDocs } from "../pages/api-docs.js";
@@ -106,10 +106,8 @@ function h1Server(limits: HttpTimeouts, handler: http.RequestListener): http.Ser
 export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Promise<FastifyInstance> {
   const { bindings, db, replicas, keys, log } = deps;
   const tracing = deps.tracing ?? Tracing.off;
-  const allRoutes = restRoutes(bindings);
-  // AuthZEN's routes follow its JSON rules, not this API's (authzen-gateway.ts): not the gateway's nor its fast path's.
-  const routes = allRoutes.filter((r) => !isAuthZenRoute(r));
-  const authzenRoutes = allRoutes.filter(isAuthZenRoute).map(authZenRoute);
+  // AuthZEN's routes follow its JSON rules, not this API's (authzen-gateway.ts), on the fast path and on Fastify alike.
+  const routes = withAuthZenRules(restRoutes(bindings));
   const options = {
     loggerInstance: log,
     bodyLimit: LIMITS.bodyBytes,
@@ -127,7 +125,7 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     routerOptions: { maxParamLength: 2048 },
     // Errors before routing, and Node's parser errors, in the JSON error shape (http-errors.ts).
     // Fastify types this option per route generics; ours is generic enough.
-    frameworkErrors: frameworkErrorHandler(allRoutes) as never,
+    frameworkErrors: frameworkErrorHandler(routes) as never,
     clientErrorHandler: clientErrorHandler(deps.requestLog),
   };
   const app = (
@@ -202,15 +200,11 @@ export async function buildFastifyApp(version: HttpVersion, deps: AppDeps): Prom
     app.get("/metrics", async (_req, reply) => reply.type(metrics.contentType).send(await metrics.text()));
   }
 
-  await app.register(async (scope) => {
-    registerRestGateway(scope, routes, { keys, log, tracing });
-    // In the same scope: the gateway's reading of bodies as bytes holds for these too.
-    registerAuthZen(scope, authzenRoutes, { keys, log, tracing });
-  });
-  registerAuthZenMetadata(app, authzenRoutes, deps.publicUrl);
+  await app.register(async (scope) => registerRestGateway(scope, routes, { keys, log, tracing }));
+  registerAuthZenMetadata(app, routes.filter(isAuthZenRoute), deps.publicUrl);
   await registerConsole(app, deps.consoleDir);
   // /openapi.json and /docs, made from the routes registered above (no key).
-  await registerApiDocs(app, allRoutes.map((r) => r.route));
+  await registerApiDocs(app, routes.map((r) => r.route));
 
   const services: DescService[] = bindings.map((b) => b.service);
   await app.register(fastifyConnectPlugin, {

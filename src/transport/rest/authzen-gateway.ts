@@ -1,9 +1,11 @@
 /**
  * AuthZEN's HTTPS JSON binding (docs/authzen.md) for the routes of
  * authzen.v1.AccessService, which its google.api.http annotations declare
- * as they declare every other route. They are served by the REST gateway's
- * own serveRest (authorization, body reading, the guard, the one error
- * mapping), with what the standard asks where it differs from this API:
+ * as they declare every other route. They are served as every REST route
+ * is (rest-gateway.ts: authorization, body reading, the guard, the one
+ * error mapping; by the fast path, rest-fast-path.ts, or by Fastify), each
+ * made here into a route that follows what the standard asks where it
+ * differs from this API, whichever of the two takes the request:
  *
  * - unknown fields are ignored, at any depth (this API refuses them);
  * - the body is `application/json` (this API takes any media type, for curl);
@@ -20,65 +22,64 @@
  * (400, 401, 403, 500) are the ones the codes map to.
  */
 import { create, getOption, isMessage, toJson, type DescField, type DescMessage, type JsonObject } from "@bufbuild/protobuf";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { invalidArgument } from "../../domain/errors.js";
 import { FieldBehavior, field_behavior } from "../../../gen/google/api/field_behavior_pb.js";
-import { onClientGone } from "../call/client-gone.js";
-import { messageFromJson } from "./json-input.js";
-import { serveRest, type RestDeps, type RestRequest, type RestRoute } from "./rest-gateway.js";
+import type { JsonReading } from "./json-input.js";
+import { jsonReader, type RestRequest, type RestRoute } from "./rest-gateway.js";
 
 /** The package whose routes follow AuthZEN's rules rather than this API's. */
 export const AUTHZEN_PACKAGE = "authzen.v1";
 
 export const isAuthZenRoute = (r: RestRoute): boolean => r.route.method.parent.file.proto.package === AUTHZEN_PACKAGE;
 
+/** AuthZEN's reading of a request's JSON: a key that is no field is skipped, at any depth. */
+const AUTHZEN_READING: JsonReading = { ignoreUnknownFields: true };
+
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
-/** The route read and written by AuthZEN's JSON rules instead of this API's. */
+/** The routes, AuthZEN's made to follow its rules (authZenRoute), the others as they are. */
+export function withAuthZenRules(routes: RestRoute[]): RestRoute[] {
+  return routes.map((r) => (isAuthZenRoute(r) ? authZenRoute(r) : r));
+}
+
+/** The route read, written and answered by AuthZEN's rules instead of this API's. */
 export function authZenRoute(r: RestRoute): RestRoute {
-  const input = r.route.method.input;
   const output = r.route.method.output;
+  const read = jsonReader(r.route, AUTHZEN_READING);
   return {
     ...r,
-    read: (json) => messageFromJson(input, json, r.route.boundFields, { ignoreUnknownFields: true }),
+    // The media type is checked once the key is (serveRest authorizes before it reads the body).
+    read: (json, req) => {
+      requireJson(req);
+      return read(json);
+    },
     write: (result) => answerJson(output, result),
+    answerHeaders,
   };
 }
 
-/** Registers the AuthZEN routes (made by authZenRoute) on Fastify. */
-export function registerAuthZen(app: FastifyInstance, routes: RestRoute[], deps: RestDeps): void {
-  for (const r of routes) {
-    app.route({
-      method: r.route.verb,
-      url: r.route.routePath,
-      config: { restRoute: r },
-      handler: async (req, reply) => {
-        // The media type is checked once the key is (serveRest authorizes before it reads the body).
-        const route: RestRoute = { ...r, read: (json) => (requireJson(req), r.read(json)) };
-        const { status, payload, keyId } = await serveRest(route, req as unknown as RestRequest, deps, req.id, (abort) => onClientGone(reply.raw, abort), req.rpcSpan);
-        req.callerKeyId = keyId;
-        echoRequestId(req, reply);
-        if (status === 401) reply.header("www-authenticate", 'Bearer realm="portcullis"');
-        return reply.code(status).send(payload);
-      },
-    });
-  }
-}
-
 /** A body must say it is JSON; a request without one (an empty body) is read as {} and refused for what it lacks. */
-function requireJson(req: FastifyRequest): void {
+function requireJson(req: RestRequest): void {
   const type = req.headers["content-type"] ?? "";
-  const body = req.body as Buffer | undefined;
+  const body = req.body;
   if (body === undefined || body.length === 0 || JSON_TYPE.test(type)) return;
   const reason = `must be application/json, got ${type === "" ? "none" : JSON.stringify(type.slice(0, 80))}`;
   throw invalidArgument(`Content-Type: ${reason}`, [{ field: "Content-Type", reason }]);
 }
 
-/** The standard: a request's X-Request-ID is returned as it came (the request log's own id is set already, fastify-request-log.ts). */
-function echoRequestId(req: FastifyRequest, reply: FastifyReply): void {
+const BEARER_CHALLENGE: Readonly<Record<string, string>> = Object.freeze({ "www-authenticate": 'Bearer realm="portcullis"' });
+
+/**
+ * The standard's headers: a request's X-Request-ID is returned as it came
+ * (in place of the request log's own id, which the request line and an
+ * error body keep), and a 401 challenges for a bearer token.
+ */
+function answerHeaders(req: RestRequest, status: number): Record<string, string> | undefined {
   const given = req.headers["x-request-id"];
-  const value = Array.isArray(given) ? given[0] : given;
-  if (value !== undefined && value !== "") reply.raw.setHeader("x-request-id", value);
+  const id = Array.isArray(given) ? given[0] : given;
+  const echo = id !== undefined && id !== "";
+  if (status === 401) return echo ? { "x-request-id": id, ...BEARER_CHALLENGE } : BEARER_CHALLENGE;
+  return echo ? { "x-request-id": id } : undefined;
 }
 
 /** The answer's JSON: every scalar and list written, except a list marked OPTIONAL that is empty. */

@@ -1,16 +1,20 @@
 /**
  * JSON for flat messages: every field a singular string or bool, a list of
- * strings (read at the top level only), or a list of such messages, as the
- * requests and answers of the check, the batch check and permissions are.
- * A reader also takes a message with singular message fields (a question's
- * context and properties) as long as the JSON leaves them out: a question
- * that carries them is read the full way. protobuf-es reads and writes JSON by walking the descriptor
+ * strings (read at the top level only), a list of such messages, or a
+ * singular such message (an AuthZEN request's subject, action and
+ * resource), as the requests and answers of the check, the batch check,
+ * permissions and AuthZEN's evaluations are. A reader also takes a message
+ * with other singular message fields (a question's context and properties)
+ * as long as the JSON leaves them out: a question that carries them is read
+ * the full way. protobuf-es reads and writes JSON by walking the descriptor
  * for each message, which was most of what a REST check cost besides HTTP
  * itself; for these shapes a table made once per message type does the same
  * work directly.
  */
 import { create, ScalarType, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
+import { textProblem } from "../../domain/formats.js";
+import type { JsonReading } from "./json-input.js";
 
 type Reader = (json: unknown) => Message | undefined;
 type Writer = (message: object) => Record<string, unknown>;
@@ -32,22 +36,38 @@ const flatList = (field: DescField): DescMessage | undefined =>
 /**
  * Reads a JSON object into a message of `desc`, or answers undefined for
  * anything but plain values of the right types under known names (nulls,
- * unknown or repeated fields, wrong types): the caller then takes the full,
- * strict reading, which names what is wrong. Undefined when `desc` is not flat.
- * Names are looked up in a Map and values gathered in an object without a
- * prototype, so "__proto__", "constructor" and the like are unknown names.
+ * repeated fields, wrong types, text the strict reader would refuse, a
+ * field this reader does not read): the caller then takes the full, strict
+ * reading (json-input.ts), which names what is wrong. So it reads exactly
+ * what the strict reader would, or nothing. A key that is no field is
+ * refused the same way, or skipped with `ignoreUnknownFields`, at any
+ * depth, as the strict reader skips it then. Undefined when `desc` is not
+ * flat. Names are looked up in a Map and values gathered in an object
+ * without a prototype, so "__proto__", "constructor" and the like are
+ * unknown names.
  */
-export function flatReader(desc: DescMessage, nested = false): Reader | undefined {
+export function flatReader(desc: DescMessage, reading: JsonReading = {}): Reader | undefined {
+  return readerOf(desc, reading, new Set());
+}
+
+/** The reader of `desc`, a message nested in those of `outer` (whose readers are being made: a recursive type is not flat). */
+function readerOf(desc: DescMessage, reading: JsonReading, outer: ReadonlySet<DescMessage>): Reader | undefined {
+  // A well-known type has a JSON form of its own (a wrapper is a bare value).
+  if (desc.typeName.startsWith("google.protobuf.") || outer.has(desc)) return undefined;
+  const nested = outer.size > 0;
+  const within = new Set(outer).add(desc);
+  const ignoreUnknown = reading.ignoreUnknownFields === true;
   const byKey = new Map<string, { localName: string; read: (value: unknown) => unknown }>();
   for (const f of desc.fields) {
     let read: ((value: unknown) => unknown) | undefined;
     const kind = scalarKind(f);
     const list = flatList(f);
-    if (kind !== undefined) read = (value) => (typeof value === kind ? value : undefined);
+    if (kind === "string") read = (value) => (typeof value === "string" && textProblem(value) === undefined ? value : undefined);
+    else if (kind === "boolean") read = (value) => (typeof value === "boolean" ? value : undefined);
     else if (stringList(f) && !nested) {
-      read = (value) => (Array.isArray(value) && value.every((x) => typeof x === "string") ? [...(value as string[])] : undefined);
-    } else if (list !== undefined && list !== desc) {
-      const item = flatReader(list, true);
+      read = (value) => (Array.isArray(value) && value.every((x) => typeof x === "string" && textProblem(x) === undefined) ? [...(value as string[])] : undefined);
+    } else if (list !== undefined) {
+      const item = readerOf(list, reading, within);
       if (item !== undefined) {
         read = (value) => {
           if (!Array.isArray(value)) return undefined;
@@ -60,10 +80,13 @@ export function flatReader(desc: DescMessage, nested = false): Reader | undefine
           return out;
         };
       }
+    } else if (f.fieldKind === "message") {
+      const message = readerOf(f.message, reading, within);
+      if (message !== undefined) read = message;
     }
-    // A singular message field is left to the full reading: its key is not
-    // mapped, so a JSON object that has it is not read here.
-    if (read === undefined && f.fieldKind === "message") continue;
+    // Any other singular message field is left to the full reading: a JSON
+    // object that has it is not read here (nor skipped as unknown).
+    if (read === undefined && f.fieldKind === "message") read = leaveToStrict;
     if (read === undefined) return undefined;
     byKey.set(f.jsonName, { localName: f.localName, read });
     byKey.set(f.name, { localName: f.localName, read });
@@ -73,7 +96,11 @@ export function flatReader(desc: DescMessage, nested = false): Reader | undefine
     const init: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
     for (const key of Object.keys(json)) {
       const entry = byKey.get(key);
-      if (entry === undefined || entry.localName in init) return undefined;
+      if (entry === undefined) {
+        if (ignoreUnknown) continue;
+        return undefined;
+      }
+      if (entry.localName in init) return undefined;
       const value = entry.read((json as Record<string, unknown>)[key]);
       if (value === undefined) return undefined;
       init[entry.localName] = value;
@@ -81,6 +108,8 @@ export function flatReader(desc: DescMessage, nested = false): Reader | undefine
     return create(desc, init as never);
   };
 }
+
+const leaveToStrict = (): undefined => undefined;
 
 /**
  * Writes a message (or the init object a service returned) of `desc` as

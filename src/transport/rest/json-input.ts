@@ -19,6 +19,11 @@ export function fieldByJsonKey(desc: DescMessage, key: string): DescField | unde
   return desc.fields.find((f) => f.jsonName === key || f.name === key);
 }
 
+/** How a request's JSON is read: this API refuses a key that is no field; AuthZEN ignores it (authzen-gateway.ts). */
+export interface JsonReading {
+  ignoreUnknownFields?: boolean;
+}
+
 /**
  * Reads `json` into a message of `desc`, or throws one 400 listing what is
  * wrong. `bound` names top-level fields the caller filled from elsewhere (the
@@ -31,7 +36,7 @@ export function messageFromJson<D extends DescMessage>(
   desc: D,
   json: Record<string, unknown>,
   bound: ReadonlySet<DescField> = new Set(),
-  options: { ignoreUnknownFields?: boolean } = {},
+  options: JsonReading = {},
 ): MessageShape<D> {
   const where = "request body";
   const ignoreUnknownFields = options.ignoreUnknownFields === true;

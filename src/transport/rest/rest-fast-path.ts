@@ -4,12 +4,14 @@
  * about 15 µs of CPU per request over Node's own http server (wrk, 3 runs:
  * 39-45 µs against 25-32), a quarter of what a whole REST check costs the
  * service. So on HTTP/1.1, the plainest requests to the POST routes without
- * path variables (the check and the batch check above all) are read and
- * answered here, on Node's request and response, through the very same
- * serveRest as the Fastify route: same authorization, reading, errors and
- * JSON. Anything else goes on to Fastify untouched: no declared length or a
- * chunked body, a length over the limit (Fastify answers the 413), a query
- * string, another media type, an Expect header.
+ * path variables (the check, the batch check and AuthZEN's evaluations
+ * above all) are read and answered here, on Node's request and response,
+ * through the very same serveRest as the Fastify route: same authorization,
+ * reading, errors and JSON, and the same headers a route's own rules add
+ * (RestRoute.answerHeaders: AuthZEN's). Anything else goes on to Fastify
+ * untouched: no declared length or a chunked body, a length over the limit
+ * (Fastify answers the 413), a query string, another media type, an Expect
+ * header.
  *
  * Each request it answers is recorded here (request-log.ts: its line, its
  * metrics, the end of its span), as Fastify's request lines record the
@@ -73,7 +75,9 @@ function serve(r: RestRoute, req: http.IncomingMessage, res: http.ServerResponse
           return;
         }
         const json = JSON.stringify(payload);
-        res.writeHead(status, { "content-type": JSON_TYPE, "content-length": Buffer.byteLength(json), "x-request-id": requestId });
+        const headers = { "content-type": JSON_TYPE, "content-length": Buffer.byteLength(json), "x-request-id": requestId };
+        const added = r.answerHeaders?.(request, status);
+        res.writeHead(status, added === undefined ? headers : { ...headers, ...added });
         res.end(json);
         if (requestLog.recording) {
           const ms = performance.now() - started;

@@ -21,7 +21,7 @@ import { restError, toConnectError } from "../call/errors.js";
 import type { ServiceBinding } from "../call/guard.js";
 import { httpBindings, type HttpBinding } from "./http-rules.js";
 import { flatReader, flatWriter } from "./flat-json.js";
-import { fieldByJsonKey, messageFromJson, unknownFieldReason } from "./json-input.js";
+import { fieldByJsonKey, messageFromJson, unknownFieldReason, type JsonReading } from "./json-input.js";
 import { jsonDepthExceeds } from "../../lib/json.js";
 import { bodyText } from "../call/utf8.js";
 
@@ -29,16 +29,28 @@ type UnaryFn = (request: Message, ctx: HandlerContext) => Promise<unknown>;
 
 const jsonWrite = { alwaysEmitImplicit: true } as const;
 
-/** One annotated RPC as the gateway serves it. */
+/**
+ * One annotated RPC as the gateway serves it, whether Fastify or the fast
+ * path (rest-fast-path.ts) takes the request: both answer through serveRest
+ * and send what answerHeaders adds, so a route's own rules (AuthZEN's:
+ * authzen-gateway.ts) hold on either.
+ */
 export interface RestRoute {
   route: HttpBinding;
   call: UnaryFn;
-  read: (json: Record<string, unknown>) => Message;
+  /** The request message from the body's JSON (and the path's and query's values); the request, for a route whose rules read more of it. */
+  read: (json: Record<string, unknown>, req: RestRequest) => Message;
   write: (result: object) => unknown;
   /** The RPC it calls, named once (the metrics and spans go by RPC). */
   rpc: RpcName;
   /** Its method and template, as a span records them. */
   http: { method: string; route: string };
+  /**
+   * Headers its answers carry beyond the JSON's and x-request-id, or an
+   * x-request-id other than the request's id (AuthZEN's: the caller's as
+   * sent, and WWW-Authenticate on a 401). Absent: none.
+   */
+  answerHeaders?: (req: RestRequest, status: number) => Record<string, string> | undefined;
 }
 
 /** What the gateway reads of a request, whether Fastify or the fast path (rest-fast-path) took it. */
@@ -65,7 +77,7 @@ export function restRoutes(bindings: ServiceBinding[]): RestRoute[] {
     const binding = bindings.find((b) => b.service === route.method.parent)!;
     const call = (binding.impl as unknown as Record<string, UnaryFn>)[route.method.localName]!;
     const rpc = rpcName(route.method.parent.typeName, route.method.name);
-    return { route, call, read: readerOf(route), write: writerOf(route), rpc, http: { method: route.verb, route: route.template } };
+    return { route, call, read: jsonReader(route), write: writerOf(route), rpc, http: { method: route.verb, route: route.template } };
   });
 }
 
@@ -85,8 +97,12 @@ export function registerRestGateway(app: FastifyInstance, routes: RestRoute[], d
       // For the request lines (fastify-request-log.ts): one path serves several verbs.
       config: { restRoute: r },
       handler: async (req, reply) => {
-        const { status, payload, keyId } = await serveRest(r, req as unknown as RestRequest, deps, req.id, (abort) => onClientGone(reply.raw, abort), req.rpcSpan);
+        const request = req as unknown as RestRequest;
+        const { status, payload, keyId } = await serveRest(r, request, deps, req.id, (abort) => onClientGone(reply.raw, abort), req.rpcSpan);
         req.callerKeyId = keyId; // for the request line (fastify-request-log.ts)
+        const headers = r.answerHeaders?.(request, status);
+        // On the raw response, as the request line's x-request-id is (fastify-request-log.ts), so that it is replaced.
+        if (headers !== undefined) for (const name of Object.keys(headers)) reply.raw.setHeader(name, headers[name]!);
         return reply.code(status).send(payload);
       },
     });
@@ -129,7 +145,7 @@ async function answerRest(
     // Credentials before content: a caller without a valid key learns
     // nothing about the request format (401/403 before any 400).
     await authorizeCall(deps.keys, r.route.method, ctx, req.params.app_id);
-    const request = readRequest(r.route, req, r.read);
+    const request = readRequest(r, req);
     const result = await r.call(request, ctx);
     return { status: wasCreated(ctx) ? 201 : 200, payload: r.write(result as object), keyId: callerOf(ctx)?.keyId };
   } catch (error) {
@@ -139,10 +155,14 @@ async function answerRest(
   }
 }
 
-/** The route's JSON reader: direct for flat requests, else the strict walk of json-input. */
-function readerOf(route: HttpBinding): (json: Record<string, unknown>) => Message {
-  const fast = flatReader(route.method.input);
-  const strict = (json: Record<string, unknown>) => messageFromJson(route.method.input, json, route.boundFields);
+/**
+ * The route's JSON reader: direct for flat requests (flat-json.ts), else
+ * the strict walk of json-input, which names what is wrong; both by the
+ * same `reading` (this API's by default: a key that is no field is a 400).
+ */
+export function jsonReader(route: HttpBinding, reading: JsonReading = {}): (json: Record<string, unknown>) => Message {
+  const fast = flatReader(route.method.input, reading);
+  const strict = (json: Record<string, unknown>) => messageFromJson(route.method.input, json, route.boundFields, reading);
   return fast === undefined ? strict : (json) => fast(json) ?? strict(json);
 }
 
@@ -175,7 +195,8 @@ function fieldJson(field: DescField, response: Message): unknown {
  * other (and no field), never the object's prototype, whose properties would
  * pass for fields that were never sent.
  */
-function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<string, unknown>) => Message): Message {
+function readRequest(r: RestRoute, req: RestRequest): Message {
+  const { route } = r;
   const input = route.method.input;
   const json: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   const { pathNames } = route;
@@ -236,7 +257,7 @@ function readRequest(route: HttpBinding, req: RestRequest, read: (json: Record<s
 
   for (const field of route.pathFields) json[field.jsonName] = req.params[field.name];
 
-  const message = read(json);
+  const message = r.read(json, req);
   deriveUpdateMask(input, message, route, json, pathNames);
   return message;
 }
