@@ -98,7 +98,7 @@ describe.each(engines)("delete by filter and offboarding on %s", (engine) => {
       ["empty strings only", { userId: "", resource: "" }],
     ])("%s → 400 naming the accepted filters, nothing deleted", async (_, filter) => {
       const { appId, key } = await seeded();
-      expectError(await service.call("POST", DELETE, { key, body: filter }), 400, "invalid_argument", "userId alone", "resource and resourceId", "userId and resource");
+      expectError(await service.call("POST", DELETE, { key, body: filter }), 400, "invalid_argument", "userId (or allUsers: true) alone", "resource and resourceId", "userId (or allUsers: true) and resource");
       expect(await stored(database.db, appId)).toHaveLength(SEED.length);
     });
 
@@ -124,7 +124,7 @@ describe.each(engines)("delete by filter and offboarding on %s", (engine) => {
     it("over gRPC: the same call, the same refusals", async () => {
       const { appId, key } = await seeded();
       expect(await grpc.call("RelationshipService", "DeleteRelationships", { userId: "bob", resource: "folder" }, key)).toEqual({ deleted: 1 });
-      await expectGrpcError(grpc.call("RelationshipService", "DeleteRelationships", { resourceId: "d1" }, key), GRPC.INVALID_ARGUMENT, "userId alone");
+      await expectGrpcError(grpc.call("RelationshipService", "DeleteRelationships", { resourceId: "d1" }, key), GRPC.INVALID_ARGUMENT, "userId (or allUsers: true) alone");
       expect(await stored(database.db, appId)).toHaveLength(SEED.length - 1);
     });
 

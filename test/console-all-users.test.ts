@@ -154,7 +154,7 @@ describe("allUsers grants in the console, in Chromium", { timeout: 180_000 }, ()
     await page.getByLabel("User").fill("anyone");
     await page.getByLabel("Resource", { exact: true }).selectOption("document");
     await page.getByLabel("Instance", { exact: true }).fill("42");
-    await page.getByLabel("Action").selectOption("read");
+    await page.getByLabel("Action", { exact: true }).selectOption("read");
     await page.getByRole("button", { name: "Check", exact: true }).click();
     const answer = page.getByRole("region", { name: "Allowed" });
     await expect.poll(() => answer.getByRole("list", { name: "Path of grants" }).getByRole("listitem").allTextContents()).toEqual([
