@@ -23,7 +23,8 @@ import { celEnv, celError, isCelError, parse, plan, type CelInput, type CelResul
 import { strings } from "@bufbuild/cel/ext";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, JsonValue } from "../lib/json.js";
-import { invalidArgument } from "./errors.js";
+import { invalidArgument, type Violations } from "./errors.js";
+import { check } from "./formats.js";
 
 export const CONDITION_LIMITS = {
   /** Characters of a condition's source. */
@@ -190,6 +191,16 @@ export function conditionProblem(source: string): string | undefined {
   } catch (error) {
     return (error as { details?: { reason?: string }[] }).details?.[0]?.reason ?? String(error);
   }
+}
+
+/**
+ * A written condition as it is stored: null for none (absent or ""), else
+ * the source, checked, a bad one added to `v` at `field`.
+ */
+export function storedCondition(v: Violations, field: string, condition: string | undefined): string | null {
+  if (condition === undefined || condition === "") return null;
+  check(v, field, conditionProblem(condition));
+  return condition;
 }
 
 /** A 400 for the condition at `field`. */

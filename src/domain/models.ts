@@ -20,7 +20,7 @@ import { catalogViolations, diffCatalog, effectiveCatalog, type CatalogEntryInpu
 import { refuseStranding } from "./catalog.js";
 import { failedPrecondition, Violations } from "./errors.js";
 import { check, descriptionProblem, identifierProblem, nameProblem } from "./formats.js";
-import { conditionProblem } from "./conditions.js";
+import { storedCondition } from "./conditions.js";
 import type { Principal } from "./principal.js";
 
 export interface ModelPolicyInput {
@@ -272,7 +272,7 @@ export function validateModel(input: ModelInput): Target {
     }
     check(v, `${at}.description`, descriptionProblem(p.description));
     if (p.tenantId !== undefined) check(v, `${at}.tenantId`, identifierProblem(p.tenantId));
-    if (p.condition !== undefined && p.condition !== "") check(v, `${at}.condition`, conditionProblem(p.condition));
+    storedCondition(v, `${at}.condition`, p.condition);
     const seen = new Set<string>();
     p.permissions.forEach((permission, j) => {
       const pat = `${at}.permissions[${j}]`;
@@ -319,7 +319,7 @@ export function validateModel(input: ModelInput): Target {
       description: p.description,
       tenantId: p.tenantId ?? null,
       permissions: [...p.permissions],
-      condition: p.condition === undefined || p.condition === "" ? null : p.condition,
+      condition: p.condition === undefined || p.condition === "" ? null : p.condition, // checked above (storedCondition)
     })),
     roles: input.roles.map((r) => ({ name: r.name, description: r.description, tenantId: r.tenantId ?? null, policies: [...r.policies] })),
   };

@@ -10,7 +10,7 @@ import { lockApplication, requireApplication, type Page } from "./applications.j
 import { alreadyExists, failedPrecondition, notFound, Violations } from "./errors.js";
 import { check, descriptionProblem, ensure, identifierProblem, nameProblem, pageSize } from "./formats.js";
 import { newId } from "../lib/ids.js";
-import { conditionProblem } from "./conditions.js";
+import { storedCondition } from "./conditions.js";
 import { conditionalKey } from "./models.js";
 import { decodeTimeCursor, page, timeCursor } from "./paging.js";
 import { listChange, resolvePermissions } from "./permissions.js";
@@ -55,7 +55,7 @@ export class Policies {
     check(v, "name", nameProblem(input.name));
     check(v, "description", descriptionProblem(input.description));
     if (input.tenantId !== undefined) check(v, "tenantId", identifierProblem(input.tenantId));
-    const condition = conditionOf(v, input.condition);
+    const condition = storedCondition(v, "condition", input.condition);
     v.throwIfAny();
     const policyId = newId("pol");
     return this.db.transaction(async (tx) => {
@@ -112,7 +112,7 @@ export class Policies {
     const v = new Violations();
     if (change.name !== undefined) check(v, "name", nameProblem(change.name));
     if (change.description !== undefined) check(v, "description", descriptionProblem(change.description));
-    const condition = change.condition === undefined ? undefined : conditionOf(v, change.condition);
+    const condition = change.condition === undefined ? undefined : storedCondition(v, "condition", change.condition);
     v.throwIfAny();
     return this.db.transaction(async (tx) => {
       await lockApplication(tx, appId, "share");
@@ -167,7 +167,7 @@ export class Policies {
     const v = new Violations();
     if (change.name !== undefined) check(v, "name", nameProblem(change.name));
     if (change.description !== undefined) check(v, "description", descriptionProblem(change.description));
-    const condition = change.condition === undefined ? undefined : conditionOf(v, change.condition);
+    const condition = change.condition === undefined ? undefined : storedCondition(v, "condition", change.condition);
     v.throwIfAny();
     return this.db.transaction(async (tx) => {
       await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
@@ -224,13 +224,6 @@ export class Policies {
       return { detachedRoleIds: roleIds };
     }, options);
   }
-}
-
-/** The condition to store: null for none (absent or ""); a bad one is a violation naming `condition`. */
-function conditionOf(v: Violations, condition: string | undefined): string | null {
-  if (condition === undefined || condition === "") return null;
-  check(v, "condition", conditionProblem(condition));
-  return condition;
 }
 
 const isOutright = (key: string) => !key.includes("\n");
