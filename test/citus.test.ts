@@ -422,7 +422,8 @@ async function drive(r: Run): Promise<void> {
   const controller = new AbortController();
   const client = createClient(ChangeService, createGrpcTransport({ baseUrl: r.service.url }));
   for await (const res of client.watch({}, { signal: controller.signal, headers: { "x-api-key": key } })) {
-    watched.push(toJson(ChangeSchema, res.change!));
+    // As the REST gateway writes it: every field, defaults (allUsers: false) included.
+    watched.push(toJson(ChangeSchema, res.change!, { alwaysEmitImplicit: true }));
     if (watched.length === feed.length) break;
   }
   controller.abort();
