@@ -193,6 +193,10 @@ describe("the OpenAPI document and the docs page", { timeout: 120_000 }, () => {
         const schema = page.locator('section.models article[data-json-schema-level="0"]', {
           has: page.locator(":scope > .json-schema-2020-12-head .json-schema-2020-12__title", { hasText: new RegExp(`^${name}$`) }),
         });
+        // The list is virtual (only the rows near the viewport are in the page): from its top, scroll
+        // down until the schema's row is rendered.
+        await schemasControl.scrollIntoViewIfNeeded();
+        for (let step = 0; step < 400 && (await schema.count()) === 0; step++) await page.mouse.wheel(0, 300);
         const expand = schema.locator(":scope > .json-schema-2020-12-head .json-schema-2020-12-expand-deep-button");
         await expand.click();
         await expand.getByText("Collapse all").waitFor();
@@ -200,9 +204,11 @@ describe("the OpenAPI document and the docs page", { timeout: 120_000 }, () => {
 
       // Authorize with an application key, then ask the check.
       await page.getByRole("button", { name: "Authorize" }).first().click();
-      await page.locator(".auth-container input").fill(appKey);
-      await page.locator(".auth-btn-wrapper button.authorize").click();
-      await page.getByRole("button", { name: "Close" }).click();
+      // The dialog has a form per scheme: the key goes in X-API-Key's (Bearer's is AuthZEN's).
+      const apiKey = page.locator(".auth-container", { hasText: "X-API-Key" });
+      await apiKey.locator("input").fill(appKey);
+      await apiKey.locator(".auth-btn-wrapper button.authorize").click();
+      await apiKey.getByRole("button", { name: "Close" }).click();
       await check.getByRole("button", { name: "Try it out" }).click();
       await check.locator("textarea.body-param__text").fill(JSON.stringify({ userId: "bob", resource: "document", resourceId: "d1", action: "update" }));
       await check.getByRole("button", { name: "Execute" }).click();
