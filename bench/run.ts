@@ -514,13 +514,16 @@ async function loadOnce(
  * it when it is longer than Linux takes in one argument (128 KiB: bodies
  * with properties).
  */
+const specDirs = new Set<string>();
 function specArgument(spec: LoadSpec): string {
   const json = JSON.stringify(spec);
   if (json.length < 100_000) return json;
   const dir = mkdtempSync(join(tmpdir(), "portcullis-load-"));
   const file = join(dir, "spec.json");
   writeFileSync(file, json);
-  process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+  // One exit listener for all of them (a run writes one per long spec).
+  if (specDirs.size === 0) process.on("exit", () => specDirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  specDirs.add(dir);
   return `@${file}`;
 }
 

@@ -7,6 +7,7 @@
  * workers, whose tables are distributed as soon as it is migrated.
  */
 import { randomBytes } from "node:crypto";
+import { readFile, writeFile } from "node:fs/promises";
 import pg from "pg";
 import type { AbortOptions, Db, Queryable } from "../../src/store/db.js";
 import { distributeOnCitus } from "../../src/store/distribute.js";
@@ -51,10 +52,36 @@ export interface TestDatabase {
   dispose(): Promise<void>;
 }
 
+/**
+ * Where the global setup left a fresh PGlite data folder, dumped
+ * (PGLITE_TEMPLATE_VAR): each file's PGlite starts from it instead of
+ * running initdb, about 2 s instead of 5 to 7 on the development machine,
+ * for the same empty, unmigrated database.
+ */
+export const PGLITE_TEMPLATE_VAR = "PORTCULLIS_TEST_PGLITE_TEMPLATE";
+
+let template: Promise<Blob | undefined> | undefined;
+function pgliteTemplate(): Promise<Blob | undefined> {
+  const file = process.env[PGLITE_TEMPLATE_VAR];
+  if (file === undefined || file === "") return Promise.resolve(undefined);
+  return (template ??= readFile(file).then((bytes) => new Blob([bytes])));
+}
+
+/** Writes what PGLITE_TEMPLATE_VAR names: PGlite's initdb, once for the run. */
+export async function writePgliteTemplate(file: string): Promise<void> {
+  const db = await PgliteDb.open(undefined);
+  try {
+    await writeFile(file, Buffer.from(await (await db.dump()).arrayBuffer()));
+  } finally {
+    await db.close();
+  }
+}
+
 export async function createTestDatabase(engine: EngineName): Promise<TestDatabase> {
   if (engine === "citus") return createCitusTestDatabase();
   if (engine === "pglite") {
-    const db = await PgliteDb.open(undefined);
+    const template = await pgliteTemplate();
+    const db = await PgliteDb.open(undefined, template === undefined ? {} : { template });
     return {
       engine,
       db,

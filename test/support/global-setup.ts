@@ -8,11 +8,31 @@
  * named (PORTCULLIS_TEST_CITUS_URL), starts one for the run, a coordinator and
  * two workers (citus.ts), and stops it when the run ends, failed or not.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import pg from "pg";
 import { CITUS_MISSING, citusInstalled, startCitusCluster } from "./citus.js";
-import { CITUS_URL_VAR, CITUS_WORKERS_VAR, engines, POSTGRES_ADMIN_URL } from "./engines.js";
+import { CITUS_URL_VAR, CITUS_WORKERS_VAR, engines, PGLITE_TEMPLATE_VAR, POSTGRES_ADMIN_URL, writePgliteTemplate } from "./engines.js";
 
 export default async function setup(): Promise<(() => Promise<void>) | void> {
+  const teardowns: (() => Promise<void>)[] = [];
+  if (engines.includes("pglite") && !process.env[PGLITE_TEMPLATE_VAR]) {
+    const dir = mkdtempSync(join(tmpdir(), "portcullis-test-pglite-"));
+    const file = join(dir, "template.tgz");
+    await writePgliteTemplate(file);
+    // The test files' processes start after this and inherit it.
+    process.env[PGLITE_TEMPLATE_VAR] = file;
+    teardowns.push(async () => rmSync(dir, { recursive: true, force: true }));
+  }
+  const more = await checkEngines();
+  if (more !== undefined) teardowns.push(more);
+  return async () => {
+    for (const teardown of teardowns.reverse()) await teardown();
+  };
+}
+
+async function checkEngines(): Promise<(() => Promise<void>) | undefined> {
   if (engines.includes("citus") && !process.env[CITUS_URL_VAR]) {
     if (!citusInstalled()) throw new Error(`PORTCULLIS_TEST_ENGINES names citus, but ${CITUS_MISSING}`);
     const started = Date.now();
@@ -25,7 +45,7 @@ export default async function setup(): Promise<(() => Promise<void>) | void> {
     );
     return () => cluster.close();
   }
-  if (process.env.PORTCULLIS_TEST_ENGINES !== undefined) return;
+  if (process.env.PORTCULLIS_TEST_ENGINES !== undefined) return undefined;
   const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL, connectionTimeoutMillis: 3_000 });
   try {
     await client.connect();
