@@ -723,9 +723,11 @@ async function main(): Promise<void> {
           }));
           const writes = Array.from({ length: data.CONDITIONAL_GRANTS }, (_, i) => data.conditionalGrant(i));
           await api(url, "POST", "/api/v1/authorization/relationships/bulk", { writes }, key);
-          const turns = { grant: [byGrant], authzen: [] as Measured[], condition: [] as Measured[] };
+          // The check by a grant measured again in each round: the figure above came first after the
+          // loading, with the caches of the service and of Postgres still filling.
+          const turns = { grant: [] as Measured[], authzen: [] as Measured[], condition: [] as Measured[] };
           for (let round = 1; round <= ROUNDS; round++) {
-            if (round > 1) turns.grant.push(await rest(data.grantChecks(grants, 1000), `REST check, allowed by a grant (round ${round})`));
+            turns.grant.push(await rest(data.grantChecks(grants, 1000), `REST check, allowed by a grant (round ${round})`));
             turns.authzen.push(
               await drive(
                 { kind: "rest", url, method: "POST", path: "/access/v1/evaluation", key, bodies: authzen },
