@@ -140,6 +140,7 @@ describe.each(engines)("store on %s", (engine) => {
         { version: 15, name: "policy_conditions" },
         { version: 16, name: "all_users" },
         { version: 17, name: "conditional_indexes" },
+        { version: 18, name: "conditional_paths" },
       ]);
       expect(rows[0]!.applied_at).toBeInstanceOf(Date);
       expect(Math.abs(Date.now() - rows[0]!.applied_at.getTime())).toBeLessThan(10 * 60_000);
