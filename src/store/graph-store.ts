@@ -240,7 +240,7 @@ export const EXPLAIN_EDGES = (n: string) => `
   (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_array(w.edge->0, w.edge->1, jsonb_build_array(w.resource, w.resource_id, w.relation))), '[]')
    FROM walk w WHERE w.n = ${n} AND w.edge IS NOT NULL)`;
 
-/** The user's own grants on the walk's nodes, conditional ones included (explain evaluates those on the instance, as the check does). */
+/** The user's own grants on the walk's nodes, conditional ones included (explain evaluates those on its paths, as the check does). */
 export const EXPLAIN_GRANTS = (n: string, user: string) => `
   (SELECT coalesce(jsonb_agg(${grantRow("g", false)}), '[]')
    FROM (SELECT DISTINCT w.resource, w.resource_id, w.relation FROM walk w WHERE w.n = ${n}) d
