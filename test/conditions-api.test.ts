@@ -3,8 +3,8 @@
  * back, refused when bad (each a 400 naming the field), honoured by the
  * check, the batch check and permissions with the question's context and
  * properties (REST, and gRPC through a typed Connect client), replaced and
- * removed by writing the grant again, and denying in the questions that do
- * not evaluate them yet (lookup).
+ * removed by writing the grant again, and listed apart by lookup and who
+ * can.
  */
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -238,7 +238,7 @@ describe.each(engines)("conditions on grants, on %s", (engine) => {
     expect(who.body.conditional).toEqual([{ userId: "ann", conditions: [OWNER_ONLY] }]);
   });
 
-  it("a model with subject sets and links: a conditional grant on the instance is evaluated; one on a path does not count yet", async () => {
+  it("a model with subject sets and links: a conditional grant on the instance is evaluated, and one on a path", async () => {
     const graphKey = await createApp(service, "cond-graph", GRAPH_CATALOG);
     const g = (body: object) => service.call("POST", "/api/v1/authorization/relationships", { key: graphKey, body });
     const ask = async (body: object) => (await service.call("POST", "/api/v1/authorization/check", { key: graphKey, body })).body.allowed as boolean;
@@ -248,10 +248,11 @@ describe.each(engines)("conditions on grants, on %s", (engine) => {
     const q = { resource: "document", resourceId: "d1", action: "read" };
     expect(await ask({ ...q, userId: "ivy" })).toBe(false);
     expect(await ask({ ...q, userId: "ivy", context: { ok: true } })).toBe(true);
-    // joe's membership is conditional: the walk does not count it, whatever the facts (deny-safe, for now).
-    expect(await ask({ ...q, userId: "joe", context: { ok: true } })).toBe(false);
+    // joe's membership is conditional: the path counts where it holds (test/graph-conditions-api.test.ts has every kind of edge).
+    expect(await ask({ ...q, userId: "joe", context: { ok: true } })).toBe(true);
+    expect(await ask({ ...q, userId: "joe" })).toBe(false);
     const explained = await service.call("POST", "/api/v1/authorization/check/explain", { key: graphKey, body: { ...q, userId: "joe", context: { ok: true } } });
-    expect(explained.body).toMatchObject({ allowed: false, conditions: [] });
+    expect(explained.body).toMatchObject({ allowed: true, conditions: [expect.objectContaining({ relation: "member", condition: "context.ok", holds: true })] });
   });
 
   it("a role assignment with a condition: the role counts where it holds, in the check, permissions and explain", async () => {

@@ -2,10 +2,13 @@
  * Differential test of groups and hierarchy: random worlds (nested teams
  * with cycles, folder forests with cycles and several parents, documents
  * with direct grants, grants to teams, roles, memberships and links that
- * expire during the test) asked every question through the REST API, on
- * every engine, and each answer compared with an independent model of
- * API.md's rules written here from the text: a breadth-first walk from the
- * instance over grants, at most 16 hops, sharing no code with the service.
+ * expire during the test; in some worlds, conditions on any of them) asked
+ * every question through the REST API, on every engine, with several
+ * contexts, and each answer compared with an independent model of API.md's
+ * rules written here from the text: a breadth-first walk from the instance
+ * over the grants that count (live, and with no condition or one that holds
+ * in the question's context), at most 16 hops, sharing no code with the
+ * service.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
@@ -34,13 +37,25 @@ for (const entry of OPEN_GROUPS_CATALOG) {
 /** The holder an allUsers grant gives a node to, in the model: every user at once. */
 const EVERYONE = "*";
 
+/**
+ * The conditions the worlds use, each `context.<key> == true`: a grant
+ * carrying one counts for a question exactly when its context has the key
+ * set to true.
+ */
+const CONDITION_KEYS = ["a", "b"] as const;
+type Context = Partial<Record<(typeof CONDITION_KEYS)[number], boolean>>;
+const conditionOf = (key: string) => `context.${key} == true`;
+
 interface World {
-  grants: ((AnyGrant | EveryoneGrant) & { expiresMs?: number })[];
+  grants: ((AnyGrant | EveryoneGrant) & { expiresMs?: number; condition?: string })[];
   /** userId → role permissions "resource:action" held application-wide */
   roles: Map<string, Set<string>>;
 }
 
-const live = (g: { expiresMs?: number }, now: number) => g.expiresMs === undefined || g.expiresMs > now;
+/** A grant counts: live, and with no condition or one that holds in the context. */
+const live = (g: { expiresMs?: number; condition?: string }, now: number, context: Context) =>
+  (g.expiresMs === undefined || g.expiresMs > now) &&
+  (g.condition === undefined || CONDITION_KEYS.some((k) => g.condition === conditionOf(k) && context[k] === true));
 const nodeOf = (resource: string, id: string, relation: string) => `${resource}:${id}#${relation}`;
 
 /**
@@ -51,7 +66,7 @@ const nodeOf = (resource: string, id: string, relation: string) => `${resource}:
  * node's relation hold it, at that node's depth, and every user (EVERYONE)
  * where an allUsers grant gives it.
  */
-function holders(w: World, now: number, resource: string, id: string, relation: string): Map<string, number> {
+function holders(w: World, now: number, resource: string, id: string, relation: string, context: Context = {}): Map<string, number> {
   const out = new Map<string, number>();
   const seen = new Set<string>([nodeOf(resource, id, relation)]);
   let frontier: [string, string, string][] = [[resource, id, relation]];
@@ -64,7 +79,7 @@ function holders(w: World, now: number, resource: string, id: string, relation: 
     };
     for (const [r, i, rel] of frontier) {
       for (const g of w.grants) {
-        if (!live(g, now) || g.resource !== r || g.resourceId !== i) continue;
+        if (!live(g, now, context) || g.resource !== r || g.resourceId !== i) continue;
         if ("allUsers" in g) {
           if (g.relation === rel && !out.has(EVERYONE)) out.set(EVERYONE, depth);
           continue;
@@ -92,9 +107,9 @@ const relationsImplying = (resource: string, action: string) =>
 /** Whether the user holds the relation there: by their own paths, or by an allUsers grant's. */
 const holds = (h: Map<string, number>, userId: string) => h.has(userId) || h.has(EVERYONE);
 
-function modelAllows(w: World, now: number, userId: string, resource: string, id: string, action: string): boolean {
+function modelAllows(w: World, now: number, userId: string, resource: string, id: string, action: string, context: Context = {}): boolean {
   if (w.roles.get(userId)?.has(`${resource}:${action}`)) return true;
-  return relationsImplying(resource, action).some((rel) => holds(holders(w, now, resource, id, rel), userId));
+  return relationsImplying(resource, action).some((rel) => holds(holders(w, now, resource, id, rel, context), userId));
 }
 
 /** Who can's flag: an allUsers grant gives a relation implying the action, on the instance or a path to it. */
@@ -107,11 +122,36 @@ function modelListed(w: World, now: number, userId: string, resource: string, id
   return relationsImplying(resource, action).some((rel) => holders(w, now, resource, id, rel).has(userId));
 }
 
-/** The fewest hops of any relation implying the action (the user's own paths or an allUsers grant's), or undefined. */
-function modelHops(w: World, now: number, userId: string, resource: string, id: string, action: string): number | undefined {
+/**
+ * Lookup's and who can's candidates (API.md: conditional results apart): a
+ * live grant with a condition on the instance itself, of a relation
+ * implying the action, the user's (or, for lookup, everyone's). A candidate
+ * the check allows outright (by a plain path, an allUsers grant or a role)
+ * is listed as a plain answer; the others are listed apart, never plainly.
+ */
+function candidateOutright(w: World, now: number, userId: string, resource: string, id: string, action: string, everyone: boolean): boolean {
+  const candidate = w.grants.some(
+    (g) =>
+      g.condition !== undefined &&
+      (g.expiresMs === undefined || g.expiresMs > now) &&
+      g.resource === resource &&
+      g.resourceId === id &&
+      relationsImplying(resource, action).includes(g.relation) &&
+      ("allUsers" in g ? everyone : g.userId === userId),
+  );
+  return candidate && modelAllows(w, now, userId, resource, id, action);
+}
+
+/**
+ * The fewest hops of any relation implying the action (the user's own paths or an allUsers grant's), or undefined:
+ * for each relation, among the paths with no condition when there is one, else among those whose conditions hold.
+ */
+function modelHops(w: World, now: number, userId: string, resource: string, id: string, action: string, context: Context = {}): number | undefined {
   const hops = relationsImplying(resource, action)
     .flatMap((rel) => {
-      const h = holders(w, now, resource, id, rel);
+      // A relation held with no condition is explained by such a path (no condition evaluated), else by one whose conditions hold.
+      const plain = holders(w, now, resource, id, rel);
+      const h = holds(plain, userId) ? plain : holders(w, now, resource, id, rel, context);
       return [h.get(userId), h.get(EVERYONE)];
     })
     .filter((h) => h !== undefined);
@@ -126,12 +166,14 @@ const GROUPS = Array.from({ length: 4 }, (_, i) => `g${i}`);
 const FOLDERS = Array.from({ length: 12 }, (_, i) => `f${String(i).padStart(2, "0")}`);
 const DOCS = Array.from({ length: 16 }, (_, i) => `d${String(i).padStart(2, "0")}`);
 
-function makeWorld(seed: number, expiresMs: number, groups: boolean, public_: boolean): World {
+function makeWorld(seed: number, expiresMs: number, groups: boolean, public_: boolean, conditional = false): World {
   const r = random(seed);
   const grants = new Map<string, World["grants"][number]>();
   const add = (g: AnyGrant | EveryoneGrant, expiring = false) => {
     const withExpiry = expiring && r.next() < 0.5 ? { ...g, expiresMs, expiresAt: new Date(expiresMs).toISOString() } : g;
-    grants.set(text(g), withExpiry);
+    // In a conditional world, any grant (membership, subject set, link, a user's or everyone's) may carry a condition.
+    const withCondition = conditional && r.next() < 0.3 ? { ...withExpiry, condition: conditionOf(r.pick([...CONDITION_KEYS])) } : withExpiry;
+    grants.set(text(g), withCondition);
   };
   for (const u of USERS) for (let k = r.int(3); k > 0; k--) add(user(u, "team", r.pick(TEAMS), "member"), true);
   for (let k = 0; k < 9; k++) add(set(`team:${r.pick(TEAMS)}#member`, "team", r.pick(TEAMS), "member"), true); // cycles welcome
@@ -163,16 +205,25 @@ function makeWorld(seed: number, expiresMs: number, groups: boolean, public_: bo
   return { grants: [...grants.values()], roles };
 }
 
-/** Seeds, whether the world has OPEN_GROUPS_CATALOG's groups, and whether it has allUsers grants (ALL_USERS_CATALOG). */
+/**
+ * Seeds, whether the world has OPEN_GROUPS_CATALOG's groups, whether it has
+ * allUsers grants (ALL_USERS_CATALOG), and whether its grants may carry
+ * conditions (asked then with every context of CONTEXTS).
+ */
 const WORLDS = [
-  { seed: 11, groups: false, public: false },
-  { seed: 2024, groups: false, public: false },
-  { seed: 77, groups: false, public: false },
-  { seed: 7, groups: true, public: false },
-  { seed: 31, groups: false, public: true },
-  { seed: 4242, groups: false, public: true },
-  { seed: 99, groups: true, public: true },
+  { seed: 11, groups: false, public: false, conditional: false },
+  { seed: 2024, groups: false, public: false, conditional: false },
+  { seed: 77, groups: false, public: false, conditional: false },
+  { seed: 7, groups: true, public: false, conditional: false },
+  { seed: 31, groups: false, public: true, conditional: false },
+  { seed: 4242, groups: false, public: true, conditional: false },
+  { seed: 99, groups: true, public: true, conditional: false },
+  { seed: 5, groups: false, public: false, conditional: true },
+  { seed: 2718, groups: true, public: true, conditional: true },
 ];
+
+/** The contexts a conditional world is asked with: no condition holds, each one alone, both. */
+const CONTEXTS: Context[] = [{}, { a: true }, { b: true }, { a: true, b: true }];
 
 /** OPEN_GROUPS_CATALOG where every member or viewer relation may also be given to every user ("user:*"). */
 const ALL_USERS_OPEN_GROUPS = OPEN_GROUPS_CATALOG.map((entry) => ({
@@ -193,7 +244,7 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
     await database?.dispose();
   });
 
-  it.each(WORLDS)("world $seed (groups: $groups, allUsers: $public): every question agrees with the model, before and after memberships and links expire", { timeout: 120_000 }, async ({ seed, groups, public: public_ }) => {
+  it.each(WORLDS)("world $seed (groups: $groups, allUsers: $public, conditions: $conditional): every question agrees with the model, before and after memberships and links expire", { timeout: 240_000 }, async ({ seed, groups, public: public_, conditional }) => {
     const appId = `world-${seed}`;
     const catalog = groups ? (public_ ? ALL_USERS_OPEN_GROUPS : OPEN_GROUPS_CATALOG) : public_ ? ALL_USERS_CATALOG : GRAPH_CATALOG;
     const key = await createApp(service, appId, catalog);
@@ -203,7 +254,8 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
       return res.body;
     };
     // Expiring grants are written to expire in an hour: the first pass sees them all.
-    const world = makeWorld(seed, Date.now() + 3_600_000, groups, public_);
+    const world = makeWorld(seed, Date.now() + 3_600_000, groups, public_, conditional);
+    const contexts = conditional ? CONTEXTS : [{}];
     await call("/api/v1/authorization/relationships/bulk", { writes: world.grants.map(({ expiresMs: _, ...g }) => g) });
     const a = admin(service, appId);
     const policy = await a.createPolicy("readers", ["document:read"]);
@@ -228,27 +280,33 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
       const questions = USERS.flatMap((u) => DOCS.flatMap((d) => ["read", "update"].map((action) => ({ userId: u, resource: "document", resourceId: d, action }))));
       const folderQuestions = USERS.flatMap((u) => FOLDERS.map((f) => ({ userId: u, resource: "folder", resourceId: f, action: "list" })));
       const all = [...questions, ...folderQuestions];
-      const answers = (await call("/api/v1/authorization/check/batch", { checks: all })).results as { allowed: boolean }[];
-      all.forEach((q, i) => {
-        expect(answers[i]!.allowed, `${JSON.stringify(q)} (seed ${seed})`).toBe(modelAllows(world, now, q.userId, q.resource, q.resourceId, q.action));
-      });
-      const perms = (await call("/api/v1/authorization/permissions/batch", { requests: USERS.flatMap((u) => DOCS.map((d) => ({ userId: u, resource: "document", resourceId: d }))) }))
-        .results as { actions: string[] }[];
-      USERS.flatMap((u) => DOCS.map((d) => [u, d] as const)).forEach(([u, d], i) => {
-        const expected = ["read", "update", "delete"].filter((action) => modelAllows(world, now, u, "document", d, action));
-        expect(perms[i]!.actions, `permissions of ${u} on ${d}`).toEqual(expected);
-      });
+      for (const context of contexts) {
+        const answers = (await call("/api/v1/authorization/check/batch", { checks: all.map((q) => ({ ...q, context })) })).results as { allowed: boolean }[];
+        all.forEach((q, i) => {
+          expect(answers[i]!.allowed, `${JSON.stringify(q)} in ${JSON.stringify(context)} (seed ${seed})`).toBe(
+            modelAllows(world, now, q.userId, q.resource, q.resourceId, q.action, context),
+          );
+        });
+        const requests = USERS.flatMap((u) => DOCS.map((d) => ({ userId: u, resource: "document", resourceId: d, context })));
+        const perms = (await call("/api/v1/authorization/permissions/batch", { requests })).results as { actions: string[] }[];
+        USERS.flatMap((u) => DOCS.map((d) => [u, d] as const)).forEach(([u, d], i) => {
+          const expected = ["read", "update", "delete"].filter((action) => modelAllows(world, now, u, "document", d, action, context));
+          expect(perms[i]!.actions, `permissions of ${u} on ${d} in ${JSON.stringify(context)}`).toEqual(expected);
+        });
+      }
       for (const u of USERS) {
         for (const [resource, action, ids] of [["document", "read", DOCS], ["folder", "list", FOLDERS], ["document", "update", DOCS]] as const) {
           const roleHeld = world.roles.get(u)?.has(`${resource}:${action}`) === true;
-          const expected = ids.filter((id) => relationsImplying(resource, action).some((rel) => holds(holders(world, now, resource, id, rel), u)));
+          const expected = ids.filter(
+            (id) => relationsImplying(resource, action).some((rel) => holds(holders(world, now, resource, id, rel), u)) || candidateOutright(world, now, u, resource, id, action, true),
+          );
           expect(await pages("/api/v1/authorization/lookup", { userId: u, resource, action }, "resourceIds"), `lookup ${u} ${resource}:${action}`).toEqual(expected);
           if (roleHeld) expect((await call("/api/v1/authorization/lookup", { userId: u, resource, action })).allInstances).toBe(true);
         }
       }
       for (const [resource, ids, action] of [["document", DOCS, "read"], ["document", DOCS, "update"], ["folder", FOLDERS, "read"]] as const) {
         for (const id of ids) {
-          const expected = USERS.filter((u) => modelListed(world, now, u, resource, id, action)).sort();
+          const expected = USERS.filter((u) => modelListed(world, now, u, resource, id, action) || candidateOutright(world, now, u, resource, id, action, false)).sort();
           const flags: boolean[] = [];
           expect(await pages("/api/v1/authorization/subjects", { resource, resourceId: id, action }, "userIds", flags), `who can ${action} ${resource}:${id}`).toEqual(expected);
           const all = modelAllUsers(world, now, resource, id, action);
@@ -256,11 +314,12 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
         }
       }
       // Explain: allowed equals the check, and the path has the fewest hops, from the user's grant to the instance's.
-      for (let k = 0; k < 40; k++) {
+      for (let k = 0; k < 40 * contexts.length; k++) {
+        const context = r.pick(contexts);
         const q = { userId: r.pick(USERS), resource: "document", resourceId: r.pick(DOCS), action: r.pick(["read", "update"]) };
-        const explained = await call("/api/v1/authorization/check/explain", q);
-        expect(explained.allowed).toBe(modelAllows(world, now, q.userId, q.resource, q.resourceId, q.action));
-        const hops = modelHops(world, now, q.userId, q.resource, q.resourceId, q.action);
+        const explained = await call("/api/v1/authorization/check/explain", { ...q, context });
+        expect(explained.allowed, `explain ${JSON.stringify(q)} in ${JSON.stringify(context)}`).toBe(modelAllows(world, now, q.userId, q.resource, q.resourceId, q.action, context));
+        const hops = modelHops(world, now, q.userId, q.resource, q.resourceId, q.action, context);
         const relationReasons = (explained.reasons as { kind: string; path: AnyGrant[] }[]).filter((x) => x.kind === "relation");
         if (hops === undefined) expect(relationReasons).toEqual([]);
         else {
@@ -278,8 +337,14 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
     };
 
     await compare(Date.now());
+    // The conditions are on paths that matter: some check is allowed only where they hold.
+    if (conditional) {
+      const now = Date.now();
+      const decided = USERS.flatMap((u) => DOCS.map((d) => [u, d] as const));
+      expect(decided.some(([u, d]) => modelAllows(world, now, u, "document", d, "read", { a: true, b: true }) !== modelAllows(world, now, u, "document", d, "read"))).toBe(true);
+    }
     // The allUsers grants are on paths that count: some instance is one every user may read.
-    if (public_) expect(DOCS.some((d) => modelAllUsers(world, Date.now(), "document", d, "read"))).toBe(true);
+    if (public_ && !conditional) expect(DOCS.some((d) => modelAllUsers(world, Date.now(), "document", d, "read"))).toBe(true);
     // Then their expiry is brought forward to a second from now, and once it passed, every question again.
     const expiresMs = Date.now() + 1000;
     const expiring = world.grants.filter((g) => g.expiresMs !== undefined);

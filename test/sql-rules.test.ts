@@ -216,6 +216,11 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     ok("graph write", await asKey("POST", "/api/v1/authorization/relationships", set("team:eng#member", "document", "d2", "editor")));
     ok("graph write expiring", await asKey("POST", "/api/v1/authorization/relationships", { ...set("team:eng#member", "document", "d2", "editor"), expiresAt: tomorrow }));
     const q = { userId: "alice", resource: "document", resourceId: "d1", action: "read" };
+    // A conditional membership: a check it could allow asks the conditional paths' statement (issue 29).
+    ok("graph conditional write", await asKey("POST", "/api/v1/authorization/relationships", { ...user("bob", "team", "eng", "member"), condition: "context.ok == true" }));
+    ok("graph conditional check", await asKey("POST", "/api/v1/authorization/check", { ...q, userId: "bob", context: { ok: true } }));
+    ok("graph conditional permissions", await asKey("POST", "/api/v1/authorization/permissions", { userId: "bob", resource: "document", resourceId: "d1", context: { ok: true } }));
+    ok("graph conditional explain", await asKey("POST", "/api/v1/authorization/check/explain", { ...q, userId: "bob" }));
     ok("graph check", await asKey("POST", "/api/v1/authorization/check", q));
     ok("graph batch", await asKey("POST", "/api/v1/authorization/check/batch", { checks: [q, { ...q, resourceId: "d2" }] }));
     ok("graph permissions", await asKey("POST", "/api/v1/authorization/permissions", { userId: "alice", resource: "document", resourceId: "d1" }));

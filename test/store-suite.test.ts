@@ -43,7 +43,7 @@ async function findKeyByHash(db: Queryable, secretHash: string) {
 }
 
 /** The migrations this build has. */
-const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17];
+const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18];
 const ALL = ["check", "read", "write"];
 const POSTGRES_ONLY = "Postgres only (PGlite is a single in-process connection: no second pool, no concurrent transactions)";
 
@@ -140,6 +140,7 @@ describe.each(engines)("store on %s", (engine) => {
         { version: 15, name: "policy_conditions" },
         { version: 16, name: "all_users" },
         { version: 17, name: "conditional_indexes" },
+        { version: 18, name: "conditional_paths" },
       ]);
       expect(rows[0]!.applied_at).toBeInstanceOf(Date);
       expect(Math.abs(Date.now() - rows[0]!.applied_at.getTime())).toBeLessThan(10 * 60_000);
@@ -968,13 +969,13 @@ describe.each(engines)("store on %s", (engine) => {
       for (const r of answers) expect(Math.abs(r.nowMs! - before)).toBeLessThan(60_000);
       const conditional = [{ relation: "commenter", condition: "context.ticket != ''\n  && now < timestamp(context.until)" }];
       expect(answers.map(({ nowMs: _, ...r }) => ({ ...r, relations: [...r.relations].sort() }))).toEqual([
-        { keyValid: true, version: version.get(a), relations: ["editor", "viewer"], conditional, roles: [], conditionalRoles: [] },
-        { keyValid: true, version: version.get(b), relations: [], conditional: [], roles: ["r1"], conditionalRoles: [] },
-        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], conditional, roles: [], conditionalRoles: [] },
-        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], conditional, roles: [], conditionalRoles: [] },
-        { keyValid: true, version: version.get(b), relations: ["owner"], conditional: [], roles: [], conditionalRoles: [{ roleId: "r1", condition: "has(context.shift)" }] },
-        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], conditional, roles: [], conditionalRoles: [] },
-        { keyValid: true, version: version.get(a), relations: [], conditional: [], roles: [], conditionalRoles: [] },
+        { keyValid: true, version: version.get(a), relations: ["editor", "viewer"], conditional, pathsPossible: false, roles: [], conditionalRoles: [] },
+        { keyValid: true, version: version.get(b), relations: [], conditional: [], pathsPossible: false, roles: ["r1"], conditionalRoles: [] },
+        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], conditional, pathsPossible: false, roles: [], conditionalRoles: [] },
+        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], conditional, pathsPossible: false, roles: [], conditionalRoles: [] },
+        { keyValid: true, version: version.get(b), relations: ["owner"], conditional: [], pathsPossible: false, roles: [], conditionalRoles: [{ roleId: "r1", condition: "has(context.shift)" }] },
+        { keyValid: false, version: version.get(a), relations: ["editor", "viewer"], conditional, pathsPossible: false, roles: [], conditionalRoles: [] },
+        { keyValid: true, version: version.get(a), relations: [], conditional: [], pathsPossible: false, roles: [], conditionalRoles: [] },
       ]);
       expect(version.get(a)).not.toBe(version.get(b));
       expect(replayed).toBeNull(); // not asked for

@@ -5,6 +5,8 @@ import type { Db, Queryable } from "../store/db.js";
 import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
 import { CheckStatements, type CheckInput, type ConditionalRelation, type ConditionalRole } from "../store/check-store.js";
 import type { GraphGroups } from "../store/graph-store.js";
+import { conditionalPathsStore, type ConditionalPath, type ConditionalPathInput } from "../store/conditional-paths-store.js";
+import { exactRead } from "./exact-read.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, unavailable, Violations } from "./errors.js";
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
@@ -48,11 +50,13 @@ interface Facts {
   roles: string[];
   /** Roles by assignments with a condition: they count where it holds. */
   conditionalRoles: ConditionalRole[];
+  /** A conditional row could lie on a path to the instance: its conditional paths may allow (conditional-paths-store.ts). */
+  pathsPossible: boolean;
   /** The statement's clock, a condition's `now`. */
   nowMs: number | undefined;
 }
 
-const REVOKED: Facts = { model: undefined, relations: [], conditional: [], roles: [], conditionalRoles: [], nowMs: undefined };
+const REVOKED: Facts = { model: undefined, relations: [], conditional: [], roles: [], conditionalRoles: [], pathsPossible: false, nowMs: undefined };
 
 /** Statements a batch may take when models change under it, before it settles for the newest model. */
 const MAX_READS = 3;
@@ -78,6 +82,8 @@ const MAX_SHAPE_READS = 10;
  */
 export class Checker {
   private readonly coalesced: Coalescer<CheckInput, Facts>;
+  /** The second phase: questions' conditional paths, asked only when nothing else allowed and one could (Facts.pathsPossible). */
+  private readonly conditionalPaths: Coalescer<ConditionalPathInput, ConditionalPath[]>;
   private readonly models: AccessModels;
   private readonly statements = new CheckStatements();
   private readonly conditions = new ConditionCache();
@@ -94,6 +100,14 @@ export class Checker {
       reads: "checks",
       telemetry,
     });
+    this.conditionalPaths = new Coalescer(
+      (inputs) =>
+        exactRead(db, replicas, async (q, onReplica) => {
+          const read = await conditionalPathsStore.paths(q, inputs, { replayed: onReplica });
+          return { value: read.rows, replayed: read.replayed };
+        }),
+      { maxBatch: LIMITS.batchChecks, ...db.reads, reads: "conditional paths", telemetry },
+    );
   }
 
   async check(caller: Caller, question: CheckQuestion): Promise<boolean> {
@@ -104,7 +118,7 @@ export class Checker {
     const model = liveModel(facts);
     known(v, model, question, (field) => field);
     v.throwIfAny();
-    return syncAnswer(model, question, facts) ?? this.allows(caller, model, question, facts);
+    return syncAnswer(model, question, facts) ?? (await this.decide(caller, [[model, question, facts]], [undefined]))[0]!;
   }
 
   /** Up to 1,000 checks, answered from one statement; answers in request order. */
@@ -116,8 +130,29 @@ export class Checker {
     // No promise per question unless one has a condition to evaluate.
     const answers = all.map(([model, q, facts]) => syncAnswer(model, q, facts));
     if (!answers.includes(undefined)) return answers as boolean[];
+    return this.decide(caller, all, answers);
+  }
+
+  /**
+   * The answers syncAnswer left open (undefined): first the conditions on
+   * the instance itself and of roles (conditionalWays); then, for those
+   * still denied where a conditional row could lie on a path, the
+   * conditional paths, one statement for all of them, evaluated with each
+   * question's own facts.
+   */
+  private async decide(caller: Caller, all: [AccessModel, CheckQuestion, Facts][], answers: (boolean | undefined)[]): Promise<boolean[]> {
     const asked: StoredReads = new Map();
-    return Promise.all(all.map(([model, q, facts], i) => answers[i] ?? this.allows(caller, model, q, facts, asked)));
+    const decided = await Promise.all(all.map(([model, q, facts], i) => answers[i] ?? this.allows(caller, model, q, facts, asked)));
+    const open = decided.flatMap((allowed, i) => (allowed || answers[i] !== undefined || !all[i]![2].pathsPossible ? [] : [i]));
+    if (open.length === 0) return decided;
+    const paths = await this.conditionalPaths.callAll(open.map((i) => pathInput(caller, all[i]![1], all[i]![1].action)));
+    await Promise.all(
+      open.map(async (i, k) => {
+        const [model, q, facts] = all[i]!;
+        decided[i] = await this.holdsOneOf(caller, q, q.action, facts, pathWays(model, q.resource, q.action, paths[k]!), asked);
+      }),
+    );
+    return decided;
   }
 
   /** The actions the user may perform on the instance, in catalog order: one check's statement. */
@@ -129,7 +164,8 @@ export class Checker {
     const model = liveModel(facts);
     knownResource(v, model, question, (field) => field);
     v.throwIfAny();
-    return plain(model, facts) ? model.actionsAllowed(question, facts.relations, facts.roles) : this.actionsAllowed(caller, model, question, facts);
+    if (plain(model, facts)) return model.actionsAllowed(question, facts.relations, facts.roles);
+    return (await this.permissionsWithConditions(caller, [[model, question, facts]]))[0]!;
   }
 
   /** Up to 1,000 permissions questions, answered from one statement, in request order. */
@@ -139,8 +175,31 @@ export class Checker {
     all.forEach(([model, q], i) => knownResource(v, model, q, (field) => `requests[${i}].${field}`));
     v.throwIfAny();
     if (all.every(([model, , facts]) => plain(model, facts))) return all.map(([model, q, facts]) => model.actionsAllowed(q, facts.relations, facts.roles));
+    return this.permissionsWithConditions(caller, all);
+  }
+
+  /**
+   * Permissions where conditions may count: the actions allowed outright or
+   * by conditions on the instance and of roles; then, for the questions
+   * where an action is still denied and a conditional row could lie on a
+   * path, again with their conditional paths (one statement for all).
+   */
+  private async permissionsWithConditions(caller: Caller, all: [AccessModel, PermissionsQuestion, Facts][]): Promise<string[][]> {
     const asked: StoredReads = new Map();
-    return Promise.all(all.map(([model, q, facts]) => this.actionsAllowed(caller, model, q, facts, asked)));
+    const allowed = await Promise.all(all.map(([model, q, facts]) => this.actionsAllowed(caller, model, q, facts, asked)));
+    const open = allowed.flatMap((actions, i) => {
+      const [model, q, facts] = all[i]!;
+      return facts.pathsPossible && actions.length < model.catalogActions(q.resource).length ? [i] : [];
+    });
+    if (open.length === 0) return allowed;
+    const paths = await this.conditionalPaths.callAll(open.map((i) => pathInput(caller, all[i]![1], null)));
+    await Promise.all(
+      open.map(async (i, k) => {
+        const [model, q, facts] = all[i]!;
+        allowed[i] = await this.actionsAllowed(caller, model, q, facts, asked, paths[k]);
+      }),
+    );
+    return allowed;
   }
 
   /**
@@ -148,11 +207,15 @@ export class Checker {
    * permissions held outright, did not allow (syncAnswer): the
    * conditions that could allow the action, until one way holds.
    */
-  private async allows(caller: Caller, model: AccessModel, q: CheckQuestion, facts: Facts, asked?: StoredReads): Promise<boolean> {
-    const ways = conditionalWays(model, q, facts);
+  private allows(caller: Caller, model: AccessModel, q: CheckQuestion, facts: Facts, asked?: StoredReads): Promise<boolean> {
+    return this.holdsOneOf(caller, q, q.action, facts, conditionalWays(model, q, facts), asked);
+  }
+
+  /** Whether one of the ways (each conditions that must all hold) holds with the question's facts, for `action`. */
+  private async holdsOneOf(caller: Caller, q: PermissionsQuestion, action: string, facts: Facts, ways: string[][], asked?: StoredReads): Promise<boolean> {
     if (ways.length === 0) return false;
     const compiled = ways.map((way) => way.map((source) => this.conditions.get(source)));
-    const bindings = bindingsOf(q, q.action, await this.factsFor(caller, q, compiled.flat(), asked), facts.nowMs ?? Date.now());
+    const bindings = bindingsOf(q, action, await this.factsFor(caller, q, compiled.flat(), asked), facts.nowMs ?? Date.now());
     return holdsOne(compiled, bindings);
   }
 
@@ -167,13 +230,25 @@ export class Checker {
    * the resource that a way of conditions allows, evaluated with that
    * action as `action.name`.
    */
-  private async actionsAllowed(caller: Caller, model: AccessModel, q: PermissionsQuestion, facts: Facts, asked?: StoredReads): Promise<string[]> {
+  private async actionsAllowed(
+    caller: Caller,
+    model: AccessModel,
+    q: PermissionsQuestion,
+    facts: Facts,
+    asked?: StoredReads,
+    paths: readonly ConditionalPath[] = [],
+  ): Promise<string[]> {
     const plainActions = model.actionsAllowed(q, facts.relations, facts.roles);
     const allowed = new Set(plainActions);
     const waysOf = model
       .catalogActions(q.resource)
       .filter((action) => !allowed.has(action))
-      .map((action) => ({ action, ways: conditionalWays(model, { ...q, action }, facts).map((way) => way.map((source) => this.conditions.get(source))) }))
+      .map((action) => ({
+        action,
+        ways: [...conditionalWays(model, { ...q, action }, facts), ...pathWays(model, q.resource, action, paths)].map((way) =>
+          way.map((source) => this.conditions.get(source)),
+        ),
+      }))
       .filter(({ ways }) => ways.length > 0);
     if (waysOf.length === 0) return plainActions;
     const questionFacts = await this.factsFor(caller, q, waysOf.flatMap(({ ways }) => ways.flat()), asked);
@@ -275,7 +350,15 @@ export class Checker {
       const value = rows.map((row, i): Facts => {
         const model = row.keyValid ? models.get(inputs[i]!.appId) : undefined;
         if (model === undefined) return REVOKED; // the application is gone: so are its keys
-        return { model, relations: row.relations, conditional: row.conditional, roles: row.roles, conditionalRoles: row.conditionalRoles, nowMs: row.nowMs };
+        return {
+          model,
+          relations: row.relations,
+          conditional: row.conditional,
+          roles: row.roles,
+          conditionalRoles: row.conditionalRoles,
+          pathsPossible: row.pathsPossible,
+          nowMs: row.nowMs,
+        };
       });
       return { value, replayed };
     }
@@ -291,6 +374,7 @@ type StoredReads = Map<string, Promise<JsonObject | undefined>>;
  * when none of the user's roles holds anything by one.
  */
 const plain = (model: AccessModel, facts: Facts) =>
+  !facts.pathsPossible &&
   facts.conditional.length === 0 &&
   facts.conditionalRoles.length === 0 &&
   (!model.policyConditions || facts.roles.every((roleId) => !model.roleHasConditions(roleId)));
@@ -325,6 +409,25 @@ function conditionalWays(model: AccessModel, q: CheckQuestion, facts: Facts): st
   }
   return ways;
 }
+
+/**
+ * The ways a question's conditional paths could allow the action: each
+ * path whose relation on the instance implies it, by all its conditions
+ * (a membership's, a subject set's, a link's, a grant's on a node on the
+ * way), each evaluated with the question's facts: `resource` is the
+ * instance asked about, never a node on the way.
+ */
+function pathWays(model: AccessModel, resource: string, action: string, paths: readonly ConditionalPath[]): string[][] {
+  return paths.filter((p) => model.actionsOf(resource, p.relation).has(action)).map((p) => p.conditions);
+}
+
+const pathInput = (caller: Caller, q: PermissionsQuestion, action: string | null): ConditionalPathInput => ({
+  appId: caller.appId,
+  userId: q.userId,
+  resource: q.resource,
+  resourceId: q.resourceId,
+  action,
+});
 
 /** Whether one way's conditions all hold; each condition evaluated once at most. */
 function holdsOne(ways: readonly (readonly Condition[])[], bindings: ReturnType<typeof bindingsOf>): boolean {

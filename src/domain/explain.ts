@@ -65,7 +65,11 @@ export type ExplainReason =
 export interface Explanation {
   allowed: boolean;
   reasons: ExplainReason[];
-  /** Every condition evaluated: of the user's grants on the instance whose relation implies the action, of assignments and of policies of roles that hold it. */
+  /**
+   * Every condition evaluated: of grants on paths (the instance's and those on the way) to a
+   * relation implying the action that no path without conditions gives, of assignments and of
+   * policies of roles that hold it.
+   */
   conditions: EvaluatedCondition[];
   considered: {
     relations: { relation: string; actions: string[] }[];
@@ -109,6 +113,7 @@ export class Explainer {
     // The user's stored properties, when a condition it may evaluate may read them.
     const sources = [
       ...row.grants.map((g) => g[9]),
+      ...row.edges.map((e) => e[1][9]),
       ...row.roles.flatMap((r) => [r.condition, ...r.policies.map((p) => p.condition)]),
     ].filter((c): c is string => c !== null);
     const facts = sources.some((c) => this.conditions.get(c).readsSubjectProperties)
@@ -139,9 +144,17 @@ const nodeKey = (resource: string, resourceId: string, relation: string) => JSON
  * For each relation of the instance, a path with the fewest hops from the
  * user's own grant to the grant on the instance, found breadth first over
  * the walk's edges (each edge: the node left, its grant, the node reached);
- * undefined for a relation the user does not hold.
+ * undefined for a relation the user does not hold. Only grants `usable`
+ * counts are followed or start a path (asked lazily, in breadth-first order:
+ * a condition is evaluated only when the search reaches its grant).
  */
-function shortestPaths(q: CheckQuestion, relations: string[], edges: WalkEdgeRow[], grants: PathGrantRow[]): Map<string, PathGrantRow[]> {
+function shortestPaths(
+  q: CheckQuestion,
+  relations: string[],
+  edges: WalkEdgeRow[],
+  grants: PathGrantRow[],
+  usable: (g: PathGrantRow) => boolean,
+): Map<string, PathGrantRow[]> {
   const out = new Map<string, [string, PathGrantRow][]>();
   for (const [from, grant, to] of edges) {
     const key = nodeKey(...from);
@@ -150,27 +163,40 @@ function shortestPaths(q: CheckQuestion, relations: string[], edges: WalkEdgeRow
     if (list === undefined) out.set(key, [step]);
     else list.push(step);
   }
-  // Where the user holds a node both by their own grant and by an allUsers
-  // one, the path starts from their own (the later entry wins).
-  const own = new Map(
-    [...grants.filter((g) => g[3] === ALL_USERS_ID), ...grants.filter((g) => g[3] !== ALL_USERS_ID)].map((g) => [nodeKey(g[0], g[1], g[2]), g]),
-  );
+  // The user's grants on each node, those with no condition first; then,
+  // where the user holds a node both by their own grant and by an allUsers
+  // one, the path starts from theirs.
+  const rank = (g: PathGrantRow) => (g[9] === null ? 0 : 2) + (g[3] === ALL_USERS_ID ? 1 : 0);
+  const own = new Map<string, PathGrantRow[]>();
+  for (const g of [...grants].sort((a, b) => rank(a) - rank(b))) {
+    const key = nodeKey(g[0], g[1], g[2]);
+    const list = own.get(key);
+    if (list === undefined) own.set(key, [g]);
+    else list.push(g);
+  }
+  const heldBy = (node: string) => own.get(node)?.find(usable);
   const paths = new Map<string, PathGrantRow[]>();
   for (const relation of relations) {
     const start = nodeKey(q.resource, q.resourceId, relation);
     // Each node's way back: the node before it and the grant between.
     const back = new Map<string, [string, PathGrantRow] | null>([[start, null]]);
     let frontier = [start];
-    let found: string | undefined;
+    let found: [string, PathGrantRow] | undefined;
     // The same bound as the check's walk from this relation: edges the walk
     // took from another relation may reach further.
     for (let hops = 0; frontier.length > 0; hops++) {
-      found = frontier.find((node) => own.has(node));
+      for (const node of frontier) {
+        const grant = heldBy(node);
+        if (grant !== undefined) {
+          found = [node, grant];
+          break;
+        }
+      }
       if (found !== undefined || hops === LIMITS.hops) break;
       const next: string[] = [];
       for (const node of frontier) {
         for (const [to, grant] of out.get(node) ?? []) {
-          if (back.has(to)) continue;
+          if (back.has(to) || !usable(grant)) continue;
           back.set(to, [node, grant]);
           next.push(to);
         }
@@ -178,8 +204,8 @@ function shortestPaths(q: CheckQuestion, relations: string[], edges: WalkEdgeRow
       frontier = next;
     }
     if (found === undefined) continue;
-    const path: PathGrantRow[] = [own.get(found)!];
-    for (let step = back.get(found); step !== null && step !== undefined; step = back.get(step[0])) path.push(step[1]);
+    const path: PathGrantRow[] = [found[1]];
+    for (let step = back.get(found[0]); step !== null && step !== undefined; step = back.get(step[0])) path.push(step[1]);
     paths.set(relation, path);
   }
   return paths;
@@ -187,31 +213,40 @@ function shortestPaths(q: CheckQuestion, relations: string[], edges: WalkEdgeRow
 
 /**
  * The answer as the check gives it: grants with no condition count along
- * any path; a conditional grant counts only on the instance itself (the
- * graph's walk does not evaluate conditions on its paths yet), and only
- * where its condition holds with the question's facts; it is evaluated
- * only when no grant without one already holds its relation.
+ * any path; where they give no relation implying the action, paths through
+ * grants with a condition (on the instance, or on the way: a membership, a
+ * subject set, a link, a grant on a node) count where every condition on
+ * them holds with the question's facts (`resource` is the instance asked
+ * about). Each condition is evaluated once, when the search first reaches
+ * a grant carrying it, and listed with its outcome and the values it read.
  */
 function explanation(q: CheckQuestion, row: ExplainRow, cache: ConditionCache): Explanation {
   const reasons: ExplainReason[] = [];
   const conditions: EvaluatedCondition[] = [];
-  const plain = row.grants.filter((g) => g[9] === null);
-  const paths = shortestPaths(q, row.relations.map((r) => r.relation), row.edges, plain);
-  const onInstance = row.grants.filter((g) => g[9] !== null && g[0] === q.resource && g[1] === q.resourceId);
-  for (const g of onInstance) {
-    const relation = row.relations.find((r) => r.relation === g[2]);
-    if (paths.has(g[2]) || relation === undefined || !relation.actions.includes(q.action)) continue;
+  const relations = row.relations.map((r) => r.relation);
+  const paths = shortestPaths(q, relations, row.edges, row.grants, (g) => g[9] === null);
+  const outcomes = new Map<string, boolean>();
+  const holds = (g: PathGrantRow): boolean => {
+    if (g[9] === null) return true;
+    const key = `${g[2]}\n${g[9]}`;
+    let outcome = outcomes.get(key);
+    if (outcome !== undefined) return outcome;
     const reads: ConditionRead[] = [];
-    const outcome = cache.get(g[9]!).evaluate(bindingsOf(q, q.action, q.facts ?? NO_FACTS, row.nowMs, reads));
+    const evaluated = cache.get(g[9]).evaluate(bindingsOf(q, q.action, q.facts ?? NO_FACTS, row.nowMs, reads));
     conditions.push({
       relation: g[2],
-      condition: g[9]!,
-      holds: outcome.holds,
-      outcome: outcome.holds ? "true" : outcome.reason,
-      message: outcome.holds ? "" : outcome.message,
+      condition: g[9],
+      holds: evaluated.holds,
+      outcome: evaluated.holds ? "true" : evaluated.reason,
+      message: evaluated.holds ? "" : evaluated.message,
       reads,
     });
-    if (outcome.holds) paths.set(g[2], [g]);
+    outcomes.set(key, (outcome = evaluated.holds));
+    return outcome;
+  };
+  const open = row.relations.filter((r) => !paths.has(r.relation) && r.actions.includes(q.action)).map((r) => r.relation);
+  if (open.length > 0 && (row.grants.some((g) => g[9] !== null) || row.edges.some((e) => e[1][9] !== null))) {
+    for (const [relation, path] of shortestPaths(q, open, row.edges, row.grants, holds)) paths.set(relation, path);
   }
   const held = row.relations.filter((r) => paths.has(r.relation)).sort((a, b) => (a.relation < b.relation ? -1 : a.relation > b.relation ? 1 : 0));
   for (const r of held) {

@@ -24,8 +24,14 @@ export interface CheckRow {
   version: string | null;
   /** The user's relations on the instance, by grants with no condition. */
   relations: string[];
-  /** The user's grants on the instance itself that hold only when their condition does (the graph's walk counts none on its paths yet). */
+  /** The user's grants on the instance itself that hold only when their condition does. */
   conditional: ConditionalRelation[];
+  /**
+   * A conditional row could lie on a path to the instance (the graph's
+   * statement; false for the direct one, which has no paths): when nothing
+   * else allows, the conditional paths are asked (conditional-paths-store.ts).
+   */
+  pathsPossible: boolean;
   /** The user's roles in the application, by assignments with no condition. */
   roles: string[];
   /** The user's roles by assignments that hold only when their condition does. */
@@ -116,7 +122,7 @@ const GRAPH_STATEMENTS: Statements = {
   inline: GRAPH_CHECK_SQL,
 };
 
-type QuestionRow = [relations: string[], roles: string[], nowMs?: number];
+type QuestionRow = [relations: string[], roles: string[], nowMs?: number, pathsPossible?: boolean];
 interface StatementRow {
   keys: boolean[] | null;
   version: string | null;
@@ -178,11 +184,20 @@ export class CheckStatements {
       : await this.statement(STATEMENTS, q, replayed, [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))]);
     const keyRows = row.keys ?? [];
     return {
-      rows: (row.rows ?? []).map(([encoded, encodedRoles, nowMs], i) => {
+      rows: (row.rows ?? []).map(([encoded, encodedRoles, nowMs, pathsPossible], i) => {
         const { relations, conditional } = decodeRelations(encoded);
         const split = decodeRelations(encodedRoles);
         const conditionalRoles = split.conditional.map((c) => ({ roleId: c.relation, condition: c.condition }));
-        return { keyValid: keyRows[keyOf[i]!] === true, version: row.version, relations, conditional, roles: split.relations, conditionalRoles, nowMs };
+        return {
+          keyValid: keyRows[keyOf[i]!] === true,
+          version: row.version,
+          relations,
+          conditional,
+          pathsPossible: pathsPossible === true,
+          roles: split.relations,
+          conditionalRoles,
+          nowMs,
+        };
       }),
       replayed: row.replayed ?? null,
     };

@@ -94,7 +94,33 @@ export interface GraphGroups {
  * The relations held are gathered for the whole batch at once (`held`) and
  * joined to the questions: read per question, each of 50 questions scanned
  * the whole batch's walk.
+ *
+ * Each question's row ends with CONDITIONAL_PATHS_POSSIBLE: whether its
+ * conditional paths, which this walk does not follow, are worth asking.
  */
+/**
+ * Whether a conditional row could lie on one of question q's paths (issue
+ * 29), so that the walk above, which follows only rows with no condition,
+ * may have missed a path that holds under conditions: the application has a
+ * live subject set or link with a condition (one probe of the partial index
+ * subject_relationships_conditional_idx, migration 018, once per statement:
+ * the subquery names no question), or the user, or every user, has a live
+ * conditional grant anywhere but on the instance itself under a relation
+ * the question starts from (those are answered already, just below; two
+ * probes of relationships_conditional_user_idx, migration 017). False for
+ * an application with no conditional rows, and for a user with none where
+ * its subject sets and links have none: then the check's answer is final
+ * and no second statement is asked (conditional-paths-store.ts).
+ */
+const CONDITIONAL_PATHS_POSSIBLE = `(EXISTS (SELECT 1 FROM subject_relationships s
+                 WHERE s.app_id = $1 AND s.condition IS NOT NULL AND ${LIVE_GRANT("s")})
+         OR EXISTS (SELECT 1 FROM relationships g
+                    WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}
+                      AND NOT (g.resource = q.resource AND g.resource_id = q.resource_id
+                               AND EXISTS (SELECT 1 FROM catalog_relations cr
+                                           WHERE cr.app_id = $1 AND cr.resource = q.resource AND cr.relation = g.relation
+                                             AND (q.action IS NULL OR q.action = ANY (cr.actions))))))`;
+
 export const graphCheckSql = (replayed: boolean) => `
   WITH RECURSIVE
   q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text))
@@ -157,7 +183,8 @@ export const graphCheckSql = (replayed: boolean) => `
               WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = q.resource AND g.resource_id = q.resource_id
                 AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}),
         ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a WHERE a.app_id = $1 AND a.user_id = q.user_id),
-        (extract(epoch FROM now()) * 1000)::float8
+        (extract(epoch FROM now()) * 1000)::float8,
+        ${CONDITIONAL_PATHS_POSSIBLE}
       ) ORDER BY q.n)
      FROM q LEFT JOIN held h ON h.n = q.n) AS rows${replayed ? REPLAYED : ""}`;
 
@@ -182,6 +209,9 @@ const grantRow = (g: string, subject: boolean) =>
  * resource, each row with the edge it came by (the node left and the grant
  * followed), so the domain can find, per relation, a path with the fewest
  * hops. `EXPLAIN_EDGES(n)` and `EXPLAIN_GRANTS(n, user)` read it per question.
+ * Edges with a condition are walked too (issue 29): the domain follows one
+ * only where its condition holds with the question's facts, as the check's
+ * conditional phase counts it (conditional-paths-store.ts).
  */
 export const EXPLAIN_WALK = `
   walk(n, resource, resource_id, relation, depth, edge) AS (
@@ -194,13 +224,13 @@ export const EXPLAIN_WALK = `
       SELECT s.subject_resource, s.subject_id, s.subject_relation, ${grantRow("s", true)}
       FROM subject_relationships s
       WHERE s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = w.relation
-        AND s.subject_relation <> '' AND ${PLAIN_GRANT("s")}
+        AND s.subject_relation <> '' AND ${LIVE_GRANT("s")}
       UNION ALL
       SELECT s.subject_resource, s.subject_id, ci.inherited, ${grantRow("s", true)}
       FROM catalog_inherits ci
       JOIN subject_relationships s
         ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = ci.through
-       AND s.subject_relation = '' AND ${PLAIN_GRANT("s")}
+       AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
       WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation
     ) e(resource, resource_id, relation, grant_row)
     WHERE w.depth < ${MAX_HOPS}
@@ -210,7 +240,7 @@ export const EXPLAIN_EDGES = (n: string) => `
   (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_array(w.edge->0, w.edge->1, jsonb_build_array(w.resource, w.resource_id, w.relation))), '[]')
    FROM walk w WHERE w.n = ${n} AND w.edge IS NOT NULL)`;
 
-/** The user's own grants on the walk's nodes, conditional ones included (explain evaluates those on the instance, as the check does). */
+/** The user's own grants on the walk's nodes, conditional ones included (explain evaluates those on its paths, as the check does). */
 export const EXPLAIN_GRANTS = (n: string, user: string) => `
   (SELECT coalesce(jsonb_agg(${grantRow("g", false)}), '[]')
    FROM (SELECT DISTINCT w.resource, w.resource_id, w.relation FROM walk w WHERE w.n = ${n}) d

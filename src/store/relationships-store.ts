@@ -104,11 +104,11 @@ export const LIVE_GRANT = (g: string) => `(${g}.expires_at IS NULL OR ${g}.expir
 
 /**
  * A grant that counts for every question as it stands: live, and with no
- * condition (issue 29). The questions that do not evaluate conditions yet
- * (the graph's walk, lookup, who can, explain) read only these, so a
- * conditional grant never allows through them: it denies until they learn
- * to evaluate it. The direct check reads conditional grants too, and
- * evaluates them (check-store.ts).
+ * condition (issue 29). The plain walks (the check's, lookup's, who can's)
+ * read only these, so a conditional grant never allows through them. The
+ * check reads the conditional grants on the instance beside them, and asks
+ * the conditional paths apart when one could lie on a path
+ * (conditional-paths-store.ts); explain walks them and evaluates them.
  */
 export const PLAIN_GRANT = (g: string) => `(${LIVE_GRANT(g)} AND ${g}.condition IS NULL)`;
 

@@ -1,0 +1,142 @@
+/**
+ * The check's second phase (issue 29; API.md, "Conditions and AuthZEN"): the
+ * paths to a question's instance that hold only under conditions, a
+ * conditional membership, subject set, link or grant on a node on the way.
+ *
+ * The check's own statement (graphCheckSql) walks only rows with no
+ * condition, with no CEL, exactly as before conditions; it also says whether
+ * a conditional row could lie on a path (CONDITIONAL_PATHS_POSSIBLE). Only
+ * when it could, and nothing else allowed, is this statement asked: one for
+ * the batch, on the same kind of server as the check's (a primary, or a
+ * standby that has replayed every commit before the batch).
+ *
+ * It walks outward from the instance as who can does (no meeting in the
+ * middle: it is asked rarely, and must see every edge of a path to carry
+ * its condition), following live rows with or without a condition, each
+ * walk row carrying the set of conditions met on its way (sorted, distinct:
+ * a path through the same condition twice needs it once). Then the user's
+ * (or every user's) live grants on the nodes reached close the paths. The
+ * answer, per question: the distinct (root relation, conditions) of paths
+ * with at least one condition, the fewest conditions first. The domain
+ * evaluates them (any path whose conditions all hold allows).
+ *
+ * Bounded, so hostile data (many conditional edges between the same nodes,
+ * each condition different, multiplying the condition sets a node is
+ * reached with) cannot explode it: the walk reads at most
+ * CONDITIONAL_PATH_LIMITS.walkRows rows per question of the statement (the
+ * recursive query is read lazily, so the LIMIT stops it), and each question
+ * gets at most CONDITIONAL_PATH_LIMITS.paths paths. A path beyond either
+ * bound is not counted: the question is denied through it (docs/limits.md).
+ *
+ * Every table is named with app_id = $1, so on Citus the statement is a
+ * router query, the one kind in which Citus runs a recursive query.
+ */
+import type { Queryable } from "./db.js";
+import { USER_OR_ALL } from "./all-users.js";
+import { perApplication, type ReadRows } from "./per-application.js";
+import { LIVE_GRANT } from "./relationships-store.js";
+
+export const CONDITIONAL_PATH_LIMITS = {
+  /** Rows of the conditional walk read per question of a statement. */
+  walkRows: 10_000,
+  /** Paths (distinct root relation and conditions) returned per question. */
+  paths: 64,
+} as const;
+
+/** Subject sets and links followed at most from the instance, as by the plain walk (graph-store.ts MAX_HOPS). */
+const HOPS = 16;
+
+export interface ConditionalPathInput {
+  appId: string;
+  userId: string;
+  resource: string;
+  resourceId: string;
+  /** The action asked; null for a permissions question (every relation is a root). */
+  action: string | null;
+}
+
+/** A path that holds where all its conditions do, from the relation it gives on the instance. */
+export interface ConditionalPath {
+  relation: string;
+  conditions: string[];
+}
+
+/** The conditions of a walk row, with `c` added when it is one (sorted, distinct). */
+const withCondition = (conds: string, c: string) =>
+  `CASE WHEN ${c} IS NULL OR ${c} = ANY (${conds}) THEN ${conds} ELSE ARRAY(SELECT DISTINCT x FROM unnest(${conds} || ${c}) AS x ORDER BY 1) END`;
+
+const conditionalPathsSql = (replayed: boolean) => `
+  WITH RECURSIVE
+  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (u text, r text, i text, a text))
+             WITH ORDINALITY AS q(user_id, resource, resource_id, action, n)),
+  walk(n, root, resource, resource_id, relation, depth, conds) AS (
+    SELECT q.n, cr.relation, q.resource, q.resource_id, cr.relation, 0, '{}'::text[]
+    FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
+    WHERE q.action IS NULL OR q.action = ANY (cr.actions)
+    UNION
+    SELECT w.n, w.root, e.resource, e.resource_id, e.relation, w.depth + 1, ${withCondition("w.conds", "e.condition")}
+    FROM walk w CROSS JOIN LATERAL (
+      SELECT s.subject_resource, s.subject_id, s.subject_relation, s.condition
+      FROM subject_relationships s
+      WHERE s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = w.relation
+        AND s.subject_relation <> '' AND ${LIVE_GRANT("s")}
+      UNION ALL
+      SELECT s.subject_resource, s.subject_id, ci.inherited, s.condition
+      FROM catalog_inherits ci
+      JOIN subject_relationships s
+        ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = ci.through
+       AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
+      WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation
+    ) e(resource, resource_id, relation, condition)
+    WHERE w.depth < ${HOPS}
+  ),
+  capped AS MATERIALIZED (SELECT * FROM walk LIMIT $3),
+  nodes AS MATERIALIZED (SELECT DISTINCT c.n, c.resource, c.resource_id, c.relation FROM capped c),
+  held AS MATERIALIZED (
+    SELECT DISTINCT d.n, d.resource, d.resource_id, d.relation, g.condition
+    FROM nodes d JOIN q ON q.n = d.n
+    JOIN relationships g
+      ON g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = d.resource AND g.resource_id = d.resource_id
+     AND g.relation = d.relation AND ${LIVE_GRANT("g")}
+  ),
+  found AS MATERIALIZED (
+    SELECT DISTINCT c.n, c.root, ${withCondition("c.conds", "h.condition")} AS conds
+    FROM capped c JOIN held h ON h.n = c.n AND h.resource = c.resource AND h.resource_id = c.resource_id AND h.relation = c.relation
+  )
+  SELECT
+    (SELECT json_agg(
+        (SELECT coalesce(json_agg(json_build_array(f.root, f.conds) ORDER BY cardinality(f.conds), f.root, f.conds), '[]')
+         FROM (SELECT f.root, f.conds FROM found f WHERE f.n = q.n AND cardinality(f.conds) > 0
+               ORDER BY cardinality(f.conds), f.root, f.conds LIMIT ${CONDITIONAL_PATH_LIMITS.paths}) f)
+      ORDER BY q.n)
+     FROM q) AS rows${replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""}`;
+
+const STATEMENTS = { plain: conditionalPathsSql(false), replayed: conditionalPathsSql(true) };
+
+interface StatementRow {
+  rows: [relation: string, conditions: string[]][][] | null;
+  replayed?: string | null;
+}
+
+export const conditionalPathsStore = {
+  /**
+   * Each question's conditional paths, in input order: a statement per
+   * application, side by side. With `replayed`, each also reads the
+   * standby's replay position (read-replicas.ts).
+   */
+  paths(q: Queryable, inputs: readonly ConditionalPathInput[], options: { replayed?: boolean } = {}): Promise<ReadRows<ConditionalPath[]>> {
+    return perApplication(inputs, async (appId, ofApp) => {
+      const questions = ofApp.map((i) => ({ u: i.userId, r: i.resource, i: i.resourceId, a: i.action }));
+      const sql = options.replayed === true ? STATEMENTS.replayed : STATEMENTS.plain;
+      const { rows } = await q.query<StatementRow>(sql, [appId, JSON.stringify(questions), CONDITIONAL_PATH_LIMITS.walkRows * ofApp.length]);
+      const row = rows[0]!;
+      return {
+        rows: (row.rows ?? []).map((paths) => paths.map(([relation, conditions]) => ({ relation, conditions }))),
+        replayed: row.replayed ?? null,
+      };
+    });
+  },
+};
+
+/** The statement's text, for the SQL rules' test. */
+export const CONDITIONAL_PATHS_SQL = STATEMENTS.plain;

@@ -1,0 +1,242 @@
+/**
+ * Conditional grants on hierarchy paths (issue 29) through the REST API, on
+ * each engine: a membership, a nested membership, a grant to a subject set,
+ * a link, a grant on an ancestor and allUsers grants on nodes, each with a
+ * condition: allowed where it holds with the question's facts, denied where
+ * the facts are missing or make it false; a path with conditions on two
+ * edges (both must hold), two paths of which one holds, expiry on a
+ * conditional edge, the check, batch check, permissions and explain (its
+ * path and every condition it evaluated), and that an application with no
+ * conditional rows never asks the second statement.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { countingDb, createApp, expectStatus } from "./helpers/authz.js";
+import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { ALL_USERS_CATALOG, everyone, set, text, user, type AnyGrant, type EveryoneGrant } from "./support/graph.js";
+import { startTestService, type TestService } from "./support/service.js";
+
+/** Holds only for a question about a document (`resource` is the instance asked about, never a node on the way) with context.ok. */
+const OK = "context.ok == true && resource.type == 'document'";
+
+type Written = (AnyGrant | EveryoneGrant) & { condition?: string; expiresAt?: string };
+const when = <T extends AnyGrant | EveryoneGrant>(g: T, condition: string): T & { condition: string } => ({ ...g, condition });
+
+/** Each kind of edge with a condition on it, on a path of its own; `asker` may read d<n> exactly where the condition holds. */
+const KINDS: { kind: string; asker: string; doc: string; grants: Written[] }[] = [
+  {
+    kind: "a membership",
+    asker: "u1",
+    doc: "d1",
+    grants: [when(user("u1", "team", "t1", "member"), OK), set("team:t1#member", "document", "d1", "viewer")],
+  },
+  {
+    kind: "a nested membership (a team in a team)",
+    asker: "u2",
+    doc: "d2",
+    grants: [user("u2", "team", "t2a", "member"), when(set("team:t2a#member", "team", "t2b", "member"), OK), set("team:t2b#member", "document", "d2", "viewer")],
+  },
+  {
+    kind: "a grant to a subject set",
+    asker: "u3",
+    doc: "d3",
+    grants: [user("u3", "team", "t3", "member"), when(set("team:t3#member", "document", "d3", "viewer"), OK)],
+  },
+  {
+    kind: "a link",
+    asker: "u4",
+    doc: "d4",
+    grants: [user("u4", "folder", "f4", "viewer"), when(set("folder:f4", "document", "d4", "parent"), OK)],
+  },
+  {
+    kind: "a grant on an ancestor",
+    asker: "u5",
+    doc: "d5",
+    grants: [when(user("u5", "folder", "f5", "viewer"), OK), set("folder:f5b", "folder", "f5", "parent"), set("folder:f5", "document", "d5", "parent")],
+  },
+  {
+    kind: "a grant to a subject set on an ancestor",
+    asker: "u6",
+    doc: "d6",
+    grants: [user("u6", "team", "t6", "member"), when(set("team:t6#member", "folder", "f6", "viewer"), OK), set("folder:f6", "document", "d6", "parent")],
+  },
+  {
+    kind: "an allUsers grant on an ancestor",
+    asker: "anyone-7",
+    doc: "d7",
+    grants: [when(everyone("folder", "f7", "viewer"), OK), set("folder:f7", "document", "d7", "parent")],
+  },
+  {
+    kind: "an allUsers membership (a team everyone is in)",
+    asker: "anyone-8",
+    doc: "d8",
+    grants: [when(everyone("team", "t8", "member"), OK), set("team:t8#member", "document", "d8", "viewer")],
+  },
+];
+
+describe.each(engines)("conditional grants on paths, on %s", (engine) => {
+  let database: TestDatabase;
+  let service: TestService;
+  let statements: string[];
+  let key: string;
+
+  beforeAll(async () => {
+    database = await createTestDatabase(engine);
+    const counting = countingDb(database.db);
+    statements = counting.statements;
+    service = await startTestService(counting.db);
+    key = await createApp(service, "paths", ALL_USERS_CATALOG);
+    const res = await call("POST", "/api/v1/authorization/relationships/bulk", { writes: KINDS.flatMap((k) => k.grants) });
+    expectStatus(res, 200);
+  }, 60_000);
+  afterAll(async () => {
+    await service?.close();
+    await database?.dispose();
+  });
+
+  const call = (method: string, path: string, body?: unknown, as = key) => service.call(method, path, { key: as, ...(body === undefined ? {} : { body }) });
+  const write = async (writes: Written[], as = key) => expectStatus(await call("POST", "/api/v1/authorization/relationships/bulk", { writes }, as), 200);
+  const check = async (body: object, as = key): Promise<boolean> => {
+    const res = await call("POST", "/api/v1/authorization/check", body, as);
+    expectStatus(res, 200);
+    return res.body.allowed as boolean;
+  };
+  const explain = async (body: object) => {
+    const res = await call("POST", "/api/v1/authorization/check/explain", body);
+    expectStatus(res, 200);
+    return res.body as { allowed: boolean; reasons: { kind: string; path: Written[] }[]; conditions: { relation: string; condition: string; holds: boolean; outcome: string; reads: unknown[] }[] };
+  };
+
+  describe.each(KINDS)("$kind with a condition", ({ asker, doc }) => {
+    const q = { userId: asker, resource: "document", resourceId: doc, action: "read" };
+
+    it.each([
+      { facts: { context: { ok: true } }, allowed: true },
+      { facts: {}, allowed: false },
+      { facts: { context: { ok: false } }, allowed: false },
+      { facts: { context: { ok: "yes" } }, allowed: false },
+    ])("check with $facts → $allowed; an action the path does not give stays denied", async ({ facts, allowed }) => {
+      expect(await check({ ...q, ...facts })).toBe(allowed);
+      expect(await check({ ...q, ...facts, action: "update" })).toBe(false);
+    });
+
+    it("batch check and permissions evaluate each question's facts", async () => {
+      const res = await call("POST", "/api/v1/authorization/check/batch", { checks: [{ ...q, context: { ok: true } }, q, { ...q, userId: "nobody-at-all", context: { ok: true } }] });
+      expectStatus(res, 200);
+      const everyone = asker.startsWith("anyone");
+      expect(res.body.results).toEqual([{ allowed: true }, { allowed: false }, { allowed: everyone }]);
+      const { action: _, ...instance } = q;
+      const held = await call("POST", "/api/v1/authorization/permissions", { ...instance, context: { ok: true } });
+      expect(held.body.actions).toEqual(["read"]);
+      expect((await call("POST", "/api/v1/authorization/permissions", instance)).body.actions).toEqual([]);
+      const batch = await call("POST", "/api/v1/authorization/permissions/batch", { requests: [{ ...instance, context: { ok: true } }, instance] });
+      expect(batch.body.results).toEqual([{ actions: ["read"] }, { actions: [] }]);
+    });
+
+    it("explain agrees, shows the path with its condition, and lists the condition it evaluated", async () => {
+      const allowed = await explain({ ...q, context: { ok: true } });
+      expect(allowed.allowed).toBe(true);
+      const path = allowed.reasons[0]!.path;
+      expect(path.filter((g) => g.condition === OK)).toHaveLength(1);
+      expect([path.at(-1)!.resource, path.at(-1)!.resourceId]).toEqual(["document", doc]);
+      expect(allowed.conditions).toEqual([
+        expect.objectContaining({ condition: OK, holds: true, outcome: "true", reads: [{ path: "context.ok", found: true, value: true }, { path: "resource.type", found: true, value: "document" }] }),
+      ]);
+      const denied = await explain(q);
+      expect(denied).toMatchObject({ allowed: false, reasons: [] });
+      expect(denied.conditions).toEqual([expect.objectContaining({ condition: OK, holds: false, outcome: "error" })]);
+      expect(denied.conditions[0]!.reads).toContainEqual({ path: "context.ok", found: false });
+    });
+  });
+
+  it("conditions on two edges of one path: both must hold", async () => {
+    await write([
+      when(user("w1", "team", "tw", "member"), "context.a == 1"),
+      set("team:tw#member", "folder", "fw", "viewer"),
+      when(set("folder:fw", "document", "dw", "parent"), "context.b == 1"),
+    ]);
+    const q = { userId: "w1", resource: "document", resourceId: "dw", action: "read" };
+    expect(await check({ ...q, context: { a: 1, b: 1 } })).toBe(true);
+    expect(await check({ ...q, context: { a: 1 } })).toBe(false);
+    expect(await check({ ...q, context: { b: 1 } })).toBe(false);
+    expect(await check({ ...q, context: { a: 2, b: 1 } })).toBe(false);
+    const both = await explain({ ...q, context: { a: 1, b: 1 } });
+    expect(both.allowed).toBe(true);
+    expect(both.reasons[0]!.path.map((g) => [text(g), g.condition ?? null])).toEqual([
+      ["w1 is member of team:tw", "context.a == 1"],
+      ["team:tw#member is viewer of folder:fw", null],
+      ["folder:fw is parent of document:dw", "context.b == 1"],
+    ]);
+    expect(both.conditions.map((c) => [c.relation, c.condition, c.outcome])).toEqual(
+      expect.arrayContaining([
+        ["member", "context.a == 1", "true"],
+        ["parent", "context.b == 1", "true"],
+      ]),
+    );
+    const one = await explain({ ...q, context: { a: 1 } });
+    expect(one.allowed).toBe(false);
+    // The link is met first from the instance: its condition fails, and the path ends there.
+    expect(one.conditions).toEqual([expect.objectContaining({ relation: "parent", condition: "context.b == 1", holds: false, outcome: "error" })]);
+  });
+
+  it("two paths, each under its own condition: either allows, neither denies", async () => {
+    await write([
+      when(user("w2", "team", "ta", "member"), "context.via == 'a'"),
+      when(user("w2", "team", "tb", "member"), "context.via == 'b'"),
+      set("team:ta#member", "document", "d2p", "viewer"),
+      set("team:tb#member", "folder", "f2p", "viewer"),
+      set("folder:f2p", "document", "d2p", "parent"),
+    ]);
+    const q = { userId: "w2", resource: "document", resourceId: "d2p", action: "read" };
+    expect(await check({ ...q, context: { via: "a" } })).toBe(true);
+    expect(await check({ ...q, context: { via: "b" } })).toBe(true);
+    expect(await check({ ...q, context: { via: "c" } })).toBe(false);
+    expect(await check(q)).toBe(false);
+    const viaB = await explain({ ...q, context: { via: "b" } });
+    expect(viaB.allowed).toBe(true);
+    expect(viaB.reasons[0]!.path.map(text)).toEqual(["w2 is member of team:tb", "team:tb#member is viewer of folder:f2p", "folder:f2p is parent of document:d2p"]);
+    expect(viaB.conditions.map((c) => [c.condition, c.holds])).toEqual([
+      ["context.via == 'a'", false],
+      ["context.via == 'b'", true],
+    ]);
+  });
+
+  it("a plain path needs no condition: none is evaluated", async () => {
+    await write([user("w3", "team", "tp", "member"), set("team:tp#member", "document", "d3p", "viewer"), when(user("w3", "team", "tq", "member"), "context.never")]);
+    const explained = await explain({ userId: "w3", resource: "document", resourceId: "d3p", action: "read" });
+    expect(explained).toMatchObject({ allowed: true, conditions: [] });
+  });
+
+  it("expiry still applies to a conditional edge", async () => {
+    const expiresAt = new Date(Date.now() + 1500).toISOString();
+    await write([{ ...when(user("w4", "team", "te", "member"), OK), expiresAt }, set("team:te#member", "document", "d4e", "viewer")]);
+    const q = { userId: "w4", resource: "document", resourceId: "d4e", action: "read", context: { ok: true } };
+    expect(await check(q)).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, Date.parse(expiresAt) - Date.now() + 200)));
+    expect(await check(q)).toBe(false);
+    expect((await explain(q)).allowed).toBe(false);
+  });
+
+  it("the 16-hop bound counts conditional hops as any other", async () => {
+    // w5 is a member of c0 under a condition; c0 in c1 ... in c16. c15's members view "near" (16 hops
+    // from the instance to w5's grant), c16's view "far" (17: one too many).
+    const chain: Written[] = [when(user("w5", "team", "c0", "member"), "context.ok")];
+    for (let i = 1; i <= 16; i++) chain.push(set(`team:c${i - 1}#member`, "team", `c${i}`, "member"));
+    chain.push(set("team:c16#member", "document", "far", "viewer"), set("team:c15#member", "document", "near", "viewer"));
+    await write(chain);
+    expect(await check({ userId: "w5", resource: "document", resourceId: "near", action: "read", context: { ok: true } })).toBe(true);
+    expect(await check({ userId: "w5", resource: "document", resourceId: "far", action: "read", context: { ok: true } })).toBe(false);
+  });
+
+  it("an application with no conditional rows asks one statement per check, allowed or denied", async () => {
+    const plainKey = await createApp(service, "paths-plain", ALL_USERS_CATALOG);
+    await write([user("p1", "team", "pt", "member"), set("team:pt#member", "document", "pd", "viewer")], plainKey);
+    const before = statements.length;
+    expect(await check({ userId: "p1", resource: "document", resourceId: "pd", action: "read" }, plainKey)).toBe(true);
+    expect(await check({ userId: "p2", resource: "document", resourceId: "pd", action: "read", context: { ok: true } }, plainKey)).toBe(false);
+    expect(statements.slice(before).filter((sql) => sql.includes("capped AS MATERIALIZED"))).toEqual([]);
+    // In the application with conditional rows, a denied check asks the second statement.
+    const second = statements.length;
+    expect(await check({ userId: "u1", resource: "document", resourceId: "d1", action: "read" })).toBe(false);
+    expect(statements.slice(second).filter((sql) => sql.includes("capped AS MATERIALIZED"))).toHaveLength(1);
+  });
+});
