@@ -34,6 +34,7 @@
 import type { Queryable } from "./db.js";
 import { USER_OR_ALL } from "./all-users.js";
 import { perApplication, type ReadRows } from "./per-application.js";
+import { outwardHop } from "./graph-store.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 export const CONDITIONAL_PATH_LIMITS = {
@@ -75,18 +76,7 @@ const conditionalPathsSql = (replayed: boolean) => `
     WHERE q.action IS NULL OR q.action = ANY (cr.actions)
     UNION
     SELECT w.n, w.root, e.resource, e.resource_id, e.relation, w.depth + 1, ${withCondition("w.conds", "e.condition")}
-    FROM walk w CROSS JOIN LATERAL (
-      SELECT s.subject_resource, s.subject_id, s.subject_relation, s.condition
-      FROM subject_relationships s
-      WHERE s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = w.relation
-        AND s.subject_relation <> '' AND ${LIVE_GRANT("s")}
-      UNION ALL
-      SELECT s.subject_resource, s.subject_id, ci.inherited, s.condition
-      FROM catalog_inherits ci
-      JOIN subject_relationships s
-        ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = ci.through
-       AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
-      WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation
+    FROM walk w CROSS JOIN LATERAL (${outwardHop(LIVE_GRANT, ", s.condition")}
     ) e(resource, resource_id, relation, condition)
     WHERE w.depth < ${HOPS}
   ),

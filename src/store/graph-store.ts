@@ -44,20 +44,26 @@ const REPLAYED = ",\n    pg_last_wal_replay_lsn()::text AS replayed";
 /**
  * One hop outward from the walk's row `w`: the subject sets granted the
  * relation on w's instance, and, for each rule of w's relation, the
- * instances w's instance links to, with the relation inherited.
+ * instances w's instance links to, with the relation inherited. `grants`
+ * says which rows are edges (the check's walk: PLAIN_GRANT, those with no
+ * condition; explain's and the conditional paths': LIVE_GRANT), `carried`
+ * what each edge adds after its (resource, id, relation) (a column list
+ * starting with a comma, of the row `s`).
  */
-const OUTWARD = `
-    SELECT s.subject_resource, s.subject_id, s.subject_relation
+export const outwardHop = (grants: (s: string) => string, carried = "") => `
+    SELECT s.subject_resource, s.subject_id, s.subject_relation${carried}
     FROM subject_relationships s
     WHERE s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = w.relation
-      AND s.subject_relation <> '' AND ${PLAIN_GRANT("s")}
+      AND s.subject_relation <> '' AND ${grants("s")}
     UNION ALL
-    SELECT s.subject_resource, s.subject_id, ci.inherited
+    SELECT s.subject_resource, s.subject_id, ci.inherited${carried}
     FROM catalog_inherits ci
     JOIN subject_relationships s
       ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = ci.through
-     AND s.subject_relation = '' AND ${PLAIN_GRANT("s")}
+     AND s.subject_relation = '' AND ${grants("s")}
     WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation`;
+
+const OUTWARD = outwardHop(PLAIN_GRANT);
 
 /** The groups met from the user's side (AccessModel.groups): their pairs, the edges into them, a key telling sets apart. */
 export interface GraphGroups {
@@ -220,18 +226,7 @@ export const EXPLAIN_WALK = `
     UNION
     SELECT w.n, e.resource, e.resource_id, e.relation, w.depth + 1,
            jsonb_build_array(jsonb_build_array(w.resource, w.resource_id, w.relation), e.grant_row)
-    FROM walk w CROSS JOIN LATERAL (
-      SELECT s.subject_resource, s.subject_id, s.subject_relation, ${grantRow("s", true)}
-      FROM subject_relationships s
-      WHERE s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = w.relation
-        AND s.subject_relation <> '' AND ${LIVE_GRANT("s")}
-      UNION ALL
-      SELECT s.subject_resource, s.subject_id, ci.inherited, ${grantRow("s", true)}
-      FROM catalog_inherits ci
-      JOIN subject_relationships s
-        ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = ci.through
-       AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
-      WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation
+    FROM walk w CROSS JOIN LATERAL (${outwardHop(LIVE_GRANT, `, ${grantRow("s", true)}`)}
     ) e(resource, resource_id, relation, grant_row)
     WHERE w.depth < ${MAX_HOPS}
   )`;
