@@ -196,53 +196,6 @@ export const graphCheckSql = (replayed: boolean) => `
 
 export const GRAPH_CHECK_SQL = { plain: graphCheckSql(false), replayed: graphCheckSql(true) };
 
-// ------------------------------------------------------------------ explain
-
-/** A grant on a path: [resource, resourceId, relation, userId ("" for a subject's), subject resource, subject id, subject relation, created ms, expires ms, condition]. */
-export type PathGrantRow = [string, string, string, string, string | null, string | null, string | null, number, number | null, string | null];
-
-/** One edge of the outward walk: the node it leaves (resource, id, relation), the grant it follows, and the node it reaches. */
-export type WalkEdgeRow = [from: [string, string, string], grant: PathGrantRow, to: [string, string, string]];
-
-const grantRow = (g: string, subject: boolean) =>
-  `jsonb_build_array(${g}.resource, ${g}.resource_id, ${g}.relation, ${subject ? "''" : `${g}.user_id`},
-     ${subject ? `${g}.subject_resource, ${g}.subject_id, ${g}.subject_relation` : "NULL, NULL, NULL"},
-     (extract(epoch FROM ${g}.created_at) * 1000)::bigint, (extract(epoch FROM ${g}.expires_at) * 1000)::bigint, ${g}.condition)`;
-
-/**
- * Explain's walk, for the questions `q` (n, user_id, resource,
- * resource_id) of explain-store's statement: from every relation of the
- * resource, each row with the edge it came by (the node left and the grant
- * followed), so the domain can find, per relation, a path with the fewest
- * hops. `EXPLAIN_EDGES(n)` and `EXPLAIN_GRANTS(n, user)` read it per question.
- * Edges with a condition are walked too (issue 29): the domain follows one
- * only where its condition holds with the question's facts, as the check's
- * conditional phase counts it (conditional-paths-store.ts).
- */
-export const EXPLAIN_WALK = `
-  walk(n, resource, resource_id, relation, depth, edge) AS (
-    SELECT q.n, q.resource, q.resource_id, cr.relation, 0, NULL::jsonb
-    FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
-    UNION
-    SELECT w.n, e.resource, e.resource_id, e.relation, w.depth + 1,
-           jsonb_build_array(jsonb_build_array(w.resource, w.resource_id, w.relation), e.grant_row)
-    FROM walk w CROSS JOIN LATERAL (${outwardHop(LIVE_GRANT, `, ${grantRow("s", true)}`)}
-    ) e(resource, resource_id, relation, grant_row)
-    WHERE w.depth < ${MAX_HOPS}
-  )`;
-
-export const EXPLAIN_EDGES = (n: string) => `
-  (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_array(w.edge->0, w.edge->1, jsonb_build_array(w.resource, w.resource_id, w.relation))), '[]')
-   FROM walk w WHERE w.n = ${n} AND w.edge IS NOT NULL)`;
-
-/** The user's own grants on the walk's nodes, conditional ones included (explain evaluates those on its paths, as the check does). */
-export const EXPLAIN_GRANTS = (n: string, user: string) => `
-  (SELECT coalesce(jsonb_agg(${grantRow("g", false)}), '[]')
-   FROM (SELECT DISTINCT w.resource, w.resource_id, w.relation FROM walk w WHERE w.n = ${n}) d
-   JOIN relationships g
-     ON g.app_id = $1 AND ${USER_OR_ALL("g.user_id", user)} AND g.resource = d.resource AND g.resource_id = d.resource_id AND g.relation = d.relation
-    AND ${LIVE_GRANT("g")})`;
-
 // ------------------------------------------------------------------ pages
 
 /**
