@@ -117,10 +117,13 @@ describe.each(engines)("graph pages on %s", (engine) => {
   beforeAll(async () => {
     database = await createTestDatabase(engine);
     service = await startTestService(database.db);
-    const lapsed = Date.now() + LAPSE_MS;
-    const lapse = new Date(lapsed).toISOString();
+    // Each shape's lapse is set right before its writes (a loaded machine may take seconds for the
+    // shapes before it), and the loading waits until the last one has passed.
+    let lapsed = 0;
     for (const [i, shape] of SHAPES.entries()) {
       const key = await createApp(service, `pages-${i}`, GRAPH_CATALOG);
+      lapsed = Date.now() + LAPSE_MS;
+      const lapse = new Date(lapsed).toISOString();
       const writes = shape.grants.map((g) => (g.expiresAt === "lapse" ? { ...g, expiresAt: lapse } : g));
       for (let at = 0; at < writes.length; at += 5000) {
         const res = await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes: writes.slice(at, at + 5000) } });
