@@ -34,7 +34,7 @@
 import type { Queryable } from "./db.js";
 import { USER_OR_ALL } from "./all-users.js";
 import { perApplication, type ReadRows } from "./per-application.js";
-import { outwardHop } from "./graph-store.js";
+import { outwardHop, REPLAYED } from "./graph-store.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 export const CONDITIONAL_PATH_LIMITS = {
@@ -99,7 +99,7 @@ const conditionalPathsSql = (replayed: boolean) => `
          FROM (SELECT f.root, f.conds FROM found f WHERE f.n = q.n AND cardinality(f.conds) > 0
                ORDER BY cardinality(f.conds), f.root, f.conds LIMIT ${CONDITIONAL_PATH_LIMITS.paths}) f)
       ORDER BY q.n)
-     FROM q) AS rows${replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""}`;
+     FROM q) AS rows${replayed ? REPLAYED : ""}`;
 
 const STATEMENTS = { plain: conditionalPathsSql(false), replayed: conditionalPathsSql(true) };
 

@@ -39,7 +39,8 @@ import { LIVE_GRANT, PLAIN_GRANT } from "./relationships-store.js";
 /** Subject sets and links followed at most, from the instance (API.md). */
 export const MAX_HOPS = 16;
 
-const REPLAYED = ",\n    pg_last_wal_replay_lsn()::text AS replayed";
+/** The standby's replay position, read beside a statement's rows on a replica (read-replicas.ts). */
+export const REPLAYED = ",\n    pg_last_wal_replay_lsn()::text AS replayed";
 
 /**
  * One hop outward from the walk's row `w`: the subject sets granted the
