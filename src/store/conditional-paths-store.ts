@@ -14,8 +14,11 @@
  * middle: it is asked rarely, and must see every edge of a path to carry
  * its condition), following live rows with or without a condition, each
  * walk row carrying the set of conditions met on its way (sorted, distinct:
- * a path through the same condition twice needs it once). Then the user's
- * (or every user's) live grants on the nodes reached close the paths. The
+ * a path through the same condition twice needs it once). The walk depends
+ * on the instance and the action only, so it runs once for each distinct
+ * one of the batch (`k`): a batch asking many users about one document
+ * walks it once. Then each question's user's (or every user's) live grants
+ * on the nodes reached close the paths. The
  * answer, per question: the distinct (root relation, conditions) of paths
  * with at least one condition, the fewest conditions first. The domain
  * evaluates them (any path whose conditions all hold allows).
@@ -23,7 +26,7 @@
  * Bounded, so hostile data (many conditional edges between the same nodes,
  * each condition different, multiplying the condition sets a node is
  * reached with) cannot explode it: the walk reads at most
- * CONDITIONAL_PATH_LIMITS.walkRows rows per question of the statement (the
+ * CONDITIONAL_PATH_LIMITS.walkRows rows per distinct instance of the statement (the
  * recursive query is read lazily, so the LIMIT stops it), and each question
  * gets at most CONDITIONAL_PATH_LIMITS.paths paths. A path beyond either
  * bound is not counted: the question is denied through it (docs/limits.md).
@@ -38,7 +41,7 @@ import { outwardHop, REPLAYED } from "./graph-store.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 export const CONDITIONAL_PATH_LIMITS = {
-  /** Rows of the conditional walk read per question of a statement. */
+  /** Rows of the conditional walk read per instance (and action) of a statement's questions. */
   walkRows: 10_000,
   /** Paths (distinct root relation and conditions) returned per question. */
   paths: 64,
@@ -68,30 +71,32 @@ const withCondition = (conds: string, c: string) =>
 
 const conditionalPathsSql = (replayed: boolean) => `
   WITH RECURSIVE
-  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (u text, r text, i text, a text))
+  q AS (SELECT q.*, dense_rank() OVER (ORDER BY q.resource, q.resource_id, q.action) AS k
+        FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (u text, r text, i text, a text))
              WITH ORDINALITY AS q(user_id, resource, resource_id, action, n)),
-  walk(n, root, resource, resource_id, relation, depth, conds) AS (
-    SELECT q.n, cr.relation, q.resource, q.resource_id, cr.relation, 0, '{}'::text[]
-    FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
-    WHERE q.action IS NULL OR q.action = ANY (cr.actions)
+  inst AS (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action FROM q),
+  walk(k, root, resource, resource_id, relation, depth, conds) AS (
+    SELECT i.k, cr.relation, i.resource, i.resource_id, cr.relation, 0, '{}'::text[]
+    FROM inst i JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = i.resource
+    WHERE i.action IS NULL OR i.action = ANY (cr.actions)
     UNION
-    SELECT w.n, w.root, e.resource, e.resource_id, e.relation, w.depth + 1, ${withCondition("w.conds", "e.condition")}
+    SELECT w.k, w.root, e.resource, e.resource_id, e.relation, w.depth + 1, ${withCondition("w.conds", "e.condition")}
     FROM walk w CROSS JOIN LATERAL (${outwardHop(LIVE_GRANT, ", s.condition")}
     ) e(resource, resource_id, relation, condition)
     WHERE w.depth < ${HOPS}
   ),
   capped AS MATERIALIZED (SELECT * FROM walk LIMIT $3),
-  nodes AS MATERIALIZED (SELECT DISTINCT c.n, c.resource, c.resource_id, c.relation FROM capped c),
+  nodes AS MATERIALIZED (SELECT DISTINCT c.k, c.resource, c.resource_id, c.relation FROM capped c),
   held AS MATERIALIZED (
-    SELECT DISTINCT d.n, d.resource, d.resource_id, d.relation, g.condition
-    FROM nodes d JOIN q ON q.n = d.n
+    SELECT DISTINCT q.n, d.k, d.resource, d.resource_id, d.relation, g.condition
+    FROM nodes d JOIN q ON q.k = d.k
     JOIN relationships g
       ON g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = d.resource AND g.resource_id = d.resource_id
      AND g.relation = d.relation AND ${LIVE_GRANT("g")}
   ),
   found AS MATERIALIZED (
-    SELECT DISTINCT c.n, c.root, ${withCondition("c.conds", "h.condition")} AS conds
-    FROM capped c JOIN held h ON h.n = c.n AND h.resource = c.resource AND h.resource_id = c.resource_id AND h.relation = c.relation
+    SELECT DISTINCT h.n, c.root, ${withCondition("c.conds", "h.condition")} AS conds
+    FROM capped c JOIN held h ON h.k = c.k AND h.resource = c.resource AND h.resource_id = c.resource_id AND h.relation = c.relation
   )
   SELECT
     (SELECT json_agg(
@@ -118,7 +123,9 @@ export const conditionalPathsStore = {
     return perApplication(inputs, async (appId, ofApp) => {
       const questions = ofApp.map((i) => ({ u: i.userId, r: i.resource, i: i.resourceId, a: i.action }));
       const sql = options.replayed === true ? STATEMENTS.replayed : STATEMENTS.plain;
-      const { rows } = await q.query<StatementRow>(sql, [appId, JSON.stringify(questions), CONDITIONAL_PATH_LIMITS.walkRows * ofApp.length]);
+      // The walk is the instance's, whoever asks: one per distinct instance and action.
+      const instances = new Set(ofApp.map((i) => JSON.stringify([i.resource, i.resourceId, i.action]))).size;
+      const { rows } = await q.query<StatementRow>(sql, [appId, JSON.stringify(questions), CONDITIONAL_PATH_LIMITS.walkRows * instances]);
       const row = rows[0]!;
       return {
         rows: (row.rows ?? []).map((paths) => paths.map(([relation, conditions]) => ({ relation, conditions }))),
