@@ -1,28 +1,76 @@
+import path from "node:path";
 import { defineConfig } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /**
- * Files that run alone, after the others: the browser's (Chromium takes a
- * core of its own, and their waits are for what a person would see) and
- * those whose assertions are about time or processes (deadlines, timeouts,
- * restarts, replicas catching up, a cluster of their own). Beside another
- * file they would measure the neighbour.
+ * Most files run two at a time (the `together` project): most of a file's
+ * time is spent waiting on its database or its service, and Vitest's default
+ * on two cores is one worker (the cores less one). The others run after
+ * them, in two rooms.
+ *
+ * First `paired`, two files at a time, a browser file (Chromium takes a core
+ * of its own) beside a file that mostly waits (on processes starting and
+ * stopping, replicas catching up, a cluster of its own): the sequencer below
+ * hands them out in turn, the longest first, so two browsers rarely meet.
+ * Each list is in that order (the longest first, as measured).
  */
-const ALONE = [
-  "test/console-*.test.ts",
+const BROWSER = [
+  "test/console-e2e.test.ts",
+  "test/console-links.test.ts",
+  "test/console-hierarchy.test.ts",
+  "test/console-conditions.test.ts",
+  "test/console-model.test.ts",
+  "test/console-all-users.test.ts",
   "test/docs-page.test.ts",
+  "test/console-grant-import.test.ts",
+  "test/console-static.test.ts",
+  // A console file not named above runs here too, last.
+  "test/console-*.test.ts",
+];
+const WAITING = [
+  "test/freshness.test.ts",
+  "test/start-up-mistakes.test.ts",
+  "test/read-replicas.test.ts",
+  "test/process.test.ts",
+  "test/citus.test.ts",
+  "test/changes-restarts.test.ts",
+  "test/changes-streams.test.ts",
+];
+/**
+ * Then `timing`, truly alone: the files whose assertions are about time at
+ * the scale of a scheduler's hiccup (deadlines, connection and stream
+ * timeouts, cancellation mid-write). Beside another file they would measure
+ * the neighbour.
+ */
+const TIMING = [
   "test/deadlines.test.ts",
   "test/connection-timeouts.test.ts",
   "test/h2-attacks.test.ts",
   "test/h2-limits.test.ts",
   "test/cancel-while-writing.test.ts",
-  "test/start-up-mistakes.test.ts",
-  "test/process.test.ts",
-  "test/changes-restarts.test.ts",
-  "test/changes-streams.test.ts",
-  "test/read-replicas.test.ts",
-  "test/freshness.test.ts",
-  "test/citus.test.ts",
 ];
+
+/** Where a file stands in its list (BROWSER or WAITING): its turn in `paired`. */
+function turn(file: string): number {
+  const relative = path.relative(process.cwd(), file).split(path.sep).join("/");
+  for (const list of [BROWSER, WAITING]) {
+    const at = list.indexOf(relative);
+    if (at >= 0) return at;
+  }
+  return BROWSER.length;
+}
+
+/**
+ * `paired`'s files in turns: the first browser file and the first waiting
+ * one, then the second of each, and so on. Other groups as Vitest sorts them.
+ */
+class PairedSequencer extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    if (!files.every((f) => f.project.name === "paired")) return super.sort(files);
+    const browser = (f: TestSpecification) => /\/(console-[^/]*|docs-page)\.test\.ts$/.test(f.moduleId);
+    return [...files].sort((a, b) => turn(a.moduleId) - turn(b.moduleId) || Number(browser(b)) - Number(browser(a)));
+  }
+}
 
 export default defineConfig({
   test: {
@@ -31,22 +79,22 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",
+    sequence: { sequencer: PairedSequencer },
     projects: [
       {
         extends: true,
-        // Two files at once: most of a file's time is spent waiting on its database or its service,
-        // and Vitest's default on two cores is one (the cores less one).
         // The Citus leg (npm run test:citus) runs its files one at a time: its three servers already
         // take both cores, and its tests of concurrent writers and lapsing grants then time out.
         test: {
           name: "together",
           include: ["test/**/*.test.ts"],
-          exclude: ALONE,
+          exclude: [...BROWSER, ...WAITING, ...TIMING],
           maxWorkers: process.env.PORTCULLIS_TEST_ENGINES === "citus" ? 1 : 2,
           sequence: { groupOrder: 0 },
         },
       },
-      { extends: true, test: { name: "alone", include: ALONE, maxWorkers: 1, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: "paired", include: [...BROWSER, ...WAITING], maxWorkers: 2, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: "timing", include: TIMING, maxWorkers: 1, sequence: { groupOrder: 2 } } },
     ],
   },
 });

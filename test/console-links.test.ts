@@ -5,7 +5,8 @@
  * with assignments, grants, audit events), a real Chromium crawls every
  * page it can reach. On each page it follows every link twice: by clicking
  * it (the console's own navigation, no reload) and by loading its URL fresh
- * (what a reload or a shared link does). A link fails when it leaves
+ * (what a reload or a shared link does); a link met again on another page
+ * (the same href and words: the navigation's) is followed the first time. A link fails when it leaves
  * /console/ for a page that is not the API's, when its target answers an
  * error status, lands somewhere else than the link said, shows a blank page
  * (no text, no main heading) or an error, or when anything logs an error in
@@ -245,6 +246,7 @@ describe("the console's links in Chromium", { timeout: 600_000 }, () => {
     const seen = new Set(queue);
     const loaded = new Set<string>();
     const dangerLooks = new Set<string>();
+    const clickedLinks = new Set<string>();
     let clicked = 0;
 
     /** Runs `step`, then reports what went wrong in it (as a failure about `what`). */
@@ -291,6 +293,11 @@ describe("the console's links in Chromium", { timeout: 600_000 }, () => {
         if (isApi(target)) continue;
         const inConsole = target.pathname.startsWith("/console/");
         if (!inConsole) failures.push(`${what}: leaves the console for ${target.pathname}`);
+        // The same link (its href and its words) met again on another page, the navigation's
+        // on every page: clicked once, its target loaded once; the others are that link again.
+        const sameLink = `${link.href}\n${link.text}`;
+        if (clickedLinks.has(sameLink)) continue;
+        clickedLinks.add(sameLink);
         clicked++;
         await checked(`clicking ${what}`, async () => {
           await page.locator(`a[href="${link.href}"]`).first().click();
@@ -409,7 +416,8 @@ describe("the console's links in Chromium", { timeout: 600_000 }, () => {
     );
     expect(result.pages.some((p) => p.startsWith(`/console/apps/${APP}/policies/`))).toBe(true);
     expect(result.pages.some((p) => p.startsWith(`/console/apps/${APP}/roles/`))).toBe(true);
-    expect(result.clicked).toBeGreaterThan(50);
+    // Distinct links clicked (the navigation's once, each row's): 18 when this was written.
+    expect(result.clicked).toBeGreaterThanOrEqual(15);
   });
 
   it.concurrent("an application key: every link of every page, clicked and loaded fresh, leads to a page of the console", async ({ expect }) => {
