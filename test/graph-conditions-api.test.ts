@@ -7,7 +7,10 @@
  * edges (both must hold), two paths of which one holds, expiry on a
  * conditional edge, the check, batch check, permissions and explain (its
  * path and every condition it evaluated), and that an application with no
- * conditional rows never asks the second statement.
+ * conditional rows never asks the second statement. Lookup and who can list
+ * what such a path reaches apart (`conditional`, with the conditions that
+ * could allow it), never plainly, paged with the plain answers under one
+ * cursor; the AuthZEN searches built on them list it where it holds.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { countingDb, createApp, expectStatus } from "./helpers/authz.js";
@@ -21,7 +24,10 @@ const OK = "context.ok == true && resource.type == 'document'";
 type Written = (AnyGrant | EveryoneGrant) & { condition?: string; expiresAt?: string };
 const when = <T extends AnyGrant | EveryoneGrant>(g: T, condition: string): T & { condition: string } => ({ ...g, condition });
 
-/** Each kind of edge with a condition on it, on a path of its own; `asker` may read d<n> exactly where the condition holds. */
+/**
+ * Each kind of edge with a condition on it, on a path of its own; `asker` may read d<n> exactly where the condition holds.
+ * `everyone`: the path starts from an allUsers grant, so every user may (who can lists no one for it).
+ */
 const KINDS: { kind: string; asker: string; doc: string; grants: Written[] }[] = [
   {
     kind: "a membership",
@@ -105,6 +111,16 @@ describe.each(engines)("conditional grants on paths, on %s", (engine) => {
     expectStatus(res, 200);
     return res.body as { allowed: boolean; reasons: { kind: string; path: Written[] }[]; conditions: { relation: string; condition: string; holds: boolean; outcome: string; reads: unknown[] }[] };
   };
+  const lookup = async (body: object, as = key) => {
+    const res = await call("POST", "/api/v1/authorization/lookup", body, as);
+    expectStatus(res, 200);
+    return res.body as { resourceIds: string[]; conditional: { resourceId: string; conditions: string[] }[]; nextPageToken: string };
+  };
+  const subjects = async (body: object, as = key) => {
+    const res = await call("POST", "/api/v1/authorization/subjects", body, as);
+    expectStatus(res, 200);
+    return res.body as { userIds: string[]; conditional: { userId: string; conditions: string[] }[]; allUsers: boolean; nextPageToken: string };
+  };
 
   describe.each(KINDS)("$kind with a condition", ({ asker, doc }) => {
     const q = { userId: asker, resource: "document", resourceId: doc, action: "read" };
@@ -146,6 +162,20 @@ describe.each(engines)("conditional grants on paths, on %s", (engine) => {
       expect(denied.conditions).toEqual([expect.objectContaining({ condition: OK, holds: false, outcome: "error" })]);
       expect(denied.conditions[0]!.reads).toContainEqual({ path: "context.ok", found: false });
     });
+
+    it("lookup and who can list it apart, with its condition, never plainly", async () => {
+      const lookedUp = await lookup({ userId: asker, resource: "document", action: "read" });
+      expect(lookedUp.resourceIds).not.toContain(doc);
+      expect(lookedUp.conditional).toContainEqual({ resourceId: doc, conditions: [OK] });
+      // An action the path does not give: neither.
+      const update = await lookup({ userId: asker, resource: "document", action: "update" });
+      expect([...update.resourceIds, ...update.conditional.map((c) => c.resourceId)]).not.toContain(doc);
+      const who = await subjects({ resource: "document", resourceId: doc, action: "read" });
+      expect(who.userIds).toEqual([]);
+      // A path from an allUsers grant lists no user, and does not make every user (allUsers) one who may.
+      expect(who.conditional).toEqual(asker.startsWith("anyone") ? [] : [{ userId: asker, conditions: [OK] }]);
+      expect(who.allUsers).toBe(false);
+    });
   });
 
   it("conditions on two edges of one path: both must hold", async () => {
@@ -176,6 +206,14 @@ describe.each(engines)("conditional grants on paths, on %s", (engine) => {
     expect(one.allowed).toBe(false);
     // The link is met first from the instance: its condition fails, and the path ends there.
     expect(one.conditions).toEqual([expect.objectContaining({ relation: "parent", condition: "context.b == 1", holds: false, outcome: "error" })]);
+    // Lookup and who can: the path's two conditions as one way, joined by &&.
+    const way = "(context.a == 1) && (context.b == 1)";
+    const lookedUp = await lookup({ userId: "w1", resource: "document", action: "read" });
+    expect(lookedUp.resourceIds).not.toContain("dw");
+    expect(lookedUp.conditional).toContainEqual({ resourceId: "dw", conditions: [way] });
+    expect(await subjects({ resource: "document", resourceId: "dw", action: "read" })).toEqual(
+      expect.objectContaining({ userIds: [], conditional: [{ userId: "w1", conditions: [way] }], allUsers: false }),
+    );
   });
 
   it("two paths, each under its own condition: either allows, neither denies", async () => {
@@ -198,12 +236,31 @@ describe.each(engines)("conditional grants on paths, on %s", (engine) => {
       ["context.via == 'a'", false],
       ["context.via == 'b'", true],
     ]);
+    // Lookup and who can: either way, each path's condition.
+    const ways = ["context.via == 'a'", "context.via == 'b'"];
+    expect((await lookup({ userId: "w2", resource: "document", action: "read" })).conditional).toContainEqual({ resourceId: "d2p", conditions: ways });
+    expect((await subjects({ resource: "document", resourceId: "d2p", action: "read" })).conditional).toEqual([{ userId: "w2", conditions: ways }]);
   });
 
   it("a plain path needs no condition: none is evaluated", async () => {
     await write([user("w3", "team", "tp", "member"), set("team:tp#member", "document", "d3p", "viewer"), when(user("w3", "team", "tq", "member"), "context.never")]);
     const explained = await explain({ userId: "w3", resource: "document", resourceId: "d3p", action: "read" });
     expect(explained).toMatchObject({ allowed: true, conditions: [] });
+  });
+
+  it("reached both plainly and through a condition: lookup and who can list it plainly only", async () => {
+    await write([
+      user("w6", "team", "tp6", "member"),
+      set("team:tp6#member", "document", "d6p", "viewer"),
+      when(user("w6", "team", "tq6", "member"), OK),
+      set("team:tq6#member", "document", "d6p", "viewer"),
+      user("w6", "folder", "f6p", "viewer"),
+      when(set("folder:f6p", "document", "d6p", "parent"), OK),
+    ]);
+    const lookedUp = await lookup({ userId: "w6", resource: "document", action: "read" });
+    expect(lookedUp.resourceIds).toContain("d6p");
+    expect(lookedUp.conditional.map((c) => c.resourceId)).not.toContain("d6p");
+    expect(await subjects({ resource: "document", resourceId: "d6p", action: "read" })).toEqual(expect.objectContaining({ userIds: ["w6"], conditional: [] }));
   });
 
   it("expiry still applies to a conditional edge", async () => {
@@ -227,16 +284,96 @@ describe.each(engines)("conditional grants on paths, on %s", (engine) => {
     expect(await check({ userId: "w5", resource: "document", resourceId: "far", action: "read", context: { ok: true } })).toBe(false);
   });
 
+  it("AuthZEN's resource and subject searches list what a conditional path reaches where its condition holds", async () => {
+    const search = async (kind: "resource" | "subject", body: object) => {
+      const res = await call("POST", `/access/v1/search/${kind}`, body);
+      expectStatus(res, 200);
+      return (res.body.results as { type: string; id: string }[]).map((r) => r.id);
+    };
+    const resources = { subject: { type: "user", id: "u1" }, action: { name: "read" }, resource: { type: "document" } };
+    // u1's team membership gives d1; every user's conditional allUsers grants give d7 and d8.
+    expect(await search("resource", { ...resources, context: { ok: true } })).toEqual(["d1", "d7", "d8"]);
+    expect(await search("resource", { ...resources, context: { ok: false } })).toEqual([]);
+    expect(await search("resource", resources)).toEqual([]);
+    const users = { subject: { type: "user" }, action: { name: "read" }, resource: { type: "document", id: "d4" } };
+    expect(await search("subject", { ...users, context: { ok: true } })).toEqual(["u4"]);
+    expect(await search("subject", { ...users, context: { ok: false } })).toEqual([]);
+  });
+
+  it("lookup and who can page plain and conditional answers together, under one cursor: none skipped, none repeated", async () => {
+    const pagesKey = await createApp(service, "paths-pages", ALL_USERS_CATALOG);
+    const C = "context.ok == true";
+    await write(
+      [
+        // pg: p1, p3, p5, p7 plainly; p2, p4, p6 through a conditional membership (p7 both); p8 through a
+        // conditional link; p9 by a conditional grant on the instance itself.
+        user("pg", "team", "plain", "member"),
+        when(user("pg", "team", "cond", "member"), C),
+        ...["p1", "p3", "p5", "p7"].map((d) => set("team:plain#member", "document", d, "viewer")),
+        ...["p2", "p4", "p6", "p7"].map((d) => set("team:cond#member", "document", d, "viewer")),
+        user("pg", "folder", "fp", "viewer"),
+        when(set("folder:fp", "document", "p8", "parent"), C),
+        when(user("pg", "document", "p9", "viewer"), C),
+        // On "shared": a1, a3, a5 plainly; a2, a4, a6 through a conditional membership (a7 both); a8 by its own conditional grant.
+        ...["a1", "a3", "a5", "a7"].map((u) => user(u, "team", "wplain", "member")),
+        ...["a2", "a4", "a6", "a7"].map((u) => when(user(u, "team", "wcond", "member"), C)),
+        set("team:wplain#member", "document", "shared", "viewer"),
+        set("team:wcond#member", "document", "shared", "viewer"),
+        when(user("a8", "document", "shared", "viewer"), C),
+      ],
+      pagesKey,
+    );
+    const lookupAll = ["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9"];
+    const lookupConditional = ["p2", "p4", "p6", "p8", "p9"];
+    const whoAll = ["a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8"];
+    const whoConditional = ["a2", "a4", "a6", "a8"];
+    for (const pageSize of [1, 2]) {
+      for (const [ask, body, all, conditional] of [
+        [lookup, { userId: "pg", resource: "document", action: "read" }, lookupAll, lookupConditional],
+        [subjects, { resource: "document", resourceId: "shared", action: "read" }, whoAll, whoConditional],
+      ] as const) {
+        const seen: string[] = [];
+        const apart: string[] = [];
+        let pageToken = "";
+        do {
+          const page = (await (ask as typeof lookup | typeof subjects)({ ...body, pageSize, pageToken }, pagesKey)) as {
+            resourceIds?: string[];
+            userIds?: string[];
+            conditional: { resourceId?: string; userId?: string; conditions: string[] }[];
+            nextPageToken: string;
+          };
+          const plain = page.resourceIds ?? page.userIds!;
+          const conditionalIds = page.conditional.map((c) => c.resourceId ?? c.userId!);
+          for (const c of page.conditional) expect(c.conditions).toEqual([C]);
+          const ids = [...plain, ...conditionalIds].sort();
+          expect(ids.length, `a page of ${pageSize}: ${ids}`).toBe(Math.min(pageSize, all.length - seen.length));
+          seen.push(...ids);
+          apart.push(...conditionalIds);
+          pageToken = page.nextPageToken;
+        } while (pageToken !== "");
+        expect(seen, `pages of ${pageSize}`).toEqual(all);
+        expect(apart.sort()).toEqual(conditional);
+      }
+    }
+  });
+
   it("an application with no conditional rows asks one statement per check, allowed or denied", async () => {
     const plainKey = await createApp(service, "paths-plain", ALL_USERS_CATALOG);
     await write([user("p1", "team", "pt", "member"), set("team:pt#member", "document", "pd", "viewer")], plainKey);
     const before = statements.length;
     expect(await check({ userId: "p1", resource: "document", resourceId: "pd", action: "read" }, plainKey)).toBe(true);
     expect(await check({ userId: "p2", resource: "document", resourceId: "pd", action: "read", context: { ok: true } }, plainKey)).toBe(false);
-    expect(statements.slice(before).filter((sql) => sql.includes("capped AS MATERIALIZED"))).toEqual([]);
+    // Lookup and who can there: one statement each, never the one through conditional paths.
+    expect((await lookup({ userId: "p1", resource: "document", action: "read" }, plainKey)).resourceIds).toEqual(["pd"]);
+    expect((await subjects({ resource: "document", resourceId: "pd", action: "read" }, plainKey)).userIds).toEqual(["p1"]);
+    expect(statements.slice(before).filter((sql) => sql.includes("capped AS MATERIALIZED") || sql.includes("unnest(q.prior)"))).toEqual([]);
     // In the application with conditional rows, a denied check asks the second statement.
     const second = statements.length;
     expect(await check({ userId: "u1", resource: "document", resourceId: "d1", action: "read" })).toBe(false);
     expect(statements.slice(second).filter((sql) => sql.includes("capped AS MATERIALIZED"))).toHaveLength(1);
+    // And a lookup there asks its page through conditional paths, once.
+    const third = statements.length;
+    expect((await lookup({ userId: "u1", resource: "document", action: "read" })).conditional).toContainEqual({ resourceId: "d1", conditions: [OK] });
+    expect(statements.slice(third).filter((sql) => sql.includes("unnest(q.prior)"))).toHaveLength(1);
   });
 });

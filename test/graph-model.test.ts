@@ -122,25 +122,34 @@ function modelListed(w: World, now: number, userId: string, resource: string, id
   return relationsImplying(resource, action).some((rel) => holders(w, now, resource, id, rel).has(userId));
 }
 
+/** The context in which every condition of a world holds: a grant with a condition then counts as one without. */
+const EVERY_CONDITION: Context = { a: true, b: true };
+
 /**
- * Lookup's and who can's candidates (API.md: conditional results apart): a
- * live grant with a condition on the instance itself, of a relation
- * implying the action, the user's (or, for lookup, everyone's). A candidate
- * the check allows outright (by a plain path, an allUsers grant or a role)
- * is listed as a plain answer; the others are listed apart, never plainly.
+ * Whether some path could give the user the action on the instance where
+ * conditions hold (every live grant counting, conditional or not): their own
+ * paths, or for lookup (`everyone`) also an allUsers grant's; who can lists
+ * no user for an allUsers grant. Such an answer the check allows outright
+ * (with no condition holding: by a plain path, an allUsers grant or a role)
+ * is listed plainly by lookup and who can; any other apart, never plainly
+ * (API.md: conditional results apart).
  */
-function candidateOutright(w: World, now: number, userId: string, resource: string, id: string, action: string, everyone: boolean): boolean {
-  const candidate = w.grants.some(
-    (g) =>
-      g.condition !== undefined &&
-      (g.expiresMs === undefined || g.expiresMs > now) &&
-      g.resource === resource &&
-      g.resourceId === id &&
-      relationsImplying(resource, action).includes(g.relation) &&
-      ("allUsers" in g ? everyone : g.userId === userId),
-  );
-  return candidate && modelAllows(w, now, userId, resource, id, action);
+function reachable(w: World, now: number, userId: string, resource: string, id: string, action: string, everyone: boolean): boolean {
+  return relationsImplying(resource, action).some((rel) => {
+    const h = holders(w, now, resource, id, rel, EVERY_CONDITION);
+    return h.has(userId) || (everyone && h.has(EVERYONE));
+  });
 }
+
+/** Whether a conditional answer's conditions (any one; each `context.k == true` or those joined by `&&`) hold in the context. */
+const anyHolds = (conditions: readonly string[], context: Context) =>
+  conditions.some((way) =>
+    way.split(" && ").every((part) => {
+      const key = /context\.(\w+) == true/.exec(part)?.[1];
+      expect(key, `a condition of the world: ${part}`).toBeDefined();
+      return context[key as keyof Context] === true;
+    }),
+  );
 
 /**
  * The fewest hops of any relation implying the action (the user's own paths or an allUsers grant's), or undefined:
@@ -263,17 +272,44 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
     for (const u of world.roles.keys()) await a.assign(role, u);
     const r = random(seed + 1);
 
-    /** Every id of every page; `flags`: each page's allUsers (who can). */
+    /** Every id of every page, plain and conditional apart; `flags`: each page's allUsers (who can). */
     const pages = async (path: string, body: Record<string, unknown>, field: string, flags: boolean[] = []) => {
       const ids: string[] = [];
+      const conditional: { id: string; conditions: string[] }[] = [];
       let pageToken = "";
       do {
         const page = await call(path, { ...body, pageSize: 1 + r.int(6), pageToken });
         ids.push(...(page[field] as string[]));
+        for (const c of page.conditional as { resourceId?: string; userId?: string; conditions: string[] }[]) conditional.push({ id: c.resourceId ?? c.userId!, conditions: c.conditions });
         flags.push(page.allUsers === true);
         pageToken = page.nextPageToken as string;
       } while (pageToken !== "");
-      return ids;
+      return { ids, conditional };
+    };
+
+    /** Answers lookup and who can listed apart: in all, and with a way of two conditions (a path through both). */
+    const listedApart = { all: 0, joined: 0 };
+    /**
+     * Lookup's or who can's answers against the model: plainly those the check allows with no condition holding,
+     * apart the others some path could give; each apart with conditions that hold in exactly the contexts the check allows.
+     */
+    const expectAnswers = (
+      what: string,
+      got: { ids: string[]; conditional: { id: string; conditions: string[] }[] },
+      candidates: readonly string[],
+      allows: (id: string, context: Context) => boolean,
+      listed: (id: string) => boolean,
+    ) => {
+      expect(got.ids, `${what}: plain`).toEqual(candidates.filter((id) => listed(id) || allows(id, {})));
+      expect(
+        got.conditional.map((c) => c.id),
+        `${what}: conditional`,
+      ).toEqual(candidates.filter((id) => !listed(id) && !allows(id, {})));
+      listedApart.all += got.conditional.length;
+      listedApart.joined += got.conditional.filter((c) => c.conditions.some((way) => way.includes(" && "))).length;
+      for (const c of got.conditional) {
+        for (const context of contexts) expect(anyHolds(c.conditions, context), `${what}: ${c.id} ${JSON.stringify(c.conditions)} in ${JSON.stringify(context)}`).toBe(allows(c.id, context));
+      }
     };
 
     const compare = async (now: number) => {
@@ -297,18 +333,26 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
       for (const u of USERS) {
         for (const [resource, action, ids] of [["document", "read", DOCS], ["folder", "list", FOLDERS], ["document", "update", DOCS]] as const) {
           const roleHeld = world.roles.get(u)?.has(`${resource}:${action}`) === true;
-          const expected = ids.filter(
-            (id) => relationsImplying(resource, action).some((rel) => holds(holders(world, now, resource, id, rel), u)) || candidateOutright(world, now, u, resource, id, action, true),
+          expectAnswers(
+            `lookup ${u} ${resource}:${action}`,
+            await pages("/api/v1/authorization/lookup", { userId: u, resource, action }, "resourceIds"),
+            ids.filter((id) => reachable(world, now, u, resource, id, action, true)),
+            (id, context) => modelAllows(world, now, u, resource, id, action, context),
+            () => false,
           );
-          expect(await pages("/api/v1/authorization/lookup", { userId: u, resource, action }, "resourceIds"), `lookup ${u} ${resource}:${action}`).toEqual(expected);
           if (roleHeld) expect((await call("/api/v1/authorization/lookup", { userId: u, resource, action })).allInstances).toBe(true);
         }
       }
       for (const [resource, ids, action] of [["document", DOCS, "read"], ["document", DOCS, "update"], ["folder", FOLDERS, "read"]] as const) {
         for (const id of ids) {
-          const expected = USERS.filter((u) => modelListed(world, now, u, resource, id, action) || candidateOutright(world, now, u, resource, id, action, false)).sort();
           const flags: boolean[] = [];
-          expect(await pages("/api/v1/authorization/subjects", { resource, resourceId: id, action }, "userIds", flags), `who can ${action} ${resource}:${id}`).toEqual(expected);
+          expectAnswers(
+            `who can ${action} ${resource}:${id}`,
+            await pages("/api/v1/authorization/subjects", { resource, resourceId: id, action }, "userIds", flags),
+            USERS.filter((u) => modelListed(world, now, u, resource, id, action) || reachable(world, now, u, resource, id, action, false)).sort(),
+            (u, context) => modelAllows(world, now, u, resource, id, action, context),
+            (u) => modelListed(world, now, u, resource, id, action),
+          );
           const all = modelAllUsers(world, now, resource, id, action);
           expect(flags.every((f) => f === all), `who can ${action} ${resource}:${id}: allUsers ${all}`).toBe(true);
         }
@@ -342,6 +386,9 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
       const now = Date.now();
       const decided = USERS.flatMap((u) => DOCS.map((d) => [u, d] as const));
       expect(decided.some(([u, d]) => modelAllows(world, now, u, "document", d, "read", { a: true, b: true }) !== modelAllows(world, now, u, "document", d, "read"))).toBe(true);
+      // And lookup and who can listed answers apart, some through a path with both conditions on it.
+      expect(listedApart.all).toBeGreaterThan(0);
+      expect(listedApart.joined).toBeGreaterThan(0);
     }
     // The allUsers grants are on paths that count: some instance is one every user may read.
     if (public_ && !conditional) expect(DOCS.some((d) => modelAllUsers(world, Date.now(), "document", d, "read"))).toBe(true);

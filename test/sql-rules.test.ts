@@ -15,6 +15,7 @@ import { createTestDatabase, engines, type TestDatabase } from "./support/engine
 import { applyScenario, checkOf, loadScenarios } from "./support/scenario.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
 import { CHECK_SQL_INLINE, GRAPH_CHECK_SQL_INLINE } from "../src/store/check-store.js";
+import { THROUGH_PATHS_SQL } from "../src/store/graph-store.js";
 import { loadMigrations } from "../src/store/migrate.js";
 import { migrationFunctionQueries, sqlRuleViolations } from "./support/sql-rules.js";
 import { admin, createApp } from "./helpers/authz.js";
@@ -221,6 +222,9 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     ok("graph conditional check", await asKey("POST", "/api/v1/authorization/check", { ...q, userId: "bob", context: { ok: true } }));
     ok("graph conditional permissions", await asKey("POST", "/api/v1/authorization/permissions", { userId: "bob", resource: "document", resourceId: "d1", context: { ok: true } }));
     ok("graph conditional explain", await asKey("POST", "/api/v1/authorization/check/explain", { ...q, userId: "bob" }));
+    // Lookup and who can where a conditional row could lie on a path: their pages through conditional paths too.
+    ok("graph conditional lookup", await asKey("POST", "/api/v1/authorization/lookup", { userId: "bob", resource: "document", action: "read", pageSize: 1 }));
+    ok("graph conditional who can", await asKey("POST", "/api/v1/authorization/subjects", { resource: "document", resourceId: "d1", action: "read", pageSize: 1 }));
     ok("graph check", await asKey("POST", "/api/v1/authorization/check", q));
     ok("graph batch", await asKey("POST", "/api/v1/authorization/check/batch", { checks: [q, { ...q, resourceId: "d2" }] }));
     ok("graph permissions", await asKey("POST", "/api/v1/authorization/permissions", { userId: "alice", resource: "document", resourceId: "d1" }));
@@ -257,6 +261,9 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     const seen = [...statements];
     expect(seen.some((sql) => sql.includes("CROSS JOIN LATERAL") && sql.includes("relationships g"))).toBe(true);
     expect(seen.some((sql) => sql.includes("JOIN policy_permissions pp") && sql.includes("role_assignments a"))).toBe(true);
+    // And the pages through conditional paths (graph-store.ts), lookup's and who can's.
+    expect(statements.has(THROUGH_PATHS_SQL.lookup)).toBe(true);
+    expect(statements.has(THROUGH_PATHS_SQL.subjects)).toBe(true);
   });
 
   it("every statement keeps the rules", () => {

@@ -262,20 +262,26 @@ export class Checker {
   /**
    * How each question would be answered, without evaluating a condition:
    * `outright` when what holds with no condition allows; otherwise the
-   * ways conditions could allow it, each one CEL expression (a way of two
-   * conditions, an assignment's and its role's policy's, joined by `&&`,
-   * which holds exactly when both do). None: denied whatever the facts.
-   * What lookup and who can list as conditional answers (one statement for
-   * all, as a batch check).
+   * ways conditions could allow it, each one CEL expression (a way of
+   * several conditions, an assignment's and its role's policy's, or those
+   * on one conditional path, joined by `&&`, which holds exactly when all
+   * do). None: denied whatever the facts. What lookup and who can list as
+   * conditional answers: one statement for all, as a batch check; and, for
+   * the questions a conditional row could lie on a path of, one more for
+   * their conditional paths, as `decide` asks it.
    */
   async ways(caller: Caller, questions: (CheckQuestion & { rolesOnly?: boolean })[]): Promise<Ways[]> {
     const all = await this.batchFacts(caller, questions, "checks", validateQuestion);
-    return all.map(([model, q, read]) => {
-      // Roles only: what the user's roles give on every instance, whatever the instance's grants.
-      const facts = q.rolesOnly === true ? { ...read, relations: [], conditional: [] } : read;
-      if (model.allows(q, facts.relations, facts.roles)) return { outright: true };
-      const conditions = conditionalWays(model, q, facts).map((way) => (way.length === 1 ? way[0]! : way.map((c) => `(${c})`).join(" && ")));
-      return { outright: false, conditions: [...new Set(conditions)] };
+    // Roles only: what the user's roles give on every instance, whatever the instance's grants and paths.
+    const facts = all.map(([, q, read]) => (q.rolesOnly === true ? { ...read, relations: [], conditional: [], pathsPossible: false } : read));
+    const outright = all.map(([model, q], i) => model.allows(q, facts[i]!.relations, facts[i]!.roles));
+    const open = all.flatMap((_, i) => (!outright[i] && facts[i]!.pathsPossible ? [i] : []));
+    const paths = open.length === 0 ? [] : await this.conditionalPaths.callAll(open.map((i) => pathInput(caller, all[i]![1], all[i]![1].action)));
+    const pathsOf = new Map(open.map((i, k) => [i, paths[k]!]));
+    return all.map(([model, q], i): Ways => {
+      if (outright[i]) return { outright: true };
+      const ways = [...conditionalWays(model, q, facts[i]!), ...pathWays(model, q.resource, q.action, pathsOf.get(i) ?? [])];
+      return { outright: false, conditions: [...new Set(ways.map(oneExpression))] };
     });
   }
 
@@ -420,6 +426,9 @@ function conditionalWays(model: AccessModel, q: CheckQuestion, facts: Facts): st
 function pathWays(model: AccessModel, resource: string, action: string, paths: readonly ConditionalPath[]): string[][] {
   return paths.filter((p) => model.actionsOf(resource, p.relation).has(action)).map((p) => p.conditions);
 }
+
+/** A way as one CEL expression: its conditions joined by `&&`, each parenthesised, when there are several. */
+const oneExpression = (way: readonly string[]) => (way.length === 1 ? way[0]! : way.map((c) => `(${c})`).join(" && "));
 
 const pathInput = (caller: Caller, q: PermissionsQuestion, action: string | null): ConditionalPathInput => ({
   appId: caller.appId,

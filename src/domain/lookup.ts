@@ -1,14 +1,15 @@
 import { Coalescer } from "../lib/coalescer.js";
 import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db } from "../store/db.js";
-import { graphStore } from "../store/graph-store.js";
+import { graphStore, type GraphLookupInput } from "../store/graph-store.js";
+import type { ThroughPaths, ThroughPathsRow } from "../store/conditional-candidates.js";
 import { lookupStore, type LookupInput, type LookupRow } from "../store/lookup-store.js";
 import type { Queryable } from "../store/db.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
 import { Checker, type Caller, type Ways } from "./check.js";
 import { splitPage } from "../store/conditional-candidates.js";
-import { unavailable, Violations } from "./errors.js";
+import { unauthenticated, unavailable, Violations } from "./errors.js";
 import { exactRead, requireAnswerable } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
@@ -61,7 +62,9 @@ export interface PageEntry {
  * Coalescer and lookup-store), fresh like the check.
  */
 export class Lookup {
-  private readonly coalesced: Coalescer<LookupInput, LookupRow>;
+  private readonly coalesced: Coalescer<LookupInput, PlainPage>;
+  /** The second statement, through conditional paths: asked only when the plain page's says a conditional row could lie on one. */
+  private readonly throughPaths: Coalescer<GraphLookupInput & ThroughPaths, ThroughPathsRow>;
   private readonly models: AccessModels;
 
   constructor(
@@ -75,6 +78,15 @@ export class Lookup {
       (inputs) => exactRead(db, replicas, (q, onReplica) => this.read(q, onReplica, inputs)),
       // A page may hold 1,000 ids: a batch of 50 pages answers 50,000 at most.
       { ...db.reads, maxBatch: 50, reads: "lookup", telemetry },
+    );
+    // Read as the plain pages are: on a replica that has replayed every commit before it, or the primary.
+    this.throughPaths = new Coalescer(
+      (inputs) =>
+        exactRead(db, replicas, async (q, onReplica) => {
+          const read = await graphStore.lookupThroughPaths(q, inputs, { replayed: onReplica });
+          return { value: read.rows, replayed: read.replayed };
+        }),
+      { ...db.reads, maxBatch: 50, reads: "lookup paths", telemetry },
     );
   }
 
@@ -100,9 +112,9 @@ export class Lookup {
         flat.length === 0 ? undefined : lookupStore.lookup(q, flat.map((f) => f.input), { replayed: onReplica }),
         graph.length === 0 ? undefined : graphStore.lookup(q, graph.map((g) => g.input), { replayed: onReplica }),
       ]);
-      const rows = new Array<LookupRow>(inputs.length);
+      const rows = new Array<PlainPage>(inputs.length);
       flat.forEach((f, j) => (rows[f.i] = flatRead!.rows[j]!));
-      graph.forEach((g, j) => (rows[g.i] = graphRead!.rows[j]!));
+      graph.forEach((g, j) => (rows[g.i] = { ...graphRead!.rows[j]!, graph: g.input }));
       let stale = false;
       for (const [i, row] of rows.entries()) {
         const appId = inputs[i]!.appId;
@@ -117,6 +129,18 @@ export class Lookup {
     }
   }
 
+  /**
+   * The plain page `prior` merged with the instances reachable through
+   * paths with conditional rows (graph-store.ts): the same question, its
+   * model's edges as the plain page read them. Each instance not plain in
+   * `prior` is a candidate, answered as the check would (Checker.ways).
+   */
+  private async withPaths(graph: GraphLookupInput, prior: string[]): Promise<string[]> {
+    const row = await this.throughPaths.call({ ...graph, prior });
+    if (!row.keyValid) throw revoked();
+    return row.ids;
+  }
+
   async lookup(caller: Caller, q: LookupQuestion): Promise<LookupAnswer> {
     const v = new Violations();
     check(v, "userId", identifierProblem(q.userId));
@@ -129,7 +153,7 @@ export class Lookup {
     const input = { appId: caller.appId, keyHash: caller.keyHash, ...q, after, limit: limit + 1 };
     const row = await this.coalesced.call(input);
     requireAnswerable(row, q);
-    const merged = splitPage(row.resourceIds);
+    const merged = splitPage(row.pathsPossible && row.graph !== undefined ? await this.withPaths(row.graph, row.resourceIds) : row.resourceIds);
     const more = merged.length > limit;
     const ids = merged.slice(0, limit);
     // Candidates and the role's conditions: how the check's own statement would answer them.
@@ -151,6 +175,12 @@ export class Lookup {
     };
   }
 }
+
+/** A plain page, with the graph's question it was read by (none: the direct statement's). */
+type PlainPage = LookupRow & { graph?: GraphLookupInput };
+
+/** What a key revoked since the plain page was read gets. */
+const revoked = () => unauthenticated("the API key is not valid: it is unknown or revoked");
 
 /** The check's question for an instance of the lookup's (the roles' question names any instance: "-"). */
 const question = (q: LookupQuestion) => ({ userId: q.userId, resource: q.resource, resourceId: "-", action: q.action, tenantId: q.tenantId });

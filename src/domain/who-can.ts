@@ -2,11 +2,12 @@ import { Coalescer } from "../lib/coalescer.js";
 import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db } from "../store/db.js";
 import { graphStore, type SubjectsInput, type SubjectsRow } from "../store/graph-store.js";
+import type { ThroughPaths, ThroughPathsRow } from "../store/conditional-candidates.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
 import { Checker, type Caller } from "./check.js";
 import { pageOf, type ConditionalAnswer, type PageEntry } from "./lookup.js";
 import { splitPage } from "../store/conditional-candidates.js";
-import { Violations } from "./errors.js";
+import { unauthenticated, Violations } from "./errors.js";
 import { exactRead, requireAnswerable } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
@@ -47,6 +48,8 @@ export interface WhoCanAnswer {
  */
 export class WhoCan {
   private readonly coalesced: Coalescer<SubjectsInput, SubjectsRow>;
+  /** The second statement, through conditional paths: asked only when the plain page's says a conditional row could lie on one. */
+  private readonly throughPaths: Coalescer<SubjectsInput & ThroughPaths, ThroughPathsRow>;
 
   constructor(
     db: Db,
@@ -63,6 +66,15 @@ export class WhoCan {
       // A page may hold 1,000 ids: a batch of 50 pages answers 50,000 at most.
       { ...db.reads, maxBatch: 50, reads: "lookup", telemetry },
     );
+    // Read as the plain pages are: on a replica that has replayed every commit before it, or the primary.
+    this.throughPaths = new Coalescer(
+      (inputs) =>
+        exactRead(db, replicas, async (q, onReplica) => {
+          const read = await graphStore.subjectsThroughPaths(q, inputs, { replayed: onReplica });
+          return { value: read.rows, replayed: read.replayed };
+        }),
+      { ...db.reads, maxBatch: 50, reads: "lookup paths", telemetry },
+    );
   }
 
   async subjects(caller: Caller, q: WhoCanQuestion): Promise<WhoCanAnswer> {
@@ -74,7 +86,7 @@ export class WhoCan {
     v.throwIfAny();
     const limit = pageSize(q.pageSize);
     const after = decodePageToken(q.pageToken, { userId: "string" })?.userId ?? "";
-    const row = await this.coalesced.call({
+    const input: SubjectsInput = {
       appId: caller.appId,
       keyHash: caller.keyHash,
       resource: q.resource,
@@ -83,9 +95,13 @@ export class WhoCan {
       tenantId: q.tenantId,
       after,
       limit: limit + 1,
-    });
+    };
+    const row = await this.coalesced.call(input);
     requireAnswerable(row, q);
-    const merged = splitPage(row.userIds);
+    // Users reachable only through paths with conditional rows: the same page read again along every live row, merged with this one.
+    const paths = row.pathsPossible ? await this.throughPaths.call({ ...input, prior: row.userIds }) : undefined;
+    if (paths?.keyValid === false) throw unauthenticated("the API key is not valid: it is unknown or revoked");
+    const merged = splitPage(paths?.ids ?? row.userIds);
     const more = merged.length > limit;
     const ids = merged.slice(0, limit);
     // Candidates: how the check's own statement would answer them.

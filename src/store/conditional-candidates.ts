@@ -13,6 +13,8 @@
  * empty range. Every table is named with `app_id = $1` (docs/scale-out.md).
  */
 import { ALL_USERS_SQL } from "./all-users.js";
+import type { Queryable } from "./db.js";
+import { distinctKeys, distinctQuestions } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 /** Marks an id of a merged page: a candidate (ids hold no control characters). */
@@ -94,6 +96,65 @@ export const subjectsPage = (plain: string) =>
          AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id)
      ) s ORDER BY s.user_id LIMIT q.lim`,
   );
+
+/**
+ * In a hierarchical model, the candidates behind conditional rows on paths
+ * (a membership, a subject set, a link, a grant on a node on the way), which
+ * the plain page's walk does not follow: `live` is the page (an array
+ * expression, `q.lim` ids at most after `q.after`, in order) of the ids
+ * reachable through paths of live rows with or without a condition, read by
+ * a second statement (graph-store.ts) only when the plain one said such a
+ * row could lie on a path. Merged with that plain statement's page
+ * (`q.prior`, marked as above): the first `q.lim` distinct ids of both, an
+ * id plain there stays plain, every other one is a candidate. Exact under
+ * the one cursor: an id below the merged page's last is within the first
+ * `q.lim` of the list that gives it, and an id plain in the plain page's
+ * whole set is in that page whenever it is in the merged one. Merged here
+ * rather than in the domain so that the order is the database's, the one
+ * both pages and the cursor were read in.
+ */
+export const withPathCandidates = (live: string) =>
+  merged(
+    `ARRAY(SELECT pr.id FROM unnest(q.prior) AS pr(id) WHERE right(pr.id, 1) <> chr(10))`,
+    `SELECT left(pr.id, -1) FROM unnest(q.prior) AS pr(id) WHERE right(pr.id, 1) = chr(10)
+     UNION ALL
+     SELECT lv.id FROM unnest(${live}) AS lv(id)`,
+  );
+
+/** A page read through conditional paths, merged with the plain page read before (`prior`, marked). */
+export interface ThroughPaths {
+  prior: string[];
+}
+
+/** A statement's page through conditional paths, for one question. */
+export interface ThroughPathsRow {
+  keyValid: boolean;
+  /** The merged page, each id not plain in the prior page marked a candidate (CANDIDATE_MARK). */
+  ids: string[];
+}
+
+/**
+ * Runs a statement through conditional paths (graph-store.ts) for one
+ * application's questions (each with its `p`, the prior page): each one's
+ * merged page and whether its key still holds, in input order.
+ */
+export async function readThroughPaths(
+  q: Queryable,
+  sql: string,
+  appId: string,
+  inputs: readonly { keyHash: string }[],
+  questions: readonly unknown[],
+): Promise<{ rows: ThroughPathsRow[]; replayed: string | null }> {
+  const { keys, keyOf } = distinctKeys(inputs);
+  const { json, at } = distinctQuestions(questions);
+  const { rows } = await q.query<{ keys: boolean[] | null; rows: string[][] | null } & { replayed?: string | null }>(sql, [appId, keys, json]);
+  const row = rows[0]!;
+  const pages = row.rows ?? [];
+  return {
+    rows: inputs.map((_, i) => ({ keyValid: row.keys?.[keyOf[i]!] === true, ids: pages[at[i]!]! })),
+    replayed: row.replayed ?? null,
+  };
+}
 
 /** A merged page's ids, each with whether it is a candidate. */
 export function splitPage(ids: readonly string[]): { id: string; candidate: boolean }[] {

@@ -33,7 +33,8 @@ import { ALL_USERS_SQL, USER_OR_ALL } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
-import { CONDITIONAL_ROLE, lookupPage, subjectsPage } from "./conditional-candidates.js";
+import { CONDITIONAL_ROLE, lookupPage, readThroughPaths, subjectsPage, withPathCandidates, type ThroughPaths } from "./conditional-candidates.js";
+import { PAGE_CTES, PAGE_OF_Q, type Probe } from "./keyset-pages.js";
 import { LIVE_GRANT, PLAIN_GRANT } from "./relationships-store.js";
 
 /** Subject sets and links followed at most, from the instance (API.md). */
@@ -74,6 +75,36 @@ export interface GraphGroups {
 }
 
 /**
+ * Whether the application has a live subject set or link with a condition:
+ * one probe of the partial index subject_relationships_conditional_idx
+ * (migration 018), once per statement (the subquery names no question).
+ * Part of each "conditional paths possible" flag below: the plain walks
+ * follow only edges with no condition.
+ */
+const CONDITIONAL_EDGES = `EXISTS (SELECT 1 FROM subject_relationships s
+                 WHERE s.app_id = $1 AND s.condition IS NOT NULL AND ${LIVE_GRANT("s")})`;
+
+/**
+ * Whether a conditional row could lie on one of question q's paths (issue
+ * 29), so that the walk above, which follows only rows with no condition,
+ * may have missed a path that holds under conditions: the application has a
+ * live subject set or link with a condition (CONDITIONAL_EDGES), or the
+ * user, or every user, has a live conditional grant anywhere but on the
+ * instance itself under a relation the question starts from (those are answered already, just below; two
+ * probes of relationships_conditional_user_idx, migration 017). False for
+ * an application with no conditional rows, and for a user with none where
+ * its subject sets and links have none: then the check's answer is final
+ * and no second statement is asked (conditional-paths-store.ts).
+ */
+const CONDITIONAL_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
+         OR EXISTS (SELECT 1 FROM relationships g
+                    WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}
+                      AND NOT (g.resource = q.resource AND g.resource_id = q.resource_id
+                               AND EXISTS (SELECT 1 FROM catalog_relations cr
+                                           WHERE cr.app_id = $1 AND cr.resource = q.resource AND cr.relation = g.relation
+                                             AND (q.action IS NULL OR q.action = ANY (cr.actions))))))`;
+
+/**
  * The check's statement for an application whose catalog has subject sets
  * or inheritance: the same answer as the direct one (check-store.ts), each
  * question's relations on the instance now those the user holds through the
@@ -105,29 +136,6 @@ export interface GraphGroups {
  * Each question's row ends with CONDITIONAL_PATHS_POSSIBLE: whether its
  * conditional paths, which this walk does not follow, are worth asking.
  */
-/**
- * Whether a conditional row could lie on one of question q's paths (issue
- * 29), so that the walk above, which follows only rows with no condition,
- * may have missed a path that holds under conditions: the application has a
- * live subject set or link with a condition (one probe of the partial index
- * subject_relationships_conditional_idx, migration 018, once per statement:
- * the subquery names no question), or the user, or every user, has a live
- * conditional grant anywhere but on the instance itself under a relation
- * the question starts from (those are answered already, just below; two
- * probes of relationships_conditional_user_idx, migration 017). False for
- * an application with no conditional rows, and for a user with none where
- * its subject sets and links have none: then the check's answer is final
- * and no second statement is asked (conditional-paths-store.ts).
- */
-const CONDITIONAL_PATHS_POSSIBLE = `(EXISTS (SELECT 1 FROM subject_relationships s
-                 WHERE s.app_id = $1 AND s.condition IS NOT NULL AND ${LIVE_GRANT("s")})
-         OR EXISTS (SELECT 1 FROM relationships g
-                    WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}
-                      AND NOT (g.resource = q.resource AND g.resource_id = q.resource_id
-                               AND EXISTS (SELECT 1 FROM catalog_relations cr
-                                           WHERE cr.app_id = $1 AND cr.resource = q.resource AND cr.relation = g.relation
-                                             AND (q.action IS NULL OR q.action = ANY (cr.actions))))))`;
-
 export const graphCheckSql = (replayed: boolean) => `
   WITH RECURSIVE
   q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text))
@@ -200,104 +208,11 @@ export const GRAPH_CHECK_SQL = { plain: graphCheckSql(false), replayed: graphChe
 // ------------------------------------------------------------------ pages
 
 /**
- * A page of the `lim` smallest distinct ids after a cursor over many
- * sources, each a run of ids in order in an index (lookup's: the folders a
- * user reaches; who can's: the teams that hold a relation), without reading
- * `lim` ids from every source (1,000 folders would be 100,000 rows for a
- * page of 100).
- *
- * `src` (a CTE the statement defines) has a row per question and source:
- * n (the question), lim, after, and the source (kind, a, b, c, res, rel,
- * which `probe` reads). Then:
- * 1. heads: the first id of each source after the cursor (one probe a
- *    source); if those hold fewer than `lim` distinct ids, then m - 1 more
- *    from each source that had one, m = ceil(lim / those sources) + 1:
- *    about `lim` rows more, and a probe a live source.
- * 2. bound: if the heads hold `lim` distinct ids, the `lim`-th smallest:
- *    every id of the page is at most it (there are `lim` ids up to it).
- *    Otherwise none ('': ids are never empty).
- * 3. found: each source's ids up to the bound (all of them without one),
- *    its first `lim`: those of its heads, then, only for a source whose
- *    heads were all under the bound and did not run out, a read from its
- *    last head on, up to the bound (the index range stops there: the page
- *    and its near misses). 1,000 folders whose first documents are each
- *    past the bound but for 100 cost 100 probes here, not 1,000.
- * 4. pages: each question's found ids, distinct, in order, cut to `lim`;
- *    computed once for all questions with the same sources that have ids
- *    after the cursor (`sig`): the documents of a folder that hold nothing
- *    of their own have the folder's page.
- * Complete: an id of the page is within the first `lim` ids of the source
- * that gives it (those below it are in the page too), and under the bound.
- *
- * A coalesced batch reads each source once in each step however many
- * questions name it (fifty who-can questions on a folder's documents share
- * its teams): the probes are over the distinct sources (`sid`), joined back
- * by number. The ids read are put in order once for the whole batch
- * (`rk`), and each page is then cut by that number.
+ * Which rows a page's statement follows and reads: PLAIN_GRANT for the plain
+ * page (with no condition), LIVE_GRANT for the page through conditional
+ * paths (conditional-candidates.ts, withPathCandidates).
  */
-const PAGE_CTES = (probe: (limit: string, bounded: boolean, gate: string) => string) => `
-  sources AS MATERIALIZED (
-    SELECT src.*, dense_rank() OVER (ORDER BY src.kind, src.a, src.b, src.c, src.res, src.rel, src.after, src.lim) AS sid FROM src
-  ),
-  firsts AS MATERIALIZED (
-    SELECT p.sid, x.id
-    FROM (SELECT DISTINCT sid, kind, a, b, c, res, rel, after FROM sources) p
-    CROSS JOIN LATERAL (${probe("1", false, "")}) x(id)
-  ),
-  depth AS MATERIALIZED (
-    SELECT d.n, CASE WHEN d.ids >= d.lim OR d.live = 0 THEN 1 ELSE (d.lim + d.live - 1) / d.live + 1 END AS m
-    FROM (SELECT k.n, k.lim, count(f.sid) AS live, count(DISTINCT f.id) AS ids
-          FROM sources k LEFT JOIN firsts f ON f.sid = k.sid GROUP BY k.n, k.lim) d
-  ),
-  counted AS MATERIALIZED (SELECT k.*, d.m FROM sources k JOIN depth d ON d.n = k.n),
-  heads AS MATERIALIZED (
-    SELECT h.sid, h.m, h.id, dense_rank() OVER (ORDER BY h.id) AS rk, count(*) OVER per AS got, max(h.id) OVER per AS last
-    FROM (SELECT f.sid, p.m, f.id FROM (SELECT DISTINCT sid, m FROM counted) p JOIN firsts f ON f.sid = p.sid
-          UNION ALL
-          SELECT p.sid, p.m, x.id
-          FROM (SELECT DISTINCT k.sid, k.kind, k.a, k.b, k.c, k.res, k.rel, f.id AS after, k.m
-                FROM counted k JOIN firsts f ON f.sid = k.sid WHERE k.m > 1) p
-          CROSS JOIN LATERAL (${probe("p.m - 1", false, "")}) x(id)) h
-    WINDOW per AS (PARTITION BY h.sid, h.m)
-  ),
-  bound AS MATERIALIZED (
-    SELECT q.n, coalesce(x.upto, '') AS upto
-    FROM q LEFT JOIN (
-      SELECT d.n, (array_agg(d.id ORDER BY d.rk))[d.lim] AS upto
-      FROM (SELECT DISTINCT ON (k.n, h.rk) k.n, k.lim, h.rk, h.id FROM counted k JOIN heads h ON h.sid = k.sid AND h.m = k.m) d
-      GROUP BY d.n, d.lim
-    ) x ON x.n = q.n
-  ),
-  found AS MATERIALIZED (
-    SELECT f.sid, f.m, f.upto, f.id, dense_rank() OVER (ORDER BY f.id) AS rk
-    FROM (SELECT p.sid, p.m, p.upto, h.id
-          FROM (SELECT DISTINCT k.sid, k.m, b.upto FROM counted k JOIN bound b ON b.n = k.n) p
-          JOIN heads h ON h.sid = p.sid AND h.m = p.m AND (p.upto = '' OR h.id <= p.upto)
-          UNION ALL
-          SELECT p.sid, p.m, p.upto, x.id
-          FROM (SELECT DISTINCT k.sid, k.kind, k.a, k.b, k.c, k.res, k.rel, k.lim, k.m, h.last AS after, b.upto
-                FROM counted k JOIN bound b ON b.n = k.n
-                JOIN heads h ON h.sid = k.sid AND h.m = k.m AND h.got = k.m AND k.lim > k.m AND (b.upto = '' OR h.last < b.upto)) p
-          CROSS JOIN LATERAL (${probe("p.lim - p.m", true, " AND p.upto <> ''")}
-            UNION ALL${probe("p.lim - p.m", false, " AND p.upto = ''")}) x(id)) f
-  ),
-  sig AS MATERIALIZED (
-    SELECT k.n, k.lim, k.m, b.upto, array_agg(k.sid ORDER BY k.sid) AS sids
-    FROM counted k JOIN bound b ON b.n = k.n
-    WHERE k.sid IN (SELECT h.sid FROM heads h)
-    GROUP BY k.n, k.lim, k.m, b.upto
-  ),
-  pages AS MATERIALIZED (
-    SELECT g.sids, g.lim, g.m, g.upto, (array_agg(d.id ORDER BY d.rk))[1:g.lim] AS ids
-    FROM (SELECT DISTINCT sids, lim, m, upto FROM sig) g
-    CROSS JOIN LATERAL (SELECT DISTINCT ON (f.rk) f.rk, f.id FROM found f
-                        WHERE f.sid = ANY (g.sids) AND f.m = g.m AND f.upto = g.upto ORDER BY f.rk) d
-    GROUP BY g.sids, g.lim, g.m, g.upto
-  )`;
-
-/** A question's page (after PAGE_CTES). */
-const PAGE_OF_Q = `coalesce((SELECT g.ids FROM sig x JOIN pages g ON g.sids = x.sids AND g.lim = x.lim AND g.m = x.m AND g.upto = x.upto
-                              WHERE x.n = q.n), '{}')`;
+type Grants = (alias: string) => string;
 
 // ------------------------------------------------------------------ who can
 
@@ -321,6 +236,8 @@ export interface SubjectsRow {
   userIds: string[];
   /** A node the walk reached has a live allUsers grant with no condition: every user may. */
   allUsers: boolean;
+  /** A conditional row could put users on a path the walk did not follow: ask subjectsThroughPaths. */
+  pathsPossible: boolean;
 }
 
 /**
@@ -330,11 +247,15 @@ export interface SubjectsRow {
  * An allUsers grant's row (user_id '', all-users.ts) is never an id of a
  * page: every page starts after a cursor that is '' or a user id, and ''
  * is after none of them; the statement answers it apart (ALL_USERS_HELD).
+ * Roles are read alike in both statements: a conditional assignment is a
+ * candidate of the plain page already (subjectsPage).
  */
-const holderIds = (limit: string, bounded: boolean, gate: string) => `
+const holderIds =
+  (grants: Grants): Probe =>
+  (limit, bounded, gate) => `
       (SELECT g.user_id FROM relationships g
        WHERE p.kind = 0${gate} AND g.app_id = $1 AND g.resource = p.a AND g.resource_id = p.b AND g.relation = p.c
-         AND g.user_id > p.after${bounded ? " AND g.user_id <= p.upto" : ""} AND ${PLAIN_GRANT("g")}
+         AND g.user_id > p.after${bounded ? " AND g.user_id <= p.upto" : ""} AND ${grants("g")}
        ORDER BY g.user_id LIMIT ${limit})
       UNION ALL
       (SELECT a.user_id FROM role_assignments a
@@ -346,6 +267,8 @@ const holderIds = (limit: string, bounded: boolean, gate: string) => `
  * Whether a node of question q's walk has a live allUsers grant with no
  * condition (one probe of relationships_user_idx a node): then every user
  * may, and who can says so beside the ids it lists (API.md, "Everyone").
+ * Read by the plain statement only: neither a conditional allUsers grant
+ * nor one reached through a conditional path sets it (docs/conditions.md).
  */
 const ALL_USERS_HELD = `EXISTS (SELECT 1 FROM walk w
                 JOIN relationships g ON g.app_id = $1 AND g.user_id = ${ALL_USERS_SQL} AND g.resource = w.resource
@@ -353,23 +276,45 @@ const ALL_USERS_HELD = `EXISTS (SELECT 1 FROM walk w
                 WHERE w.n = q.n)`;
 
 /**
+ * Whether users could be reachable only through a path with a conditional
+ * row, which the plain walk does not follow: the application has a
+ * conditional edge (CONDITIONAL_EDGES), or a live conditional grant of a
+ * user anywhere but on the instance under a relation implying the action
+ * (those are candidates of the plain page already: subjectsPage). A
+ * conditional allUsers grant does not count: it lists no user. A probe of
+ * relationships_conditional_user_idx (migration 017), which holds only the
+ * conditional rows: an application with none probes two empty ranges.
+ */
+const SUBJECTS_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
+         OR EXISTS (SELECT 1 FROM relationships g
+                    WHERE g.app_id = $1 AND g.user_id <> ${ALL_USERS_SQL} AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}
+                      AND NOT (g.resource = q.resource AND g.resource_id = q.resource_id
+                               AND g.relation IN (SELECT cr.relation FROM catalog_relations cr
+                                                  WHERE cr.app_id = $1 AND cr.resource = q.resource AND q.action = ANY (cr.actions)))))`;
+
+/**
  * Who can, a page per question: the outward walk from the instance (every
  * relation implying the action); its sources of holders: each node walked,
  * and each role in scope that holds resource:action (role_permissions);
- * the page from them as PAGE_CTES reads it; and whether an allUsers grant
- * on a node walked lets every user.
+ * the page from them as PAGE_CTES reads it; whether an allUsers grant
+ * on a node walked lets every user; and SUBJECTS_PATHS_POSSIBLE.
+ *
+ * Through conditional paths (`grants` LIVE_GRANT), the same walk and
+ * sources along and of live rows with or without a condition, the page
+ * merged with the plain one (withPathCandidates): asked only when the plain
+ * statement's flag is set.
  */
-const subjectsSql = (replayed: boolean) => `
+const subjectsSql = (replayed: boolean, grants: Grants) => `
   WITH RECURSIVE
-  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (r text, i text, a text, t text, c text, l int))
-             WITH ORDINALITY AS q(resource, resource_id, action, tenant_id, after, lim, n)),
+  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (r text, i text, a text, t text, c text, l int, p text[]))
+             WITH ORDINALITY AS q(resource, resource_id, action, tenant_id, after, lim, prior, n)),
   walk(n, resource, resource_id, relation, depth) AS (
     SELECT q.n, q.resource, q.resource_id, cr.relation, 0
     FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
     WHERE q.action = ANY (cr.actions)
     UNION
     SELECT w.n, e.resource, e.resource_id, e.relation, w.depth + 1
-    FROM walk w CROSS JOIN LATERAL (${OUTWARD}) e(resource, resource_id, relation)
+    FROM walk w CROSS JOIN LATERAL (${outwardHop(grants)}) e(resource, resource_id, relation)
     WHERE w.depth < ${MAX_HOPS}
   ),
   src AS (
@@ -379,17 +324,23 @@ const subjectsSql = (replayed: boolean) => `
     SELECT q.n, q.lim, q.after, 1, p.role_id, '', '', '', ''
     FROM q JOIN role_permissions p ON p.app_id = $1 AND p.resource = q.resource AND p.action = q.action
      AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id) AND p.conditions IS NULL
-  ),${PAGE_CTES(holderIds)}
+  ),${PAGE_CTES(holderIds(grants))}
   SELECT
     ${KEYS_VALID} AS keys,
-    (SELECT json_agg(json_build_array(
+    (SELECT json_agg(${
+      grants === PLAIN_GRANT
+        ? `json_build_array(
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
         ${subjectsPage(PAGE_OF_Q)},
-        ${ALL_USERS_HELD}
-      ) ORDER BY q.n)
+        ${ALL_USERS_HELD},
+        ${SUBJECTS_PATHS_POSSIBLE}
+      )`
+        : withPathCandidates(PAGE_OF_Q)
+    } ORDER BY q.n)
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
 
-const SUBJECTS = { plain: subjectsSql(false), replayed: subjectsSql(true) };
+const SUBJECTS = { plain: subjectsSql(false, PLAIN_GRANT), replayed: subjectsSql(true, PLAIN_GRANT) };
+const SUBJECTS_THROUGH_PATHS = { plain: subjectsSql(false, LIVE_GRANT), replayed: subjectsSql(true, LIVE_GRANT) };
 
 // ------------------------------------------------------------------ lookup
 
@@ -431,17 +382,36 @@ export type GraphLookupRow = LookupRow;
  * 1: a, b, c = the subject; subject_relationships_subject_idx), of `res`
  * and `rel`.
  */
-const sourceIds = (limit: string, bounded: boolean, gate: string) => `
+const sourceIds =
+  (grants: Grants): Probe =>
+  (limit, bounded, gate) => `
       (SELECT g.resource_id FROM relationships g
        WHERE p.kind = 0${gate} AND g.app_id = $1 AND g.user_id = p.a AND g.resource = p.res AND g.relation = p.rel
-         AND g.resource_id > p.after${bounded ? " AND g.resource_id <= p.upto" : ""} AND ${PLAIN_GRANT("g")}
+         AND g.resource_id > p.after${bounded ? " AND g.resource_id <= p.upto" : ""} AND ${grants("g")}
        ORDER BY g.resource_id LIMIT ${limit})
       UNION ALL
       (SELECT s.resource_id FROM subject_relationships s
        WHERE p.kind = 1${gate} AND s.app_id = $1 AND s.subject_resource = p.a AND s.subject_id = p.b
          AND s.subject_relation = p.c AND s.resource = p.res AND s.relation = p.rel
-         AND s.resource_id > p.after${bounded ? " AND s.resource_id <= p.upto" : ""} AND ${PLAIN_GRANT("s")}
+         AND s.resource_id > p.after${bounded ? " AND s.resource_id <= p.upto" : ""} AND ${grants("s")}
        ORDER BY s.resource_id LIMIT ${limit})`;
+
+/**
+ * Whether instances could be reachable only through a path with a
+ * conditional row, which the plain walk does not follow: the application
+ * has a conditional edge (CONDITIONAL_EDGES), or the user, or every user,
+ * has a live conditional grant on a pair a path to an answer can start
+ * from (`pairs`; a conditional grant of an answer relation on the type
+ * itself is a candidate of the plain page already: lookupPage). A probe of
+ * relationships_conditional_user_idx (migration 017) per pair and holder,
+ * each an empty range for a user with no conditional grant.
+ */
+const LOOKUP_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
+         OR EXISTS (SELECT 1 FROM pairs p
+                    JOIN relationships g
+                      ON g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = p.resource AND g.relation = p.relation
+                     AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}
+                    WHERE p.n = q.n))`;
 
 /**
  * Lookup through the graph, a page per question.
@@ -465,12 +435,16 @@ const sourceIds = (limit: string, bounded: boolean, gate: string) => `
  * gives an answer relation. Each is a run of ids in resource_id order in an
  * index.
  *
- * The page from the sources as PAGE_CTES reads it.
+ * The page from the sources as PAGE_CTES reads it, and
+ * LOOKUP_PATHS_POSSIBLE. Through conditional paths (`grants` LIVE_GRANT),
+ * the same walk and sources along and of live rows with or without a
+ * condition, the page merged with the plain one (withPathCandidates):
+ * asked only when the plain statement's flag is set.
  */
-const graphLookupSql = (replayed: boolean) => `
+const graphLookupSql = (replayed: boolean, grants: Grants) => `
   WITH RECURSIVE
-  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int, ans text[], st jsonb, ls jsonb))
-             WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, answers, steps, last, n)),
+  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int, ans text[], st jsonb, ls jsonb, p text[]))
+             WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, answers, steps, last, prior, n)),
   pairs AS (SELECT DISTINCT q.n, e.fr AS resource, e.fl AS relation FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.steps || q.last) AS e(fr text, fl text)),
   steps AS (SELECT q.n, t.* FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.steps) AS t(fr text, fl text, sr text, r text, p text, g text)),
   walk(n, resource, resource_id, relation, depth) AS (
@@ -478,7 +452,7 @@ const graphLookupSql = (replayed: boolean) => `
     FROM pairs p JOIN q ON q.n = p.n
     CROSS JOIN LATERAL (
       SELECT g.resource_id FROM relationships g
-      WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = p.resource AND g.relation = p.relation AND ${PLAIN_GRANT("g")}
+      WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = p.resource AND g.relation = p.relation AND ${grants("g")}
       OFFSET 0) e
     UNION
     SELECT w.n, t.r, e.resource_id, t.g, w.depth + 1
@@ -487,7 +461,7 @@ const graphLookupSql = (replayed: boolean) => `
     CROSS JOIN LATERAL (
       SELECT s.resource_id FROM subject_relationships s
       WHERE s.app_id = $1 AND s.subject_resource = w.resource AND s.subject_id = w.resource_id AND s.subject_relation = t.sr
-        AND s.resource = t.r AND s.relation = t.p AND ${PLAIN_GRANT("s")}
+        AND s.resource = t.r AND s.relation = t.p AND ${grants("s")}
       OFFSET 0) e
     WHERE w.depth < ${MAX_HOPS - 1}
   ),
@@ -498,28 +472,51 @@ const graphLookupSql = (replayed: boolean) => `
     SELECT q.n, q.lim, q.after, 1, w.resource, w.resource_id, t.sr, t.r, t.p
     FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.last) AS t(fr text, fl text, sr text, r text, p text, g text)
     JOIN walk w ON w.n = q.n AND w.resource = t.fr AND w.relation = t.fl
-  ),${PAGE_CTES(sourceIds)}
+  ),${PAGE_CTES(sourceIds(grants))}
   SELECT
-    ${KEYS_VALID} AS keys,
+    ${KEYS_VALID} AS keys,${
+      grants === PLAIN_GRANT
+        ? `
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         ${ACTIONS_AND_ROLE},
         ${lookupPage(PAGE_OF_Q)},
-        ${CONDITIONAL_ROLE}
-      ) ORDER BY q.n)
+        ${CONDITIONAL_ROLE},
+        ${LOOKUP_PATHS_POSSIBLE}
+      ) ORDER BY q.n)`
+        : `
+    (SELECT json_agg(${withPathCandidates(PAGE_OF_Q)} ORDER BY q.n)`
+    }
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
 
-const GRAPH_LOOKUP = { plain: graphLookupSql(false), replayed: graphLookupSql(true) };
+const GRAPH_LOOKUP = { plain: graphLookupSql(false, PLAIN_GRANT), replayed: graphLookupSql(true, PLAIN_GRANT) };
+const GRAPH_LOOKUP_THROUGH_PATHS = { plain: graphLookupSql(false, LIVE_GRANT), replayed: graphLookupSql(true, LIVE_GRANT) };
 
 type Replayed = { replayed?: string | null };
+
+/** The statements through conditional paths, for the SQL rules' test. */
+export const THROUGH_PATHS_SQL = { subjects: SUBJECTS_THROUGH_PATHS.plain, lookup: GRAPH_LOOKUP_THROUGH_PATHS.plain };
+
+const subjectsQuestion = (i: SubjectsInput) => ({ r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit });
+const lookupQuestion = (i: GraphLookupInput) => ({
+  u: i.userId,
+  r: i.resource,
+  a: i.action,
+  t: i.tenantId ?? null,
+  c: i.after,
+  l: i.limit,
+  ans: i.answers,
+  st: i.steps,
+  ls: i.last,
+});
 
 export const graphStore = {
   /** Who can: answers in input order, a statement per application. */
   async subjects(q: Queryable, inputs: readonly SubjectsInput[], options: { replayed?: boolean } = {}) {
     return perApplication(inputs, async (appId, ofApp) => {
       const { keys, keyOf } = distinctKeys(ofApp);
-      const { json, at } = distinctQuestions(ofApp.map((i) => ({ r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit })));
-      const { rows } = await q.query<{ keys: boolean[] | null; rows: [string[] | null, string[], boolean][] | null } & Replayed>(
+      const { json, at } = distinctQuestions(ofApp.map(subjectsQuestion));
+      const { rows } = await q.query<{ keys: boolean[] | null; rows: [string[] | null, string[], boolean, boolean][] | null } & Replayed>(
         options.replayed === true ? SUBJECTS.replayed : SUBJECTS.plain,
         [appId, keys, json],
       );
@@ -527,44 +524,43 @@ export const graphStore = {
       const answers = row.rows ?? [];
       return {
         rows: ofApp.map((_, i): SubjectsRow => {
-          const [actions, userIds, allUsers] = answers[at[i]!]!;
-          return { keyValid: row.keys?.[keyOf[i]!] === true, actions, userIds, allUsers };
+          const [actions, userIds, allUsers, pathsPossible] = answers[at[i]!]!;
+          return { keyValid: row.keys?.[keyOf[i]!] === true, actions, userIds, allUsers, pathsPossible };
         }),
         replayed: row.replayed ?? null,
       };
     });
   },
 
+  /** Who can's pages through conditional paths, each merged with its plain page (`prior`): in input order, a statement per application. */
+  subjectsThroughPaths(q: Queryable, inputs: readonly (SubjectsInput & ThroughPaths)[], options: { replayed?: boolean } = {}) {
+    const sql = options.replayed === true ? SUBJECTS_THROUGH_PATHS.replayed : SUBJECTS_THROUGH_PATHS.plain;
+    return perApplication(inputs, (appId, ofApp) => readThroughPaths(q, sql, appId, ofApp, ofApp.map((i) => ({ ...subjectsQuestion(i), p: i.prior }))));
+  },
+
   /** Lookup through the graph: answers in input order, a statement per application. */
   async lookup(q: Queryable, inputs: readonly GraphLookupInput[], options: { replayed?: boolean } = {}) {
     return perApplication(inputs, async (appId, ofApp) => {
       const { keys, keyOf } = distinctKeys(ofApp);
-      const { json, at } = distinctQuestions(
-        ofApp.map((i) => ({
-          u: i.userId,
-          r: i.resource,
-          a: i.action,
-          t: i.tenantId ?? null,
-          c: i.after,
-          l: i.limit,
-          ans: i.answers,
-          st: i.steps,
-          ls: i.last,
-        })),
-      );
-      const { rows } = await q.query<{ keys: boolean[] | null; version: string | null; rows: [string[] | null, boolean, string[], boolean][] | null } & Replayed>(
-        options.replayed === true ? GRAPH_LOOKUP.replayed : GRAPH_LOOKUP.plain,
-        [appId, keys, json],
-      );
+      const { json, at } = distinctQuestions(ofApp.map(lookupQuestion));
+      const { rows } = await q.query<
+        { keys: boolean[] | null; version: string | null; rows: [string[] | null, boolean, string[], boolean, boolean][] | null } & Replayed
+      >(options.replayed === true ? GRAPH_LOOKUP.replayed : GRAPH_LOOKUP.plain, [appId, keys, json]);
       const row = rows[0]!;
       const answers = row.rows ?? [];
       return {
         rows: ofApp.map((_, i): GraphLookupRow => {
-          const [actions, allInstances, resourceIds, conditionalRole] = answers[at[i]!]!;
-          return { keyValid: row.keys?.[keyOf[i]!] === true, version: row.version, actions, allInstances, resourceIds, conditionalRole };
+          const [actions, allInstances, resourceIds, conditionalRole, pathsPossible] = answers[at[i]!]!;
+          return { keyValid: row.keys?.[keyOf[i]!] === true, version: row.version, actions, allInstances, resourceIds, conditionalRole, pathsPossible };
         }),
         replayed: row.replayed ?? null,
       };
     });
+  },
+
+  /** Lookup's pages through conditional paths, each merged with its plain page (`prior`): in input order, a statement per application. */
+  lookupThroughPaths(q: Queryable, inputs: readonly (GraphLookupInput & ThroughPaths)[], options: { replayed?: boolean } = {}) {
+    const sql = options.replayed === true ? GRAPH_LOOKUP_THROUGH_PATHS.replayed : GRAPH_LOOKUP_THROUGH_PATHS.plain;
+    return perApplication(inputs, (appId, ofApp) => readThroughPaths(q, sql, appId, ofApp, ofApp.map((i) => ({ ...lookupQuestion(i), p: i.prior }))));
   },
 };

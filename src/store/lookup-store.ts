@@ -29,6 +29,12 @@ export interface LookupRow {
   resourceIds: string[];
   /** Whether a role could give the action on every instance under a condition. */
   conditionalRole: boolean;
+  /**
+   * Whether a conditional row could lie on a path to an instance the walk
+   * did not follow (the graph's statement: ask lookupThroughPaths); false
+   * for the direct one, which has no paths.
+   */
+  pathsPossible: boolean;
 }
 
 export interface LookupRows {
@@ -141,7 +147,7 @@ async function lookupApplication(q: Queryable, appId: string, inputs: readonly L
   return {
     rows: inputs.map((_, i) => {
       const [actions, allInstances, resourceIds, conditionalRole] = answers[at[i]!]!;
-      return { keyValid: keyRows[keyOf[i]!] === true, actions, allInstances, resourceIds, conditionalRole, version: row.version };
+      return { keyValid: keyRows[keyOf[i]!] === true, actions, allInstances, resourceIds, conditionalRole, pathsPossible: false, version: row.version };
     }),
     replayed: row.replayed ?? null,
   };

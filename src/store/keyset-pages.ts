@@ -1,0 +1,113 @@
+/**
+ * Paging over many sources of ids at once, for the graph's lookup and who
+ * can (graph-store.ts): the algorithm, written once for both and for both
+ * of their statements (the plain page's and the one through conditional
+ * paths), each of which brings its own `src` and `probe`.
+ */
+
+/**
+ * A page of the `lim` smallest distinct ids after a cursor over many
+ * sources, each a run of ids in order in an index (lookup's: the folders a
+ * user reaches; who can's: the teams that hold a relation), without reading
+ * `lim` ids from every source (1,000 folders would be 100,000 rows for a
+ * page of 100).
+ *
+ * `src` (a CTE the statement defines) has a row per question and source:
+ * n (the question), lim, after, and the source (kind, a, b, c, res, rel,
+ * which `probe` reads). Then:
+ * 1. heads: the first id of each source after the cursor (one probe a
+ *    source); if those hold fewer than `lim` distinct ids, then m - 1 more
+ *    from each source that had one, m = ceil(lim / those sources) + 1:
+ *    about `lim` rows more, and a probe a live source.
+ * 2. bound: if the heads hold `lim` distinct ids, the `lim`-th smallest:
+ *    every id of the page is at most it (there are `lim` ids up to it).
+ *    Otherwise none ('': ids are never empty).
+ * 3. found: each source's ids up to the bound (all of them without one),
+ *    its first `lim`: those of its heads, then, only for a source whose
+ *    heads were all under the bound and did not run out, a read from its
+ *    last head on, up to the bound (the index range stops there: the page
+ *    and its near misses). 1,000 folders whose first documents are each
+ *    past the bound but for 100 cost 100 probes here, not 1,000.
+ * 4. pages: each question's found ids, distinct, in order, cut to `lim`;
+ *    computed once for all questions with the same sources that have ids
+ *    after the cursor (`sig`): the documents of a folder that hold nothing
+ *    of their own have the folder's page.
+ * Complete: an id of the page is within the first `lim` ids of the source
+ * that gives it (those below it are in the page too), and under the bound.
+ *
+ * A coalesced batch reads each source once in each step however many
+ * questions name it (fifty who-can questions on a folder's documents share
+ * its teams): the probes are over the distinct sources (`sid`), joined back
+ * by number. The ids read are put in order once for the whole batch
+ * (`rk`), and each page is then cut by that number.
+ */
+/**
+ * Reads a source's ids after `p.after` in order, `limit` at most (an SQL
+ * expression), up to `p.upto` when `bounded`; `gate` is a condition on
+ * `p` added to each branch (so that only one of two branches reads).
+ */
+export type Probe = (limit: string, bounded: boolean, gate: string) => string;
+
+export const PAGE_CTES = (probe: Probe) => `
+  sources AS MATERIALIZED (
+    SELECT src.*, dense_rank() OVER (ORDER BY src.kind, src.a, src.b, src.c, src.res, src.rel, src.after, src.lim) AS sid FROM src
+  ),
+  firsts AS MATERIALIZED (
+    SELECT p.sid, x.id
+    FROM (SELECT DISTINCT sid, kind, a, b, c, res, rel, after FROM sources) p
+    CROSS JOIN LATERAL (${probe("1", false, "")}) x(id)
+  ),
+  depth AS MATERIALIZED (
+    SELECT d.n, CASE WHEN d.ids >= d.lim OR d.live = 0 THEN 1 ELSE (d.lim + d.live - 1) / d.live + 1 END AS m
+    FROM (SELECT k.n, k.lim, count(f.sid) AS live, count(DISTINCT f.id) AS ids
+          FROM sources k LEFT JOIN firsts f ON f.sid = k.sid GROUP BY k.n, k.lim) d
+  ),
+  counted AS MATERIALIZED (SELECT k.*, d.m FROM sources k JOIN depth d ON d.n = k.n),
+  heads AS MATERIALIZED (
+    SELECT h.sid, h.m, h.id, dense_rank() OVER (ORDER BY h.id) AS rk, count(*) OVER per AS got, max(h.id) OVER per AS last
+    FROM (SELECT f.sid, p.m, f.id FROM (SELECT DISTINCT sid, m FROM counted) p JOIN firsts f ON f.sid = p.sid
+          UNION ALL
+          SELECT p.sid, p.m, x.id
+          FROM (SELECT DISTINCT k.sid, k.kind, k.a, k.b, k.c, k.res, k.rel, f.id AS after, k.m
+                FROM counted k JOIN firsts f ON f.sid = k.sid WHERE k.m > 1) p
+          CROSS JOIN LATERAL (${probe("p.m - 1", false, "")}) x(id)) h
+    WINDOW per AS (PARTITION BY h.sid, h.m)
+  ),
+  bound AS MATERIALIZED (
+    SELECT q.n, coalesce(x.upto, '') AS upto
+    FROM q LEFT JOIN (
+      SELECT d.n, (array_agg(d.id ORDER BY d.rk))[d.lim] AS upto
+      FROM (SELECT DISTINCT ON (k.n, h.rk) k.n, k.lim, h.rk, h.id FROM counted k JOIN heads h ON h.sid = k.sid AND h.m = k.m) d
+      GROUP BY d.n, d.lim
+    ) x ON x.n = q.n
+  ),
+  found AS MATERIALIZED (
+    SELECT f.sid, f.m, f.upto, f.id, dense_rank() OVER (ORDER BY f.id) AS rk
+    FROM (SELECT p.sid, p.m, p.upto, h.id
+          FROM (SELECT DISTINCT k.sid, k.m, b.upto FROM counted k JOIN bound b ON b.n = k.n) p
+          JOIN heads h ON h.sid = p.sid AND h.m = p.m AND (p.upto = '' OR h.id <= p.upto)
+          UNION ALL
+          SELECT p.sid, p.m, p.upto, x.id
+          FROM (SELECT DISTINCT k.sid, k.kind, k.a, k.b, k.c, k.res, k.rel, k.lim, k.m, h.last AS after, b.upto
+                FROM counted k JOIN bound b ON b.n = k.n
+                JOIN heads h ON h.sid = k.sid AND h.m = k.m AND h.got = k.m AND k.lim > k.m AND (b.upto = '' OR h.last < b.upto)) p
+          CROSS JOIN LATERAL (${probe("p.lim - p.m", true, " AND p.upto <> ''")}
+            UNION ALL${probe("p.lim - p.m", false, " AND p.upto = ''")}) x(id)) f
+  ),
+  sig AS MATERIALIZED (
+    SELECT k.n, k.lim, k.m, b.upto, array_agg(k.sid ORDER BY k.sid) AS sids
+    FROM counted k JOIN bound b ON b.n = k.n
+    WHERE k.sid IN (SELECT h.sid FROM heads h)
+    GROUP BY k.n, k.lim, k.m, b.upto
+  ),
+  pages AS MATERIALIZED (
+    SELECT g.sids, g.lim, g.m, g.upto, (array_agg(d.id ORDER BY d.rk))[1:g.lim] AS ids
+    FROM (SELECT DISTINCT sids, lim, m, upto FROM sig) g
+    CROSS JOIN LATERAL (SELECT DISTINCT ON (f.rk) f.rk, f.id FROM found f
+                        WHERE f.sid = ANY (g.sids) AND f.m = g.m AND f.upto = g.upto ORDER BY f.rk) d
+    GROUP BY g.sids, g.lim, g.m, g.upto
+  )`;
+
+/** A question's page (after PAGE_CTES). */
+export const PAGE_OF_Q = `coalesce((SELECT g.ids FROM sig x JOIN pages g ON g.sids = x.sids AND g.lim = x.lim AND g.m = x.m AND g.upto = x.upto
+                              WHERE x.n = q.n), '{}')`;
