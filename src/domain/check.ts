@@ -6,7 +6,7 @@ import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
 import { CheckStatements, type CheckInput, type ConditionalRelation, type ConditionalRole } from "../store/check-store.js";
 import type { GraphGroups } from "../store/graph-store.js";
 import { conditionalPathsStore, type ConditionalPath, type ConditionalPathInput } from "../store/conditional-paths-store.js";
-import { exactRead } from "./exact-read.js";
+import { exactReads } from "./exact-read.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, unavailable, Violations } from "./errors.js";
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
@@ -100,14 +100,7 @@ export class Checker {
       reads: "checks",
       telemetry,
     });
-    this.conditionalPaths = new Coalescer(
-      (inputs) =>
-        exactRead(db, replicas, async (q, onReplica) => {
-          const read = await conditionalPathsStore.paths(q, inputs, { replayed: onReplica });
-          return { value: read.rows, replayed: read.replayed };
-        }),
-      { maxBatch: LIMITS.batchChecks, ...db.reads, reads: "conditional paths", telemetry },
-    );
+    this.conditionalPaths = exactReads(db, replicas, conditionalPathsStore.paths, { maxBatch: LIMITS.batchChecks, reads: "conditional paths", telemetry });
   }
 
   async check(caller: Caller, question: CheckQuestion): Promise<boolean> {

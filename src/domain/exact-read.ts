@@ -1,4 +1,7 @@
+import { Coalescer } from "../lib/coalescer.js";
+import type { Telemetry } from "../lib/telemetry.js";
 import type { Db, Queryable } from "../store/db.js";
+import type { ReadRows } from "../store/per-application.js";
 import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
 import { unauthenticated, Violations } from "./errors.js";
 
@@ -16,6 +19,28 @@ export function exactRead<T>(
 ): Promise<T> {
   if (replicas === undefined) return read(db, false).then((r) => r.value);
   return replicas.read(read);
+}
+
+/**
+ * Questions asked together (a Coalescer of `maxBatch` at most) and answered
+ * by one store read for the batch, exact as exactRead makes it: the read
+ * gets whether it runs on a replica (`replayed`) and returns its rows in
+ * input order with the replay position it read.
+ */
+export function exactReads<I, R>(
+  db: Db,
+  replicas: ReadReplicas | undefined,
+  read: (q: Queryable, inputs: I[], options: { replayed: boolean }) => Promise<ReadRows<R>>,
+  options: { maxBatch: number; reads: string; telemetry: Telemetry },
+): Coalescer<I, R> {
+  return new Coalescer(
+    (inputs) =>
+      exactRead(db, replicas, async (q, onReplica) => {
+        const { rows, replayed } = await read(q, inputs, { replayed: onReplica });
+        return { value: rows, replayed };
+      }),
+    { ...db.reads, ...options },
+  );
 }
 
 /**

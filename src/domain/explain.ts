@@ -7,7 +7,7 @@ import type { ReadReplicas } from "../store/read-replicas.js";
 import type { Caller, CheckQuestion } from "./check.js";
 import { validateQuestion } from "./check.js";
 import { Violations } from "./errors.js";
-import { exactRead, requireAnswerable } from "./exact-read.js";
+import { exactReads, requireAnswerable } from "./exact-read.js";
 import { LIMITS } from "./formats.js";
 import type { Subject } from "./subjects.js";
 import type { PathGrantRow, WalkEdgeRow } from "../store/explain-store.js";
@@ -94,14 +94,7 @@ export class Explainer {
     replicas?: ReadReplicas,
     telemetry: Telemetry = NO_TELEMETRY,
   ) {
-    this.coalesced = new Coalescer(
-      (inputs) =>
-        exactRead(db, replicas, async (q, onReplica) => {
-          const read = await explainStore.explain(q, inputs, { replayed: onReplica });
-          return { value: read.rows, replayed: read.replayed };
-        }),
-      { ...db.reads, maxBatch: 100, reads: "explain", telemetry },
-    );
+    this.coalesced = exactReads(db, replicas, explainStore.explain, { maxBatch: 100, reads: "explain", telemetry });
   }
 
   async explain(caller: Caller, q: CheckQuestion): Promise<Explanation> {

@@ -10,7 +10,7 @@ import type { ReadReplicas } from "../store/read-replicas.js";
 import { Checker, type Caller, type Ways } from "./check.js";
 import { splitPage } from "../store/conditional-candidates.js";
 import { unauthenticated, unavailable, Violations } from "./errors.js";
-import { exactRead, requireAnswerable } from "./exact-read.js";
+import { exactRead, exactReads, requireAnswerable } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 import { lowerReplay } from "../store/lsn.js";
@@ -80,14 +80,7 @@ export class Lookup {
       { ...db.reads, maxBatch: 50, reads: "lookup", telemetry },
     );
     // Read as the plain pages are: on a replica that has replayed every commit before it, or the primary.
-    this.throughPaths = new Coalescer(
-      (inputs) =>
-        exactRead(db, replicas, async (q, onReplica) => {
-          const read = await graphStore.lookupThroughPaths(q, inputs, { replayed: onReplica });
-          return { value: read.rows, replayed: read.replayed };
-        }),
-      { ...db.reads, maxBatch: 50, reads: "lookup paths", telemetry },
-    );
+    this.throughPaths = exactReads(db, replicas, graphStore.lookupThroughPaths, { maxBatch: 50, reads: "lookup paths", telemetry });
   }
 
   /**

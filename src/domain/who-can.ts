@@ -8,7 +8,7 @@ import { Checker, type Caller } from "./check.js";
 import { pageOf, type ConditionalAnswer, type PageEntry } from "./lookup.js";
 import { splitPage } from "../store/conditional-candidates.js";
 import { unauthenticated, Violations } from "./errors.js";
-import { exactRead, requireAnswerable } from "./exact-read.js";
+import { exactReads, requireAnswerable } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 
@@ -57,24 +57,10 @@ export class WhoCan {
     telemetry: Telemetry = NO_TELEMETRY,
     private readonly checker: Checker = new Checker(db, replicas, telemetry),
   ) {
-    this.coalesced = new Coalescer(
-      (inputs) =>
-        exactRead(db, replicas, async (q, onReplica) => {
-          const read = await graphStore.subjects(q, inputs, { replayed: onReplica });
-          return { value: read.rows, replayed: read.replayed };
-        }),
-      // A page may hold 1,000 ids: a batch of 50 pages answers 50,000 at most.
-      { ...db.reads, maxBatch: 50, reads: "lookup", telemetry },
-    );
+    // A page may hold 1,000 ids: a batch of 50 pages answers 50,000 at most.
+    this.coalesced = exactReads(db, replicas, graphStore.subjects, { maxBatch: 50, reads: "lookup", telemetry });
     // Read as the plain pages are: on a replica that has replayed every commit before it, or the primary.
-    this.throughPaths = new Coalescer(
-      (inputs) =>
-        exactRead(db, replicas, async (q, onReplica) => {
-          const read = await graphStore.subjectsThroughPaths(q, inputs, { replayed: onReplica });
-          return { value: read.rows, replayed: read.replayed };
-        }),
-      { ...db.reads, maxBatch: 50, reads: "lookup paths", telemetry },
-    );
+    this.throughPaths = exactReads(db, replicas, graphStore.subjectsThroughPaths, { maxBatch: 50, reads: "lookup paths", telemetry });
   }
 
   async subjects(caller: Caller, q: WhoCanQuestion): Promise<WhoCanAnswer> {
