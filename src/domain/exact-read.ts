@@ -43,13 +43,18 @@ export function exactReads<I, R>(
   );
 }
 
+/** A 401 when the key a statement verified no longer holds (revoked since the call was authorized). */
+export function requireKey(row: { keyValid: boolean }): void {
+  if (!row.keyValid) throw unauthenticated("the API key is not valid: it is unknown or revoked");
+}
+
 /**
  * What a question's statement read about the key and the catalog, made
  * errors: a 401 when the key no longer holds, a 400 naming resource or
  * action when the catalog lacks them (explain, lookup and who can).
  */
 export function requireAnswerable(row: { keyValid: boolean; actions: string[] | null }, q: { resource: string; action: string }): void {
-  if (!row.keyValid) throw unauthenticated("the API key is not valid: it is unknown or revoked");
+  requireKey(row);
   const v = new Violations();
   if (row.actions === null) v.add("resource", `"${q.resource}" is not a resource of the catalog`);
   else if (!row.actions.includes(q.action)) v.add("action", `"${q.action}" is not an action of resource "${q.resource}"`);

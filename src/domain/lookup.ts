@@ -9,8 +9,8 @@ import { AccessModels, type AccessModel } from "./access-model.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
 import { Checker, type Caller, type Ways } from "./check.js";
 import { splitPage } from "../store/conditional-candidates.js";
-import { unauthenticated, unavailable, Violations } from "./errors.js";
-import { exactRead, exactReads, requireAnswerable } from "./exact-read.js";
+import { unavailable, Violations } from "./errors.js";
+import { exactRead, exactReads, requireAnswerable, requireKey } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 import { lowerReplay } from "../store/lsn.js";
@@ -130,7 +130,7 @@ export class Lookup {
    */
   private async withPaths(graph: GraphLookupInput, prior: string[]): Promise<string[]> {
     const row = await this.throughPaths.call({ ...graph, prior });
-    if (!row.keyValid) throw revoked();
+    requireKey(row);
     return row.ids;
   }
 
@@ -171,9 +171,6 @@ export class Lookup {
 
 /** A plain page, with the graph's question it was read by (none: the direct statement's). */
 type PlainPage = LookupRow & { graph?: GraphLookupInput };
-
-/** What a key revoked since the plain page was read gets. */
-const revoked = () => unauthenticated("the API key is not valid: it is unknown or revoked");
 
 /** The check's question for an instance of the lookup's (the roles' question names any instance: "-"). */
 const question = (q: LookupQuestion) => ({ userId: q.userId, resource: q.resource, resourceId: "-", action: q.action, tenantId: q.tenantId });

@@ -7,8 +7,8 @@ import type { ReadReplicas } from "../store/read-replicas.js";
 import { Checker, type Caller } from "./check.js";
 import { pageOf, type ConditionalAnswer, type PageEntry } from "./lookup.js";
 import { splitPage } from "../store/conditional-candidates.js";
-import { unauthenticated, Violations } from "./errors.js";
-import { exactReads, requireAnswerable } from "./exact-read.js";
+import { Violations } from "./errors.js";
+import { exactReads, requireAnswerable, requireKey } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 
@@ -86,7 +86,7 @@ export class WhoCan {
     requireAnswerable(row, q);
     // Users reachable only through paths with conditional rows: the same page read again along every live row, merged with this one.
     const paths = row.pathsPossible ? await this.throughPaths.call({ ...input, prior: row.userIds }) : undefined;
-    if (paths?.keyValid === false) throw unauthenticated("the API key is not valid: it is unknown or revoked");
+    if (paths !== undefined) requireKey(paths);
     const merged = splitPage(paths?.ids ?? row.userIds);
     const more = merged.length > limit;
     const ids = merged.slice(0, limit);

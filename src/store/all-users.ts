@@ -41,6 +41,17 @@ export const ALL_USERS_SQL = "''";
 /** A holder condition matching a user's own grants and the allUsers ones: `${column} IN (${user}, '')`. */
 export const USER_OR_ALL = (column: string, user: string) => `${column} IN (${user}, ${ALL_USERS_SQL})`;
 
+/**
+ * The two holders whose grants a user holds, as rows `h(user_id)`: the user,
+ * and the allUsers grants' id. A statement that reads the user's grants of
+ * a pair joins this and probes each by equality (`g.user_id = h.user_id`),
+ * a short range of relationships_user_relation_idx each. Written with
+ * USER_OR_ALL there instead, a generic plan read every grant of the pair
+ * by the primary key and filtered the user (21,000 team memberships a
+ * check in the bench's 4-hop world: migration 019, docs/performance.md).
+ */
+export const HOLDERS_OF = (user: string) => `unnest(ARRAY[${user}, ${ALL_USERS_SQL}]) AS h(user_id)`;
+
 /** The user_id a user grant (or an allUsers one) is stored under. */
 export const storedUserId = (t: Holder): string => (t.allUsers === true ? ALL_USERS_ID : t.userId);
 

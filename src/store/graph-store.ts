@@ -29,7 +29,7 @@
  * whole to the shard of the application (a router query: the only kind in
  * which Citus runs a recursive query).
  */
-import { ALL_USERS_SQL, USER_OR_ALL } from "./all-users.js";
+import { ALL_USERS_SQL, HOLDERS_OF, USER_OR_ALL } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
@@ -39,18 +39,6 @@ import { LIVE_GRANT, PLAIN_GRANT } from "./relationships-store.js";
 
 /** Subject sets and links followed at most, from the instance (API.md). */
 export const MAX_HOPS = 16;
-
-/**
- * The two holders whose grants start a walk from the user's side, as
- * `h(user_id)`: the user, and the allUsers grants' id (all-users.ts). Each is
- * probed by equality, so the probe is a short range of
- * relationships_user_relation_idx; written `user_id IN (user, '')` instead,
- * the generic plan of the graph check read every membership of the team
- * type by the primary key and filtered the user (21,000 rows a check in
- * the bench's 4-hop world: a check through 4 hops fell from 0.58 of the
- * direct check to 0.08).
- */
-const HOLDERS_OF = (user: string) => `unnest(ARRAY[${user}, ${ALL_USERS_SQL}]) AS h(user_id)`;
 
 /** The standby's replay position, read beside a statement's rows on a replica (read-replicas.ts). */
 export const REPLAYED = ",\n    pg_last_wal_replay_lsn()::text AS replayed";
@@ -481,7 +469,7 @@ const graphLookupSql = (replayed: boolean, grants: Grants) => `
   ),
   src AS (
     SELECT q.n, q.lim, q.after, 0 AS kind, h.user_id AS a, '' AS b, '' AS c, q.resource AS res, ans.relation AS rel
-    FROM q CROSS JOIN unnest(q.answers) AS ans(relation) CROSS JOIN unnest(ARRAY[q.user_id, ${ALL_USERS_SQL}]) AS h(user_id)
+    FROM q CROSS JOIN unnest(q.answers) AS ans(relation) CROSS JOIN ${HOLDERS_OF("q.user_id")}
     UNION
     SELECT q.n, q.lim, q.after, 1, w.resource, w.resource_id, t.sr, t.r, t.p
     FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.last) AS t(fr text, fl text, sr text, r text, p text, g text)

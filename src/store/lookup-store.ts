@@ -1,4 +1,4 @@
-import { ALL_USERS_SQL } from "./all-users.js";
+import { HOLDERS_OF } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { PLAIN_GRANT } from "./relationships-store.js";
@@ -90,7 +90,7 @@ export const ACTIONS_AND_ROLE = `(SELECT r.actions FROM catalog_resources r WHER
  * Every table is named with `app_id = $1` (docs/scale-out.md), as the check's.
  */
 /** The two holders whose grants a user's lookup reads, as `h(user_id)`: the user, and the allUsers grants' id. */
-const HOLDERS = `unnest(ARRAY[q.user_id, ${ALL_USERS_SQL}]) AS h(user_id)`;
+const HOLDERS = HOLDERS_OF("q.user_id");
 
 const lookupSql = (replayed: boolean) => `
   SELECT
