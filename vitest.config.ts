@@ -51,14 +51,17 @@ const TIMING = [
   "test/cancel-while-writing.test.ts",
 ];
 
-/** Where a file stands in its list (BROWSER or WAITING): its turn in `paired`. */
+/**
+ * Where a file stands in `paired`'s turns: its place in its list (BROWSER or
+ * WAITING; a console file BROWSER does not name, after them), the browser
+ * file first within a turn.
+ */
 function turn(file: string): number {
   const relative = path.relative(process.cwd(), file).split(path.sep).join("/");
-  for (const list of [BROWSER, WAITING]) {
-    const at = list.indexOf(relative);
-    if (at >= 0) return at;
-  }
-  return BROWSER.length;
+  const browser = BROWSER.indexOf(relative);
+  if (browser >= 0) return 2 * browser;
+  const waiting = WAITING.indexOf(relative);
+  return waiting >= 0 ? 2 * waiting + 1 : 2 * BROWSER.length;
 }
 
 /**
@@ -68,8 +71,7 @@ function turn(file: string): number {
 class PairedSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     if (!files.every((f) => f.project.name === "paired")) return super.sort(files);
-    const browser = (f: TestSpecification) => /\/(console-[^/]*|docs-page)\.test\.ts$/.test(f.moduleId);
-    return [...files].sort((a, b) => turn(a.moduleId) - turn(b.moduleId) || Number(browser(b)) - Number(browser(a)));
+    return [...files].sort((a, b) => turn(a.moduleId) - turn(b.moduleId));
   }
 }
 
