@@ -1136,8 +1136,8 @@ interface CompareRun {
 /**
  * Starts the service on the data set loaded by the main run as it was
  * started, then with `extra` added, alternated COMPARE_ROUNDS times, and
- * drives the three REST checks at each. With --compare-tree the compared
- * service is the other tree's (otherArgs).
+ * drives the three REST checks at each, the order flipped every other round.
+ * With --compare-tree the compared service is the other tree's (otherArgs).
  */
 async function measureCompare({
   env,
@@ -1155,10 +1155,16 @@ async function measureCompare({
   extra: Record<string, string>;
 }): Promise<CompareRun[]> {
   const runs: CompareRun[] = [];
+  // The Postgres server's CPU too (both databases are on it): a change that
+  // moves work into or out of the statement shows there, not in the service's.
+  const postgres = env.DATABASE_URL === undefined ? undefined : await postgresCpuOf(env.DATABASE_URL);
   const check = (url: string, bodies: unknown[], label: string, pid: number | undefined) =>
-    drive({ kind: "rest", url, method: "POST", path: "/api/v1/authorization/check", key, bodies }, label, pid);
+    drive({ kind: "rest", url, method: "POST", path: "/api/v1/authorization/check", key, bodies }, label, pid, postgres);
+  const variants = [["as started", {}], ["compared", extra]] as const;
   for (let round = 1; round <= COMPARE_ROUNDS; round++) {
-    for (const [variant, added] of [["as started", {}], ["compared", extra]] as const) {
+    // ABBA: each variant goes first in every other round, so neither always
+    // runs just after the machine's other work or always second.
+    for (const [variant, added] of round % 2 === 1 ? variants : [...variants].reverse()) {
       const { child, url } = await startOnFreePort(variant === "compared" ? otherArgs : serviceArgs, { ...env, ...added });
       try {
         const grant = await check(url, data.grantChecks(grants, 1000), `compare: REST check, allowed by a grant, ${variant} (${round})`, child.pid);
@@ -1702,19 +1708,24 @@ function report(
     };
     const ratio = (pick: (c: CompareRun) => Measured) => (mean("compared", pick) / mean("as started", pick)).toFixed(2);
     const cpu = (c: CompareRun) => [c.grant, c.role, c.denied].map((r) => micros(r.serverCpuUs)).join(" / ");
+    const pgCpu = (c: CompareRun) => [c.grant, c.role, c.denied].map((r) => micros(r.othersCpuUs?.postgres)).join(" / ");
+    const meanPg = (variant: CompareRun["variant"]) => {
+      const us = compared.filter((c) => c.variant === variant).flatMap((c) => [c.grant, c.role, c.denied].map((r) => r.othersCpuUs?.postgres ?? Number.NaN));
+      return us.reduce((a, b) => a + b, 0) / us.length;
+    };
     const meanCpu = (variant: CompareRun["variant"]) => {
       const us = compared.filter((c) => c.variant === variant).flatMap((c) => [c.grant, c.role, c.denied].map((r) => r.serverCpuUs ?? Number.NaN));
       return us.reduce((a, b) => a + b, 0) / us.length;
     };
     lines.push(
       "",
-      "| REST checks/s, the service restarted on the loaded data each way in turn | allowed by a grant | allowed by a role | denied | service CPU µs/check (grant / role / denied) | that process's peak RSS |",
-      "|---|---:|---:|---:|---:|---:|",
+      "| REST checks/s, the service restarted on the loaded data each way in turn (order flipped every other round) | allowed by a grant | allowed by a role | denied | service CPU µs/check (grant / role / denied) | Postgres CPU µs/check (grant / role / denied) | that process's peak RSS |",
+      "|---|---:|---:|---:|---:|---:|---:|",
       ...compared.map(
         (c) =>
-          `| ${name(c.variant)} (${c.round}) | ${rate(c.grant)} | ${rate(c.role)} | ${rate(c.denied)} | ${cpu(c)} | ${c.peakMb === undefined ? "n/a" : `${Math.round(c.peakMb)} MB`} |`,
+          `| ${name(c.variant)} (${c.round}) | ${rate(c.grant)} | ${rate(c.role)} | ${rate(c.denied)} | ${cpu(c)} | ${pgCpu(c)} | ${c.peakMb === undefined ? "n/a" : `${Math.round(c.peakMb)} MB`} |`,
       ),
-      `| ${name("compared")} ÷ as started (mean of the rounds) | ${ratio((c) => c.grant)} | ${ratio((c) => c.role)} | ${ratio((c) => c.denied)} | ${(meanCpu("compared") / meanCpu("as started")).toFixed(2)} | |`,
+      `| ${name("compared")} ÷ as started (mean of the rounds) | ${ratio((c) => c.grant)} | ${ratio((c) => c.role)} | ${ratio((c) => c.denied)} | ${(meanCpu("compared") / meanCpu("as started")).toFixed(2)} | ${(meanPg("compared") / meanPg("as started")).toFixed(2)} | |`,
     );
   }
   const mb = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? "n/a" : `${Math.round(value)} MB`);
