@@ -73,7 +73,8 @@ describe("the SQL rule checker", () => {
   it("reads the queries of the migrations' functions, their parameters as $1, $2...", () => {
     const check = functionQueries.get("portcullis_check_facts");
     expect(check).toMatch(/^SELECT\b/);
-    expect(check).toContain("g.app_id = $1 AND g.user_id IN (q.user_id, '')");
+    expect(check).toContain("g.app_id = $1 AND g.user_id = q.user_id AND");
+    expect(check).toContain("g.app_id = $1 AND g.user_id = '' AND");
     expect(check).toContain("jsonb_to_recordset($3)");
     expect(check).not.toMatch(/\bINTO\b|\bp_app\b/);
     expect(sqlRuleViolations(check!)).toEqual([]);

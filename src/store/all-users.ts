@@ -30,25 +30,44 @@ interface Holder {
  * relationships under its primary key (one allUsers grant per instance and
  * relation, upserted, deleted and listed as any other), and every question
  * that probes a user's grants probes the same index for the user's id and
- * for this one (`user_id IN ($user, '')`): the check keeps its one round
- * trip and its one index, two descents instead of one.
+ * for this one (EACH_HOLDER): the check keeps its one round trip and its
+ * one index, two descents instead of one.
  */
 export const ALL_USERS_ID = "";
 
 /** The same value as SQL text, for statements that name it (ALL_USERS_ID). */
 export const ALL_USERS_SQL = "''";
 
-/** A holder condition matching a user's own grants and the allUsers ones: `${column} IN (${user}, '')`. */
-export const USER_OR_ALL = (column: string, user: string) => `${column} IN (${user}, ${ALL_USERS_SQL})`;
+/**
+ * The rows of relationships a user holds by their own grants and by the
+ * allUsers ones: `select(holder)` for the user, then for the allUsers id,
+ * joined by UNION ALL, so each branch probes its holder by equality.
+ * `select` reads relationships with `g.user_id = ${holder}` beside the
+ * rest of its key (resource, instance, relation). Written `user_id IN
+ * (user, '')` instead, a statement planned with the instance unknown (the
+ * check's functions' generic plans, the JSON questions of every statement)
+ * read every grant of the instance by the primary key and filtered the
+ * user: correct, and thousands of rows a check on an instance shared with
+ * thousands (test/index-reads.test.ts, migration 020, docs/performance.md).
+ */
+export const EACH_HOLDER = (user: string, select: (holder: string) => string): string =>
+  `${select(user)}\n UNION ALL ${select(ALL_USERS_SQL)} AND ${ANY_ALL_USERS}`;
+
+/**
+ * Whether the application ($1) has an allUsers grant at all: one probe of
+ * relationships_user_idx, which the planner runs once per statement (it
+ * names no row of the query), so that in an application without one (most
+ * are) the allUsers branch of EACH_HOLDER costs no descent per question.
+ * `select` must end in a condition, which this is joined to by AND.
+ */
+const ANY_ALL_USERS = `EXISTS (SELECT 1 FROM relationships e WHERE e.app_id = $1 AND e.user_id = ${ALL_USERS_SQL})`;
 
 /**
  * The two holders whose grants a user holds, as rows `h(user_id)`: the user,
  * and the allUsers grants' id. A statement that reads the user's grants of
  * a pair joins this and probes each by equality (`g.user_id = h.user_id`),
- * a short range of relationships_user_relation_idx each. Written with
- * USER_OR_ALL there instead, a generic plan read every grant of the pair
- * by the primary key and filtered the user (21,000 team memberships a
- * check in the bench's 4-hop world: migration 019, docs/performance.md).
+ * a short range of relationships_user_relation_idx each, where the pair
+ * (not the instance) is known: the walks' first hop (migration 019).
  */
 export const HOLDERS_OF = (user: string) => `unnest(ARRAY[${user}, ${ALL_USERS_SQL}]) AS h(user_id)`;
 

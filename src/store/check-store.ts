@@ -1,4 +1,4 @@
-import { USER_OR_ALL } from "./all-users.js";
+import { EACH_HOLDER } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { distinctKeys, KEYS_VALID, perApplication } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
@@ -67,8 +67,8 @@ export interface CheckRows {
  * from one snapshot: whether each calling key still holds, the version of
  * the application's model, and for each question the user's relations on
  * the very instance (the grants that have not expired by the statement's
- * clock: the user's own and the allUsers ones, one scan of the same index
- * for the two ids, see all-users.ts) and the user's roles, against which the domain evaluates
+ * clock: the user's own and the allUsers ones, a probe of the same index
+ * for each of the two ids, see all-users.ts) and the user's roles, against which the domain evaluates
  * the rest from memory (see domain/access-model). Each part is an index
  * lookup whatever the planner knows of the tables, so the plan stays good on
  * tables never analyzed.
@@ -83,9 +83,9 @@ const checkSql = (replayed: boolean) => `
     ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
-        ARRAY(SELECT g.relation || coalesce(chr(10) || g.condition, '') FROM relationships g
-              WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = q.resource AND g.resource_id = q.resource_id
-                AND ${LIVE_GRANT("g")}),
+        ARRAY(${EACH_HOLDER("q.user_id", (holder) => `SELECT g.relation || coalesce(chr(10) || g.condition, '') FROM relationships g
+              WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = q.resource AND g.resource_id = q.resource_id
+                AND ${LIVE_GRANT("g")}`)}),
         ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a
               WHERE a.app_id = $1 AND a.user_id = q.user_id),
         (extract(epoch FROM now()) * 1000)::float8

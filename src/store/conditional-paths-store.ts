@@ -35,7 +35,7 @@
  * router query, the one kind in which Citus runs a recursive query.
  */
 import type { Queryable } from "./db.js";
-import { USER_OR_ALL } from "./all-users.js";
+import { EACH_HOLDER } from "./all-users.js";
 import { perApplication, type ReadRows } from "./per-application.js";
 import { outwardHop, REPLAYED } from "./graph-store.js";
 import { LIVE_GRANT } from "./relationships-store.js";
@@ -90,9 +90,9 @@ const conditionalPathsSql = (replayed: boolean) => `
   held AS MATERIALIZED (
     SELECT DISTINCT q.n, d.k, d.resource, d.resource_id, d.relation, g.condition
     FROM nodes d JOIN q ON q.k = d.k
-    JOIN relationships g
-      ON g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = d.resource AND g.resource_id = d.resource_id
-     AND g.relation = d.relation AND ${LIVE_GRANT("g")}
+    CROSS JOIN LATERAL (${EACH_HOLDER("q.user_id", (holder) => `SELECT g.condition FROM relationships g
+      WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = d.resource AND g.resource_id = d.resource_id
+        AND g.relation = d.relation AND ${LIVE_GRANT("g")}`)}) g
   ),
   found AS MATERIALIZED (
     SELECT DISTINCT h.n, c.root, ${withCondition("c.conds", "h.condition")} AS conds

@@ -1,5 +1,5 @@
 import type { Queryable } from "./db.js";
-import { USER_OR_ALL } from "./all-users.js";
+import { EACH_HOLDER } from "./all-users.js";
 import { MAX_HOPS, outwardHop } from "./graph-store.js";
 import { distinctKeys, KEYS_VALID, perApplication } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
@@ -45,9 +45,9 @@ export const EXPLAIN_EDGES = (n: string) => `
 export const EXPLAIN_GRANTS = (n: string, user: string) => `
   (SELECT coalesce(jsonb_agg(${grantRow("g", false)}), '[]')
    FROM (SELECT DISTINCT w.resource, w.resource_id, w.relation FROM walk w WHERE w.n = ${n}) d
-   JOIN relationships g
-     ON g.app_id = $1 AND ${USER_OR_ALL("g.user_id", user)} AND g.resource = d.resource AND g.resource_id = d.resource_id AND g.relation = d.relation
-    AND ${LIVE_GRANT("g")})`;
+   CROSS JOIN LATERAL (${EACH_HOLDER(user, (holder) => `SELECT g.* FROM relationships g
+     WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = d.resource AND g.resource_id = d.resource_id AND g.relation = d.relation
+       AND ${LIVE_GRANT("g")}`)}) g)`;
 
 
 export interface ExplainInput {

@@ -29,7 +29,7 @@
  * whole to the shard of the application (a router query: the only kind in
  * which Citus runs a recursive query).
  */
-import { ALL_USERS_SQL, HOLDERS_OF, USER_OR_ALL } from "./all-users.js";
+import { ALL_USERS_SQL, EACH_HOLDER, HOLDERS_OF } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
@@ -97,12 +97,12 @@ const CONDITIONAL_EDGES = `EXISTS (SELECT 1 FROM subject_relationships s
  * and no second statement is asked (conditional-paths-store.ts).
  */
 const CONDITIONAL_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
-         OR EXISTS (SELECT 1 FROM relationships g
-                    WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}
+         OR EXISTS (${EACH_HOLDER("q.user_id", (holder) => `SELECT 1 FROM relationships g
+                    WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}
                       AND NOT (g.resource = q.resource AND g.resource_id = q.resource_id
                                AND EXISTS (SELECT 1 FROM catalog_relations cr
                                            WHERE cr.app_id = $1 AND cr.resource = q.resource AND cr.relation = g.relation
-                                             AND (q.action IS NULL OR q.action = ANY (cr.actions))))))`;
+                                             AND (q.action IS NULL OR q.action = ANY (cr.actions))))`)}))`;
 
 /**
  * The check's statement for an application whose catalog has subject sets
@@ -180,9 +180,9 @@ export const graphCheckSql = (replayed: boolean) => `
     FROM (
       SELECT w.n, w.root FROM walk w JOIN q ON q.n = w.n
       WHERE NOT EXISTS (SELECT 1 FROM gp WHERE gp.r = w.resource AND gp.l = w.relation)
-        AND EXISTS (SELECT 1 FROM relationships g
-                    WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = w.resource
-                      AND g.resource_id = w.resource_id AND g.relation = w.relation AND ${PLAIN_GRANT("g")})
+        AND EXISTS (${EACH_HOLDER("q.user_id", (holder) => `SELECT 1 FROM relationships g
+                    WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = w.resource
+                      AND g.resource_id = w.resource_id AND g.relation = w.relation AND ${PLAIN_GRANT("g")}`)})
       UNION ALL
       SELECT m.n, m.root FROM met m JOIN q ON q.n = m.n
       WHERE EXISTS (SELECT 1 FROM member i
@@ -195,9 +195,9 @@ export const graphCheckSql = (replayed: boolean) => `
     ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
-        coalesce(h.roots, '{}') || ARRAY(SELECT g.relation || chr(10) || g.condition FROM relationships g
-              WHERE g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = q.resource AND g.resource_id = q.resource_id
-                AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}),
+        coalesce(h.roots, '{}') || ARRAY(${EACH_HOLDER("q.user_id", (holder) => `SELECT g.relation || chr(10) || g.condition FROM relationships g
+              WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = q.resource AND g.resource_id = q.resource_id
+                AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}`)}),
         ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a WHERE a.app_id = $1 AND a.user_id = q.user_id),
         (extract(epoch FROM now()) * 1000)::float8,
         ${CONDITIONAL_PATHS_POSSIBLE}
@@ -409,10 +409,10 @@ const sourceIds =
  */
 const LOOKUP_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
          OR EXISTS (SELECT 1 FROM pairs p
-                    JOIN relationships g
-                      ON g.app_id = $1 AND ${USER_OR_ALL("g.user_id", "q.user_id")} AND g.resource = p.resource AND g.relation = p.relation
-                     AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}
-                    WHERE p.n = q.n))`;
+                    WHERE p.n = q.n
+                      AND EXISTS (${EACH_HOLDER("q.user_id", (holder) => `SELECT 1 FROM relationships g
+                                  WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = p.resource AND g.relation = p.relation
+                                    AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}`)})))`;
 
 /**
  * Lookup through the graph, a page per question.
