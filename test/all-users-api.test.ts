@@ -296,8 +296,14 @@ describe.each(engines)("allUsers grants on %s", (engine) => {
       expect(both.ids).toEqual(["ann"]);
       expect(both.flags.every(Boolean)).toBe(true);
       const pub = await ok(call("POST", "/api/v1/authorization/subjects", { resource: "doc", resourceId: "q-pub", action: "read" }));
-      expect(pub).toEqual({ userIds: [], nextPageToken: "", allUsers: true, conditional: [] });
-      expect(await ok(call("POST", "/api/v1/authorization/subjects", { resource: "doc", resourceId: "q-pub", action: "update" }))).toEqual({ userIds: [], nextPageToken: "", allUsers: false, conditional: [] });
+      expect(pub).toEqual({ userIds: [], nextPageToken: "", allUsers: true, conditional: [], allUsersConditions: [] });
+      expect(await ok(call("POST", "/api/v1/authorization/subjects", { resource: "doc", resourceId: "q-pub", action: "update" }))).toEqual({
+        userIds: [],
+        nextPageToken: "",
+        allUsers: false,
+        conditional: [],
+        allUsersConditions: [],
+      });
       expect((await ok(call("POST", "/api/v1/authorization/subjects", { resource: "doc", resourceId: "q-own", action: "read" }))).allUsers).toBe(false);
     });
   });

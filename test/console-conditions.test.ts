@@ -286,6 +286,47 @@ describe("conditions in the console, in Chromium", { timeout: 180_000 }, () => {
     expect(page.url()).toBe(`${service.url}/console/apps/${APP}/roles/${ids.keepers}`);
   });
 
+  it("who can: users allowed only where a condition holds listed apart with it, and every user where an allUsers grant's condition holds", async () => {
+    const appId = "todos-who";
+    const whoKey = await createApp(service, appId, [
+      { resource: "todo", description: "", actions: ["read"], relations: [{ name: "viewer", actions: ["read"], subjects: ["user", "user:*"] }] },
+    ]);
+    const writes = [
+      { userId: "ann", resource: "todo", resourceId: "t1", relation: "viewer" },
+      { userId: "bob", resource: "todo", resourceId: "t1", relation: "viewer", condition: TICKET },
+      { allUsers: true, resource: "todo", resourceId: "t1", relation: "viewer", condition: OWNER },
+      { userId: "cy", resource: "todo", resourceId: "t2", relation: "viewer", condition: TICKET },
+    ];
+    expectStatus(await service.call("POST", "/api/v1/authorization/relationships/bulk", { key: whoKey, body: { writes } }), 200);
+    const tab = await open("check", whoKey, appId);
+    const { page } = tab;
+    await expect.poll(() => heading(page, "Check").isVisible()).toBe(true);
+    const whoCan = async (resourceId: string) => {
+      await page.getByLabel("Resource", { exact: true }).selectOption("todo");
+      await page.getByLabel("Instance", { exact: true }).fill(resourceId);
+      await page.getByLabel("Action", { exact: true }).selectOption("read");
+      await page.getByRole("button", { name: "Who can?" }).click();
+      return page.getByRole("region", { name: `Who can read todo ${resourceId}` });
+    };
+    const t1 = await whoCan("t1");
+    await expect.poll(() => t1.getByRole("list", { name: "Users who can, page 1" }).getByRole("listitem").allTextContents()).toEqual(["ann"]);
+    // bob, as every user, also where the allUsers grant's condition holds.
+    expect(await t1.getByRole("list", { name: "Only where a condition holds, page 1" }).getByRole("listitem").allTextContents()).toEqual([
+      `bob, where ${TICKET} or ${OWNER} holds`,
+    ]);
+    expect(await t1.getByRole("list", { name: "Conditions under which every user may" }).getByRole("listitem").allTextContents()).toEqual([OWNER]);
+    expect(await t1.textContent()).not.toContain("Nobody");
+    await expectClean(tab, "who-can-conditions");
+    // Only a conditional user: listed, and "Nobody" is not said.
+    const t2 = await whoCan("t2");
+    await expect.poll(() => t2.getByRole("list", { name: "Only where a condition holds, page 1" }).getByRole("listitem").allTextContents()).toEqual([
+      `cy, where ${TICKET} holds`,
+    ]);
+    expect(await t2.textContent()).not.toContain("Nobody");
+    expect(await t2.getByRole("list", { name: "Conditions under which every user may" }).count()).toBe(0);
+    await expectClean(tab);
+  });
+
   it("model: a plan's impact row held under a condition shows it, apart from the same permission held outright", async () => {
     const appId = "todos-model";
     const modelKey = await createApp(service, appId, []);

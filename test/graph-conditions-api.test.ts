@@ -119,7 +119,13 @@ describe.each(engines)("conditional grants on paths, on %s", (engine) => {
   const subjects = async (body: object, as = key) => {
     const res = await call("POST", "/api/v1/authorization/subjects", body, as);
     expectStatus(res, 200);
-    return res.body as { userIds: string[]; conditional: { userId: string; conditions: string[] }[]; allUsers: boolean; nextPageToken: string };
+    return res.body as {
+      userIds: string[];
+      conditional: { userId: string; conditions: string[] }[];
+      allUsers: boolean;
+      allUsersConditions: string[];
+      nextPageToken: string;
+    };
   };
 
   describe.each(KINDS)("$kind with a condition", ({ asker, doc }) => {
@@ -172,10 +178,39 @@ describe.each(engines)("conditional grants on paths, on %s", (engine) => {
       expect([...update.resourceIds, ...update.conditional.map((c) => c.resourceId)]).not.toContain(doc);
       const who = await subjects({ resource: "document", resourceId: doc, action: "read" });
       expect(who.userIds).toEqual([]);
-      // A path from an allUsers grant lists no user, and does not make every user (allUsers) one who may.
+      // A path from an allUsers grant lists no user, and does not make every user (allUsers) one who may:
+      // every user may where its condition holds (allUsersConditions).
       expect(who.conditional).toEqual(asker.startsWith("anyone") ? [] : [{ userId: asker, conditions: [OK] }]);
       expect(who.allUsers).toBe(false);
+      expect(who.allUsersConditions).toEqual(asker.startsWith("anyone") ? [OK] : []);
     });
+  });
+
+  it("who can: every user may where a condition holds (allUsersConditions), never as allUsers", async () => {
+    // An application of its own: its allUsers grants would give every other test's user these documents.
+    const everyoneKey = await createApp(service, "everyone-conditions", ALL_USERS_CATALOG);
+    await write([
+      // On the instance itself.
+      when(everyone("document", "ea", "viewer"), "context.ok == true"),
+      user("ea-user", "document", "ea", "viewer"),
+      // A plain allUsers grant behind a conditional link.
+      everyone("folder", "eb", "viewer"),
+      when(set("folder:eb", "document", "eb1", "parent"), "context.b == 1"),
+      // Plain and conditional: every user may outright.
+      everyone("document", "ec", "viewer"),
+      when(everyone("folder", "ecf", "viewer"), "context.ok == true"),
+      set("folder:ecf", "document", "ec", "parent"),
+    ], everyoneKey);
+    const ea = await subjects({ resource: "document", resourceId: "ea", action: "read" }, everyoneKey);
+    expect(ea).toMatchObject({ userIds: ["ea-user"], allUsers: false, allUsersConditions: ["context.ok == true"] });
+    // The viewer relation does not give update: neither every user nor a condition.
+    expect(await subjects({ resource: "document", resourceId: "ea", action: "update" }, everyoneKey)).toMatchObject({ allUsers: false, allUsersConditions: [] });
+    expect(await subjects({ resource: "document", resourceId: "eb1", action: "read" }, everyoneKey)).toMatchObject({ allUsers: false, allUsersConditions: ["context.b == 1"] });
+    expect(await subjects({ resource: "document", resourceId: "ec", action: "read" }, everyoneKey)).toMatchObject({ allUsers: true, allUsersConditions: [] });
+    // The check agrees, for a user no grant names.
+    const check = async (resourceId: string, context: object) =>
+      (await call("POST", "/api/v1/authorization/check", { userId: "nobody-named", resource: "document", resourceId, action: "read", context }, everyoneKey)).body.allowed;
+    expect([await check("ea", { ok: true }), await check("ea", { ok: false }), await check("eb1", { b: 1 }), await check("eb1", {})]).toEqual([true, false, true, false]);
   });
 
   it("conditions on two edges of one path: both must hold", async () => {
@@ -298,6 +333,13 @@ describe.each(engines)("conditional grants on paths, on %s", (engine) => {
     const users = { subject: { type: "user" }, action: { name: "read" }, resource: { type: "document", id: "d4" } };
     expect(await search("subject", { ...users, context: { ok: true } })).toEqual(["u4"]);
     expect(await search("subject", { ...users, context: { ok: false } })).toEqual([]);
+    // d7: every user may where the allUsers grant's condition holds: every user the application knows, in order.
+    const everyoneOn = { ...users, resource: { type: "document", id: "d7" } };
+    const all = await search("subject", { ...everyoneOn, context: { ok: true } });
+    expect(all).toEqual(expect.arrayContaining(["u1", "u4", "u5"]));
+    expect(all).toEqual([...all].sort());
+    expect(await search("subject", { ...everyoneOn, context: { ok: false } })).toEqual([]);
+    expect(await search("subject", everyoneOn)).toEqual([]);
   });
 
   it("lookup and who can page plain and conditional answers together, under one cursor: none skipped, none repeated", async () => {

@@ -48,7 +48,9 @@ export class AccessSearches {
    * assigned a role). subject.id is not asked (ignored when given). Where
    * an allUsers grant lets every user (who can's `allUsers`), every user the
    * application knows (named by grants, role assignments or stored
-   * properties), as Resource Search pages every known instance.
+   * properties), as Resource Search pages every known instance; where one
+   * would under conditions (`allUsersConditions`), every known user for
+   * whom the check allows, with the request's facts.
    */
   async subjects(caller: Caller, request: SearchInput): Promise<SearchPage> {
     const e = required(request, { subjectId: false, action: true, resourceId: true });
@@ -65,23 +67,30 @@ export class AccessSearches {
     });
     const answer = await unlessUnknown(asked, undefined);
     if (answer === undefined) return EMPTY_PAGE;
-    if (answer.allUsers) {
-      const { db, replicas } = this.deps;
-      // Read where checks read (a replica that has replayed every change before it, or the primary).
-      const known = await exactRead(db, replicas, async (q, onReplica) => {
-        const read = await knownUsersStore.page(q, { appId: caller.appId, after: start.after, limit: start.limit + 1 }, { replayed: onReplica });
-        return { value: read.ids, replayed: read.replayed };
-      });
-      return pageOf(start, known, false);
-    }
-    return withConditionalCandidates(this.deps.checker, caller, start, answer, (id) => ({
+    const question = (id: string): CheckQuestion => ({
       userId: id,
       resource: e.resource.type,
       resourceId: e.resource.id,
       action: e.action.name,
       tenantId: undefined,
       facts: factsOf(e),
-    }));
+    });
+    if (answer.allUsers || answer.allUsersConditions.length > 0) {
+      const { db, replicas } = this.deps;
+      // Read where checks read (a replica that has replayed every change before it, or the primary).
+      const known = await exactRead(db, replicas, async (q, onReplica) => {
+        const read = await knownUsersStore.page(q, { appId: caller.appId, after: start.after, limit: start.limit + 1 }, { replayed: onReplica });
+        return { value: read.ids, replayed: read.replayed };
+      });
+      if (answer.allUsers) return pageOf(start, known, false);
+      // Every user may where a condition holds, which may read the user
+      // (subject.id, subject.properties): each known user of the page is
+      // asked as the check asks it, one batch, and listed where allowed.
+      const page = known.slice(0, start.limit);
+      const allowed = page.length === 0 ? [] : await this.deps.checker.batch(caller, page.map((id) => question(id)));
+      return pageOf(start, page.filter((_, i) => allowed[i]), known.length > start.limit, page[page.length - 1]);
+    }
+    return withConditionalCandidates(this.deps.checker, caller, start, answer, question);
   }
 
   /**

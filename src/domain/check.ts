@@ -421,7 +421,7 @@ function pathWays(model: AccessModel, resource: string, action: string, paths: r
 }
 
 /** A way as one CEL expression: its conditions joined by `&&`, each parenthesised, when there are several. */
-const oneExpression = (way: readonly string[]) => (way.length === 1 ? way[0]! : way.map((c) => `(${c})`).join(" && "));
+export const oneExpression = (way: readonly string[]) => (way.length === 1 ? way[0]! : way.map((c) => `(${c})`).join(" && "));
 
 const pathInput = (caller: Caller, q: PermissionsQuestion, action: string | null): ConditionalPathInput => ({
   appId: caller.appId,

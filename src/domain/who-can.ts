@@ -4,7 +4,9 @@ import type { Db } from "../store/db.js";
 import { graphStore, type SubjectsInput, type SubjectsRow } from "../store/graph-store.js";
 import type { ThroughPaths, ThroughPathsRow } from "../store/conditional-candidates.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
-import { Checker, type Caller } from "./check.js";
+import { ALL_USERS_ID } from "../store/all-users.js";
+import { conditionalPathsStore, type ConditionalPath, type ConditionalPathInput } from "../store/conditional-paths-store.js";
+import { Checker, oneExpression, type Caller } from "./check.js";
 import { pageOf, type ConditionalAnswer, type PageEntry } from "./lookup.js";
 import { splitPage } from "../store/conditional-candidates.js";
 import { Violations } from "./errors.js";
@@ -35,6 +37,13 @@ export interface WhoCanAnswer {
    * caller that enumerates users gets them; the same on every page.
    */
   allUsers: boolean;
+  /**
+   * When allUsers is false, the conditions under which every user may: an
+   * allUsers grant with a condition, or one on a path through a row with a
+   * condition (each path's conditions joined by &&); any one suffices, each
+   * evaluated with the user's own facts. The same on every page.
+   */
+  allUsersConditions: string[];
 }
 
 /**
@@ -50,6 +59,8 @@ export class WhoCan {
   private readonly coalesced: Coalescer<SubjectsInput, SubjectsRow>;
   /** The second statement, through conditional paths: asked only when the plain page's says a conditional row could lie on one. */
   private readonly throughPaths: Coalescer<SubjectsInput & ThroughPaths, ThroughPathsRow>;
+  /** The conditional paths of the allUsers id: asked only when the plain page's statement says there could be some. */
+  private readonly everyonePaths: Coalescer<ConditionalPathInput, ConditionalPath[]>;
 
   constructor(
     db: Db,
@@ -61,6 +72,7 @@ export class WhoCan {
     this.coalesced = exactReads(db, replicas, graphStore.subjects, { maxBatch: 50, reads: "lookup", telemetry });
     // Read as the plain pages are: on a replica that has replayed every commit before it, or the primary.
     this.throughPaths = exactReads(db, replicas, graphStore.subjectsThroughPaths, { maxBatch: 50, reads: "lookup paths", telemetry });
+    this.everyonePaths = exactReads(db, replicas, conditionalPathsStore.paths, { maxBatch: 50, reads: "lookup paths", telemetry });
   }
 
   async subjects(caller: Caller, q: WhoCanQuestion): Promise<WhoCanAnswer> {
@@ -85,7 +97,13 @@ export class WhoCan {
     const row = await this.coalesced.call(input);
     requireAnswerable(row, q);
     // Users reachable only through paths with conditional rows: the same page read again along every live row, merged with this one.
-    const paths = row.pathsPossible ? await this.throughPaths.call({ ...input, prior: row.userIds }) : undefined;
+    const [paths, everyone] = await Promise.all([
+      row.pathsPossible ? this.throughPaths.call({ ...input, prior: row.userIds }) : undefined,
+      // The allUsers id's conditional paths: an allUsers grant's row is a user's grant every user holds (all-users.ts).
+      !row.allUsers && row.allUsersPathsPossible === true
+        ? this.everyonePaths.call({ appId: caller.appId, userId: ALL_USERS_ID, resource: q.resource, resourceId: q.resourceId, action: q.action })
+        : [],
+    ]);
     if (paths !== undefined) requireKey(paths);
     const merged = splitPage(paths?.ids ?? row.userIds);
     const more = merged.length > limit;
@@ -100,6 +118,7 @@ export class WhoCan {
       page,
       nextPageToken: more ? encodePageToken({ userId: ids[ids.length - 1]!.id }) : "",
       allUsers: row.allUsers,
+      allUsersConditions: [...new Set(everyone.map((p) => oneExpression(p.conditions)))],
     };
   }
 }

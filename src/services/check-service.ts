@@ -136,6 +136,7 @@ export function checkService({ checker, explainer, lookup, whoCan }: Questions, 
         nextPageToken: answer.nextPageToken,
         allUsers: answer.allUsers,
         conditional: answer.conditional.map((c) => ({ userId: c.id, conditions: c.conditions })),
+        allUsersConditions: answer.allUsersConditions,
       };
     },
   };

@@ -60,7 +60,7 @@ export const EACH_HOLDER = (user: string, select: (holder: string) => string): s
  * are) the allUsers branch of EACH_HOLDER costs no descent per question.
  * `select` must end in a condition, which this is joined to by AND.
  */
-const ANY_ALL_USERS = `EXISTS (SELECT 1 FROM relationships e WHERE e.app_id = $1 AND e.user_id = ${ALL_USERS_SQL})`;
+export const ANY_ALL_USERS = `EXISTS (SELECT 1 FROM relationships e WHERE e.app_id = $1 AND e.user_id = ${ALL_USERS_SQL})`;
 
 /**
  * The two holders whose grants a user holds, as rows `h(user_id)`: the user,

@@ -29,7 +29,7 @@
  * whole to the shard of the application (a router query: the only kind in
  * which Citus runs a recursive query).
  */
-import { ALL_USERS_SQL, EACH_HOLDER, HOLDERS_OF } from "./all-users.js";
+import { ALL_USERS_SQL, ANY_ALL_USERS, EACH_HOLDER, HOLDERS_OF } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
@@ -239,6 +239,12 @@ export interface SubjectsRow {
   allUsers: boolean;
   /** A conditional row could put users on a path the walk did not follow: ask subjectsThroughPaths. */
   pathsPossible: boolean;
+  /**
+   * Every user may under conditions, it could be (ALL_USERS_PATHS_POSSIBLE): ask
+   * the conditional paths of the allUsers id (conditional-paths-store.ts).
+   * Undefined from the statement through paths.
+   */
+  allUsersPathsPossible?: boolean;
 }
 
 /**
@@ -269,12 +275,25 @@ const holderIds =
  * condition (one probe of relationships_user_idx a node): then every user
  * may, and who can says so beside the ids it lists (API.md, "Everyone").
  * Read by the plain statement only: neither a conditional allUsers grant
- * nor one reached through a conditional path sets it (docs/conditions.md).
+ * nor one reached through a conditional path sets it; those are who can's
+ * `allUsersConditions` (ALL_USERS_PATHS_POSSIBLE).
  */
 const ALL_USERS_HELD = `EXISTS (SELECT 1 FROM walk w
                 JOIN relationships g ON g.app_id = $1 AND g.user_id = ${ALL_USERS_SQL} AND g.resource = w.resource
                  AND g.resource_id = w.resource_id AND g.relation = w.relation AND ${PLAIN_GRANT("g")}
                 WHERE w.n = q.n)`;
+
+/**
+ * Whether every user could may under conditions: the application has a live
+ * allUsers grant with a condition (a probe of relationships_conditional_user_idx),
+ * or a conditional subject set or link (CONDITIONAL_EDGES) and an allUsers
+ * grant at all, which could lie behind it. Both name no row of the query,
+ * so they are probed once a statement. False in most applications; when
+ * true, who can asks the conditional paths of the allUsers id.
+ */
+const ALL_USERS_PATHS_POSSIBLE = `(EXISTS (SELECT 1 FROM relationships g
+                    WHERE g.app_id = $1 AND g.user_id = ${ALL_USERS_SQL} AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")})
+         OR (${CONDITIONAL_EDGES} AND ${ANY_ALL_USERS}))`;
 
 /**
  * Whether users could be reachable only through a path with a conditional
@@ -298,7 +317,8 @@ const SUBJECTS_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
  * relation implying the action); its sources of holders: each node walked,
  * and each role in scope that holds resource:action (role_permissions);
  * the page from them as PAGE_CTES reads it; whether an allUsers grant
- * on a node walked lets every user; and SUBJECTS_PATHS_POSSIBLE.
+ * on a node walked lets every user; SUBJECTS_PATHS_POSSIBLE; and
+ * ALL_USERS_PATHS_POSSIBLE.
  *
  * Through conditional paths (`grants` LIVE_GRANT), the same walk and
  * sources along and of live rows with or without a condition, the page
@@ -334,7 +354,8 @@ const subjectsSql = (replayed: boolean, grants: Grants) => `
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
         ${subjectsPage(PAGE_OF_Q)},
         ${ALL_USERS_HELD},
-        ${SUBJECTS_PATHS_POSSIBLE}
+        ${SUBJECTS_PATHS_POSSIBLE},
+        ${ALL_USERS_PATHS_POSSIBLE}
       )`
         : withPathCandidates(PAGE_OF_Q)
     } ORDER BY q.n)
@@ -518,7 +539,7 @@ export const graphStore = {
     return perApplication(inputs, async (appId, ofApp) => {
       const { keys, keyOf } = distinctKeys(ofApp);
       const { json, at } = distinctQuestions(ofApp.map(subjectsQuestion));
-      const { rows } = await q.query<{ keys: boolean[] | null; rows: [string[] | null, string[], boolean, boolean][] | null } & Replayed>(
+      const { rows } = await q.query<{ keys: boolean[] | null; rows: [string[] | null, string[], boolean, boolean, boolean][] | null } & Replayed>(
         options.replayed === true ? SUBJECTS.replayed : SUBJECTS.plain,
         [appId, keys, json],
       );
@@ -526,8 +547,8 @@ export const graphStore = {
       const answers = row.rows ?? [];
       return {
         rows: ofApp.map((_, i): SubjectsRow => {
-          const [actions, userIds, allUsers, pathsPossible] = answers[at[i]!]!;
-          return { keyValid: row.keys?.[keyOf[i]!] === true, actions, userIds, allUsers, pathsPossible };
+          const [actions, userIds, allUsers, pathsPossible, allUsersPathsPossible] = answers[at[i]!]!;
+          return { keyValid: row.keys?.[keyOf[i]!] === true, actions, userIds, allUsers, pathsPossible, allUsersPathsPossible };
         }),
         replayed: row.replayed ?? null,
       };

@@ -183,8 +183,25 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
               {whoCan.data.userIds.length > 0 && " These users may also through grants or roles of their own:"}
             </p>
           )}
+          {whoCan.data.allUsersConditions.length > 0 && (
+            <div className="who-can-everyone">
+              <p role="status">
+                <strong>Every user may where a condition holds</strong>: an allUsers grant with a condition, or one on a path through a row with a
+                condition, gives a relation that implies {who.action}. Any one of:
+              </p>
+              <ul aria-label="Conditions under which every user may">
+                {whoCan.data.allUsersConditions.map((c) => (
+                  <li key={c}>
+                    <code className="condition">{c}</code>
+                  </li>
+                ))}
+              </ul>
+            </div>
+          )}
           {whoCan.data.userIds.length === 0 ? (
-            !whoCan.data.allUsers && <p role="status">Nobody: no user may do this.</p>
+            !whoCan.data.allUsers &&
+            whoCan.data.conditional.length === 0 &&
+            whoCan.data.allUsersConditions.length === 0 && <p role="status">Nobody: no user may do this.</p>
           ) : (
             <>
               <p role="status">
@@ -195,6 +212,25 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
               <ul className="who-can" aria-label={`Users who can, page ${pager.page}`}>
                 {whoCan.data.userIds.map((u) => (
                   <li key={u}>{u}</li>
+                ))}
+              </ul>
+            </>
+          )}
+          {whoCan.data.conditional.length > 0 && (
+            <>
+              <p role="status">Only where a condition holds (not counted above):</p>
+              <ul className="who-can-conditional" aria-label={`Only where a condition holds, page ${pager.page}`}>
+                {whoCan.data.conditional.map((c) => (
+                  <li key={c.userId}>
+                    {c.userId}, where{" "}
+                    {c.conditions.map((condition, i) => (
+                      <span key={condition}>
+                        {i > 0 && " or "}
+                        <code className="condition">{condition}</code>
+                      </span>
+                    ))}{" "}
+                    holds
+                  </li>
                 ))}
               </ul>
             </>

@@ -127,6 +127,7 @@ export const protoComments: Readonly<Record<string, string>> = {
   "authz.v1.LookupSubjectsRequest.page_size": "1 to 1,000; default 100.",
   "authz.v1.LookupSubjectsRequest.tenant_id": "Roles of this tenant count too, besides application-wide roles.",
   "authz.v1.LookupSubjectsResponse.all_users": "Every user may: an allUsers grant (with no condition) gives a relation\nthat implies the action, on the instance or on a path to it. user_ids\nstill lists the users reached otherwise.",
+  "authz.v1.LookupSubjectsResponse.all_users_conditions": "When all_users is false: the conditions under which every user may (an\nallUsers grant with a condition, or one on a path through a row with a\ncondition; any one suffices), each evaluated with the user's own facts.\nThe same on every page.",
   "authz.v1.LookupSubjectsResponse.conditional": "Users allowed only where a condition holds (a grant's, an assignment's\nor a policy's), listed apart from user_ids, never as plain answers;\nascending, in the same page as user_ids (one cursor).",
   "authz.v1.LookupSubjectsResponse.user_ids": "Users who may perform the action, ascending.",
   "authz.v1.ModelChanges": "Names created, changed and removed by a plan, each list sorted.",
