@@ -13,8 +13,8 @@ import { createTestDatabase, engines, type TestDatabase } from "./support/engine
 import { startTestService, type TestService } from "./support/service.js";
 import { admin, authz, createApp, expectStatus, grant, question, type Admin, type Authz } from "./helpers/authz.js";
 
-// The check's statement: the function planned once (006_check_plan.sql), or its inline text.
-const isCheckStatement = (sql: string) => sql.includes("portcullis_check_facts(") || sql.includes("WITH ORDINALITY AS c(key_hash, n)");
+// The check's statement: the function planned once (020_check_functions_v2.sql), or its inline text.
+const isCheckStatement = (sql: string) => sql.includes("portcullis_check_facts_v2(") || sql.includes("WITH ORDINALITY AS c(key_hash, n)");
 const isModelRead = (sql: string) => sql.includes("AS permissions") && sql.includes("FROM model_versions v WHERE v.app_id = $1");
 
 /** A real Db that runs `after(sql)` once a statement has returned (outside transactions). */

@@ -142,7 +142,7 @@ describe.each(engines)("store on %s", (engine) => {
         { version: 17, name: "conditional_indexes" },
         { version: 18, name: "conditional_paths" },
         { version: 19, name: "graph_check_holders" },
-        { version: 20, name: "check_holders_by_equality" },
+        { version: 20, name: "check_functions_v2" },
       ]);
       expect(rows[0]!.applied_at).toBeInstanceOf(Date);
       expect(Math.abs(Date.now() - rows[0]!.applied_at.getTime())).toBeLessThan(10 * 60_000);
@@ -193,13 +193,13 @@ describe.each(engines)("store on %s", (engine) => {
         expect(await migrate(fresh.db, all)).toEqual(VERSIONS);
         await applicationsStore.insert(fresh.db, "no-function", "No function");
         await fresh.db.query("INSERT INTO relationships (app_id, resource, resource_id, relation, user_id) VALUES ('no-function', 'doc', 'd1', 'viewer', 'u1')");
-        await fresh.db.exec("DROP FUNCTION portcullis_check_facts(text, text[], jsonb)");
+        await fresh.db.exec("DROP FUNCTION portcullis_check_facts_v2(text, text[], jsonb)");
         const statements = new CheckStatements();
         const ask = () => statements.check(fresh.db, [{ appId: "no-function", keyHash: "none", userId: "u1", resource: "doc", resourceId: "d1" }]);
         expect((await ask()).rows.map((r) => r.relations)).toEqual([["viewer"]]);
         expect(statements.plannedOnce).toBe(true);
         // The function back, as the migration that last defined it makes it.
-        await fresh.db.exec(all.find((m) => m.name === "all_users")!.sql);
+        await fresh.db.exec(all.find((m) => m.name === "check_functions_v2")!.sql);
         expect((await ask()).rows.map((r) => r.relations)).toEqual([["viewer"]]);
         // Tried again: Postgres and PGlite take it; Citus refuses the function for good.
         expect(statements.plannedOnce).toBe(engine !== "citus");

@@ -3,7 +3,7 @@ import type { Queryable } from "./db.js";
 import { distinctKeys, KEYS_VALID, perApplication } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 import { sqlState, SqlState } from "./sqlstate.js";
-import { GRAPH_CHECK_SQL, type GraphGroups } from "./graph-store.js";
+import { GRAPH_CHECK_SQL, NOW_MS, type GraphGroups } from "./graph-store.js";
 
 /** Whose facts on which instance: what a check, or a permissions question, asks the database. */
 export interface CheckInput {
@@ -82,30 +82,31 @@ const checkSql = (replayed: boolean) => `
   SELECT
     ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
+    ${NOW_MS} AS now_ms,
     (SELECT json_agg(json_build_array(
         ARRAY(${EACH_HOLDER("q.user_id", (holder) => `SELECT g.relation || coalesce(chr(10) || g.condition, '') FROM relationships g
               WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = q.resource AND g.resource_id = q.resource_id
                 AND ${LIVE_GRANT("g")}`)}),
         ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a
-              WHERE a.app_id = $1 AND a.user_id = q.user_id),
-        (extract(epoch FROM now()) * 1000)::float8
+              WHERE a.app_id = $1 AND a.user_id = q.user_id)
       ) ORDER BY q.n)
      FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text))
           WITH ORDINALITY AS q(user_id, resource, resource_id, n)) AS rows${replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""}`;
 
 /**
  * The same query, planned once per connection: the function
- * portcullis_check_facts of migration 006_check_plan.sql, whose text is the
- * statement above (a test holds them equal). As a prepared statement Postgres
+ * portcullis_check_facts_v2 of migration 020 (portcullis_check_facts of
+ * 006_check_plan.sql before it), whose text is the statement above (a test
+ * holds them equal). As a prepared statement Postgres
  * planned it afresh at every call, which cost as much as running it; the
  * migration says why and how much.
  */
 const planOnceSql = (replayed: boolean) =>
-  `SELECT f.keys, f.version, f.rows${replayed ? ", pg_last_wal_replay_lsn()::text AS replayed" : ""} FROM portcullis_check_facts($1, $2, $3::jsonb) AS f`;
+  `SELECT f.keys, f.version, f.now_ms, f.rows${replayed ? ", pg_last_wal_replay_lsn()::text AS replayed" : ""} FROM portcullis_check_facts_v2($1, $2, $3::jsonb) AS f`;
 
-/** The graph's statement planned once: portcullis_graph_check of migration 010, graphCheckSql's text. */
+/** The graph's statement planned once: portcullis_graph_check_v2 of migration 020 (portcullis_graph_check since 010), graphCheckSql's text. */
 const graphPlanOnceSql = (replayed: boolean) =>
-  `SELECT f.keys, f.version, f.rows${replayed ? ", pg_last_wal_replay_lsn()::text AS replayed" : ""} FROM portcullis_graph_check($1, $2, $3::jsonb, $4::jsonb, $5::jsonb) AS f`;
+  `SELECT f.keys, f.version, f.now_ms, f.rows${replayed ? ", pg_last_wal_replay_lsn()::text AS replayed" : ""} FROM portcullis_graph_check_v2($1, $2, $3::jsonb, $4::jsonb, $5::jsonb) AS f`;
 
 interface Statements {
   planned: { plain: string; replayed: string };
@@ -122,10 +123,12 @@ const GRAPH_STATEMENTS: Statements = {
   inline: GRAPH_CHECK_SQL,
 };
 
-type QuestionRow = [relations: string[], roles: string[], nowMs?: number, pathsPossible?: boolean];
+type QuestionRow = [relations: string[], roles: string[], pathsPossible?: boolean];
 interface StatementRow {
   keys: boolean[] | null;
   version: string | null;
+  /** The statement's clock (NOW_MS), once for all its questions. */
+  now_ms: number | null;
   rows: QuestionRow[] | null;
   replayed?: string | null;
 }
@@ -184,7 +187,7 @@ export class CheckStatements {
       : await this.statement(STATEMENTS, q, replayed, [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))]);
     const keyRows = row.keys ?? [];
     return {
-      rows: (row.rows ?? []).map(([encoded, encodedRoles, nowMs, pathsPossible], i) => {
+      rows: (row.rows ?? []).map(([encoded, encodedRoles, pathsPossible], i) => {
         const { relations, conditional } = decodeRelations(encoded);
         const split = decodeRelations(encodedRoles);
         const conditionalRoles = split.conditional.map((c) => ({ roleId: c.relation, condition: c.condition }));
@@ -196,7 +199,7 @@ export class CheckStatements {
           pathsPossible: pathsPossible === true,
           roles: split.relations,
           conditionalRoles,
-          nowMs,
+          nowMs: row.now_ms ?? undefined,
         };
       }),
       replayed: row.replayed ?? null,

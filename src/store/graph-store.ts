@@ -105,6 +105,14 @@ const CONDITIONAL_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
                                              AND (q.action IS NULL OR q.action = ANY (cr.actions))))`)}))`;
 
 /**
+ * The statement's clock in ms since the epoch, a condition's `now`: once a
+ * statement, a column of its own. Read in each question's row (until
+ * migration 020), its numeric arithmetic and its float's text were about
+ * 0.5 µs of Postgres's time a question (pgbench, docs/performance.md).
+ */
+export const NOW_MS = "(extract(epoch FROM now()) * 1000)::float8";
+
+/**
  * The check's statement for an application whose catalog has subject sets
  * or inheritance: the same answer as the direct one (check-store.ts), each
  * question's relations on the instance now those the user holds through the
@@ -194,12 +202,12 @@ export const graphCheckSql = (replayed: boolean) => `
   SELECT
     ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
+    ${NOW_MS} AS now_ms,
     (SELECT json_agg(json_build_array(
         coalesce(h.roots, '{}') || ARRAY(${EACH_HOLDER("q.user_id", (holder) => `SELECT g.relation || chr(10) || g.condition FROM relationships g
               WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = q.resource AND g.resource_id = q.resource_id
                 AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}`)}),
         ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a WHERE a.app_id = $1 AND a.user_id = q.user_id),
-        (extract(epoch FROM now()) * 1000)::float8,
         ${CONDITIONAL_PATHS_POSSIBLE}
       ) ORDER BY q.n)
      FROM q LEFT JOIN held h ON h.n = q.n) AS rows${replayed ? REPLAYED : ""}`;

@@ -1,18 +1,28 @@
--- The check's functions read a user's grants of the instance (and the
--- graph's: its conditional grants there, its grants on the walk's nodes, its
--- conditional grants anywhere for the second phase's flag) as two branches,
--- the user's id and the allUsers id ('') each probed by equality
--- (all-users.ts, EACH_HOLDER), the allUsers branch only where the
--- application has an allUsers grant (one probe a statement). Written
--- `user_id IN (user, '')` (migration 016), the generic plan read every
--- grant of the instance by the primary key and filtered the user: on an
--- instance shared with 4,000 users, 4,000 rows a check
--- (test/index-reads.test.ts; on the bench's data, 20,000 grants on one
--- document made one check's statement 4.2 ms). The queries stay equal to
--- check-store.ts's checkSql and graph-store.ts's graphCheckSql
--- (test/sql-rules.test.ts).
-CREATE OR REPLACE FUNCTION portcullis_check_facts(p_app text, p_keys text[], p_questions jsonb,
-                                                  OUT keys json, OUT version text, OUT rows json)
+-- The check's functions, as new functions (portcullis_check_facts_v2,
+-- portcullis_graph_check_v2): their rows changed shape, and a build from
+-- before this migration still calls the old ones, unchanged, while a rolling
+-- upgrade runs (and a build from after it sends its inline statement to a
+-- standby that has not replayed this yet: check-store.ts). Two changes:
+--
+-- * They read a user's grants of the instance (and the graph's: its
+--   conditional grants there, its grants on the walk's nodes, its
+--   conditional grants anywhere for the second phase's flag) as two
+--   branches, the user's id and the allUsers id ('') each probed by
+--   equality (all-users.ts, EACH_HOLDER), the allUsers branch only where
+--   the application has an allUsers grant (one probe a statement). Written
+--   `user_id IN (user, '')` (migration 016), the generic plan read every
+--   grant of the instance by the primary key and filtered the user: on an
+--   instance shared with 4,000 users, 4,000 rows a check
+--   (test/index-reads.test.ts; on the bench's data, 20,000 grants on one
+--   document made one check's statement 4.2 ms).
+-- * The statement's clock (a condition's `now`) is a column of its own,
+--   read once, not a value in each question's row (about 0.5 µs of
+--   Postgres's time a question).
+--
+-- The queries stay equal to check-store.ts's checkSql and graph-store.ts's
+-- graphCheckSql (test/sql-rules.test.ts).
+CREATE OR REPLACE FUNCTION portcullis_check_facts_v2(p_app text, p_keys text[], p_questions jsonb,
+                                                     OUT keys json, OUT version text, OUT now_ms float8, OUT rows json)
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
 AS $$
@@ -22,6 +32,7 @@ BEGIN
                                    WHERE k.secret_hash = c.key_hash AND k.app_id = p_app AND k.revoked_at IS NULL) ORDER BY c.n)
            FROM unnest(p_keys) WITH ORDINALITY AS c(key_hash, n)),
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = p_app),
+    (extract(epoch FROM now()) * 1000)::float8,
     (SELECT json_agg(json_build_array(
         ARRAY(SELECT g.relation || coalesce(chr(10) || g.condition, '') FROM relationships g
               WHERE g.app_id = p_app AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
@@ -30,17 +41,16 @@ BEGIN
               WHERE g.app_id = p_app AND g.user_id = '' AND g.resource = q.resource AND g.resource_id = q.resource_id
                 AND (g.expires_at IS NULL OR g.expires_at > now()) AND EXISTS (SELECT 1 FROM relationships e WHERE e.app_id = p_app AND e.user_id = '')),
         ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a
-              WHERE a.app_id = p_app AND a.user_id = q.user_id),
-        (extract(epoch FROM now()) * 1000)::float8
+              WHERE a.app_id = p_app AND a.user_id = q.user_id)
       ) ORDER BY q.n)
      FROM ROWS FROM (jsonb_to_recordset(p_questions) AS (u text, r text, i text))
           WITH ORDINALITY AS q(user_id, resource, resource_id, n))
-  INTO keys, version, rows;
+  INTO keys, version, now_ms, rows;
 END
 $$;
 
-CREATE OR REPLACE FUNCTION portcullis_graph_check(p_app text, p_keys text[], p_questions jsonb, p_groups jsonb, p_steps jsonb,
-                                                  OUT keys json, OUT version text, OUT rows json)
+CREATE OR REPLACE FUNCTION portcullis_graph_check_v2(p_app text, p_keys text[], p_questions jsonb, p_groups jsonb, p_steps jsonb,
+                                                     OUT keys json, OUT version text, OUT now_ms float8, OUT rows json)
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
 AS $$
@@ -118,6 +128,7 @@ BEGIN
                                    WHERE k.secret_hash = c.key_hash AND k.app_id = p_app AND k.revoked_at IS NULL) ORDER BY c.n)
            FROM unnest(p_keys) WITH ORDINALITY AS c(key_hash, n)),
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = p_app),
+    (extract(epoch FROM now()) * 1000)::float8,
     (SELECT json_agg(json_build_array(
         coalesce(h.roots, '{}') || ARRAY(SELECT g.relation || chr(10) || g.condition FROM relationships g
               WHERE g.app_id = p_app AND g.user_id = q.user_id AND g.resource = q.resource AND g.resource_id = q.resource_id
@@ -126,7 +137,6 @@ BEGIN
               WHERE g.app_id = p_app AND g.user_id = '' AND g.resource = q.resource AND g.resource_id = q.resource_id
                 AND g.condition IS NOT NULL AND (g.expires_at IS NULL OR g.expires_at > now()) AND EXISTS (SELECT 1 FROM relationships e WHERE e.app_id = p_app AND e.user_id = '')),
         ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a WHERE a.app_id = p_app AND a.user_id = q.user_id),
-        (extract(epoch FROM now()) * 1000)::float8,
         (EXISTS (SELECT 1 FROM subject_relationships s
                  WHERE s.app_id = p_app AND s.condition IS NOT NULL AND (s.expires_at IS NULL OR s.expires_at > now()))
          OR EXISTS (SELECT 1 FROM relationships g
@@ -143,6 +153,6 @@ BEGIN
                                              AND (q.action IS NULL OR q.action = ANY (cr.actions)))) AND EXISTS (SELECT 1 FROM relationships e WHERE e.app_id = p_app AND e.user_id = '')))
       ) ORDER BY q.n)
      FROM q LEFT JOIN held h ON h.n = q.n)
-  INTO keys, version, rows;
+  INTO keys, version, now_ms, rows;
 END
 $$;
