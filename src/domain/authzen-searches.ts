@@ -87,7 +87,7 @@ export class AccessSearches {
       // (subject.id, subject.properties): each known user of the page is
       // asked as the check asks it, one batch, and listed where allowed.
       const page = known.slice(0, start.limit);
-      const allowed = page.length === 0 ? [] : await this.deps.checker.batch(caller, page.map((id) => question(id)));
+      const allowed = page.length === 0 ? [] : await this.deps.checker.batch(caller, page.map(question));
       return pageOf(start, page.filter((_, i) => allowed[i]), known.length > start.limit, page[page.length - 1]);
     }
     return withConditionalCandidates(this.deps.checker, caller, start, answer, question);

@@ -5,6 +5,7 @@ import type { Db, Queryable } from "../store/db.js";
 import type { ReadReplicas, ReplicaRead } from "../store/read-replicas.js";
 import { CheckStatements, type CheckInput, type ConditionalRelation, type ConditionalRole } from "../store/check-store.js";
 import type { GraphGroups } from "../store/graph-store.js";
+import { ALL_USERS_ID } from "../store/all-users.js";
 import { conditionalPathsStore, type ConditionalPath, type ConditionalPathInput } from "../store/conditional-paths-store.js";
 import { exactReads } from "./exact-read.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
@@ -278,6 +279,18 @@ export class Checker {
     });
   }
 
+  /**
+   * The ways every user may perform the action on the instance only under
+   * conditions: the allUsers id's conditional paths (an allUsers grant's row
+   * is a user's grant every user holds: all-users.ts), each as one
+   * expression, through the same batches as the check's second phase. Who
+   * can asks it when its statement says there could be some.
+   */
+  async everyoneWays(caller: Caller, q: { resource: string; resourceId: string; action: string }): Promise<string[]> {
+    const paths = await this.conditionalPaths.call({ appId: caller.appId, userId: ALL_USERS_ID, resource: q.resource, resourceId: q.resourceId, action: q.action });
+    return [...new Set(paths.map((p) => oneExpression(p.conditions)))];
+  }
+
   /** The facts of each question of a batch, from one statement, once the batch is valid and the key holds. */
   private async batchFacts<Q extends PermissionsQuestion>(
     caller: Caller,
@@ -421,7 +434,7 @@ function pathWays(model: AccessModel, resource: string, action: string, paths: r
 }
 
 /** A way as one CEL expression: its conditions joined by `&&`, each parenthesised, when there are several. */
-export const oneExpression = (way: readonly string[]) => (way.length === 1 ? way[0]! : way.map((c) => `(${c})`).join(" && "));
+const oneExpression = (way: readonly string[]) => (way.length === 1 ? way[0]! : way.map((c) => `(${c})`).join(" && "));
 
 const pathInput = (caller: Caller, q: PermissionsQuestion, action: string | null): ConditionalPathInput => ({
   appId: caller.appId,

@@ -4,9 +4,7 @@ import type { Db } from "../store/db.js";
 import { graphStore, type SubjectsInput, type SubjectsRow } from "../store/graph-store.js";
 import type { ThroughPaths, ThroughPathsRow } from "../store/conditional-candidates.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
-import { ALL_USERS_ID } from "../store/all-users.js";
-import { conditionalPathsStore, type ConditionalPath, type ConditionalPathInput } from "../store/conditional-paths-store.js";
-import { Checker, oneExpression, type Caller } from "./check.js";
+import { Checker, type Caller } from "./check.js";
 import { pageOf, type ConditionalAnswer, type PageEntry } from "./lookup.js";
 import { splitPage } from "../store/conditional-candidates.js";
 import { Violations } from "./errors.js";
@@ -59,8 +57,6 @@ export class WhoCan {
   private readonly coalesced: Coalescer<SubjectsInput, SubjectsRow>;
   /** The second statement, through conditional paths: asked only when the plain page's says a conditional row could lie on one. */
   private readonly throughPaths: Coalescer<SubjectsInput & ThroughPaths, ThroughPathsRow>;
-  /** The conditional paths of the allUsers id: asked only when the plain page's statement says there could be some. */
-  private readonly everyonePaths: Coalescer<ConditionalPathInput, ConditionalPath[]>;
 
   constructor(
     db: Db,
@@ -72,7 +68,6 @@ export class WhoCan {
     this.coalesced = exactReads(db, replicas, graphStore.subjects, { maxBatch: 50, reads: "lookup", telemetry });
     // Read as the plain pages are: on a replica that has replayed every commit before it, or the primary.
     this.throughPaths = exactReads(db, replicas, graphStore.subjectsThroughPaths, { maxBatch: 50, reads: "lookup paths", telemetry });
-    this.everyonePaths = exactReads(db, replicas, conditionalPathsStore.paths, { maxBatch: 50, reads: "lookup paths", telemetry });
   }
 
   async subjects(caller: Caller, q: WhoCanQuestion): Promise<WhoCanAnswer> {
@@ -99,10 +94,7 @@ export class WhoCan {
     // Users reachable only through paths with conditional rows: the same page read again along every live row, merged with this one.
     const [paths, everyone] = await Promise.all([
       row.pathsPossible ? this.throughPaths.call({ ...input, prior: row.userIds }) : undefined,
-      // The allUsers id's conditional paths: an allUsers grant's row is a user's grant every user holds (all-users.ts).
-      !row.allUsers && row.allUsersPathsPossible === true
-        ? this.everyonePaths.call({ appId: caller.appId, userId: ALL_USERS_ID, resource: q.resource, resourceId: q.resourceId, action: q.action })
-        : [],
+      !row.allUsers && row.allUsersPathsPossible === true ? this.checker.everyoneWays(caller, q) : [],
     ]);
     if (paths !== undefined) requireKey(paths);
     const merged = splitPage(paths?.ids ?? row.userIds);
@@ -118,7 +110,7 @@ export class WhoCan {
       page,
       nextPageToken: more ? encodePageToken({ userId: ids[ids.length - 1]!.id }) : "",
       allUsers: row.allUsers,
-      allUsersConditions: [...new Set(everyone.map((p) => oneExpression(p.conditions)))],
+      allUsersConditions: everyone,
     };
   }
 }
