@@ -49,6 +49,8 @@ export const ALL_USERS_SQL = "''";
  * read every grant of the instance by the primary key and filtered the
  * user: correct, and thousands of rows a check on an instance shared with
  * thousands (test/index-reads.test.ts, migration 020, docs/performance.md).
+ * `select` must end in a condition: ANY_ALL_USERS is joined to the allUsers
+ * branch by AND.
  */
 export const EACH_HOLDER = (user: string, select: (holder: string) => string): string =>
   `${select(user)}\n UNION ALL ${select(ALL_USERS_SQL)} AND ${ANY_ALL_USERS}`;
@@ -58,7 +60,6 @@ export const EACH_HOLDER = (user: string, select: (holder: string) => string): s
  * relationships_user_idx, which the planner runs once per statement (it
  * names no row of the query), so that in an application without one (most
  * are) the allUsers branch of EACH_HOLDER costs no descent per question.
- * `select` must end in a condition, which this is joined to by AND.
  */
 export const ANY_ALL_USERS = `EXISTS (SELECT 1 FROM relationships e WHERE e.app_id = $1 AND e.user_id = ${ALL_USERS_SQL})`;
 

@@ -1,9 +1,9 @@
 import { EACH_HOLDER } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { distinctKeys, KEYS_VALID, perApplication } from "./per-application.js";
-import { LIVE_GRANT } from "./relationships-store.js";
+import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
 import { sqlState, SqlState } from "./sqlstate.js";
-import { GRAPH_CHECK_SQL, NOW_MS, type GraphGroups } from "./graph-store.js";
+import { GRAPH_CHECK_SQL, type GraphGroups } from "./graph-store.js";
 
 /** Whose facts on which instance: what a check, or a permissions question, asks the database. */
 export interface CheckInput {

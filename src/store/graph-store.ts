@@ -35,7 +35,7 @@ import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./p
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
 import { CONDITIONAL_ROLE, lookupPage, readThroughPaths, subjectsPage, withPathCandidates, type ThroughPaths } from "./conditional-candidates.js";
 import { PAGE_CTES, PAGE_OF_Q, type Probe } from "./keyset-pages.js";
-import { LIVE_GRANT, PLAIN_GRANT } from "./relationships-store.js";
+import { LIVE_GRANT, NOW_MS, PLAIN_GRANT } from "./relationships-store.js";
 
 /** Subject sets and links followed at most, from the instance (API.md). */
 export const MAX_HOPS = 16;
@@ -103,14 +103,6 @@ const CONDITIONAL_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
                                AND EXISTS (SELECT 1 FROM catalog_relations cr
                                            WHERE cr.app_id = $1 AND cr.resource = q.resource AND cr.relation = g.relation
                                              AND (q.action IS NULL OR q.action = ANY (cr.actions))))`)}))`;
-
-/**
- * The statement's clock in ms since the epoch, a condition's `now`: once a
- * statement, a column of its own. Read in each question's row (until
- * migration 020), its numeric arithmetic and its float's text were about
- * 0.5 µs of Postgres's time a question (pgbench, docs/performance.md).
- */
-export const NOW_MS = "(extract(epoch FROM now()) * 1000)::float8";
 
 /**
  * The check's statement for an application whose catalog has subject sets
@@ -248,8 +240,8 @@ export interface SubjectsRow {
   /** A conditional row could put users on a path the walk did not follow: ask subjectsThroughPaths. */
   pathsPossible: boolean;
   /**
-   * Every user may under conditions, it could be (ALL_USERS_PATHS_POSSIBLE): ask
-   * the conditional paths of the allUsers id (conditional-paths-store.ts).
+   * Every user may be allowed under conditions (ALL_USERS_PATHS_POSSIBLE):
+   * ask the allUsers id's conditional paths (Checker.everyoneWays).
    * Undefined from the statement through paths.
    */
   allUsersPathsPossible?: boolean;
@@ -292,7 +284,7 @@ const ALL_USERS_HELD = `EXISTS (SELECT 1 FROM walk w
                 WHERE w.n = q.n)`;
 
 /**
- * Whether every user could may under conditions: the application has a live
+ * Whether every user may be allowed under conditions: the application has a live
  * allUsers grant with a condition (a probe of relationships_conditional_user_idx),
  * or a conditional subject set or link (CONDITIONAL_EDGES) and an allUsers
  * grant at all, which could lie behind it. Both name no row of the query,
