@@ -6,6 +6,7 @@ import type { Server as Http1Server } from "node:http";
 import pino, { type Logger } from "pino";
 import type { Config } from "./config.js";
 import { feedBounds } from "./domain/change-feed.js";
+import { FeedReaders } from "./domain/feed-readers.js";
 import { ChangeSignals } from "./domain/change-signals.js";
 import { ExpirySweep } from "./domain/expiry-sweep.js";
 import { KeyAuthenticator } from "./domain/keys.js";
@@ -179,6 +180,8 @@ export async function startPortcullis(
   // The change feed's readers: woken by this process's writes, and by a probe for others' (domain/change-signals.ts).
   const feed = {
     signals: new ChangeSignals(data, { pollMs: config.changesPollMs, onError: (error) => log.warn({ err: error }, "the change feed's probe for new changes failed") }),
+    // Waiting reads and streams per key and per application, ended with their key (domain/feed-readers.ts).
+    readers: new FeedReaders(keys, config.bulkheads, (error) => log.warn({ err: error }, "looking up the keys of open streams failed; the next look-up will try again")),
     ...feedBounds(config.requestTimeoutMs, config.idleTimeoutMs),
   };
   metrics.watchFeed(() => feed.signals.waiting);
@@ -192,7 +195,11 @@ export async function startPortcullis(
 
   let metricsServer: MetricsServer | undefined;
   try {
-    const bindings = serviceBindings(data, { keys, log, limiter: new CallLimiter(config.maxRunningCalls), tracing }, { replicas, telemetry, feed });
+    const bindings = serviceBindings(data, { keys, log, limiter: new CallLimiter({
+          limit: config.maxRunningCalls,
+          perOwner: config.bulkheads.runningCallsPerApp,
+          maxWaiting: config.bulkheads.waitingCallsPerApp,
+        }), tracing }, { replicas, telemetry, feed });
     metrics.knownRpcs(bindings.flatMap(({ service }) => service.methods.map((m) => `/${service.typeName}/${m.name}`)));
 
     const requestLog = new RequestLog(log, telemetry);
@@ -257,6 +264,7 @@ export async function startPortcullis(
         await sweep?.stop();
         // Waiting reads answer now and Watch streams end (OK): the listener's grace is not spent on them.
         feed.signals.close();
+        feed.readers.close();
         await listener.close(config.shutdownGraceMs);
         await Promise.allSettled([app1.close(), app2.close(), metricsServer?.close()]);
         await replicas?.close();

@@ -22,6 +22,8 @@ import { AccessSearches } from "./domain/authzen-searches.js";
 import { AuditLog } from "./domain/audit-log.js";
 import { ChangeFeed, feedBounds, type ChangeFeedOptions } from "./domain/change-feed.js";
 import { ChangeSignals } from "./domain/change-signals.js";
+import { DEFAULT_FEED_READER_LIMITS, FeedReaders } from "./domain/feed-readers.js";
+import { UNBOUNDED_PLACES } from "./domain/places.js";
 import { Catalog } from "./domain/catalog.js";
 import { Models } from "./domain/models.js";
 import { Checker } from "./domain/check.js";
@@ -48,9 +50,14 @@ import type { ReadReplicas } from "./store/read-replicas.js";
 import { guard, type ServiceBinding } from "./transport/call/guard.js";
 import { NO_TELEMETRY, type Telemetry } from "./lib/telemetry.js";
 
-/** The change feed's parts: the readers' wake-ups (app.ts makes them, with their probe's interval) and the waits' bounds. */
+/**
+ * The change feed's parts: the readers' wake-ups (app.ts makes them, with
+ * their probe's interval), the bounds of its lasting readers per key and per
+ * application, and the waits' bounds.
+ */
 export interface FeedParts extends ChangeFeedOptions {
   signals: ChangeSignals;
+  readers: FeedReaders;
 }
 
 /** The services, each guarded: authorization, the edge's checks, the one error mapping. */
@@ -66,6 +73,7 @@ export function serviceBindings(
   const feed = reads.feed ?? {
     ...feedBounds(30_000, 65_000),
     signals: new ChangeSignals(data, { pollMs: 250, onError: (error) => deps.log.warn({ err: error }, "the change feed's probe failed") }),
+    readers: new FeedReaders(deps.keys, DEFAULT_FEED_READER_LIMITS),
   };
   const checker = new Checker(data, replicas, telemetry);
   const questions = {
@@ -75,8 +83,8 @@ export function serviceBindings(
     lookup: new Lookup(data, replicas, telemetry, checker),
     whoCan: new WhoCan(data, replicas, telemetry, checker),
   };
-  // Every write that succeeds wakes the feed's readers of its application.
-  deps = { ...deps, writes: deps.writes ?? feed.signals };
+  // Every write that succeeds wakes the feed's readers of its application; a key deleted ends its readers.
+  deps = { ...deps, writes: deps.writes ?? feed.signals, keyDeleted: deps.keyDeleted ?? (() => feed.readers.recheckNow()) };
   return [
     guard(ApplicationService, applicationService(new Applications(data)), deps),
     guard(CatalogService, catalogService(new Catalog(data)), deps),
@@ -93,6 +101,6 @@ export function serviceBindings(
     ),
     guard(AuditService, auditService(new AuditLog(data)), deps),
     guard(ModelService, modelService(new Models(data)), deps),
-    guard(ChangeService, changeService(new ChangeFeed(data, feed.signals, feed)), deps),
+    guard(ChangeService, changeService(new ChangeFeed(data, feed.signals, feed, feed.readers, deps.limiter ?? UNBOUNDED_PLACES)), deps),
   ] as ServiceBinding[];
 }

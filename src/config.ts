@@ -24,6 +24,8 @@ export interface Config {
    * goes away): the rest of the database pool stays free for checks.
    */
   readonly maxRunningCalls: number;
+  /** What one application (or one of its keys) may hold of the shared places, waits and streams (docs/limits.md). */
+  readonly bulkheads: Bulkheads;
   /**
    * How long a connection may take to send its first request's head: the
    * HTTP/1.1 request line and headers, or the HTTP/2 preface (before either
@@ -117,6 +119,22 @@ export const DEFAULT_TRACES_SAMPLER: TracesSampler = { name: "parentbased_tracei
 
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
 
+/** The bounds per application and per key (docs/limits.md, "One application cannot hurt another"). */
+export interface Bulkheads {
+  /** Of MAX_RUNNING_CALLS, the calls of one application running at once. */
+  readonly runningCallsPerApp: number;
+  /** Calls of one application waiting for a place; the next is refused (429). */
+  readonly waitingCallsPerApp: number;
+  /** Reads of the change feed waiting for a change (waitMs), per key and per application; the next is refused (429). */
+  readonly feedWaitsPerKey: number;
+  readonly feedWaitsPerApp: number;
+  /** Open Watch streams, per key and per application; the next is refused (RESOURCE_EXHAUSTED). */
+  readonly watchStreamsPerKey: number;
+  readonly watchStreamsPerApp: number;
+  /** How often the keys of open streams and waiting reads are looked up again: a revoked key's ends within this. */
+  readonly streamKeyRecheckMs: number;
+}
+
 const logLevels: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 
 export class ConfigError extends Error {}
@@ -129,6 +147,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   }
   const pgPoolMax = intVar(env, "PG_POOL_MAX", 20, 1, 1000);
   const databaseUrl = nonEmpty(env.DATABASE_URL);
+  // Half the Postgres pool; on PGlite, one connection that runs on the
+  // service's own thread, two (a check waits behind at most two statements).
+  const maxRunningCalls = intVar(env, "MAX_RUNNING_CALLS", databaseUrl === undefined ? 2 : Math.max(1, Math.floor(pgPoolMax / 2)), 1, 100_000);
   return {
     host: nonEmpty(env.HOST) ?? "127.0.0.1",
     port: intVar(env, "PORT", 8080, 0, 65535),
@@ -139,9 +160,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     logLevel: logLevel as LogLevel,
     pgPoolMax,
     shutdownGraceMs: intVar(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
-    // Half the Postgres pool; on PGlite, one connection that runs on the
-    // service's own thread, two (a check waits behind at most two statements).
-    maxRunningCalls: intVar(env, "MAX_RUNNING_CALLS", databaseUrl === undefined ? 2 : Math.max(1, Math.floor(pgPoolMax / 2)), 1, 100_000),
+    maxRunningCalls,
+    bulkheads: bulkheads(env, maxRunningCalls),
     ...connectionLimits(env),
     ...scaleOut(env, databaseUrl),
     grantSweepIntervalMs: intVar(env, "GRANT_SWEEP_INTERVAL_MS", 60_000, 0, 86_400_000),
@@ -151,6 +171,19 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     consoleDir: nonEmpty(env.CONSOLE_DIR),
     ...telemetry(env),
     publicUrl: publicUrl(env),
+  };
+}
+
+/** The bounds per application and per key (docs/limits.md). */
+function bulkheads(env: Readonly<Record<string, string | undefined>>, maxRunningCalls: number): Bulkheads {
+  return {
+    runningCallsPerApp: intVar(env, "MAX_RUNNING_CALLS_PER_APP", Math.max(1, Math.ceil(maxRunningCalls / 2)), 1, 100_000),
+    waitingCallsPerApp: intVar(env, "MAX_WAITING_CALLS_PER_APP", 1_000, 1, 1_000_000),
+    feedWaitsPerKey: intVar(env, "FEED_WAITS_PER_KEY", 500, 1, 1_000_000),
+    feedWaitsPerApp: intVar(env, "FEED_WAITS_PER_APP", 1_000, 1, 1_000_000),
+    watchStreamsPerKey: intVar(env, "WATCH_STREAMS_PER_KEY", 100, 1, 1_000_000),
+    watchStreamsPerApp: intVar(env, "WATCH_STREAMS_PER_APP", 250, 1, 1_000_000),
+    streamKeyRecheckMs: intVar(env, "STREAM_KEY_RECHECK_MS", 2_000, 50, 60_000),
   };
 }
 

@@ -43,8 +43,9 @@ export async function openEmbedded(): Promise<Embedded> {
     const operatorKey = `pcl_${randomBytes(24).toString("base64url")}`;
     const log = pino({ level: "silent" });
     const keys = new KeyAuthenticator(db, operatorKey);
-    // PGlite is one connection: calls beyond two would only queue for it (as the service's default for PGlite).
-    const bindings = serviceBindings(db, { keys, log, limiter: new CallLimiter(2) });
+    // PGlite is one connection: calls beyond two would only queue for it (as the service's default
+    // for PGlite); one client, so both places may be its.
+    const bindings = serviceBindings(db, { keys, log, limiter: new CallLimiter({ limit: 2, perOwner: 2 }) });
     // The service's own body limit: the same requests pass and fail as against a running service.
     const app = Fastify({ logger: false, bodyLimit: LIMITS.bodyBytes });
     // AuthZEN's routes by its own JSON rules, as the service serves them.

@@ -42,7 +42,7 @@ const microtasks = async () => {
 
 describe("call limiter", () => {
   it("limits everything but the check and the batch check", () => {
-    const limiter = new CallLimiter(2);
+    const limiter = new CallLimiter({ limit: 2, perOwner: 2 });
     expect(limiter.limits(CheckService.method.check)).toBe(false);
     expect(limiter.limits(CheckService.method.batchCheck)).toBe(false);
     // The other questions are coalesced too.
@@ -56,10 +56,10 @@ describe("call limiter", () => {
   });
 
   it("runs at most `limit` at once, the rest in arrival order", async () => {
-    const limiter = new CallLimiter(2);
+    const limiter = new CallLimiter({ limit: 2, perOwner: 2 });
     const started: string[] = [];
     const calls = ["a", "b", "c", "d", "e"].map((name) => held(started, name));
-    const results = calls.map((c) => limiter.run(context().ctx, c.fn));
+    const results = calls.map((c) => limiter.run("app", context().ctx.signal, c.fn));
     await tick();
     expect(started).toEqual(["a", "b"]);
     expect(limiter.load).toEqual({ running: 2, waiting: 3 });
@@ -71,7 +71,7 @@ describe("call limiter", () => {
     expect(started).toEqual(["a", "b", "c"]);
     // A caller arriving now waits behind those already waiting.
     const late = held(started, "late");
-    const lateResult = limiter.run(context().ctx, late.fn);
+    const lateResult = limiter.run("app", context().ctx.signal, late.fn);
     calls[0]!.release();
     calls[2]!.release();
     await tick();
@@ -85,15 +85,15 @@ describe("call limiter", () => {
   });
 
   it("drops a waiting call whose caller goes away, without running it", async () => {
-    const limiter = new CallLimiter(1);
+    const limiter = new CallLimiter({ limit: 1 });
     const started: string[] = [];
     const first = held(started, "first");
     const gone = held(started, "gone");
     const next = held(started, "next");
-    const firstResult = limiter.run(context().ctx, first.fn);
+    const firstResult = limiter.run("app", context().ctx.signal, first.fn);
     const caller = context();
-    const goneResult = limiter.run(caller.ctx, gone.fn);
-    const nextResult = limiter.run(context().ctx, next.fn);
+    const goneResult = limiter.run("app", caller.ctx.signal, gone.fn);
+    const nextResult = limiter.run("app", context().ctx.signal, next.fn);
     await tick();
     caller.abort();
     await expect(goneResult).rejects.toMatchObject({ code: Code.Canceled });
@@ -106,15 +106,15 @@ describe("call limiter", () => {
   });
 
   it("gives back the place of a caller that goes away after its place was given and before it started", async () => {
-    const limiter = new CallLimiter(1);
+    const limiter = new CallLimiter({ limit: 1 });
     const started: string[] = [];
     const first = held(started, "first");
-    const firstResult = limiter.run(context().ctx, first.fn);
+    const firstResult = limiter.run("app", context().ctx.signal, first.fn);
     const caller = context();
     const gone = held(started, "gone");
-    const goneResult = limiter.run(caller.ctx, gone.fn);
+    const goneResult = limiter.run("app", caller.ctx.signal, gone.fn);
     const after = held(started, "after");
-    const afterResult = limiter.run(context().ctx, after.fn);
+    const afterResult = limiter.run("app", context().ctx.signal, after.fn);
     await tick();
     // first ends: its place goes to the waiting caller, to start on the next turn of the loop...
     first.release();
@@ -128,20 +128,74 @@ describe("call limiter", () => {
     after.release();
     await Promise.all([firstResult, afterResult]);
     expect(limiter.load).toEqual({ running: 0, waiting: 0 });
-    expect(await limiter.run(context().ctx, async () => "still free")).toBe("still free");
+    expect(await limiter.run("app", context().ctx.signal, async () => "still free")).toBe("still free");
   });
 
   it("refuses at once a caller already gone, and frees its place when a call fails", async () => {
-    const limiter = new CallLimiter(1);
+    const limiter = new CallLimiter({ limit: 1 });
     const started: string[] = [];
     const first = held(started, "first");
-    const firstResult = limiter.run(context().ctx, first.fn);
+    const firstResult = limiter.run("app", context().ctx.signal, first.fn);
     const caller = context();
     caller.abort();
-    await expect(limiter.run(caller.ctx, async () => "never")).rejects.toMatchObject({ code: Code.Canceled });
+    await expect(limiter.run("app", caller.ctx.signal, async () => "never")).rejects.toMatchObject({ code: Code.Canceled });
     first.release();
     await firstResult;
-    await expect(limiter.run(context().ctx, () => Promise.reject(new Error("boom")))).rejects.toThrow("boom");
-    expect(await limiter.run(context().ctx, async () => "after")).toBe("after");
+    await expect(limiter.run("app", context().ctx.signal, () => Promise.reject(new Error("boom")))).rejects.toThrow("boom");
+    expect(await limiter.run("app", context().ctx.signal, async () => "after")).toBe("after");
+  });
+
+  it("one owner holds at most its share; another owner's call starts while the first one's queue waits", async () => {
+    const limiter = new CallLimiter({ limit: 4, perOwner: 2 });
+    const started: string[] = [];
+    const busy = ["a1", "a2", "a3", "a4", "a5"].map((name) => held(started, name));
+    const busyResults = busy.map((c) => limiter.run("a", context().ctx.signal, c.fn));
+    await tick();
+    // Two places of four: the other two stay free for everyone else.
+    expect(started).toEqual(["a1", "a2"]);
+    expect(limiter.load).toEqual({ running: 2, waiting: 3 });
+    const quiet = held(started, "b1");
+    const quietResult = limiter.run("b", context().ctx.signal, quiet.fn);
+    await tick();
+    expect(started).toEqual(["a1", "a2", "b1"]);
+    quiet.release();
+    for (const c of busy) c.release();
+    await tick();
+    await tick();
+    expect(started).toEqual(["a1", "a2", "b1", "a3", "a4", "a5"]);
+    expect(await Promise.all([...busyResults, quietResult])).toEqual(["a1", "a2", "a3", "a4", "a5", "b1"]);
+    expect(limiter.load).toEqual({ running: 0, waiting: 0 });
+  });
+
+  it("owners take turns: a quiet owner's call waits for one call of each busy owner, not for their queues", async () => {
+    const limiter = new CallLimiter({ limit: 1 });
+    const started: string[] = [];
+    const first = held(started, "a0");
+    const firstResult = limiter.run("a", context().ctx.signal, first.fn);
+    const busy = ["a1", "a2", "a3", "a4"].map((name) => held(started, name));
+    const busyResults = busy.map((c) => limiter.run("a", context().ctx.signal, c.fn));
+    const other = ["c1", "c2"].map((name) => held(started, name));
+    const otherResults = other.map((c) => limiter.run("c", context().ctx.signal, c.fn));
+    const quiet = held(started, "b1");
+    const quietResult = limiter.run("b", context().ctx.signal, quiet.fn);
+    for (const c of [first, ...busy, ...other, quiet]) c.release();
+    await Promise.all([firstResult, ...busyResults, ...otherResults, quietResult]);
+    // In turns: a, c, b, then what is left of a and c.
+    expect(started).toEqual(["a0", "a1", "c1", "b1", "a2", "c2", "a3", "a4"]);
+  });
+
+  it("refuses at once (resource_exhausted) an owner's call beyond maxWaiting; other owners still queue", async () => {
+    const limiter = new CallLimiter({ limit: 1, maxWaiting: 2 });
+    const started: string[] = [];
+    const first = held(started, "first");
+    const firstResult = limiter.run("a", context().ctx.signal, first.fn);
+    const waiting = [held(started, "w1"), held(started, "w2")];
+    const waitingResults = waiting.map((c) => limiter.run("a", context().ctx.signal, c.fn));
+    await expect(limiter.run("a", context().ctx.signal, async () => "never")).rejects.toMatchObject({ code: "resource_exhausted" });
+    const other = held(started, "other");
+    const otherResult = limiter.run("b", context().ctx.signal, other.fn);
+    for (const c of [first, ...waiting, other]) c.release();
+    expect(await Promise.all([firstResult, ...waitingResults, otherResult])).toEqual(["first", "w1", "w2", "other"]);
+    expect(started).not.toContain("never");
   });
 });

@@ -5,7 +5,10 @@
  *
  * The exactness lives in the storage (store/changes-store.ts: transaction
  * ids and snapshots); here are the tokens, the wait, the stream's bounds and
- * the changes' shapes.
+ * the changes' shapes. Reads are shared and take a place only while their
+ * statements run (feed-reads.ts); waiting reads and streams are admitted
+ * and bounded per key and per application, and end with their key
+ * (feed-readers.ts).
  */
 import type { Db } from "../store/db.js";
 import { fromStored } from "../store/all-users.js";
@@ -15,7 +18,11 @@ import type { AssignmentRow } from "../store/roles-store.js";
 import { actorNames, type AuditEventView } from "./audit-log.js";
 import type { ChangeSignals } from "./change-signals.js";
 import { decodeChangeToken, encodeChangeToken } from "./change-tokens.js";
-import { failedPrecondition, invalidArgument } from "./errors.js";
+import { failedPrecondition, invalidArgument, unauthenticated } from "./errors.js";
+import type { FeedCaller, FeedReader, FeedReaders } from "./feed-readers.js";
+import { FeedReads } from "./feed-reads.js";
+import { REVOKED_KEY } from "./keys.js";
+import type { Places } from "./places.js";
 import { pageSize } from "./formats.js";
 import type { JsonObject } from "../lib/json.js";
 
@@ -62,40 +69,70 @@ const expired = () =>
     [{ field: "after", reason: "older than the retention" }],
   );
 
+/** Whether the call's client went away (read anew each time: it changes while a read waits). */
+const gone = (signal: AbortSignal | undefined) => signal?.aborted === true;
+
 /** The position a request's `after` names: from the oldest change kept when empty. */
 function positionOf(after: string): ChangePosition {
   return after === "" ? { seen: undefined } : decodeChangeToken(after, "after");
 }
 
+/** A read's page: its changes as the API gives them, where the next read starts, and whether its position expired. */
+interface ReadPage {
+  changes: ChangeView[];
+  next: ChangePosition;
+  expired: boolean;
+}
+
 export class ChangeFeed {
+  private readonly reads: FeedReads<ReadPage>;
+
   constructor(
     private readonly db: Db,
     private readonly signals: ChangeSignals,
     private readonly options: ChangeFeedOptions,
-  ) {}
+    private readonly readers: FeedReaders,
+    places: Places,
+  ) {
+    this.reads = new FeedReads(places, (appId, from, limit) => this.load(appId, from, limit));
+  }
 
   /**
    * A page of changes after `after`; when there is none and `waitMs` > 0,
    * waits up to that long for one. The next token is given even for an
    * empty page: it has seen what committed before the read.
    */
-  async page(appId: string, after: string, size: number | undefined, waitMs: number | undefined, signal?: AbortSignal): Promise<ChangePage> {
+  async page(caller: FeedCaller, after: string, size: number | undefined, waitMs: number | undefined, signal?: AbortSignal): Promise<ChangePage> {
     const limit = pageSize(size);
     const wait = waitMs ?? 0;
     if (!Number.isInteger(wait) || wait < 0 || wait > WAIT_MS_MAX) {
       throw invalidArgument(`waitMs: must be between 0 and ${WAIT_MS_MAX}, got ${wait}`, [{ field: "waitMs", reason: `0 to ${WAIT_MS_MAX} milliseconds` }]);
     }
     let position = positionOf(after);
+    const appId = caller.appId;
     const deadline = Date.now() + Math.min(wait, this.options.maxWaitMs);
-    for (;;) {
-      const since = this.signals.generation(appId);
-      const read = await this.read(appId, position, limit);
-      position = read.next;
-      const left = deadline - Date.now();
-      if (read.changes.length > 0 || left <= 0 || signal?.aborted === true || position.seen === undefined || this.signals.isClosed) {
-        return { changes: await this.views(read.changes), nextToken: encodeChangeToken(position) };
+    // Admitted the first time it waits: a read that answers at once is no waiting reader.
+    let reader: FeedReader | undefined;
+    try {
+      for (;;) {
+        const since = this.signals.generation(appId);
+        const read = await this.read(appId, position, limit, reader?.signal ?? signal);
+        position = read.next;
+        const left = deadline - Date.now();
+        if (read.changes.length > 0 || left <= 0 || signal?.aborted === true || position.seen === undefined || this.signals.isClosed) {
+          return { changes: read.changes, nextToken: encodeChangeToken(position) };
+        }
+        reader ??= this.readers.admit("wait", caller, signal);
+        await this.signals.wait(appId, position.seen, left, reader.signal, since);
+        if (reader.revoked) throw unauthenticated(REVOKED_KEY);
+        // The client went away: nobody reads an answer.
+        if (gone(signal)) return { changes: [], nextToken: encodeChangeToken(position) };
       }
-      await this.signals.wait(appId, position.seen, left, signal, since);
+    } catch (error) {
+      if (reader?.revoked === true) throw unauthenticated(REVOKED_KEY);
+      throw error;
+    } finally {
+      reader?.release();
     }
   }
 
@@ -104,31 +141,50 @@ export class ChangeFeed {
    * nothing was sent for maxSilenceMs. The consumer pulls: a stream holds
    * one page of WATCH_PAGE at most, whatever its reader's pace.
    */
-  async *watch(appId: string, after: string, signal?: AbortSignal): AsyncGenerator<ChangeView> {
+  async *watch(caller: FeedCaller, after: string, signal?: AbortSignal): AsyncGenerator<ChangeView> {
     let position = positionOf(after);
-    let lastSent = Date.now();
-    while (signal?.aborted !== true) {
-      const since = this.signals.generation(appId);
-      const read = await this.read(appId, position, WATCH_PAGE);
-      for (const change of await this.views(read.changes)) {
-        yield change;
-        lastSent = Date.now();
+    const appId = caller.appId;
+    const reader = this.readers.admit("stream", caller, signal);
+    try {
+      let lastSent = Date.now();
+      while (!reader.signal.aborted) {
+        const since = this.signals.generation(appId);
+        const read = await this.read(appId, position, WATCH_PAGE, reader.signal);
+        for (const change of read.changes) {
+          if (reader.signal.aborted) break;
+          yield change;
+          lastSent = Date.now();
+        }
+        position = read.next;
+        if (read.changes.length === WATCH_PAGE) continue;
+        const silence = lastSent + this.options.maxSilenceMs - Date.now();
+        if (silence <= 0 || this.signals.isClosed) return;
+        // A position always has a snapshot after a read of an application that exists.
+        if (position.seen === undefined) return;
+        await this.signals.wait(appId, position.seen, silence, reader.signal, since);
       }
-      position = read.next;
-      if (read.changes.length === WATCH_PAGE) continue;
-      const silence = lastSent + this.options.maxSilenceMs - Date.now();
-      if (silence <= 0 || this.signals.isClosed) return;
-      // A position always has a snapshot after a read of an application that exists.
-      if (position.seen === undefined) return;
-      await this.signals.wait(appId, position.seen, silence, signal, since);
+      if (reader.revoked) throw unauthenticated(REVOKED_KEY);
+    } catch (error) {
+      if (reader.revoked) throw unauthenticated(REVOKED_KEY);
+      // The client went away during a read: the stream just ends.
+      if (signal?.aborted === true) return;
+      throw error;
+    } finally {
+      reader.release();
     }
   }
 
-  private async read(appId: string, position: ChangePosition, limit: number) {
-    // The primary: a standby's snapshots would order commits as it replays them (docs/change-feed.md).
-    const read = await changesStore.read(this.db, appId, position, limit);
-    if (read.expired === true) throw expired();
+  private async read(appId: string, position: ChangePosition, limit: number, signal: AbortSignal | undefined): Promise<ReadPage> {
+    const read = await this.reads.read(appId, position, limit, signal);
+    if (read.expired) throw expired();
     return read;
+  }
+
+  /** One read's statements: the changes after `from`, and the names of the model events' actors. */
+  private async load(appId: string, from: ChangePosition, limit: number): Promise<ReadPage> {
+    // The primary: a standby's snapshots would order commits as it replays them (docs/change-feed.md).
+    const page = await changesStore.read(this.db, appId, from, limit);
+    return { changes: await this.views(page.changes), next: page.next, expired: page.expired === true };
   }
 
   /** The stored changes as the API gives them, the model events with their actors' names. */

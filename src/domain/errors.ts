@@ -39,6 +39,8 @@ export const failedPrecondition = (message: string, details?: JsonObject[]) =>
 export const permissionDenied = (message: string) => new DomainError("permission_denied", message);
 export const unauthenticated = (message: string) => new DomainError("unauthenticated", message);
 export const unavailable = (message: string) => new DomainError("unavailable", message);
+/** A bound per key or per application is reached (429): the caller retries once some of its own work ends. */
+export const resourceExhausted = (message: string) => new DomainError("resource_exhausted", message);
 
 /** One bad field of a request, as listed in an invalid_argument error's details. */
 export interface FieldViolation {

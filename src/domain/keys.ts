@@ -10,6 +10,9 @@ import { ALL_SCOPES, storedScopes } from "./scopes.js";
 
 const KNOWN_KEYS_MAX = 10_000;
 
+/** What a call with a key that is unknown or revoked is told, whenever it is found out. */
+export const REVOKED_KEY = "the API key is not valid: it is unknown or revoked";
+
 /**
  * Turns an X-API-Key value into a Principal. authenticate() looks the key up
  * in the database on every call, so a key revoked on any replica fails on its
@@ -63,7 +66,7 @@ export class KeyAuthenticator {
     // With AUTHZ_ADMIN_KEY set, it is the only operator key: a generated one
     // from an earlier start no longer opens anything.
     if (row === undefined || (row.kind === "operator" && this.envOperatorHash !== undefined)) {
-      throw unauthenticated("the API key is not valid: it is unknown or revoked");
+      throw unauthenticated(REVOKED_KEY);
     }
     if (row.kind === "operator") return { kind: "operator", keyId: row.keyId, scopes: ALL_SCOPES };
     const principal: Principal = {
@@ -76,6 +79,17 @@ export class KeyAuthenticator {
     if (this.known.size >= KNOWN_KEYS_MAX) this.known.delete(this.known.keys().next().value!);
     this.known.set(hash, principal);
     return principal;
+  }
+
+  /**
+   * Which of these application key hashes are still stored, read on the
+   * primary in one statement, not from memory: the change feed's lasting
+   * readers ask it of their keys (domain/feed-readers.ts).
+   */
+  async live(hashes: readonly string[]): Promise<ReadonlySet<string>> {
+    if (hashes.length === 0) return new Set();
+    const rows = await applicationsStore.findKeysByHashes(this.db, [...hashes]);
+    return new Set(rows.filter((r) => r.kind === "application").map((r) => r.secretHash));
   }
 
   /**

@@ -3,7 +3,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { ChangeService } from "../../gen/authz/v1/changes_pb.js";
 import type { ChangeFeed, ChangeView } from "../domain/change-feed.js";
 import { auditEventMessage } from "./audit-service.js";
-import { ownAppOf } from "./call-values.js";
+import { callerKeyOf } from "./call-values.js";
 import { relationshipMessage } from "./relationship-service.js";
 import { assignmentMessage } from "./role-service.js";
 
@@ -23,12 +23,12 @@ const changeMessage = (c: ChangeView) => ({
 export function changeService(feed: ChangeFeed): ServiceImpl<typeof ChangeService> {
   return {
     async listChanges(req, ctx) {
-      const page = await feed.page(ownAppOf(ctx), req.after, req.pageSize, req.waitMs, ctx.signal);
+      const page = await feed.page(callerKeyOf(ctx), req.after, req.pageSize, req.waitMs, ctx.signal);
       return { changes: page.changes.map(changeMessage), nextToken: page.nextToken };
     },
 
     async *watch(req, ctx) {
-      for await (const change of feed.watch(ownAppOf(ctx), req.after, ctx.signal)) yield { change: changeMessage(change) };
+      for await (const change of feed.watch(callerKeyOf(ctx), req.after, ctx.signal)) yield { change: changeMessage(change) };
     },
   };
 }
