@@ -326,3 +326,59 @@ describe.each(engines)("conditions on grants, on %s", (engine) => {
     expect(grants[0]?.grant?.condition).toBe(OWNER_ONLY);
   });
 });
+
+/** Issue 38: a condition's cost is bounded, through the port, on each engine. */
+describe.each(engines)("a condition's cost, on %s", (engine) => {
+  let database: TestDatabase;
+  let service: TestService;
+  let key: string;
+  let checkKey: string;
+
+  beforeAll(async () => {
+    database = await createTestDatabase(engine);
+    service = await startTestService(database.db);
+    key = await createApp(service, "bombs", CATALOG);
+    const created = await service.call("POST", "/api/v1/applications/bombs/api-keys", { body: { name: "asker", scopes: ["check"] } });
+    expectStatus(created, 201);
+    checkKey = created.body.key as string;
+  });
+  afterAll(async () => {
+    await service?.close();
+    await database?.dispose();
+  });
+
+  const BOMB = 'context.s.replace("a", context.s) == "x"';
+
+  it("a bomb asked by a check-only key with 2,500 characters of context: denied, and explain gives the budget's message", async () => {
+    expectStatus(await service.call("POST", "/api/v1/authorization/relationships", { key, body: { userId: "eve", resource: "todo", resourceId: "b1", relation: "assignee", condition: BOMB } }), 201);
+    const q = { userId: "eve", resource: "todo", resourceId: "b1", action: "read", context: { s: "a".repeat(2_500) } };
+    const started = Date.now();
+    const checked = await service.call("POST", "/api/v1/authorization/check", { key: checkKey, body: q });
+    expectStatus(checked, 200);
+    expect(checked.body.allowed).toBe(false);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    const explained = await service.call("POST", "/api/v1/authorization/check/explain", { key, body: q });
+    expectStatus(explained, 200);
+    expect(explained.body).toMatchObject({
+      allowed: false,
+      conditions: [expect.objectContaining({ condition: BOMB, holds: false, outcome: "error", message: expect.stringMatching(/would build a value of|exceeded its cost budget/) })],
+    });
+    // A modest context is evaluated as CEL says: "x" has no "a" to replace, and the grant counts.
+    expect((await service.call("POST", "/api/v1/authorization/check", { key: checkKey, body: { ...q, context: { s: "x" } } })).body.allowed).toBe(true);
+  });
+
+  it("a condition that cannot fit whatever the facts, or nests 480 deep, is a 400 naming the field and the position", async () => {
+    const a = "a".repeat(100);
+    const constant = `'${a}'.replace('a','${a}').replace('a','${a}') == ''`;
+    const single = await service.call("POST", "/api/v1/authorization/relationships", { key, body: { userId: "eve", resource: "todo", resourceId: "b2", relation: "assignee", condition: constant } });
+    expectError(single, 400, "invalid_argument");
+    expect(single.body.message).toMatch(/^condition: at 1:\d+: cannot be evaluated within its budget/);
+    const deep = "(".repeat(480) + "true" + ")".repeat(480);
+    const bulk = await service.call("POST", "/api/v1/authorization/relationships/bulk", {
+      key,
+      body: { writes: [{ userId: "eve", resource: "todo", resourceId: "b3", relation: "assignee", condition: deep }] },
+    });
+    expectError(bulk, 400, "invalid_argument");
+    expect(JSON.stringify(bulk.body)).toMatch(/writes\[0\]\.condition.*at 1:65: nests more than 64 levels deep/);
+  });
+});

@@ -184,10 +184,12 @@ describe("what counts as holding", () => {
     ).toEqual({ holds: true });
   });
 
-  it("a comprehension at the cost limit's scale evaluates in well under a second", () => {
+  it("a comprehension at the cost limit's scale ends within its budget: an error, quickly", () => {
     const condition = compileCondition("context.l.exists(x, x == 'absent')", "c");
     const bindings = new ConditionBindings(facts({ context: { l: Array.from({ length: CONDITION_LIMITS.listElements }, (_, i) => String(i)) } }));
-    expect(condition.evaluate(bindings)).toMatchObject({ holds: false, reason: "false" });
+    expect(condition.evaluate(bindings)).toMatchObject({ holds: false, reason: "error", message: expect.stringContaining("exceeded its cost budget") });
+    const fits = new ConditionBindings(facts({ context: { l: Array.from({ length: 4_000 }, (_, i) => String(i)) } }));
+    expect(condition.evaluate(fits)).toMatchObject({ holds: false, reason: "false" });
   });
 });
 
@@ -220,5 +222,121 @@ describe("ConditionCache", () => {
   it("a stored source that no longer compiles never holds", () => {
     const cache = new ConditionCache();
     expect(cache.get("subject.id ==").evaluate(new ConditionBindings(facts()))).toMatchObject({ holds: false, reason: "error" });
+  });
+});
+
+/** Issue 38's attacks: each ends within its budget as an error naming the budget, quickly. */
+describe("what one evaluation may cost", () => {
+  const list = Array.from({ length: 30_000 }, (_, i) => i % 7);
+  const attacks: [string, string, ConditionFacts["context"]][] = [
+    ["a replace by the context's own string", "context.s.replace('a', context.s) == 'x'", { s: "a".repeat(2_500) }],
+    ["exists comparing whole lists", "context.l.exists(x, context.l == context.l)", { l: list }],
+    ["a join of a long separator", "context.ss.join(context.s) == ''", { ss: Array<string>(3_000).fill("a"), s: "b".repeat(3_000) }],
+    ["a dynamic pattern as long as the input", "context.s.matches(context.p)", { s: "a".repeat(30_000) + "!", p: "(a|b|c|d)*".repeat(60) + "$" }],
+    ["membership over a long list, many times", "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12].all(i, !(99 in context.l))", { l: list }],
+    ["format of a long list, nested", "'%s%s%s'.format([context.l, context.l, context.l]) == ''", { l: list.map(() => list.slice(0, 20)) }],
+    ["a comprehension body with no function", "context.l.all(x, [x, x, x, x, x, x] != [])", { l: list }],
+    ["concatenation doubling a string", "(context.s + context.s + context.s + context.s + context.s + context.s + context.s + context.s).size() > 0", { s: "a".repeat(60_000) }],
+  ];
+  for (const [name, source, context] of attacks) {
+    it(`${name}: an error with the budget's message, within the budget`, () => {
+      const condition = compileCondition(source, "condition");
+      const bindings = new ConditionBindings(facts({ context }));
+      const started = performance.now();
+      const outcome = condition.evaluate(bindings);
+      const ms = performance.now() - started;
+      expect(outcome).toMatchObject({ holds: false, reason: "error", message: expect.stringMatching(/exceeded its cost budget of 1,000,000|would build a value of/) });
+      expect(ms).toBeLessThan(2_000); // a generous bound: the bench measures the speed
+    });
+  }
+
+  it("the issue's 60,000-character path through replace evaluates, linearly", () => {
+    const condition = compileCondition("context.path.replace('.', '/') == 'docs/2024'", "condition");
+    expect(condition.evaluate(new ConditionBindings(facts({ context: { path: "docs.2024" } })))).toEqual({ holds: true });
+    const [outcome, spent] = condition.evaluateWithin(new ConditionBindings(facts({ context: { path: "a.".repeat(30_000) } })), CONDITION_LIMITS.budget);
+    expect(outcome).toMatchObject({ holds: false, reason: "false" });
+    expect(spent).toBeGreaterThan(60_000); // charged by the size it touches, not as one step
+  });
+
+  it("replace keeps the library's semantics: a count, none when negative, an empty substring", () => {
+    const cases: [string, string][] = [
+      ["'a.b.c'.replace('.', '/')", "a/b/c"],
+      ["'a.b.c'.replace('.', '/', 1)", "a/b.c"],
+      ["'a.b.c'.replace('.', '/', -1)", "a.b.c"],
+      ["'aaaa'.replace('aa', 'b')", "bb"],
+      ["'abc'.replace('', 'x')", "xxxabc"],
+      ["'abc'.replace('', 'x', 1)", "xabc"],
+      ["'abc'.replace('b', '')", "ac"],
+    ];
+    for (const [expr, expected] of cases) expect(holds(`${expr} == '${expected}'`, facts()), expr).toEqual({ holds: true });
+  });
+
+  it("charges by size: a replace over a longer string costs more (a replace costing one step fails here)", () => {
+    const condition = compileCondition("context.s.replace('a', 'b') != ''", "condition");
+    const cost = (n: number) => condition.evaluateWithin(new ConditionBindings(facts({ context: { s: "a".repeat(n) } })), CONDITION_LIMITS.budget)[1];
+    expect(cost(10_000) - cost(10)).toBeGreaterThan(2 * 9_990);
+    for (const source of ["context.s.matches('^a+$')", "context.s + context.s != ''", "context.l == context.m", "1 in context.l", "context.ss.join('-') != ''", "context.s.split('a').size() > 0", "context.s.lowerAscii() != ''"]) {
+      const compiled = compileCondition(source, "condition");
+      const at = (n: number) =>
+        compiled.evaluateWithin(
+          new ConditionBindings(facts({ context: { s: "a".repeat(n), l: Array<number>(n).fill(1), m: Array<number>(n).fill(1), ss: Array<string>(n).fill("ab") } })),
+          CONDITION_LIMITS.budget,
+        )[1];
+      expect(at(5_000), source).toBeGreaterThan(at(5) + 4_000);
+    }
+  });
+
+  it("matches runs in linear time on a pattern that backtracks catastrophically elsewhere", () => {
+    const condition = compileCondition("context.s.matches('^(a+)+$')", "condition");
+    const started = performance.now();
+    expect(condition.evaluate(new ConditionBindings(facts({ context: { s: "a".repeat(10_000) + "b" } })))).toMatchObject({ holds: false, reason: "false" });
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(holds("'aaa'.matches('^(a+)+$')", facts())).toEqual({ holds: true });
+  });
+
+  it("an || does not absorb a stop: the budget's error stands", () => {
+    expect(holds("context.s.replace('a', context.s) == 'x' || true", facts({ context: { s: "a".repeat(2_500) } }))).toMatchObject({ holds: false, reason: "error" });
+  });
+
+  const deep: [string, string][] = [
+    ["parentheses", "(".repeat(480) + "1" + ")".repeat(480) + " == 1"],
+    ["negations", "!".repeat(480) + "true"],
+    ["minus signs", "-".repeat(480) + "1 == 1"],
+    ["lists", "[".repeat(400) + "1" + "]".repeat(400) + " == []"],
+    ["maps", "{1: ".repeat(150) + "1" + "}".repeat(150) + " == {}"],
+  ];
+  for (const [name, source] of deep) {
+    it(`nesting ${name} 480 deep is a 400 with its position, not a stack overflow`, () => {
+      const error = refusal(source);
+      expect(error.message).toMatch(/^writes\[3\]\.condition: at 1:(65|257): nests more than 64 levels deep/);
+    });
+  }
+
+  it("depth does not count strings, and a long member chain or sum is taken", () => {
+    expect(holds(`'${"(".repeat(300)}' != '' && r"\\${"[".repeat(100)}" != '' && """${"{".repeat(100)}""" != ''`, facts())).toEqual({ holds: true });
+    expect(() => compileCondition("context" + ".a".repeat(400) + " == 1", "condition")).not.toThrow();
+    expect(() => compileCondition("1" + " + 1".repeat(200) + " == 201", "condition")).not.toThrow();
+  });
+
+  it("a part that reads nothing of the question and cannot fit is refused when written, with its position", () => {
+    const a = "a".repeat(100);
+    const error = refusal(`'${a}'.replace('a','${a}').replace('a','${a}') == ''`);
+    expect(error.message).toMatch(/^writes\[3\]\.condition: at 1:\d+: cannot be evaluated within its budget whatever the question carries/);
+    expect(refusal("[1,2,3,4,5,6,7,8].all(x, [1,2,3,4,5,6,7,8].all(y, [1,2,3,4,5,6,7,8].all(z, '" + a + "'.replace('a', '" + a + "') != '')))").message).toMatch(
+      /cannot be evaluated within its budget/,
+    );
+    expect(holds(`'${a}'.replace('a', 'b') != '' && context.x == 1`, facts({ context: { x: 1 } }))).toEqual({ holds: true });
+  });
+
+  it("a literal pattern that does not compile is refused when written, with its position", () => {
+    expect(refusal("context.s.matches('(')").message).toMatch(/^writes\[3\]\.condition: at 1:\d+: the pattern does not compile/);
+  });
+
+  it("map, filter and list concatenation keep their meaning with the appending lists", () => {
+    expect(holds("[1, 2, 3, 4, 5, 6].filter(x, x > 3).size() == 3 && context.l + [3] == [1, 2, 3]", facts({ context: { l: [1, 2] } }))).toEqual({ holds: true });
+    // One list appended to twice: the second append copies, the first keeps its elements.
+    expect(holds("[[1, 2].map(x, x)].all(a, a + [3] == [1, 2, 3] && a + [4] == [1, 2, 4] && a == [1, 2])", facts())).toEqual({ holds: true });
+    expect(holds("[1, 2].map(x, x) + [3] == [1, 2, 3] && ([1, 2].map(x, x) + [3]).size() == ([1, 2].map(x, x) + [4, 5]).size() - 1", facts())).toEqual({ holds: true });
+    expect(holds("[1, 2, 3].map(x, x * 2) == [2, 4, 6] && ([1] + [2]) + [3] == [1, 2, 3]", facts())).toEqual({ holds: true });
   });
 });

@@ -11,7 +11,8 @@ import { exactReads } from "./exact-read.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, unavailable, Violations } from "./errors.js";
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
-import { ConditionCache, type Condition } from "./conditions.js";
+import { CONDITION_LIMITS, ConditionCache, type Condition } from "./conditions.js";
+import { FairCpu } from "./fair-cpu.js";
 import { bindingsOf, checkQuestionFacts, NO_FACTS, withStoredProperties, type QuestionFacts } from "./question-facts.js";
 
 /** May the user perform the action on the instance? */
@@ -210,7 +211,7 @@ export class Checker {
     if (ways.length === 0) return false;
     const compiled = ways.map((way) => way.map((source) => this.conditions.get(source)));
     const bindings = bindingsOf(q, action, await this.factsFor(caller, q, compiled.flat(), asked), facts.nowMs ?? Date.now());
-    return holdsOne(compiled, bindings);
+    return holdsOne(caller.appId, compiled, bindings);
   }
 
   /** The question's facts, with the user's stored properties when a condition to evaluate may read them. */
@@ -248,7 +249,7 @@ export class Checker {
     const questionFacts = await this.factsFor(caller, q, waysOf.flatMap(({ ways }) => ways.flat()), asked);
     const nowMs = facts.nowMs ?? Date.now();
     for (const { action, ways } of waysOf) {
-      if (holdsOne(ways, bindingsOf(q, action, questionFacts, nowMs))) allowed.add(action);
+      if (await holdsOne(caller.appId, ways, bindingsOf(q, action, questionFacts, nowMs))) allowed.add(action);
     }
     return allowed.size === plainActions.length ? plainActions : orderedLike(model, q, allowed);
   }
@@ -444,15 +445,34 @@ const pathInput = (caller: Caller, q: PermissionsQuestion, action: string | null
   action,
 });
 
-/** Whether one way's conditions all hold; each condition evaluated once at most. */
-function holdsOne(ways: readonly (readonly Condition[])[], bindings: ReturnType<typeof bindingsOf>): boolean {
+/** Conditions' evaluations share the event loop fairly between applications (fair-cpu.ts). */
+const CPU = new FairCpu(CONDITION_LIMITS.sliceMs);
+
+/**
+ * Whether one way's conditions all hold; each condition evaluated once at
+ * most, in `appId`'s turn, and all of them within CONDITION_LIMITS.questionBudget:
+ * past it the rest count as errors.
+ */
+async function holdsOne(appId: string, ways: readonly (readonly Condition[])[], bindings: ReturnType<typeof bindingsOf>): Promise<boolean> {
   const outcomes = new Map<Condition, boolean>();
-  const holds = (c: Condition) => {
-    let outcome = outcomes.get(c);
-    if (outcome === undefined) outcomes.set(c, (outcome = c.evaluate(bindings).holds));
-    return outcome;
-  };
-  return ways.some((way) => way.every(holds));
+  let left = CONDITION_LIMITS.questionBudget;
+  for (const way of ways) {
+    let all = true;
+    for (const c of way) {
+      let outcome = outcomes.get(c);
+      if (outcome === undefined) {
+        const [evaluated, spent] = left <= 0 ? [undefined, 0] : await CPU.run(appId, () => c.evaluateWithin(bindings, Math.min(left, CONDITION_LIMITS.budget)));
+        left -= spent;
+        outcomes.set(c, (outcome = evaluated?.holds ?? false));
+      }
+      if (!outcome) {
+        all = false;
+        break;
+      }
+    }
+    if (all) return true;
+  }
+  return false;
 }
 
 const inputOf = (caller: Caller, q: PermissionsQuestion & { action?: string }): CheckInput => ({

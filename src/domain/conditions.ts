@@ -19,12 +19,15 @@
  * field and the position) and again, from its stored source, the first time
  * a process evaluates it (ConditionCache).
  */
-import { celEnv, celError, isCelError, parse, plan, type CelInput, type CelResult } from "@bufbuild/cel";
-import { strings } from "@bufbuild/cel/ext";
+import { celError, isCelError, parse, plan, type CelInput, type CelResult } from "@bufbuild/cel";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, JsonValue } from "../lib/json.js";
 import { invalidArgument, type Violations } from "./errors.js";
 import { check } from "./formats.js";
+import { tooDeepAt } from "./condition-depth.js";
+import { LIBRARY_ENV, meteredEnv } from "./condition-functions.js";
+import { Meter, metered } from "./condition-meter.js";
+import { literalPatternProblem, meterRanges, overBudgetConstant } from "./condition-plan.js";
 
 export const CONDITION_LIMITS = {
   /** Characters of a condition's source. */
@@ -37,6 +40,24 @@ export const CONDITION_LIMITS = {
    * bytes at least ("1,").
    */
   listElements: 32_768,
+  /**
+   * The units one evaluation may spend (condition-meter.ts: about a
+   * character or an element touched each); past it the evaluation stops and
+   * counts as an error. About 5 ms of one core at the dearest kind of unit.
+   */
+  budget: 1_000_000,
+  /** The most characters (a string) or elements (a list) a value an evaluation builds may have. */
+  valueSize: 1_000_000,
+  /** How deeply a source may nest brackets and prefix operators (condition-depth.ts). */
+  depth: 64,
+  /**
+   * The units all the conditions one question evaluates may spend in all
+   * (a batch asks at most LIMITS.batchChecks questions); past it the rest
+   * count as errors.
+   */
+  questionBudget: 8_000_000,
+  /** The milliseconds of conditions' evaluations the event loop runs before it takes other work again (fair-cpu.ts). */
+  sliceMs: 4,
 } as const;
 
 /** The names a condition reads (API.md): everything else is a 400 when it is written. */
@@ -79,8 +100,8 @@ const LINEAR_CALLS = new Set([
 ]);
 const LINEAR_COST = 100;
 
-const ENV = celEnv({ funcs: strings });
-const FUNCTIONS = new Set([...ENV.funcs].map((f) => f.name));
+const ENV = meteredEnv();
+const FUNCTIONS = new Set([...LIBRARY_ENV.funcs].map((f) => f.name));
 
 /** The values a condition sees (API.md): built once per question, and only when a condition is to be evaluated. */
 export interface ConditionFacts {
@@ -111,19 +132,32 @@ export class Condition {
     readonly readsSubjectProperties = false,
   ) {}
 
+  /** Whether it holds with the question's facts, within CONDITION_LIMITS.budget. */
   evaluate(bindings: ConditionBindings): ConditionOutcome {
+    return this.evaluateWithin(bindings, CONDITION_LIMITS.budget)[0];
+  }
+
+  /** Whether it holds, within `budget` units, and the units it spent. */
+  evaluateWithin(bindings: ConditionBindings, budget: number): [ConditionOutcome, number] {
+    const meter = new Meter(budget, CONDITION_LIMITS.valueSize);
     let result: CelResult;
     try {
-      result = this.program(bindings.values);
+      result = metered(meter, () => this.program(bindings.values));
     } catch (error) {
       // The evaluator returns its errors as values; a throw is still an error, never an allow.
-      return { holds: false, reason: "error", message: error instanceof Error ? error.message : String(error) };
+      return [{ holds: false, reason: "error", message: error instanceof Error ? error.message : String(error) }, meter.spent];
     }
-    if (result === true) return { holds: true };
-    if (result === false) return { holds: false, reason: "false", message: "evaluated to false" };
-    if (isCelError(result)) return { holds: false, reason: "error", message: result.message };
-    return { holds: false, reason: "not a bool", message: "evaluated to a value that is not a bool" };
+    return [outcomeOf(result, meter), meter.spent];
   }
+}
+
+function outcomeOf(result: CelResult, meter: Meter): ConditionOutcome {
+  // Stopped by the meter: an error whatever the evaluation made of it (`||` absorbs an error).
+  if (meter.stopped !== undefined) return { holds: false, reason: "error", message: meter.stopped.message };
+  if (result === true) return { holds: true };
+  if (result === false) return { holds: false, reason: "false", message: "evaluated to false" };
+  if (isCelError(result)) return { holds: false, reason: "error", message: result.message };
+  return { holds: false, reason: "not a bool", message: "evaluated to a value that is not a bool" };
 }
 
 /** A value a condition read, for explain: its path, and its JSON value when it was there. */
@@ -222,14 +256,29 @@ function lineColumn(source: string, offset: number): string {
  * or a cost over the limit.
  */
 export function compileCondition(source: string, field: string): Condition {
+  try {
+    return compile(source, field);
+  } catch (error) {
+    // The last line against nesting the depth scan lets through: never a stack overflow, always a 400.
+    if (error instanceof RangeError) throw badCondition(field, `is nested too deeply to evaluate (at most ${CONDITION_LIMITS.depth} levels)`);
+    throw error;
+  }
+}
+
+function compile(source: string, field: string): Condition {
   if (source.trim() === "") throw badCondition(field, "is empty: leave it out for a grant that always counts");
   if (source.length > CONDITION_LIMITS.sourceChars) {
     throw badCondition(field, `is ${source.length} characters long; at most ${CONDITION_LIMITS.sourceChars}`);
+  }
+  const deepAt = tooDeepAt(source, CONDITION_LIMITS.depth);
+  if (deepAt !== undefined) {
+    throw badCondition(field, `at ${lineColumn(source, deepAt)}: nests more than ${CONDITION_LIMITS.depth} levels deep (brackets and prefix operators)`);
   }
   let parsed: ReturnType<typeof parse>;
   try {
     parsed = parse(source);
   } catch (error) {
+    if (error instanceof RangeError) throw error;
     const where = (error as { location?: { start?: { line?: number; column?: number } } }).location?.start;
     const message = (error as { rawMessage?: string }).rawMessage ?? (error instanceof Error ? error.message : String(error));
     const at = where?.line !== undefined && where.column !== undefined ? `at ${where.line}:${where.column}: ` : "";
@@ -250,13 +299,26 @@ export function compileCondition(source: string, field: string): Condition {
       `could cost up to ${formatCost(cost)} steps to evaluate; at most ${formatCost(CONDITION_LIMITS.cost)} (a comprehension over a list of the question's, such as exists or map, inside another, or over another list, is too dear)`,
     );
   }
+  const readsSubjectProperties = readsSubject(parsed.expr, false);
+  const pattern = literalPatternProblem(parsed.expr);
+  if (pattern !== undefined) throw badCondition(field, `${at(pattern.id)}${pattern.message}`);
+  meterRanges(parsed.expr);
   let program: Program;
   try {
     program = plan(ENV, parsed) as Program;
   } catch (error) {
+    if (error instanceof RangeError) throw error;
     throw badCondition(field, `is not valid CEL: ${error instanceof Error ? error.message : String(error)}`);
   }
-  return new Condition(source, program, cost, readsSubject(parsed.expr, false));
+  const constant = overBudgetConstant(parsed.expr, (expr) => {
+    const meter = new Meter(CONDITION_LIMITS.budget, CONDITION_LIMITS.valueSize);
+    metered(meter, () => (plan(ENV, expr) as Program)({}));
+    return meter.stopped;
+  });
+  if (constant !== undefined) {
+    throw badCondition(field, `${at(constant.id)}cannot be evaluated within its budget whatever the question carries: it ${constant.message}`);
+  }
+  return new Condition(source, program, cost, readsSubjectProperties);
 }
 
 /**
