@@ -7,7 +7,7 @@
  *
  *   npm run bench -- [--grants 100000 | --grants 10000,1000000] [--seconds 10]
  *                    [--connections 50] [--profile] [--out FILE] [--keep]
- *                    [--only ceiling,rest,grpc,external,batch,list,hierarchy,models,changes,bulk,questions,upkeep,telemetry]
+ *                    [--only ceiling,rest,grpc,external,batch,list,hierarchy,models,changes,isolation,bulk,questions,upkeep,telemetry]
  *                    [--model-grants 1000000] [--model-connections 10] [--model-cycles 6] [--model-test-runs 3]
  *                    [--changes-rate 1000] [--changes-idle-seconds 20] [--changes-streams 100] [--changes-connections 32]
  *                    [--service-env NAME=VALUE]... (added to the service's environment)
@@ -76,6 +76,7 @@ import * as data from "./dataset.js";
 import * as graph from "./hierarchy.js";
 import * as models from "./models.js";
 import * as changes from "./changes.js";
+import * as isolation from "./isolation.js";
 import { clusterCpuSeconds, createDatabase, freePort, startPgCluster } from "./pg-cluster.js";
 import { h2loadCheck, installed, wrkCheck, type ExternalResult } from "./external.js";
 import type { LoadResult, LoadSpec } from "./load.js";
@@ -113,14 +114,14 @@ const KEEP = process.argv.includes("--keep");
  * files: bench/models.ts), changes (the change feed: bench/changes.ts),
  * upkeep, telemetry.
  */
-const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,hierarchy,models,changes,bulk,questions,upkeep,telemetry").split(","));
+const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,hierarchy,models,changes,isolation,bulk,questions,upkeep,telemetry").split(","));
 /**
  * Whether any group selected measures the bench application (its catalog,
  * roles, users and grants): the ceiling needs no data and the models and
  * changes groups load applications of their own, so `--only models` skips
  * minutes of loading.
  */
-const BENCH_APP = [...ONLY].some((g) => g !== "ceiling" && g !== "models" && g !== "changes");
+const BENCH_APP = [...ONLY].some((g) => g !== "ceiling" && g !== "models" && g !== "changes" && g !== "isolation");
 /**
  * The models group's sizes are the issue's, not --grants's: 1,000,000 grants
  * of its own application (`--model-grants N` to shrink it while developing),
@@ -638,6 +639,8 @@ async function main(): Promise<void> {
   let changeDelay: changes.DelayFigures | undefined;
   let changeIdle: changes.IdleFigures | undefined;
   let changeWrites: changes.WriteFigures | undefined;
+  /** The isolation group's (bench/isolation.ts): one application attacking through the feed, another measured. */
+  let isolationFigures: isolation.IsolationFigures | undefined;
   /** The service's peak RSS, read before the telemetry or compare group stops it. */
   let peak: number | undefined;
   let stoppedOnPurpose = false;
@@ -855,6 +858,19 @@ async function main(): Promise<void> {
         changeDelay = await changes.measureDelay(h, changesKey);
         memory.push(memoryMark(service.pid, "changes: Watch delay"));
       }
+      if (ONLY.has("isolation")) {
+        isolationFigures = await isolation.measureIsolation({
+          url,
+          adminKey: ADMIN_KEY,
+          api: (method, path, body, k) => api(url, method, path, body, k),
+          load: (spec, seconds, connections) => loadOnce(spec, seconds, connections, service.pid),
+          rssMb: () => (service.pid === undefined ? undefined : statusMb(service.pid, "VmRSS")),
+          progress,
+          seconds: SECONDS,
+          rounds: COMPARE_ROUNDS,
+        });
+        memory.push(memoryMark(service.pid, "isolation"));
+      }
       if (ONLY.has("questions")) questions = await measureQuestions({ url, key, grants, rest, row, rows });
       if (ONLY.has("upkeep")) upkeep = await measureUpkeep({ url, key, grants, rest, row, rows });
       if (ONLY.has("bulk")) {
@@ -957,6 +973,13 @@ async function main(): Promise<void> {
     }
     const changeFigures = changeDelay === undefined ? undefined : { delay: changeDelay, idle: changeIdle, writes: changeWrites };
     report(rows, scale, { peakMb: peak, marks: memory, node: nodeSplit }, engine, externalRatio, questions, upkeep, telemetry, compared, hierarchy, modelFigures, changeFigures);
+    if (isolationFigures !== undefined) {
+      process.stdout.write(`${isolation.isolationLines(isolationFigures).join("\n")}\n`);
+      if (!isolation.isolationMet(isolationFigures)) {
+        say("FAILED: isolation: another application's checks passed their p99 target, or a revoked key's stream did not end unauthenticated (the tables above say which)");
+        process.exitCode = 1;
+      }
+    }
     if (changeFigures !== undefined && !changes.changesExact(changeFigures)) {
       say("FAILED: changes: a write was not delivered exactly once, a write failed, or an idle stream did not stay open (the tables above say which)");
       process.exitCode = 1;
