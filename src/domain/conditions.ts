@@ -7,10 +7,10 @@
  * - which names a condition may read (subject, resource, action, context,
  *   now, and CEL's type names), checked on the syntax tree when it is
  *   written, since the library's type checker is not part of its public API;
- * - a bound on what one evaluation may cost, computed on the tree when it
- *   is written (the library counts nothing while it runs, and JavaScript
- *   cannot stop a synchronous evaluation), so that no condition accepted
- *   can keep a question busy for long: see `estimateCost`;
+ * - a bound on what one evaluation may cost: a static bound on the tree when
+ *   it is written (`estimateCost`), and a meter every function charges by
+ *   the size of what it touches while it runs, stopped at
+ *   CONDITION_LIMITS.budget (condition-meter.ts, condition-functions.ts);
  * - how a question's JSON becomes CEL values, and what counts as holding:
  *   exactly `true`; false, an error (a missing key, a type mismatch) or any
  *   other value denies.
