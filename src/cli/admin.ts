@@ -3,9 +3,9 @@
  * (the whole catalog, replaced atomically, as PUT does) and `keys create`
  * (its secret printed once).
  */
-import { readFile } from "node:fs/promises";
 import type { Api } from "./client.js";
 import { usageError } from "./errors.js";
+import { nestingProblem, readText } from "./yaml-file.js";
 
 const appPath = (appId: string) => `/api/v1/applications/${encodeURIComponent(appId)}`;
 
@@ -23,12 +23,10 @@ export async function catalogPut(
   json: boolean,
   io: { out: NodeJS.WritableStream; stdin: NodeJS.ReadableStream },
 ): Promise<void> {
-  let text: string;
-  try {
-    text = file === "-" ? await readAll(io.stdin) : await readFile(file, "utf8");
-  } catch (error) {
-    throw usageError(`FILE ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
-  }
+  const text = await readText(file, io.stdin);
+  // Before JSON.parse's value meets anything recursive (JSON.stringify overflows at a few thousand levels).
+  const deep = nestingProblem(text);
+  if (deep !== undefined) throw usageError(`FILE ${file}: ${deep}`);
   let body: unknown;
   try {
     body = JSON.parse(text);
@@ -81,9 +79,3 @@ async function appOfKey(api: Api, command: string): Promise<string> {
 }
 
 const out = (stream: NodeJS.WritableStream, value: unknown) => stream.write(`${JSON.stringify(value, null, 2)}\n`);
-
-async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : (chunk as Buffer));
-  return Buffer.concat(chunks).toString("utf8");
-}

@@ -13,7 +13,8 @@ import { LineCounter, type Document } from "yaml";
 import type { Embedded } from "../embedded.js";
 import { Api, ApiError } from "./client.js";
 import { EXIT, usageError } from "./errors.js";
-import { count, readYamlMap } from "./model.js";
+import { count } from "./model.js";
+import { readYamlMap } from "./yaml-file.js";
 import { explainLines, type ExplainAnswer, type Question } from "./questions.js";
 
 export type TestFormat = "text" | "json";

@@ -5,10 +5,10 @@
  * or lose which permission: in colour on a terminal, plain in a CI log, as
  * Markdown for a pull request's comment, or as the API's JSON.
  */
-import { readFile } from "node:fs/promises";
-import { isMap, parseDocument, stringify, type Document, type LineCounter } from "yaml";
+import { stringify } from "yaml";
 import type { Api } from "./client.js";
 import { usageError } from "./errors.js";
+import { readYamlMap } from "./yaml-file.js";
 
 export type PlanFormat = "text" | "markdown" | "json";
 
@@ -44,47 +44,12 @@ async function appOf(api: Api, app: string | undefined, command: string): Promis
   return me.appId;
 }
 
-/**
- * FILE (or stdin for "-") parsed as YAML (JSON is YAML) into a mapping: a
- * file that cannot be read or parsed, or that is no mapping, is a usage
- * error naming its line. `options.lineCounter` keeps the way back from a node to its
- * line, for errors found later (model test).
- */
-export async function readYamlMap(
-  file: string,
-  stdin: NodeJS.ReadableStream,
-  what: string,
-  options: { lineCounter?: LineCounter; maxAliases: number },
-): Promise<{ doc: Document; value: Record<string, unknown> }> {
-  const { lineCounter } = options;
-  const text = await readInput(file, stdin);
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true, ...(lineCounter === undefined ? {} : { lineCounter }) });
-  const problem = doc.errors[0];
-  if (problem !== undefined) {
-    const line = problem.linePos?.[0].line;
-    const message = problem.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "");
-    throw usageError(`FILE ${file}: ${line === undefined ? "" : `line ${line}: `}${message}`);
-  }
-  if (!isMap(doc.contents)) throw usageError(`FILE ${file}: line 1: ${what}`);
-  // maxAliasCount limits a hostile file's aliases ("billion laughs").
-  return { doc, value: doc.toJS({ maxAliasCount: options.maxAliases }) as Record<string, unknown> };
-}
-
 /** A model file as an object, without the version exported with it (not an input). */
 export async function readModelFile(file: string, stdin: NodeJS.ReadableStream): Promise<Record<string, unknown>> {
   // A model has no aliases to speak of.
   const { value } = await readYamlMap(file, stdin, "a model is a mapping with catalog, policies and roles (what model export prints)", { maxAliases: 100 });
   const { version: _, ...model } = value;
   return model;
-}
-
-/** The text of FILE, or of stdin for "-"; one that cannot be read is a usage error. */
-async function readInput(file: string, stdin: NodeJS.ReadableStream): Promise<string> {
-  try {
-    return file === "-" ? await readAll(stdin) : await readFile(file, "utf8");
-  } catch (error) {
-    throw usageError(`FILE ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
-  }
 }
 
 export async function modelExport(
@@ -194,10 +159,4 @@ export function renderPlan(plan: PlanAnswer, format: PlanFormat, paint: Paint, t
     }
   } else if (!nothing) lines.push("access: no user gains or loses a permission");
   return `${lines.join("\n")}\n`;
-}
-
-async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
-  return Buffer.concat(chunks).toString("utf8");
 }
