@@ -22,6 +22,7 @@
  */
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { setMaxListeners } from "node:events";
 import http from "node:http";
 import { ChangeService } from "../gen/authz/v1/changes_pb.js";
 import type { LoadResult, LoadSpec } from "./load.js";
@@ -46,6 +47,8 @@ export interface IsolationHarness {
   load: (spec: Omit<LoadSpec, "connections" | "seconds">, seconds: number, connections: number) => Promise<Measured>;
   /** The service's resident size now, MB (undefined: not measurable). */
   rssMb: () => number | undefined;
+  /** The service's V8 heap in use now, MB, from its /metrics (undefined: metrics off). */
+  heapMb: () => Promise<number | undefined>;
   progress: (text: string) => void;
   seconds: number;
   rounds: number;
@@ -55,7 +58,13 @@ export interface IsolationFigures {
   /** Single writes by condition, every round. */
   writes: { condition: WriteCondition; result: Measured }[];
   /** Another application's checks by attack. */
-  victim: { attack: string; result: Measured; rssMb: { before?: number; during?: number; after?: number }; note: string }[];
+  victim: {
+    attack: string;
+    result: Measured;
+    rssMb: { before?: number; during?: number; after?: number };
+    heapMb: { before?: number; during?: number; after?: number };
+    note: string;
+  }[];
   /** A revoked key's streams: how many were open, how long until all had ended, and how. */
   revoked: { streams: number; endedMs: number; codes: Record<string, number> };
 }
@@ -78,13 +87,16 @@ async function createApp(h: IsolationHarness, appId: string, keys: number): Prom
  * again from their new token each time they are answered, until stop().
  * Over HTTP/1.1, a connection each, as long polls usually come.
  */
-function waitingReaders(h: IsolationHarness, keys: string[], count: number, again: boolean) {
+async function waitingReaders(h: IsolationHarness, keys: string[], count: number, again: boolean) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: count + 10 });
   const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  // The position now, read once and shared: each reader starts there and waits.
+  const start = await tokenNow(h, keys[0]!);
   let answered = 0;
   let refused = 0;
   const one = async (key: string) => {
-    let token = (await h.api("GET", "/api/v1/authorization/changes?pageSize=1000", undefined, key)).nextToken as string;
+    let token = start;
     while (!controller.signal.aborted) {
       try {
         const res = await get(`${h.url}/api/v1/authorization/changes?after=${token}&waitMs=25000&pageSize=1000`, key, agent, controller.signal);
@@ -115,6 +127,19 @@ function waitingReaders(h: IsolationHarness, keys: string[], count: number, agai
       agent.destroy();
     },
   };
+}
+
+/** The feed's position after every change committed so far: pages read to the end. */
+async function tokenNow(h: IsolationHarness, key: string): Promise<string> {
+  let token = "";
+  for (;;) {
+    const page = (await h.api("GET", `/api/v1/authorization/changes?pageSize=1000${token === "" ? "" : `&after=${token}`}`, undefined, key)) as {
+      changes: unknown[];
+      nextToken: string;
+    };
+    token = page.nextToken;
+    if (page.changes.length < 1000) return token;
+  }
 }
 
 /** A GET on `agent` (a connection of its own per request in flight). */
@@ -188,8 +213,8 @@ export async function measureIsolation(h: IsolationHarness): Promise<IsolationFi
         condition === "no reader waiting"
           ? undefined
           : condition === "1,000 reads of another application waiting"
-            ? waitingReaders(h, attackerKeys.slice(0, 2), READERS, false)
-            : waitingReaders(h, [writerKey!], READERS, true);
+            ? await waitingReaders(h, attackerKeys.slice(0, 2), READERS, false)
+            : await waitingReaders(h, [writerKey!], READERS, true);
       if (readers !== undefined) await sleep(2_000);
       const result = await h.load(writeSpec(writerKey!), h.seconds, 4);
       figures.writes.push({ condition, result });
@@ -209,17 +234,25 @@ export async function measureIsolation(h: IsolationHarness): Promise<IsolationFi
   const victim = async (attack: string, start: () => Promise<{ stop: () => Promise<void>; note: string } | undefined>) => {
     h.progress(`running: isolation: another application's checks, ${attack}`);
     const before = h.rssMb();
+    const heapBefore = await h.heapMb();
     const running = await start();
     await sleep(1_000);
     const during = h.rssMb();
+    const heapDuring = await h.heapMb();
     const result = await h.load(checkSpec, h.seconds, 10);
     await running?.stop();
     await sleep(3_000);
-    figures.victim.push({ attack, result, rssMb: { before, during, after: h.rssMb() }, note: running?.note ?? "" });
+    figures.victim.push({
+      attack,
+      result,
+      rssMb: { before, during, after: h.rssMb() },
+      heapMb: { before: heapBefore, during: heapDuring, after: await h.heapMb() },
+      note: running?.note ?? "",
+    });
   };
   await victim("none", async () => undefined);
   await victim("1,000 reads of the feed waiting", async () => {
-    const readers = waitingReaders(h, attackerKeys.slice(0, 2), READERS, false);
+    const readers = await waitingReaders(h, attackerKeys.slice(0, 2), READERS, false);
     await sleep(2_000);
     return { stop: () => readers.stop(), note: `${READERS - readers.refused} waiting, ${readers.refused} refused (429)` };
   });
@@ -274,11 +307,11 @@ export function isolationLines(f: IsolationFigures): string[] {
       `| ${condition} | ${Math.round(median(rs.map((r) => r.rps)))} | ${median(rs.map((r) => r.p50)).toFixed(2)} | ${median(rs.map((r) => r.p99)).toFixed(2)} | ${cpu.length === 0 ? "" : Math.round(median(cpu))} | ${(median(rs.map((r) => r.rps)) / baseRps).toFixed(2)} |`,
     );
   }
-  lines.push("", `| isolation: another application's checks, 10 in flight, during one attack | req/s | p50 ms | p99 ms | target p99 | RSS MB before / during / after | the attack |`, "|---|---:|---:|---:|---|---|---|");
+  lines.push("", `| isolation: another application's checks, 10 in flight, during one attack | req/s | p50 ms | p99 ms | target p99 | RSS MB before / during / after | V8 heap MB before / during / after | the attack |`, "|---|---:|---:|---:|---|---|---|---|");
   for (const v of f.victim) {
-    const rss = [v.rssMb.before, v.rssMb.during, v.rssMb.after].map((x) => (x === undefined ? "?" : Math.round(x))).join(" / ");
+    const mb = (m: { before?: number; during?: number; after?: number }) => [m.before, m.during, m.after].map((x) => (x === undefined ? "?" : Math.round(x))).join(" / ");
     lines.push(
-      `| ${v.attack} | ${Math.round(v.result.rps)} | ${v.result.p50.toFixed(2)} | ${v.result.p99.toFixed(2)} | < ${VICTIM_P99_MS}: ${v.result.p99 < VICTIM_P99_MS ? "met" : "NOT met"} | ${rss} | ${v.note} |`,
+      `| ${v.attack} | ${Math.round(v.result.rps)} | ${v.result.p50.toFixed(2)} | ${v.result.p99.toFixed(2)} | < ${VICTIM_P99_MS}: ${v.result.p99 < VICTIM_P99_MS ? "met" : "NOT met"} | ${mb(v.rssMb)} | ${mb(v.heapMb)} | ${v.note} |`,
     );
   }
   const codes = Object.entries(f.revoked.codes).map(([c, n]) => `${n} ${c}`).join(", ");

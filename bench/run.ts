@@ -865,6 +865,7 @@ async function main(): Promise<void> {
           api: (method, path, body, k) => api(url, method, path, body, k),
           load: (spec, seconds, connections) => loadOnce(spec, seconds, connections, service.pid),
           rssMb: () => (service.pid === undefined ? undefined : statusMb(service.pid, "VmRSS")),
+          heapMb: async () => (await nodeMemory(url))?.heapUsedMb,
           progress,
           seconds: SECONDS,
           rounds: COMPARE_ROUNDS,

@@ -46,6 +46,8 @@ export interface Portcullis {
    * Until then /healthz answers, /readyz says 503, and API calls wait.
    */
   readonly ready: Promise<{ generatedOperatorKey: string | undefined }>;
+  /** Readers of the change feed admitted now, by kind: reads waiting for a change, and Watch streams (domain/feed-readers.ts). */
+  openReaders(): { waits: number; streams: number };
   /** Readers of the change feed waiting for a change now (Watch streams and waiting reads). */
   waitingReaders(): number;
   /** Graceful stop: in-flight requests finish, then the database closes (unless it was passed in). */
@@ -260,6 +262,7 @@ export async function startPortcullis(
       db,
       ready,
       waitingReaders: () => feed.signals.waiting,
+      openReaders: () => ({ waits: feed.readers.count("wait"), streams: feed.readers.count("stream") }),
       async close() {
         await sweep?.stop();
         // Waiting reads answer now and Watch streams end (OK): the listener's grace is not spent on them.

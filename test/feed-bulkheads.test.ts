@@ -284,7 +284,7 @@ describe("the change feed's streams: closed by their clients, and left unread", 
       controller.abort();
       await it.next().catch(() => undefined);
     }
-    await until("every stream ended", () => service.waitingReaders() === 0);
+    await until("every stream ended", () => service.waitingReaders() === 0 && service.openReaders().streams === 0);
     await sleep(200);
     const errors = lines.slice(from).filter((l) => l.level >= 50);
     expect(errors).toEqual([]);
@@ -321,7 +321,10 @@ describe("the change feed's streams: closed by their clients, and left unread", 
       expect(Date.now() - started).toBeLessThan(2_000);
     }
     expect(lines.slice(from).filter((l) => l.level >= 50)).toEqual([]);
+    expect(service.openReaders().streams).toBe(100);
+    // Their clients go away while the streams wait in writes nobody reads: each is counted out at once.
     for (const c of controllers) c.abort();
+    await until("every stream counted out", () => service.openReaders().streams === 0, 5_000);
     await until("every stream ended", () => service.waitingReaders() === 0, 10_000);
   });
 });

@@ -102,22 +102,33 @@ export class FeedReaders {
     this.open.add(entry);
     this.schedule();
     let released = false;
+    // The call's own end (its client gone, its deadline passed) ends the reader, and frees its
+    // place in the counts at once: a stream suspended in a write its client will never read is
+    // not resumed to say so.
+    const onCallEnd = () => {
+      entry.controller.abort(signal!.reason);
+      release();
+    };
+    const release = () => {
+      if (released) return;
+      released = true;
+      signal?.removeEventListener("abort", onCallEnd);
+      this.open.delete(entry);
+      this.add(keyCount, -1);
+      this.add(appCount, -1);
+      if (this.open.size === 0 && this.timer !== undefined) {
+        clearTimeout(this.timer);
+        this.timer = undefined;
+      }
+    };
+    if (signal?.aborted === true) onCallEnd();
+    else signal?.addEventListener("abort", onCallEnd, { once: true });
     return {
-      signal: signal === undefined ? entry.controller.signal : AbortSignal.any([signal, entry.controller.signal]),
+      signal: entry.controller.signal,
       get revoked() {
         return entry.revoked;
       },
-      release: () => {
-        if (released) return;
-        released = true;
-        this.open.delete(entry);
-        this.add(keyCount, -1);
-        this.add(appCount, -1);
-        if (this.open.size === 0 && this.timer !== undefined) {
-          clearTimeout(this.timer);
-          this.timer = undefined;
-        }
-      },
+      release,
     };
   }
 

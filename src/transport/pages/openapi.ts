@@ -259,6 +259,7 @@ export function openApiDocument(bindings: readonly HttpBinding[]): OpenApiDocume
             "inconsistent (the message names what is in the way); `aborted`: a concurrent change got there first, try again.",
         ),
         PayloadTooLarge: errorResponse(413, `\`resource_exhausted\`: the body is over ${LIMITS.bodyBytes / 1024 / 1024} MiB.`),
+        TooManyRequests: errorResponse(429, "`resource_exhausted`: a bound per key or per application is reached (docs/limits.md); the message names it."),
         Internal: errorResponse(500, "`internal`: a fault of the service; the message carries an error id the log has."),
         Unavailable: errorResponse(503, "`unavailable`: the database cannot be reached; try again shortly."),
       },
@@ -351,6 +352,7 @@ function responsesOf(b: HttpBinding, rpc: string, schemas: SchemaSet): Operation
   if (b.pathFields.length > 0) responses["404"] = ref("NotFound");
   if (scopeOf(b.method).scope === "write") responses["409"] = ref("Conflict");
   if (b.body !== undefined) responses["413"] = ref("PayloadTooLarge");
+  if (scopeOf(b.method).scope !== "check") responses["429"] = ref("TooManyRequests"); // the questions never queue
   responses["500"] = ref("Internal");
   responses["503"] = ref("Unavailable");
   return responses;
