@@ -117,6 +117,55 @@ describe("portcullis model", () => {
     expect(run.stderr).toMatch(message);
   });
 
+  it("plans a document that strands grants: the plan names them and exits 1, and apply is still refused with 409", { timeout: 60_000 }, async () => {
+    const strandKey = await createApp(service, "cli-model-strand", []);
+    const file = join(dir, "strand.yaml");
+    await writeFile(file, MODEL_YAML);
+    expect((await cli(service, ["model", "apply", file], { key: strandKey })).code).toBe(0);
+    for (const userId of ["ann", "bob", "cid"]) {
+      const res = await service.call("POST", "/api/v1/authorization/relationships", { key: strandKey, body: { userId, resource: "invoice", resourceId: "i1", relation: "approver" } });
+      expect(res.status).toBe(201);
+    }
+    // The approver relation dropped while three grants use it.
+    const dropped = MODEL_YAML.replace("    relations:\n      - name: approver\n        actions: [read, approve]\n", "");
+    expect(dropped).not.toContain("approver\n");
+    await writeFile(file, dropped);
+
+    const text = await cli(service, ["model", "plan", file], { key: strandKey });
+    expect(text.stderr).toBe("");
+    expect(text.code).toBe(1);
+    expect(text.stdout).toMatch(/^plan of .*strand\.yaml against cli-model-strand, version \d+\napply would be refused \(409 failed_precondition\): the new catalog drops relation invoice#approver used by grants\n/);
+    expect(text.stdout).toContain("  ! invoice#approver: grants use this relation\n");
+    expect(text.stdout).toContain("catalog:\n  ~ invoice\n");
+
+    const markdown = await cli(service, ["model", "plan", file, "--format", "markdown"], { key: strandKey });
+    expect(markdown.code).toBe(1);
+    expect(markdown.stdout).toContain("> [!WARNING]\n> **Apply would be refused** (409 failed_precondition): the new catalog drops relation invoice#approver used by grants\n");
+    expect(markdown.stdout).toContain("> - `invoice#approver`: grants use this relation\n");
+
+    // The API's answer: a 200 that carries the refusal the apply will give.
+    const json = await cli(service, ["model", "plan", file, "--format", "json"], { key: strandKey });
+    expect(json.code).toBe(1);
+    const stranding = (JSON.parse(json.stdout) as { stranding: { message: string; uses: unknown[] } }).stranding;
+    expect(stranding.uses).toEqual([{ resource: "invoice", relation: "approver", subject: "", expiredOnly: false, reason: "grants use this relation" }]);
+
+    const applied = await cli(service, ["model", "apply", file], { key: strandKey });
+    expect(applied.code).toBe(3);
+    expect(applied.stderr).toContain(`409 failed_precondition: ${stranding.message}`);
+    const rest = await service.call("PUT", "/api/v1/applications/cli-model-strand/model", { key: strandKey, body: parse(dropped) as unknown });
+    expect(rest.status).toBe(409);
+    expect(rest.body.message).toBe(stranding.message);
+    expect(rest.body.details).toEqual([{ resource: "invoice", relation: "approver", reason: "grants use this relation" }]);
+
+    // The grants gone, the same document plans clean and applies.
+    const deleted = await service.call("POST", "/api/v1/authorization/relationships/delete", { key: strandKey, body: { resource: "invoice", resourceId: "i1", relation: "approver" } });
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(200);
+    const clean = await cli(service, ["model", "plan", file], { key: strandKey });
+    expect(clean.code, clean.stdout).toBe(0);
+    expect(clean.stdout).not.toContain("refused");
+    expect((await cli(service, ["model", "apply", file], { key: strandKey })).code).toBe(0);
+  });
+
   it("names the document path of a bad model (the service's 400)", async () => {
     const file = join(dir, "wrong.yaml");
     await writeFile(file, MODEL_YAML.replace('"invoice:approve"]', '"invoice:sign"]'));

@@ -7,7 +7,7 @@
  */
 import { stringify } from "yaml";
 import type { Api } from "./client.js";
-import { usageError } from "./errors.js";
+import { EXIT, usageError } from "./errors.js";
 import { readYamlMap } from "./yaml-file.js";
 
 export type PlanFormat = "text" | "markdown" | "json";
@@ -26,12 +26,22 @@ interface Impact {
   losingSample?: string[];
 }
 
+interface StrandedUse {
+  resource: string;
+  relation?: string;
+  subject?: string;
+  expiredOnly?: boolean;
+  reason?: string;
+}
+
 export interface PlanAnswer {
   version: string;
   catalog?: Changes;
   policies?: Changes;
   roles?: Changes;
   impact?: Impact[];
+  /** Present when apply would refuse the document: its catalog strands grants. */
+  stranding?: { message: string; uses?: StrandedUse[] };
 }
 
 const appPath = (appId: string) => `/api/v1/applications/${encodeURIComponent(appId)}`;
@@ -67,16 +77,18 @@ export async function modelExport(
   out.write(stringify(doc, { lineWidth: 0 }));
 }
 
+/** Prints the plan; exit 1 (a negative answer) when apply would refuse it, so CI stops before the apply. */
 export async function modelPlan(
   api: Api,
   file: string,
   options: { app?: string | undefined; format: PlanFormat },
   io: { out: NodeJS.WritableStream; stdin: NodeJS.ReadableStream },
-): Promise<void> {
+): Promise<number> {
   const model = await readModelFile(file, io.stdin);
   const appId = await appOf(api, options.app, "model plan");
   const plan = await api.post<PlanAnswer>(`${appPath(appId)}/model/plan`, model);
   io.out.write(renderPlan(plan, options.format, colours(io.out), `plan of ${file} against ${appId}, version ${plan.version}`));
+  return plan.stranding === undefined ? EXIT.ok : EXIT.negative;
 }
 
 export async function modelApply(
@@ -109,9 +121,15 @@ export const count = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : 
 const sampleText = (sample: string[] | undefined, n: number) =>
   sample === undefined || sample.length === 0 ? "" : ` (${sample.join(", ")}${n > sample.length ? `, and ${n - sample.length} more` : ""})`;
 
+/** A stranded use as the refusal names it: `document`, `document#reviewer`, `"team#member" of document#viewer`. */
+const usedName = (u: StrandedUse) =>
+  u.relation === undefined || u.relation === "" ? u.resource : u.subject === undefined || u.subject === "" ? `${u.resource}#${u.relation}` : `"${u.subject}" of ${u.resource}#${u.relation}`;
+
 /** The plan as a reviewer reads it. */
 export function renderPlan(plan: PlanAnswer, format: PlanFormat, paint: Paint, title: string): string {
   if (format === "json") return `${JSON.stringify(plan, null, 2)}\n`;
+  const stranding = plan.stranding;
+  const uses = stranding?.uses ?? [];
   const parts = [
     ["catalog", plan.catalog],
     ["policies", plan.policies],
@@ -121,6 +139,12 @@ export function renderPlan(plan: PlanAnswer, format: PlanFormat, paint: Paint, t
   const nothing = parts.every(([, c]) => (c?.created?.length ?? 0) + (c?.changed?.length ?? 0) + (c?.removed?.length ?? 0) === 0);
   if (format === "markdown") {
     const lines = [`### ${title}`, ""];
+    if (stranding !== undefined) {
+      // First, where a reviewer cannot miss it: the apply of this plan will be refused.
+      lines.push("> [!WARNING]", `> **Apply would be refused** (409 failed_precondition): ${stranding.message}`, ">");
+      for (const u of uses) lines.push(`> - \`${usedName(u)}\`: ${u.reason ?? "grants use it"}`);
+      lines.push("");
+    }
     if (nothing) lines.push("No changes.");
     for (const [name, c] of parts) {
       const rows = [
@@ -140,6 +164,10 @@ export function renderPlan(plan: PlanAnswer, format: PlanFormat, paint: Paint, t
     return `${lines.join("\n").trimEnd()}\n`;
   }
   const lines = [title];
+  if (stranding !== undefined) {
+    lines.push(paint.remove(`apply would be refused (409 failed_precondition): ${stranding.message}`));
+    for (const u of uses) lines.push(paint.remove(`  ! ${usedName(u)}: ${u.reason ?? "grants use it"}`));
+  }
   if (nothing) lines.push("  no changes");
   for (const [name, c] of parts) {
     const rows = [

@@ -244,12 +244,15 @@ A position older than the feed's retention is refused (409): delete the state fi
     });
   model
     .command("plan")
-    .description("what applying FILE would create, change and remove, and which users would gain or lose which permission; changes nothing")
+    .description(
+      "what applying FILE would create, change and remove, and which users would gain or lose which permission; changes nothing. " +
+        "Exit 1 when apply would refuse it (its catalog strands grants: the plan names them)",
+    )
     .argument("<FILE>", "the model file (YAML or JSON), or - for stdin")
     .option("--app <appId>", "the application (default: the key's own)")
     .addOption(formatOption())
     .action(async (file: string, options: { app?: string; format: PlanFormat }, command: Command) => {
-      await modelPlan(await api(command), file, options, io);
+      exitCode = await modelPlan(await api(command), file, options, io);
     });
   model
     .command("apply")

@@ -69,50 +69,89 @@ export class Catalog {
   }
 }
 
+/** A resource, relation or subject type a catalog change drops while grants still use it. */
+export interface StrandedUse {
+  resource: string;
+  /** Absent when the whole resource goes. */
+  relation?: string;
+  /** A subject type the relation stops taking ("team#member", "user:*"). */
+  subject?: string;
+  /** Every grant that uses it has expired (rows until the sweep deletes them). */
+  expiredOnly: boolean;
+  reason: string;
+}
+
+/** What a catalog change would strand, and the refusal that says so. */
+export interface Stranding {
+  /** The 409's message, word for word. */
+  message: string;
+  /** Policies holding a permission the change drops. */
+  held: { policyId: string; name: string; permission: string }[];
+  uses: StrandedUse[];
+}
+
 /**
- * Refuses (409, changing nothing) a catalog change that drops a permission
- * a policy holds, or a resource, relation or subject type a grant uses,
- * naming each. Call in the transaction that replaces the catalog, after
- * locking the application row FOR UPDATE.
+ * What a catalog change would strand: a permission a policy holds, or a
+ * resource, relation or subject type a grant uses, each named; undefined
+ * when nothing. The one computation behind the catalog's PUT, the model's
+ * apply (both refuse with it: refuseStranding) and the model's plan (which
+ * reports it), so a plan never hides a refusal.
+ */
+export async function strandingOf(q: Queryable, appId: string, change: CatalogChange): Promise<Stranding | undefined> {
+  const held = await catalogStore.policiesHolding(q, appId, change.permissionsRemoved);
+  const orphanedResources = await catalogStore.resourcesWithGrants(q, appId, change.resourcesRemoved);
+  const orphanedRelations = await catalogStore.relationsWithGrants(q, appId, change.relationsRemoved);
+  const orphanedSubjects = await catalogStore.subjectsWithGrants(q, appId, change.subjectsRemoved);
+  if (held.length === 0 && orphanedResources.length === 0 && orphanedRelations.length === 0 && orphanedSubjects.length === 0) return undefined;
+  const uses: StrandedUse[] = [
+    ...orphanedResources.map((r) => ({ resource: r.resource, expiredOnly: r.expiredOnly, reason: usedBy(r.expiredOnly, "resource") })),
+    ...orphanedRelations.map((r) => ({ resource: r.resource, relation: r.relation, expiredOnly: r.expiredOnly, reason: usedBy(r.expiredOnly, "relation") })),
+    ...orphanedSubjects.map((r) => ({ resource: r.resource, relation: r.relation, subject: r.subject, expiredOnly: r.expiredOnly, reason: usedBy(r.expiredOnly, "subject") })),
+  ];
+  const parts: string[] = [];
+  if (held.length > 0) {
+    const permissions = [...new Set(held.map((h) => h.permission))];
+    const policies = [...new Set(held.map((h) => `"${h.name}"`))];
+    parts.push(`drops permission${permissions.length > 1 ? "s" : ""} ${permissions.join(", ")} held by polic${policies.length > 1 ? "ies" : "y"} ${policies.join(", ")}`);
+  }
+  if (orphanedResources.length > 0) {
+    parts.push(`drops resource${orphanedResources.length > 1 ? "s" : ""} ${orphanedResources.map((r) => r.resource + expiredNote(r.expiredOnly)).join(", ")} used by grants`);
+  }
+  if (orphanedRelations.length > 0) {
+    parts.push(
+      `drops relation${orphanedRelations.length > 1 ? "s" : ""} ${orphanedRelations.map((r) => `${r.resource}#${r.relation}${expiredNote(r.expiredOnly)}`).join(", ")} used by grants`,
+    );
+  }
+  if (orphanedSubjects.length > 0) {
+    parts.push(
+      `drops subject${orphanedSubjects.length > 1 ? "s" : ""} ${orphanedSubjects
+        .map((r) => `"${r.subject}" of ${r.resource}#${r.relation}${expiredNote(r.expiredOnly)}`)
+        .join(", ")} used by grants`,
+    );
+  }
+  const hint = uses.some((u) => u.expiredOnly)
+    ? ". Expired grants block until the sweep deletes them; delete them now with POST /api/v1/authorization/relationships/delete"
+    : "";
+  return { message: `the new catalog ${parts.join("; it ")}${hint}`, held, uses };
+}
+
+/**
+ * Refuses (409, changing nothing) a catalog change that would strand
+ * something (strandingOf), naming each. Call in the transaction that
+ * replaces the catalog, after locking the application row FOR UPDATE.
  */
 export async function refuseStranding(tx: Queryable, appId: string, change: CatalogChange): Promise<void> {
-  const held = await catalogStore.policiesHolding(tx, appId, change.permissionsRemoved);
-  const orphanedResources = await catalogStore.resourcesWithGrants(tx, appId, change.resourcesRemoved);
-  const orphanedRelations = await catalogStore.relationsWithGrants(tx, appId, change.relationsRemoved);
-  const orphanedSubjects = await catalogStore.subjectsWithGrants(tx, appId, change.subjectsRemoved);
-  if (held.length > 0 || orphanedResources.length > 0 || orphanedRelations.length > 0 || orphanedSubjects.length > 0) {
-    const details: JsonObject[] = [
-      ...held.map((h) => ({ policyId: h.policyId, policyName: h.name, permission: h.permission })),
-      ...orphanedResources.map((r) => ({ resource: r.resource, reason: usedBy(r.expiredOnly, "resource") })),
-      ...orphanedRelations.map((r) => ({ resource: r.resource, relation: r.relation, reason: usedBy(r.expiredOnly, "relation") })),
-      ...orphanedSubjects.map((r) => ({ resource: r.resource, relation: r.relation, subject: r.subject, reason: usedBy(r.expiredOnly, "subject") })),
-    ];
-    const parts: string[] = [];
-    if (held.length > 0) {
-      const permissions = [...new Set(held.map((h) => h.permission))];
-      const policies = [...new Set(held.map((h) => `"${h.name}"`))];
-      parts.push(`drops permission${permissions.length > 1 ? "s" : ""} ${permissions.join(", ")} held by polic${policies.length > 1 ? "ies" : "y"} ${policies.join(", ")}`);
-    }
-    if (orphanedResources.length > 0) {
-      parts.push(`drops resource${orphanedResources.length > 1 ? "s" : ""} ${orphanedResources.map((r) => r.resource + expiredNote(r.expiredOnly)).join(", ")} used by grants`);
-    }
-    if (orphanedRelations.length > 0) {
-      parts.push(
-        `drops relation${orphanedRelations.length > 1 ? "s" : ""} ${orphanedRelations.map((r) => `${r.resource}#${r.relation}${expiredNote(r.expiredOnly)}`).join(", ")} used by grants`,
-      );
-    }
-    if (orphanedSubjects.length > 0) {
-      parts.push(
-        `drops subject${orphanedSubjects.length > 1 ? "s" : ""} ${orphanedSubjects
-          .map((r) => `"${r.subject}" of ${r.resource}#${r.relation}${expiredNote(r.expiredOnly)}`)
-          .join(", ")} used by grants`,
-      );
-    }
-    const hint = [...orphanedResources, ...orphanedRelations, ...orphanedSubjects].some((r) => r.expiredOnly)
-      ? ". Expired grants block until the sweep deletes them; delete them now with POST /api/v1/authorization/relationships/delete"
-      : "";
-    throw failedPrecondition(`the new catalog ${parts.join("; it ")}${hint}`, details);
-  }
+  const stranding = await strandingOf(tx, appId, change);
+  if (stranding !== undefined) throw strandingRefusal(stranding);
+}
+
+/** The 409 that refuses a stranding change: its message, and each thing stranded as a detail. */
+export function strandingRefusal(stranding: Stranding): Error {
+  const details: JsonObject[] = [
+    ...stranding.held.map((h) => ({ policyId: h.policyId, policyName: h.name, permission: h.permission })),
+    ...stranding.uses.map(({ expiredOnly: _, ...use }) => ({ ...use })),
+  ];
+  return failedPrecondition(stranding.message, details);
 }
 
 /**

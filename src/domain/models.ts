@@ -17,7 +17,7 @@ import { SAMPLE_SIZE } from "../store/impact-store.js";
 import { newId } from "../lib/ids.js";
 import { lockApplication, requireApplication } from "./applications.js";
 import { catalogViolations, diffCatalog, effectiveCatalog, type CatalogEntryInput, type RelationInput } from "./catalog-rules.js";
-import { refuseStranding } from "./catalog.js";
+import { strandingOf, strandingRefusal, type StrandedUse } from "./catalog.js";
 import { failedPrecondition, Violations } from "./errors.js";
 import { check, descriptionProblem, identifierProblem, nameProblem } from "./formats.js";
 import { storedCondition } from "./conditions.js";
@@ -67,12 +67,20 @@ export interface PermissionImpact {
   condition?: string;
 }
 
+/** What apply would strand, and so refuse (409) with this message naming these. */
+export interface ModelStranding {
+  message: string;
+  uses: StrandedUse[];
+}
+
 export interface ModelPlan {
   version: string;
   catalog: NameChanges;
   policies: NameChanges;
   roles: NameChanges;
   impact: PermissionImpact[];
+  /** Present when apply would refuse the document because its catalog strands grants. */
+  stranding?: ModelStranding;
 }
 
 /** How a role is named in a plan: "name", or "tenant/name" for a tenant's. */
@@ -132,15 +140,10 @@ export class Models {
       const { plan, diff } = await planOf(tx, appId, state, target);
       const nothing = [plan.catalog, plan.policies, plan.roles].every((c) => c.created.length + c.changed.length + c.removed.length === 0);
       if (nothing) return plan;
+      // The plan's own finding, under this transaction's locks: what a plan reports, apply refuses.
+      if (plan.stranding !== undefined) throw strandingRefusal({ ...plan.stranding, held: [] });
 
-      if (plan.catalog.created.length + plan.catalog.changed.length + plan.catalog.removed.length > 0) {
-        const change = diffCatalog(state.catalog, target.catalog);
-        // The document's policies hold only its catalog's permissions
-        // (validateModel), and every other policy goes: no policy can be left
-        // holding a permission the catalog drops. Grants can.
-        await refuseStranding(tx, appId, { ...change, permissionsRemoved: [] });
-        await catalogStore.replace(tx, appId, target.catalog);
-      }
+      if (plan.catalog.created.length + plan.catalog.changed.length + plan.catalog.removed.length > 0) await catalogStore.replace(tx, appId, target.catalog);
 
       // Policies: removed ones are detached from every role and deleted;
       // created ones get an id; changed ones keep theirs.
@@ -393,6 +396,15 @@ async function planOf(q: Queryable, appId: string, state: State, target: Target)
     removed: sorted(rolesRemoved.map(roleKey)),
   };
 
+  // What the catalog would strand: grants only. The document's policies hold
+  // only its catalog's permissions (validateModel), and every other policy
+  // goes, so no policy can be left holding a permission the catalog drops.
+  let stranding: ModelStranding | undefined;
+  if (catalog.created.length + catalog.changed.length + catalog.removed.length > 0) {
+    const found = await strandingOf(q, appId, { ...diffCatalog(state.catalog, target.catalog), permissionsRemoved: [] });
+    if (found !== undefined) stranding = { message: found.message, uses: found.uses };
+  }
+
   // What each role holds before and after: its policies' permissions.
   // A permission held under a condition is its own key (conditionalKey).
   const storedPermissions = new Map(state.policies.map((p) => [p.policyId, p.permissions.map((x) => conditionalKey(x, p.condition))]));
@@ -409,7 +421,7 @@ async function planOf(q: Queryable, appId: string, state: State, target: Target)
   const impact = impactOf(groups, tenants, holdsBefore, holdsAfter);
 
   return {
-    plan: { version: state.version, catalog, policies, roles, impact },
+    plan: { version: state.version, catalog, policies, roles, impact, ...(stranding === undefined ? {} : { stranding }) },
     diff: { policiesRemoved, policiesChanged, rolesRemoved, rolesChanged, rolesMoved: new Set(moved) },
   };
 }

@@ -1,7 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { CatalogResource } from "../../gen/authz/v1/catalog_pb.js";
 import { ModelService, type ModelPolicy, type ModelRole } from "../../gen/authz/v1/model_pb.js";
-import type { ModelDocument, ModelInput, ModelPlan, Models } from "../domain/models.js";
+import type { ModelDocument, ModelInput, ModelPlan, Models, ModelStranding } from "../domain/models.js";
 import { principalOf } from "./call-values.js";
 import { catalogFromProto } from "./catalog-service.js";
 import { callLimits } from "./call-limits.js";
@@ -29,6 +29,12 @@ const planToProto = (plan: ModelPlan) => ({
   impact: plan.impact,
 });
 
+/** What apply would strand; a relation or subject absent is "" in the message. */
+const strandingToProto = (stranding: ModelStranding) => ({
+  message: stranding.message,
+  uses: stranding.uses.map((u) => ({ resource: u.resource, relation: u.relation ?? "", subject: u.subject ?? "", expiredOnly: u.expiredOnly, reason: u.reason })),
+});
+
 export function modelService(models: Models): ServiceImpl<typeof ModelService> {
   return {
     async getModel(req, ctx) {
@@ -36,7 +42,8 @@ export function modelService(models: Models): ServiceImpl<typeof ModelService> {
       return { version: doc.version, catalog: catalogToProto(doc.catalog), policies: doc.policies, roles: doc.roles };
     },
     async planModel(req, ctx) {
-      return planToProto(await models.plan(req.appId, inputOf(req), callLimits(ctx)));
+      const plan = await models.plan(req.appId, inputOf(req), callLimits(ctx));
+      return { ...planToProto(plan), ...(plan.stranding === undefined ? {} : { stranding: strandingToProto(plan.stranding) }) };
     },
     async applyModel(req, ctx) {
       return planToProto(await models.apply(principalOf(ctx), req.appId, inputOf(req), req.expectedVersion, callLimits(ctx)));

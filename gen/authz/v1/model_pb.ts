@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/model.proto.
  */
 export const file_authz_v1_model: GenFile = /*@__PURE__*/
-  fileDesc("ChRhdXRoei92MS9tb2RlbC5wcm90bxIIYXV0aHoudjEikQEKC01vZGVsUG9saWN5EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEwoLcGVybWlzc2lvbnMYAyADKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESFgoJY29uZGl0aW9uGAUgASgJSAGIAQFCDAoKX3RlbmFudF9pZEIMCgpfY29uZGl0aW9uImYKCU1vZGVsUm9sZRIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhYKCXRlbmFudF9pZBgDIAEoCUgAiAEBEhAKCHBvbGljaWVzGAQgAygJQgwKCl90ZW5hbnRfaWQiIQoPR2V0TW9kZWxSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoCSKcAQoQR2V0TW9kZWxSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEioKB2NhdGFsb2cYAiADKAsyGS5hdXRoei52MS5DYXRhbG9nUmVzb3VyY2USJwoIcG9saWNpZXMYAyADKAsyFS5hdXRoei52MS5Nb2RlbFBvbGljeRIiCgVyb2xlcxgEIAMoCzITLmF1dGh6LnYxLk1vZGVsUm9sZSJBCgxNb2RlbENoYW5nZXMSDwoHY3JlYXRlZBgBIAMoCRIPCgdjaGFuZ2VkGAIgAygJEg8KB3JlbW92ZWQYAyADKAkinAEKEFBlcm1pc3Npb25JbXBhY3QSEgoKcGVybWlzc2lvbhgBIAEoCRIPCgdnYWluaW5nGAIgASgFEg4KBmxvc2luZxgDIAEoBRIWCg5nYWluaW5nX3NhbXBsZRgEIAMoCRIVCg1sb3Npbmdfc2FtcGxlGAUgAygJEhYKCWNvbmRpdGlvbhgGIAEoCUgAiAEBQgwKCl9jb25kaXRpb24isQEKEFBsYW5Nb2RlbFJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSLwoHY2F0YWxvZxgDIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZUID4EECEicKCHBvbGljaWVzGAQgAygLMhUuYXV0aHoudjEuTW9kZWxQb2xpY3kSIgoFcm9sZXMYBSADKAsyEy5hdXRoei52MS5Nb2RlbFJvbGUiygEKEVBsYW5Nb2RlbFJlc3BvbnNlEg8KB3ZlcnNpb24YASABKAkSJwoHY2F0YWxvZxgCIAEoCzIWLmF1dGh6LnYxLk1vZGVsQ2hhbmdlcxIoCghwb2xpY2llcxgDIAEoCzIWLmF1dGh6LnYxLk1vZGVsQ2hhbmdlcxIlCgVyb2xlcxgEIAEoCzIWLmF1dGh6LnYxLk1vZGVsQ2hhbmdlcxIqCgZpbXBhY3QYBSADKAsyGi5hdXRoei52MS5QZXJtaXNzaW9uSW1wYWN0IuYBChFBcHBseU1vZGVsUmVxdWVzdBIOCgZhcHBfaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoCRIvCgdjYXRhbG9nGAMgAygLMhkuYXV0aHoudjEuQ2F0YWxvZ1Jlc291cmNlQgPgQQISJwoIcG9saWNpZXMYBCADKAsyFS5hdXRoei52MS5Nb2RlbFBvbGljeRIiCgVyb2xlcxgFIAMoCzITLmF1dGh6LnYxLk1vZGVsUm9sZRIdChBleHBlY3RlZF92ZXJzaW9uGAYgASgJSACIAQFCEwoRX2V4cGVjdGVkX3ZlcnNpb24iywEKEkFwcGx5TW9kZWxSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEicKB2NhdGFsb2cYAiABKAsyFi5hdXRoei52MS5Nb2RlbENoYW5nZXMSKAoIcG9saWNpZXMYAyABKAsyFi5hdXRoei52MS5Nb2RlbENoYW5nZXMSJQoFcm9sZXMYBCABKAsyFi5hdXRoei52MS5Nb2RlbENoYW5nZXMSKgoGaW1wYWN0GAUgAygLMhouYXV0aHoudjEuUGVybWlzc2lvbkltcGFjdDLyAgoMTW9kZWxTZXJ2aWNlEm4KCEdldE1vZGVsEhkuYXV0aHoudjEuR2V0TW9kZWxSZXF1ZXN0GhouYXV0aHoudjEuR2V0TW9kZWxSZXNwb25zZSIrgtPkkwIlEiMvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9tb2RlbBJ5CglQbGFuTW9kZWwSGi5hdXRoei52MS5QbGFuTW9kZWxSZXF1ZXN0GhsuYXV0aHoudjEuUGxhbk1vZGVsUmVzcG9uc2UiM4LT5JMCLToBKiIoL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vbW9kZWwvcGxhbhJ3CgpBcHBseU1vZGVsEhsuYXV0aHoudjEuQXBwbHlNb2RlbFJlcXVlc3QaHC5hdXRoei52MS5BcHBseU1vZGVsUmVzcG9uc2UiLoLT5JMCKDoBKhojL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vbW9kZWxiBnByb3RvMw", [file_authz_v1_catalog, file_google_api_annotations, file_google_api_field_behavior]);
+  fileDesc("ChRhdXRoei92MS9tb2RlbC5wcm90bxIIYXV0aHoudjEikQEKC01vZGVsUG9saWN5EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEwoLcGVybWlzc2lvbnMYAyADKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESFgoJY29uZGl0aW9uGAUgASgJSAGIAQFCDAoKX3RlbmFudF9pZEIMCgpfY29uZGl0aW9uImYKCU1vZGVsUm9sZRIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhYKCXRlbmFudF9pZBgDIAEoCUgAiAEBEhAKCHBvbGljaWVzGAQgAygJQgwKCl90ZW5hbnRfaWQiIQoPR2V0TW9kZWxSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoCSKcAQoQR2V0TW9kZWxSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEioKB2NhdGFsb2cYAiADKAsyGS5hdXRoei52MS5DYXRhbG9nUmVzb3VyY2USJwoIcG9saWNpZXMYAyADKAsyFS5hdXRoei52MS5Nb2RlbFBvbGljeRIiCgVyb2xlcxgEIAMoCzITLmF1dGh6LnYxLk1vZGVsUm9sZSJBCgxNb2RlbENoYW5nZXMSDwoHY3JlYXRlZBgBIAMoCRIPCgdjaGFuZ2VkGAIgAygJEg8KB3JlbW92ZWQYAyADKAkinAEKEFBlcm1pc3Npb25JbXBhY3QSEgoKcGVybWlzc2lvbhgBIAEoCRIPCgdnYWluaW5nGAIgASgFEg4KBmxvc2luZxgDIAEoBRIWCg5nYWluaW5nX3NhbXBsZRgEIAMoCRIVCg1sb3Npbmdfc2FtcGxlGAUgAygJEhYKCWNvbmRpdGlvbhgGIAEoCUgAiAEBQgwKCl9jb25kaXRpb24isQEKEFBsYW5Nb2RlbFJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSLwoHY2F0YWxvZxgDIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZUID4EECEicKCHBvbGljaWVzGAQgAygLMhUuYXV0aHoudjEuTW9kZWxQb2xpY3kSIgoFcm9sZXMYBSADKAsyEy5hdXRoei52MS5Nb2RlbFJvbGUi9wEKEVBsYW5Nb2RlbFJlc3BvbnNlEg8KB3ZlcnNpb24YASABKAkSJwoHY2F0YWxvZxgCIAEoCzIWLmF1dGh6LnYxLk1vZGVsQ2hhbmdlcxIoCghwb2xpY2llcxgDIAEoCzIWLmF1dGh6LnYxLk1vZGVsQ2hhbmdlcxIlCgVyb2xlcxgEIAEoCzIWLmF1dGh6LnYxLk1vZGVsQ2hhbmdlcxIqCgZpbXBhY3QYBSADKAsyGi5hdXRoei52MS5QZXJtaXNzaW9uSW1wYWN0EisKCXN0cmFuZGluZxgGIAEoCzIYLmF1dGh6LnYxLk1vZGVsU3RyYW5kaW5nIkYKDk1vZGVsU3RyYW5kaW5nEg8KB21lc3NhZ2UYASABKAkSIwoEdXNlcxgCIAMoCzIVLmF1dGh6LnYxLlN0cmFuZGVkVXNlImgKC1N0cmFuZGVkVXNlEhAKCHJlc291cmNlGAEgASgJEhAKCHJlbGF0aW9uGAIgASgJEg8KB3N1YmplY3QYAyABKAkSFAoMZXhwaXJlZF9vbmx5GAQgASgIEg4KBnJlYXNvbhgFIAEoCSLmAQoRQXBwbHlNb2RlbFJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSLwoHY2F0YWxvZxgDIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZUID4EECEicKCHBvbGljaWVzGAQgAygLMhUuYXV0aHoudjEuTW9kZWxQb2xpY3kSIgoFcm9sZXMYBSADKAsyEy5hdXRoei52MS5Nb2RlbFJvbGUSHQoQZXhwZWN0ZWRfdmVyc2lvbhgGIAEoCUgAiAEBQhMKEV9leHBlY3RlZF92ZXJzaW9uIssBChJBcHBseU1vZGVsUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRInCgdjYXRhbG9nGAIgASgLMhYuYXV0aHoudjEuTW9kZWxDaGFuZ2VzEigKCHBvbGljaWVzGAMgASgLMhYuYXV0aHoudjEuTW9kZWxDaGFuZ2VzEiUKBXJvbGVzGAQgASgLMhYuYXV0aHoudjEuTW9kZWxDaGFuZ2VzEioKBmltcGFjdBgFIAMoCzIaLmF1dGh6LnYxLlBlcm1pc3Npb25JbXBhY3Qy8gIKDE1vZGVsU2VydmljZRJuCghHZXRNb2RlbBIZLmF1dGh6LnYxLkdldE1vZGVsUmVxdWVzdBoaLmF1dGh6LnYxLkdldE1vZGVsUmVzcG9uc2UiK4LT5JMCJRIjL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vbW9kZWwSeQoJUGxhbk1vZGVsEhouYXV0aHoudjEuUGxhbk1vZGVsUmVxdWVzdBobLmF1dGh6LnYxLlBsYW5Nb2RlbFJlc3BvbnNlIjOC0+STAi06ASoiKC9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L21vZGVsL3BsYW4SdwoKQXBwbHlNb2RlbBIbLmF1dGh6LnYxLkFwcGx5TW9kZWxSZXF1ZXN0GhwuYXV0aHoudjEuQXBwbHlNb2RlbFJlc3BvbnNlIi6C0+STAig6ASoaIy9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L21vZGVsYgZwcm90bzM", [file_authz_v1_catalog, file_google_api_annotations, file_google_api_field_behavior]);
 
 /**
  * A policy of the document, by name.
@@ -310,6 +310,15 @@ export type PlanModelResponse = Message<"authz.v1.PlanModelResponse"> & {
    * @generated from field: repeated authz.v1.PermissionImpact impact = 5;
    */
   impact: PermissionImpact[];
+
+  /**
+   * Present when ApplyModel would refuse the document (FAILED_PRECONDITION)
+   * because its catalog strands grants: a plan that answers never hides a
+   * refusal of the apply.
+   *
+   * @generated from field: authz.v1.ModelStranding stranding = 6;
+   */
+  stranding?: ModelStranding | undefined;
 };
 
 /**
@@ -318,6 +327,85 @@ export type PlanModelResponse = Message<"authz.v1.PlanModelResponse"> & {
  */
 export const PlanModelResponseSchema: GenMessage<PlanModelResponse> = /*@__PURE__*/
   messageDesc(file_authz_v1_model, 7);
+
+/**
+ * What a document's catalog would strand: the resources, relations and
+ * subject types it drops that grants still use. Computed by the same code
+ * that refuses the apply, under the apply's locks.
+ *
+ * @generated from message authz.v1.ModelStranding
+ */
+export type ModelStranding = Message<"authz.v1.ModelStranding"> & {
+  /**
+   * The apply's refusal, word for word.
+   *
+   * @generated from field: string message = 1;
+   */
+  message: string;
+
+  /**
+   * Each resource, relation or subject type stranded, in the message's order.
+   *
+   * @generated from field: repeated authz.v1.StrandedUse uses = 2;
+   */
+  uses: StrandedUse[];
+};
+
+/**
+ * Describes the message authz.v1.ModelStranding.
+ * Use `create(ModelStrandingSchema)` to create a new message.
+ */
+export const ModelStrandingSchema: GenMessage<ModelStranding> = /*@__PURE__*/
+  messageDesc(file_authz_v1_model, 8);
+
+/**
+ * A resource, relation or subject type the document drops while grants use it.
+ *
+ * @generated from message authz.v1.StrandedUse
+ */
+export type StrandedUse = Message<"authz.v1.StrandedUse"> & {
+  /**
+   * @generated from field: string resource = 1;
+   */
+  resource: string;
+
+  /**
+   * Empty when the whole resource goes.
+   *
+   * @generated from field: string relation = 2;
+   */
+  relation: string;
+
+  /**
+   * A subject type the relation stops taking ("team#member", "user:*");
+   * empty otherwise.
+   *
+   * @generated from field: string subject = 3;
+   */
+  subject: string;
+
+  /**
+   * Every grant that uses it has expired: they block until the sweep
+   * deletes them, or a delete by filter does.
+   *
+   * @generated from field: bool expired_only = 4;
+   */
+  expiredOnly: boolean;
+
+  /**
+   * Why it blocks, as the refusal's detail says it.
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message authz.v1.StrandedUse.
+ * Use `create(StrandedUseSchema)` to create a new message.
+ */
+export const StrandedUseSchema: GenMessage<StrandedUse> = /*@__PURE__*/
+  messageDesc(file_authz_v1_model, 9);
 
 /**
  * @generated from message authz.v1.ApplyModelRequest
@@ -366,7 +454,7 @@ export type ApplyModelRequest = Message<"authz.v1.ApplyModelRequest"> & {
  * Use `create(ApplyModelRequestSchema)` to create a new message.
  */
 export const ApplyModelRequestSchema: GenMessage<ApplyModelRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_model, 8);
+  messageDesc(file_authz_v1_model, 10);
 
 /**
  * @generated from message authz.v1.ApplyModelResponse
@@ -405,7 +493,7 @@ export type ApplyModelResponse = Message<"authz.v1.ApplyModelResponse"> & {
  * Use `create(ApplyModelResponseSchema)` to create a new message.
  */
 export const ApplyModelResponseSchema: GenMessage<ApplyModelResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_model, 9);
+  messageDesc(file_authz_v1_model, 11);
 
 /**
  * An application's whole model as one document, the way the people who keep
