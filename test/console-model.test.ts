@@ -209,4 +209,25 @@ describe("the Model page, in Chromium", { timeout: 180_000 }, () => {
     expect(await restExport()).toEqual(before);
     await expectClean(tab, "model-refused");
   });
+
+  it("says a plan's apply would be refused when its catalog strands grants, naming them, and offers no apply", async () => {
+    const tab = await open();
+    const { page } = tab;
+    const grant = { userId: "ann", resource: "invoice", resourceId: "i1", relation: "approver" };
+    expectStatus(await service.call("POST", "/api/v1/authorization/relationships", { key, body: grant }), 201);
+    try {
+      const current = await restExport();
+      const dropped = { ...current, catalog: (current.catalog as Record<string, unknown>[]).map((e) => ({ ...e, relations: [] })) };
+      await upload(page, "dropped.yaml", stringify(dropped));
+      const note = page.getByRole("alert", { name: "Apply would be refused" });
+      await expect.poll(() => note.isVisible()).toBe(true);
+      expect(await note.textContent()).toContain("the new catalog drops relation invoice#approver used by grants");
+      expect(await note.getByRole("listitem").allTextContents()).toEqual(["invoice#approver: grants use this relation"]);
+      expect(await page.getByRole("button", { name: /^Apply this model/ }).count()).toBe(0);
+      expect(await restExport()).toEqual(current);
+      await expectClean(tab, "model-stranding");
+    } finally {
+      await service.call("DELETE", `/api/v1/authorization/relationships?${new URLSearchParams(grant).toString()}`, { key });
+    }
+  });
 });

@@ -27,8 +27,10 @@ import {
   PlanModelRequestSchema,
   type GetModelResponse,
   type ModelChanges,
+  type ModelStranding,
   type PermissionImpact,
   type PlanModelResponse,
+  type StrandedUse,
 } from "../../../gen/authz/v1/model_pb.js";
 import { ErrorNote } from "../components/error-note";
 import { useNotify } from "../components/notice";
@@ -145,6 +147,7 @@ export function ModelPage({ appId }: { appId: string; caller: GetCurrentKeyRespo
           <h3 id="model-plan-heading">
             Plan of {upload.name} against version {planned.version}
           </h3>
+          {planned.stranding !== undefined && <StrandingNote stranding={planned.stranding} />}
           <PlanView plan={planned} stored={stored} upload={upload.document} />
           {apply.error !== null &&
             (stale ? (
@@ -168,6 +171,8 @@ export function ModelPage({ appId }: { appId: string; caller: GetCurrentKeyRespo
           <div className="form-actions">
             {isEmpty(planned) ? (
               <p>Nothing to apply: the file is the model as it is.</p>
+            ) : planned.stranding !== undefined ? (
+              <p>Nothing to apply until the grants above are deleted or the file keeps what they use: apply would be refused.</p>
             ) : (
               <>
                 {removes(planned) && (
@@ -287,6 +292,31 @@ function Refusal({ title, error, upload }: { title: string; error: unknown; uplo
           })}
         </ul>
       )}
+    </div>
+  );
+}
+
+/**
+ * What apply would strand (the plan's `stranding`): apply's refusal word for
+ * word and each resource, relation or subject type grants still use, so a
+ * plan never shows an apply button for a model the service will refuse.
+ */
+function StrandingNote({ stranding }: { stranding: ModelStranding }) {
+  const nameOf = (u: StrandedUse) =>
+    u.relation === "" ? u.resource : u.subject === "" ? `${u.resource}#${u.relation}` : `"${u.subject}" of ${u.resource}#${u.relation}`;
+  return (
+    <div role="alert" className="error-note" aria-label="Apply would be refused">
+      <p>
+        <strong>Apply would be refused: </strong>
+        {stranding.message}
+      </p>
+      <ul>
+        {stranding.uses.map((u) => (
+          <li key={`${u.resource}#${u.relation}@${u.subject}`}>
+            <code>{nameOf(u)}</code>: {u.reason}
+          </li>
+        ))}
+      </ul>
     </div>
   );
 }
