@@ -159,6 +159,7 @@ function get(url: string, key: string, agent: http.Agent, signal: AbortSignal): 
 async function unreadStreams(h: IsolationHarness, keys: string[], connections: number, perConnection: number) {
   const sessions = Array.from({ length: connections }, () => new Http2SessionManager(h.url));
   const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
   const codes: Record<string, number> = {};
   const opened = await Promise.all(
     Array.from({ length: connections * perConnection }, async (_, i) => {
