@@ -277,10 +277,19 @@ function parseBody(body: Buffer | string | undefined, field: string | undefined)
   // Each level takes two characters at least, so short bodies (the check's) need no walk.
   if (text.length > 2 * LIMITS.jsonDepth && jsonDepthExceeds(value, LIMITS.jsonDepth)) {
     const reason = `is nested deeper than ${LIMITS.jsonDepth} levels`;
-    if (field === undefined) throw invalidArgument(`request body ${reason}`);
-    throw invalidArgument(`${field}: ${reason} (the request body)`, [{ field, reason }]);
+    // A whole-request body names the top-level field that is too deep (each test is bounded as the one above).
+    const named = field ?? deepKey(value, LIMITS.jsonDepth - 1);
+    if (named === undefined) throw invalidArgument(`request body ${reason}`);
+    throw invalidArgument(`${named}: ${reason} (the request body)`, [{ field: named, reason }]);
   }
   return value;
+}
+
+/** The first own key of an object body whose value nests deeper than `max`, cut short as fieldName cuts it. */
+function deepKey(value: unknown, max: number): string | undefined {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
+  const key = Object.keys(value).find((k) => jsonDepthExceeds((value as Record<string, unknown>)[k], max));
+  return key === undefined ? undefined : fieldName(key);
 }
 
 /** V8's JSON.parse messages quote the text around the error; a body may be megabytes on one line. */
