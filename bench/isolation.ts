@@ -257,6 +257,27 @@ export async function measureIsolation(h: IsolationHarness): Promise<IsolationFi
     await sleep(2_000);
     return { stop: () => readers.stop(), note: `${READERS - readers.refused} waiting, ${readers.refused} refused (429)` };
   });
+  await victim("1,000 readers woken by the attacker's own writes, 4 in flight", async () => {
+    const readers = await waitingReaders(h, attackerKeys.slice(0, 2), READERS, true);
+    await sleep(2_000);
+    let writing = true;
+    let written = 0;
+    const writers = Array.from({ length: 4 }, async (_, w) => {
+      while (writing) {
+        await h.api("POST", WRITE_PATH, { userId: `fan-${w}-${written++}`, resource: "document", resourceId: "fan", relation: "viewer" }, attackerKeys[2]!);
+      }
+    });
+    return {
+      stop: async () => {
+        writing = false;
+        await Promise.all(writers);
+        await readers.stop();
+      },
+      get note() {
+        return `${written} writes, ${readers.answered} answers to the readers`;
+      },
+    };
+  });
   await victim(`${STREAM_CONNECTIONS * STREAMS_PER_CONNECTION} Watch streams left unread`, async () => {
     const streams = await unreadStreams(h, attackerKeys, STREAM_CONNECTIONS, STREAMS_PER_CONNECTION);
     const refused = Object.entries(streams.codes).map(([code, n]) => `${n} ${code}`).join(", ");
