@@ -149,7 +149,7 @@ describe("AuthZEN on the REST fast path, on pglite", () => {
       }
     });
 
-    it("reads the plain shape directly, properties and context the full way", async () => {
+    it("reads the plain shape directly, properties and context too", async () => {
       const before = strictReads.count;
       for (const body of [allowed, JSON.stringify(q("bob", "document", "d1", "read")), JSON.stringify({ ...q("ann", "document", "d1", "read"), extra: { any: "thing" } })]) {
         expect((await send(bareUrl, EVALUATION, body, { ...json, "x-api-key": key })).status).toBe(200);
@@ -158,7 +158,7 @@ describe("AuthZEN on the REST fast path, on pglite", () => {
       const conditional = JSON.stringify(q("cat", "document", "d3", "read", { context: { mfa: true } }));
       const answer = await send(bareUrl, EVALUATION, conditional, { ...json, "x-api-key": key });
       expect(answer.body).toBe('{"decision":true}');
-      expect(strictReads.count).toBe(before + 1);
+      expect(strictReads.count).toBe(before);
     });
   });
 
@@ -287,7 +287,8 @@ describe("AuthZEN on the REST fast path, on pglite", () => {
   });
 
   it("an unplain body sent with a length is read by the strict reader on the fast path as through Fastify", async () => {
-    const body = text(q("cat", "document", "d3", "read", { context: { mfa: true } }));
+    // A null context: the flat reader leaves it to the strict one, which takes it as none.
+    const body = text({ ...q("ann", "document", "d1", "read"), context: null });
     const before = strictReads.count;
     const fast = await send(service.url, EVALUATION, body, { ...json, "x-api-key": key });
     expect(strictReads.count).toBe(before + 1);

@@ -205,6 +205,14 @@ describe("flat JSON", () => {
       ["empty parts", { subject: {}, resource: {}, action: {} }],
       ["nothing", {}],
       ["non-ASCII text", { subject: { type: "user", id: "zoë-名前-😀" }, resource: { type: "document", id: "\u2028" }, action: { name: "read" } }],
+      // Properties and context (Structs) are taken as the JSON objects they are: the same as the strict reader's.
+      ["context", { ...plain, context: { ip: "10.0.0.1" } }],
+      ["an empty context", { ...plain, context: {} }],
+      ["subject.properties", { ...plain, subject: { ...plain.subject, properties: { department: "Sales" } } }],
+      ["resource.properties", { ...plain, resource: { ...plain.resource, properties: {} } }],
+      ["action.properties", { ...plain, action: { name: "read", properties: { method: "GET" } } }],
+      ["a context of every kind of value", { ...plain, context: { n: 1.5, big: 1e300, s: "x\u0000\ud800", b: false, z: null, l: [1, [null, { a: [] }]], o: { p: { q: "r" } } } }],
+      ["__proto__ keys in a context", { ...plain, context: JSON.parse('{"__proto__": {"polluted": true}, "l": [{"__proto__": 1}]}') }],
     ])("reads %s exactly as the strict reader does", (_name, json) => {
       const fast = readEvaluation(json);
       expect(fast).toBeDefined();
@@ -212,13 +220,20 @@ describe("flat JSON", () => {
       expect(equals(EvaluationRequestSchema, fast as never, fromJson(EvaluationRequestSchema, json as JsonObject, { ignoreUnknownFields: true }))).toBe(true);
     });
 
+    it("reads a context with a constructor key as the strict reader does", () => {
+      // toStrictEqual compares constructors, which here are the client's own objects: compared as JSON and as protobuf messages.
+      const json = { ...plain, context: JSON.parse('{"constructor": {"name": "Object"}, "toString": 1}') as JsonObject };
+      const fast = readEvaluation(json) as unknown as { context: object };
+      expect(Object.getPrototypeOf(fast.context)).toBe(Object.prototype);
+      expect(JSON.stringify(fast.context)).toBe(JSON.stringify((strict(json) as unknown as { context: object }).context));
+      expect(equals(EvaluationRequestSchema, fast as never, strict(json))).toBe(true);
+    });
+
     it.each<[string, unknown]>([
-      // Properties and context (Structs) are read the full way: never skipped as if unknown.
-      ["context", { ...plain, context: { ip: "10.0.0.1" } }],
-      ["an empty context", { ...plain, context: {} }],
-      ["subject.properties", { ...plain, subject: { ...plain.subject, properties: { department: "Sales" } } }],
-      ["resource.properties", { ...plain, resource: { ...plain.resource, properties: {} } }],
-      ["action.properties", { ...plain, action: { name: "read", properties: { method: "GET" } } }],
+      // A context or properties that are not a JSON object: the strict reader names them.
+      ["a context that is a list", { ...plain, context: [1] }],
+      ["a context that is a string", { ...plain, context: "x" }],
+      ["null properties", { ...plain, subject: { ...plain.subject, properties: null } }],
       ["a null part", { ...plain, subject: null }],
       ["a null id", { ...plain, resource: { type: "document", id: null } }],
       ["a part that is a string", { ...plain, subject: "alice" }],

@@ -12,7 +12,7 @@ import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, unavailable, Violations } from "./errors.js";
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
 import { CONDITION_LIMITS, ConditionCache, type Condition } from "./conditions.js";
-import { FairCpu } from "./fair-cpu.js";
+import { PROCESS_CPU } from "./fair-cpu.js";
 import { bindingsOf, checkQuestionFacts, NO_FACTS, withStoredProperties, type QuestionFacts } from "./question-facts.js";
 
 /** May the user perform the action on the instance? */
@@ -305,7 +305,10 @@ export class Checker {
       ]);
     }
     const v = new Violations();
-    questions.forEach((q, i) => validateOne(v, q, (name) => `${field}[${i}].${name}`));
+    const validate = () => questions.forEach((q, i) => validateOne(v, q, (name) => `${field}[${i}].${name}`));
+    // Weighing the facts of a batch is as dear as what it carries (up to 64 KiB a question): in the application's turn.
+    if (questions.some((q) => q.facts !== undefined)) await CPU.run(caller.appId, validate);
+    else validate();
     v.throwIfAny();
     // An empty batch still asks the database, to verify the key.
     const asked: PermissionsQuestion[] = questions.length === 0 ? [KEY_ONLY] : questions;
@@ -446,7 +449,7 @@ const pathInput = (caller: Caller, q: PermissionsQuestion, action: string | null
 });
 
 /** Conditions' evaluations share the event loop fairly between applications (fair-cpu.ts). */
-const CPU = new FairCpu(CONDITION_LIMITS.sliceMs);
+const CPU = PROCESS_CPU;
 
 /**
  * Whether one way's conditions all hold; each condition evaluated once at

@@ -11,8 +11,8 @@
  *   it is written (`estimateCost`), and a meter every function charges by
  *   the size of what it touches while it runs, stopped at
  *   CONDITION_LIMITS.budget (condition-meter.ts, condition-functions.ts);
- * - how a question's JSON becomes CEL values, and what counts as holding:
- *   exactly `true`; false, an error (a missing key, a type mismatch) or any
+ * - how a question's JSON becomes CEL values (condition-values.ts: views
+ *   converted as they are read), and what counts as holding: exactly `true`; false, an error (a missing key, a type mismatch) or any
  *   other value denies.
  *
  * A condition is compiled once when written (a bad one is a 400 naming the
@@ -21,7 +21,8 @@
  */
 import { celError, isCelError, parse, plan, type CelInput, type CelResult } from "@bufbuild/cel";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { JsonObject, JsonValue } from "../lib/json.js";
+import type { JsonObject } from "../lib/json.js";
+import { jsonMap, type ConditionRead } from "./condition-values.js";
 import { invalidArgument, type Violations } from "./errors.js";
 import { check } from "./formats.js";
 import { tooDeepAt } from "./condition-depth.js";
@@ -160,60 +161,26 @@ function outcomeOf(result: CelResult, meter: Meter): ConditionOutcome {
   return { holds: false, reason: "not a bool", message: "evaluated to a value that is not a bool" };
 }
 
-/** A value a condition read, for explain: its path, and its JSON value when it was there. */
-export interface ConditionRead {
-  path: string;
-  found: boolean;
-  value?: JsonValue;
-}
+export type { ConditionRead } from "./condition-values.js";
 
 /**
- * A question's facts as CEL values, converted once and shared by every
- * condition the question evaluates. With `reads`, every key a condition
- * looks up is recorded there, in order (explain's "the values it read").
+ * A question's facts as CEL values, shared by every condition the question
+ * evaluates: views over the question's JSON, converted only where a
+ * condition reads (condition-values.ts). With `reads`, every key a
+ * condition looks up is recorded there, in order (explain's "the values it
+ * read").
  */
 export class ConditionBindings {
   readonly values: Record<string, CelInput>;
 
   constructor(facts: ConditionFacts, reads?: ConditionRead[]) {
-    const map = (path: string, object: { readonly [key: string]: JsonValue }) => celMap(path, object, reads);
     this.values = {
-      subject: map("subject", { id: facts.subject.id, properties: facts.subject.properties }),
-      resource: map("resource", { type: facts.resource.type, id: facts.resource.id, properties: facts.resource.properties }),
-      action: map("action", { name: facts.action.name, properties: facts.action.properties }),
-      context: map("context", facts.context),
+      subject: jsonMap({ id: facts.subject.id, properties: facts.subject.properties }, reads, "subject"),
+      resource: jsonMap({ type: facts.resource.type, id: facts.resource.id, properties: facts.resource.properties }, reads, "resource"),
+      action: jsonMap({ name: facts.action.name, properties: facts.action.properties }, reads, "action"),
+      context: jsonMap(facts.context, reads, "context"),
       now: timestampFromDate(facts.now),
     };
-  }
-}
-
-/** JSON as CEL values: objects become maps (so `has()` and missing keys behave as CEL says), numbers doubles. */
-function celValue(path: string, value: JsonValue, reads: ConditionRead[] | undefined): CelInput {
-  if (Array.isArray(value)) return value.map((x, i) => celValue(`${path}[${i}]`, x, reads));
-  if (value !== null && typeof value === "object") return celMap(path, value, reads);
-  return value;
-}
-
-function celMap(path: string, object: { readonly [key: string]: JsonValue }, reads: ConditionRead[] | undefined): Map<string, CelInput> {
-  const map = reads === undefined ? new Map<string, CelInput>() : new RecordingMap(path, object, reads);
-  for (const [key, value] of Object.entries(object)) map.set(key, celValue(`${path}.${key}`, value, reads));
-  return map;
-}
-
-/** A map that notes each key looked up in it (the evaluator reads maps by get, has() included). */
-class RecordingMap extends Map<string, CelInput> {
-  constructor(
-    private readonly path: string,
-    private readonly json: { readonly [key: string]: JsonValue },
-    private readonly reads: ConditionRead[],
-  ) {
-    super();
-  }
-
-  override get(key: string): CelInput | undefined {
-    const found = Object.hasOwn(this.json, key);
-    this.reads.push(found ? { path: `${this.path}.${key}`, found, value: this.json[key]! } : { path: `${this.path}.${key}`, found });
-    return super.get(key);
   }
 }
 

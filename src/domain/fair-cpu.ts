@@ -1,3 +1,5 @@
+import { CONDITION_LIMITS } from "./conditions.js";
+
 /**
  * A fair share of the event loop for work that is bounded but not free
  * (conditions' evaluations: docs/conditions.md, "What one may cost"). Each
@@ -80,3 +82,11 @@ export class FairCpu {
     this.sliceStart = undefined;
   }
 }
+
+/**
+ * The process's one scheduler, so that every kind of bounded work takes
+ * turns with the others: conditions' evaluations (check.ts), the reading
+ * of large request bodies (rest-gateway.ts) and the checking of batches
+ * that carry facts (check.ts), in slices of CONDITION_LIMITS.sliceMs.
+ */
+export const PROCESS_CPU = new FairCpu(CONDITION_LIMITS.sliceMs);

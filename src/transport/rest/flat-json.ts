@@ -2,11 +2,12 @@
  * JSON for flat messages: every field a singular string or bool, a list of
  * strings (read at the top level only), a list of such messages, or a
  * singular such message (an AuthZEN request's subject, action and
- * resource), as the requests and answers of the check, the batch check,
- * permissions and AuthZEN's evaluations are. A reader also takes a message
- * with other singular message fields (a question's context and properties)
- * as long as the JSON leaves them out: a question that carries them is read
- * the full way. protobuf-es reads and writes JSON by walking the descriptor
+ * resource), or a google.protobuf.Struct (a question's context and
+ * properties, taken as the JSON object they are), as the requests and
+ * answers of the check, the batch check, permissions and AuthZEN's
+ * evaluations are. A reader also takes a message with other singular
+ * message fields as long as the JSON leaves them out: a request that
+ * carries them is read the full way. protobuf-es reads and writes JSON by walking the descriptor
  * for each message, which was most of what a REST check cost besides HTTP
  * itself; for these shapes a table made once per message type does the same
  * work directly.
@@ -80,6 +81,9 @@ function readerOf(desc: DescMessage, reading: JsonReading, outer: ReadonlySet<De
           return out;
         };
       }
+    } else if (f.fieldKind === "message" && f.message.typeName === "google.protobuf.Struct") {
+      // protobuf-es holds a Struct field as its JSON object: the parsed object is taken as it is.
+      read = jsonObject;
     } else if (f.fieldKind === "message") {
       const message = readerOf(f.message, reading, within);
       if (message !== undefined) read = message;
@@ -110,6 +114,17 @@ function readerOf(desc: DescMessage, reading: JsonReading, outer: ReadonlySet<De
 }
 
 const leaveToStrict = (): undefined => undefined;
+
+/**
+ * A Struct field's value (a question's context and properties): a JSON
+ * object, taken as parsed. The strict reading makes the same object out of
+ * it the long way, a Value message per value and back (which cost a check
+ * carrying a list of 30,000 numbers some milliseconds and most of its
+ * garbage); the request's nesting is bounded before either reads it
+ * (rest-gateway.ts). Anything else is left to the strict reading, which
+ * names it.
+ */
+const jsonObject = (value: unknown): unknown => (typeof value === "object" && value !== null && !Array.isArray(value) ? value : undefined);
 
 /**
  * Writes a message (or the init object a service returned) of `desc` as

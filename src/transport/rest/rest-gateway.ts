@@ -10,6 +10,7 @@ import type { FastifyInstance } from "fastify";
 import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
 import { invalidArgument, Violations } from "../../domain/errors.js";
+import { PROCESS_CPU } from "../../domain/fair-cpu.js";
 import { LIMITS, show } from "../../domain/formats.js";
 import type { KeyAuthenticator } from "../../domain/keys.js";
 import { rpcName, type RpcName, type Span, type Tracing } from "../../lib/tracing.js";
@@ -145,7 +146,8 @@ async function answerRest(
     // Credentials before content: a caller without a valid key learns
     // nothing about the request format (401/403 before any 400).
     await authorizeCall(deps.keys, r.route.method, ctx, req.params.app_id);
-    const request = readRequest(r, req);
+    // A large body is read in its caller's turn (fair-cpu.ts): parsing megabytes is one synchronous stretch.
+    const request = req.body !== undefined && req.body.length > LARGE_BODY ? await readInTurn(r, req, ctx) : readRequest(r, req);
     const result = await r.call(request, ctx);
     return { status: wasCreated(ctx) ? 201 : 200, payload: r.write(result as object), keyId: callerOf(ctx)?.keyId };
   } catch (error) {
@@ -153,6 +155,21 @@ async function answerRest(
     // The caller's key id for the request line, when the key was recognised before the failure.
     return { status, payload: body, keyId: ctx === undefined ? undefined : callerOf(ctx)?.keyId };
   }
+}
+
+/**
+ * Bodies longer than this (bytes, or characters of text) are read in their
+ * caller's turn of the process's fair scheduler: a batch of questions
+ * carrying facts can be megabytes, a few milliseconds a megabyte to parse,
+ * and an application with many in flight would otherwise hold the event
+ * loop for all of them at once. A plain check's body is a few hundred bytes.
+ */
+const LARGE_BODY = 16 * 1024;
+
+/** Reads the request in its caller's turn: its application's, or the operator's. */
+function readInTurn(r: RestRoute, req: RestRequest, ctx: CallContext): Promise<Message> {
+  const caller = callerOf(ctx);
+  return PROCESS_CPU.run(caller?.kind === "application" ? caller.appId : "", () => readRequest(r, req));
 }
 
 /**
