@@ -7,7 +7,7 @@
  *
  *   npm run bench -- [--grants 100000 | --grants 10000,1000000] [--seconds 10]
  *                    [--connections 50] [--profile] [--out FILE] [--keep]
- *                    [--only ceiling,rest,grpc,external,batch,list,hierarchy,models,changes,isolation,bulk,questions,upkeep,telemetry]
+ *                    [--only ceiling,rest,grpc,external,batch,list,hierarchy,models,changes,isolation,conditions,bulk,questions,upkeep,telemetry]
  *                    [--model-grants 1000000] [--model-connections 10] [--model-cycles 6] [--model-test-runs 3]
  *                    [--changes-rate 1000] [--changes-idle-seconds 20] [--changes-streams 100] [--changes-connections 32]
  *                    [--service-env NAME=VALUE]... (added to the service's environment)
@@ -77,6 +77,7 @@ import * as graph from "./hierarchy.js";
 import * as models from "./models.js";
 import * as changes from "./changes.js";
 import * as isolation from "./isolation.js";
+import * as conditionAttacks from "./condition-attacks.js";
 import { clusterCpuSeconds, createDatabase, freePort, startPgCluster } from "./pg-cluster.js";
 import { h2loadCheck, installed, wrkCheck, type ExternalResult } from "./external.js";
 import type { LoadResult, LoadSpec } from "./load.js";
@@ -114,14 +115,14 @@ const KEEP = process.argv.includes("--keep");
  * files: bench/models.ts), changes (the change feed: bench/changes.ts),
  * upkeep, telemetry.
  */
-const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,hierarchy,models,changes,isolation,bulk,questions,upkeep,telemetry").split(","));
+const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,hierarchy,models,changes,isolation,conditions,bulk,questions,upkeep,telemetry").split(","));
 /**
  * Whether any group selected measures the bench application (its catalog,
  * roles, users and grants): the ceiling needs no data and the models and
  * changes groups load applications of their own, so `--only models` skips
  * minutes of loading.
  */
-const BENCH_APP = [...ONLY].some((g) => g !== "ceiling" && g !== "models" && g !== "changes" && g !== "isolation");
+const BENCH_APP = [...ONLY].some((g) => g !== "ceiling" && g !== "models" && g !== "changes" && g !== "isolation" && g !== "conditions");
 /**
  * The models group's sizes are the issue's, not --grants's: 1,000,000 grants
  * of its own application (`--model-grants N` to shrink it while developing),
@@ -641,6 +642,8 @@ async function main(): Promise<void> {
   let changeWrites: changes.WriteFigures | undefined;
   /** The isolation group's (bench/isolation.ts): one application attacking through the feed, another measured. */
   let isolationFigures: isolation.IsolationFigures | undefined;
+  /** The conditions group's (bench/condition-attacks.ts): one application attacking with dear conditions, another measured. */
+  let conditionFigures: conditionAttacks.ConditionFigures | undefined;
   /** The service's peak RSS, read before the telemetry or compare group stops it. */
   let peak: number | undefined;
   let stoppedOnPurpose = false;
@@ -872,6 +875,16 @@ async function main(): Promise<void> {
         });
         memory.push(memoryMark(service.pid, "isolation"));
       }
+      if (ONLY.has("conditions")) {
+        conditionFigures = await conditionAttacks.measureConditionAttacks({
+          url,
+          adminKey: ADMIN_KEY,
+          api: (method, path, body, k) => api(url, method, path, body, k),
+          progress,
+          seconds: SECONDS,
+        });
+        memory.push(memoryMark(service.pid, "conditions"));
+      }
       if (ONLY.has("questions")) questions = await measureQuestions({ url, key, grants, rest, row, rows });
       if (ONLY.has("upkeep")) upkeep = await measureUpkeep({ url, key, grants, rest, row, rows });
       if (ONLY.has("bulk")) {
@@ -978,6 +991,13 @@ async function main(): Promise<void> {
       process.stdout.write(`${isolation.isolationLines(isolationFigures).join("\n")}\n`);
       if (!isolation.isolationMet(isolationFigures)) {
         say("FAILED: isolation: another application's checks passed their p99 target, or a revoked key's stream did not end unauthenticated (the tables above say which)");
+        process.exitCode = 1;
+      }
+    }
+    if (conditionFigures !== undefined) {
+      process.stdout.write(`${conditionAttacks.conditionAttackLines(conditionFigures).join("\n")}\n`);
+      if (!conditionAttacks.conditionAttacksMet(conditionFigures)) {
+        say("FAILED: conditions: another application's checks passed their p99 target during an attack, or an attacker's request failed (the table above says which)");
         process.exitCode = 1;
       }
     }
