@@ -4,13 +4,16 @@
 // keepNames wraps every named closure in a defineProperty call, which the
 // check's hot path creates per request (see docs/performance.md).
 //
-// `--if-stale` (npm start, npm run bench) skips the build when dist/ was
+// `--if-stale` (npm start, npm test, npm run bench, the command line) skips the build when dist/ was
 // built from exactly the current inputs: a full tsc run takes seconds, a
 // hash of the inputs a few milliseconds. The hash is of the files' contents,
 // not their times, so a checkout, a touch or an editor's save without a change
 // rebuilds nothing, and a deleted or added file rebuilds. The stamp is written
 // only after a build succeeds, and a build starts by deleting dist/ (stamp
 // included), so a failed or interrupted build is never taken as current.
+// With --if-stale it says one line on stderr when it builds (a first start
+// waits for it) and nothing else unless it fails: the figures of a build are
+// for whoever runs `npm run build`.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -56,6 +59,12 @@ if (process.argv.includes("--if-stale") && existsSync(stamp) && readFileSync(sta
   process.exit(0);
 }
 
+const quiet = process.argv.includes("--if-stale");
+const say = (line) => {
+  if (!quiet) console.log(line);
+};
+if (quiet) process.stderr.write("portcullis: building (the sources changed since the last build; the first build takes about half a minute)\n");
+
 const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
 rmSync(`${root}dist`, { recursive: true, force: true });
 try {
@@ -72,7 +81,7 @@ cpSync(`${root}src/store/migrations`, `${root}dist/src/store/migrations`, { recu
   const started = Date.now();
   const { writeTemplate, TEMPLATE_FILE } = await import(`${root}dist/src/embedded.js`);
   await writeTemplate(TEMPLATE_FILE);
-  console.log(`model test: the embedded database's template made in ${Date.now() - started} ms`);
+  say(`model test: the embedded database's template made in ${Date.now() - started} ms`);
 }
 
 // The console: Vite builds console/ into dist/console, which the service
@@ -86,7 +95,7 @@ try {
   process.exit(1);
 }
 const { files, gzipBytes } = initialJavaScript(`${root}dist/console`);
-console.log(`console: initial JavaScript ${(gzipBytes / 1024).toFixed(1)} KB gzipped (${files.length} file${files.length === 1 ? "" : "s"}; the limit is ${INITIAL_JS_LIMIT_BYTES / 1024} KB)`);
+say(`console: initial JavaScript ${(gzipBytes / 1024).toFixed(1)} KB gzipped (${files.length} file${files.length === 1 ? "" : "s"}; the limit is ${INITIAL_JS_LIMIT_BYTES / 1024} KB)`);
 if (gzipBytes > INITIAL_JS_LIMIT_BYTES) {
   console.error("console: the initial JavaScript is over the limit");
   process.exit(1);

@@ -250,9 +250,12 @@ export async function startPortcullis(
     db.start();
     const host = config.host.includes(":") ? `[${config.host}]` : config.host;
     const url = `http://${host}:${listener.port}`;
-    log.info(
-      { url, database: db.engine, ...(metricsServer === undefined ? {} : { metrics: `http://${metricsHostOf(config.metricsHost)}:${metricsServer.port}/metrics` }) },
-      "portcullis listening (REST, Connect, gRPC, gRPC-Web)",
+    const metricsUrl = metricsServer === undefined ? {} : { metrics: `http://${metricsHostOf(config.metricsHost)}:${metricsServer.port}/metrics` };
+    // Said once the database is open: a start refused by its database (a data folder in use, a
+    // server it cannot reach) never says it listens.
+    ready.then(
+      () => log.info({ url, database: db.engine, ...metricsUrl }, "portcullis listening (REST, Connect, gRPC, gRPC-Web)"),
+      () => undefined,
     );
 
     return {

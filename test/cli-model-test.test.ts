@@ -221,6 +221,10 @@ assertions:
     expect(run.code).toBe(1);
     expect(run.stdout).toContain(`FAIL assertions[0] (line ${lineOf(text, "action: fly")}): check alice document:d1 fly: expected denied, got an error`);
     expect(run.stdout).toMatch(/400 invalid_argument: .*fly/);
+    // Said once, with no request id of the in-process instance.
+    const said = run.stdout.split("\n").find((l) => l.includes("400 invalid_argument"))!;
+    expect(said.split("fly").length - 1, said).toBe(1);
+    expect(run.stdout).not.toContain("request id");
   });
 
   const cases: [string, string, RegExp][] = [

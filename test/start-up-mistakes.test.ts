@@ -61,6 +61,8 @@ describe("one data folder, one process", { timeout: 120_000 }, () => {
     expect(second.stderr.trim().split("\n"), "one line").toHaveLength(1);
     expect(second.stderr).toContain(`the data folder ${data} is in use by process ${first.child.pid}`);
     expect(second.stdout).not.toContain("database ready");
+    // A refused start never says it listens.
+    expect(second.stdout).not.toContain("portcullis listening");
 
     // The first one was not disturbed: it acknowledges more writes.
     await createApps(first, 4, 6);

@@ -276,8 +276,10 @@ async function assess(api: Api, file: TestFile, a: Assertion): Promise<Outcome> 
     allowed = await answer(api, a);
   } catch (error) {
     if (!(error instanceof ApiError) || error.status !== 400) throw error;
-    const fields = error.details.map((d) => `${d.field}: ${d.reason}`).join("; ");
-    return { ...base, got: "error", holds: false, error: `${error.describe()}${fields === "" ? "" : ` (${fields})`}` };
+    // The instance is this process's own: a request id names nothing anyone can look up, and a
+    // detail the message already says is not said twice.
+    const fields = error.details.map((d) => `${d.field}: ${d.reason}`).filter((f) => !error.message.includes(f));
+    return { ...base, got: "error", holds: false, error: `${error.status} ${error.code}: ${error.message}${fields.length === 0 ? "" : ` (${fields.join("; ")})`}` };
   }
   const got: Expect = allowed ? "allowed" : "denied";
   if (got === a.expect) return { ...base, got, holds: true };

@@ -173,9 +173,10 @@ export class Models {
         // A role whose policies' permissions changed holds other things too.
         if (existing === undefined || diff.rolesChanged.has(key) || diff.rolesMoved.has(stored.roleId)) touched.push(stored.roleId);
       }
-      // Derives what every role touched holds, and gives the model a new version.
+      // Derives what every role touched holds, which gives the model its new version; with no
+      // role touched, the version is taken here: one apply, one version.
       await rolePermissionsStore.refresh(tx, appId, touched);
-      await modelStore.bump(tx, appId);
+      if (touched.length === 0) await modelStore.bump(tx, appId);
       const version = await modelDocumentStore.version(tx, appId);
       await auditStore.append(tx, {
         appId,
