@@ -138,7 +138,7 @@ describe.each(engines)("models as files on %s", (engine) => {
     expectStatus(applied, 200);
     expect({ ...applied.body, version: planned.body.version }).toEqual(planned.body);
     // One apply, one version (nothing else writes this database meanwhile).
-    expect(BigInt(applied.body.version) - BigInt(before.version)).toBe(1n);
+    expect(BigInt(applied.body.version as string) - BigInt(before.version!)).toBe(1n);
     // What apply did is what the plan said, and the check sees it.
     const after = await get("model-plan");
     expect(body(after)).toEqual({ ...changed, catalog: before.catalog, roles: [changed.roles[2], changed.roles[0], changed.roles[1]].map((r) => ({ ...r })) , policies: [changed.policies[0], changed.policies[2], changed.policies[1]] });
