@@ -142,6 +142,11 @@ assertions:
     const bad = await portcullis(["model", "test", await file("bad-condition.yaml", conditional.replace('condition: "has(context.ticket)"', 'condition: "has("'))]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/assignments\[1\]\.condition/);
+    // A condition that does not type-check is refused the same way, naming its line and position.
+    const illTyped = conditional.replace('condition: "has(context.ticket)"', 'condition: "subject.id > 5"');
+    const typed = await portcullis(["model", "test", await file("ill-typed.yaml", illTyped)]);
+    expect(typed.code).toBe(2);
+    expect(typed.stderr).toContain(`line ${lineOf(illTyped, "subject.id > 5")}: assignments[1].condition: at 1:12: found no matching overload for '_>_' applied to '(string, int)'`);
   });
 
   it("prints each failed assertion with its line and its explain, and exits 1", { timeout: 60_000 }, async () => {

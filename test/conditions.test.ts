@@ -67,6 +67,77 @@ describe("a condition refused when written", () => {
   });
 });
 
+describe("a condition that does not type-check, refused when written with its position", () => {
+  it.each([
+    // Issue 39's four: each was accepted, then denied at every question.
+    { source: "subject.id > 5", at: "1:12", fragment: "found no matching overload for '_>_' applied to '(string, int)'" },
+    { source: 'subject.id + 1 == "x1"', at: "1:12", fragment: "found no matching overload for '_+_' applied to '(string, int)'" },
+    { source: "subject.id", at: "1:8", fragment: "evaluates to a string, never a bool" },
+    { source: "now.getHours(1, 2) > 9", at: "1:4", fragment: "found no matching overload for 'getHours' applied to 'timestamp.(int, int)': it takes duration.(), timestamp.(), timestamp.(string)" },
+    // Arity and types of the strings' functions.
+    { source: 'subject.id.startsWith("a", 1)', at: "1:11", fragment: "'startsWith' applied to 'string.(string, int)': it takes string.(string)" },
+    { source: "action.name.endsWith(1)", at: "1:12", fragment: "'endsWith' applied to 'string.(int)'" },
+    { source: 'resource.type.lowerAscii(1) == "x"', at: "1:14", fragment: "'lowerAscii' applied to 'string.(int)': it takes string.()" },
+    { source: "resource.id.matches(1)", at: "1:12", fragment: "'matches' applied to 'string.(int)'" },
+    { source: 'matches(subject.id, "a")', at: "1:1", fragment: "'matches' applied to '(string, string)': it takes string.(string)" },
+    { source: 'subject.id.size() > "a"', at: "1:18", fragment: "'_>_' applied to '(int, string)'" },
+    { source: "now > 5", at: "1:4", fragment: "'_>_' applied to '(timestamp, int)'" },
+    // Equality of values that are never equal, logic on what is not a bool.
+    { source: "subject.id == 5", at: "1:12", fragment: "'_==_' applied to '(string, int)': values of different types are never equal" },
+    { source: 'true &&\n  1 + 2 == "3"', at: "2:8", fragment: "'_==_' applied to '(int, string)'" },
+    { source: "[1].exists(x, x + 1)", at: "1:4", fragment: "'_||_' applied to '(bool, int)'" },
+    { source: '"a" ? true : false', at: "1:1", fragment: "the condition before ? must be a bool" },
+    // Fields the declared variables do not have, and fields of what has none.
+    { source: "subject.foo == 1", at: "1:8", fragment: 'subject has no field "foo": it has id, properties' },
+    { source: "has(subject.nope)", at: "1:1", fragment: 'subject has no field "nope"' },
+    { source: 'subject["x"] == "a"', at: "1:9", fragment: 'subject has no field "x"' },
+    { source: "now.foo == 1", at: "1:4", fragment: 'a timestamp has no fields (".foo")' },
+    { source: 'subject.id[0] == "a"', at: "1:11", fragment: "'_[_]' applied to '(string, int)'" },
+    // Results that cannot be a bool.
+    { source: "subject.properties", at: "1:8", fragment: "evaluates to a map(string, dyn), never a bool" },
+    { source: "timestamp(1)", at: "1:1", fragment: "evaluates to a timestamp, never a bool" },
+    { source: 'context.x == 1 ? "a" : "b"', at: "1:1", fragment: "evaluates to a string, never a bool" },
+  ])("$source", ({ source, at, fragment }) => {
+    const error = refusal(source);
+    expect(error.code).toBe("invalid_argument");
+    expect(error.message).toMatch(new RegExp(`^writes\\[3\\]\\.condition: at ${at}: `));
+    expect(error.message).toContain(fragment);
+    expect(error.details[0]).toMatchObject({ field: "writes[3].condition" });
+  });
+
+  it.each([
+    // What the question carries is dyn: checked when evaluated, never refused for its type.
+    "context.x > 5",
+    "resource.properties.level >= 2",
+    "context.n + 1 > 2 && context.list.size() > 0",
+    "context.a.b.c == context.d[1]",
+    "context.tags.exists(t, t)",
+    "context.x",
+    "subject.id.contains(context.x)",
+    // The declared types, used as they are.
+    "now.getHours() > 9",
+    'now.getHours("Europe/Paris") < 9',
+    "now.getDayOfWeek() in [1, 2]",
+    'now - duration("1h") < now',
+    'now - timestamp(context.t) < duration("1h")',
+    'subject.id.startsWith("a")',
+    'subject.id.charAt(0) == "a"',
+    'subject["id"] == "a"',
+    '"x" in subject.properties',
+    "size(subject.id) > 2 && subject.properties.size() > 0",
+    "[1, 2].map(x, x * 2).size() == 2",
+    "[1, 2].filter(x, x > 1).size() == 1",
+    "[1, 2].exists_one(x, x > 1)",
+    '{"a": 1}.exists(k, k == "a")',
+    "1 == 1.0 && 1u < 2",
+    "context.x == null",
+    "int(context.level) + 1 > 2",
+    'string(now) != ""',
+  ])("accepts %s", (source) => {
+    expect(compileCondition(source, "condition").source).toBe(source);
+  });
+});
+
 describe("a condition accepted", () => {
   it.each([
     "subject.id == resource.properties.ownerID",
@@ -164,14 +235,21 @@ describe("what counts as holding", () => {
   it.each([
     { source: "true", expected: { holds: true } },
     { source: "false", expected: { holds: false, reason: "false" } },
-    { source: "1", expected: { holds: false, reason: "not a bool" } },
-    { source: "'true'", expected: { holds: false, reason: "not a bool" } },
+    // A value read from the question is dyn: it passes the type check, and is not a bool at run time.
+    { source: "context.n", expected: { holds: false, reason: "not a bool" } },
+    { source: "context.s", expected: { holds: false, reason: "not a bool" } },
     { source: "1 / 0 == 1", expected: { holds: false, reason: "error" } },
     { source: "context.missing || true", expected: { holds: true } }, // CEL's logic absorbs the error
     { source: "context.missing && true", expected: { holds: false, reason: "error" } },
     { source: "has(context.missing)", expected: { holds: false, reason: "false" } },
   ])("$source", ({ source, expected }) => {
-    expect(holds(source, facts())).toMatchObject(expected);
+    expect(holds(source, facts({ context: { n: 1, s: "true" } }))).toMatchObject(expected);
+  });
+
+  it("a stored condition that is not a bool (written before the type check) still loads, and does not hold", () => {
+    const cache = new ConditionCache();
+    expect(cache.get("1").evaluate(new ConditionBindings(facts()))).toMatchObject({ holds: false, reason: "not a bool" });
+    expect(cache.get("subject.id > 5 || true").evaluate(new ConditionBindings(facts()))).toEqual({ holds: true });
   });
 
   it("every variable is there: subject, resource, action, context, now", () => {

@@ -5,8 +5,10 @@
  * strings extension); what is ours is what CEL leaves to its host:
  *
  * - which names a condition may read (subject, resource, action, context,
- *   now, and CEL's type names), checked on the syntax tree when it is
- *   written, since the library's type checker is not part of its public API;
+ *   now, and CEL's type names), and whether its calls have overloads for
+ *   their operands' types and its result can be a bool (condition-types.ts),
+ *   checked on the syntax tree when it is written, since the library's type
+ *   checker is neither exported nor complete;
  * - a bound on what one evaluation may cost: a static bound on the tree when
  *   it is written (`estimateCost`), and a meter every function charges by
  *   the size of what it touches while it runs, stopped at
@@ -29,6 +31,7 @@ import { tooDeepAt } from "./condition-depth.js";
 import { LIBRARY_ENV, meteredEnv } from "./condition-functions.js";
 import { Meter, metered } from "./condition-meter.js";
 import { literalPatternProblem, meterRanges, overBudgetConstant } from "./condition-plan.js";
+import { typeProblem } from "./condition-types.js";
 
 export const CONDITION_LIMITS = {
   /** Characters of a condition's source. */
@@ -131,6 +134,8 @@ export class Condition {
      * properties are read for it (one statement, only then).
      */
     readonly readsSubjectProperties = false,
+    /** Whether it reads `now`: explain then shows the clock it was evaluated with. */
+    readonly readsNow = false,
   ) {}
 
   /** Whether it holds with the question's facts, within CONDITION_LIMITS.budget. */
@@ -220,11 +225,12 @@ function lineColumn(source: string, offset: number): string {
 /**
  * Compiles a condition as written by a caller: a 400 naming `field` and the
  * position for a syntax error, a name it may not read, an unknown function,
- * or a cost over the limit.
+ * a type error (a call with no overload for its operands, a field the value
+ * has not, a result that cannot be a bool), or a cost over the limit.
  */
-export function compileCondition(source: string, field: string): Condition {
+export function compileCondition(source: string, field: string, options: CompileOptions = {}): Condition {
   try {
-    return compile(source, field);
+    return compile(source, field, options.typeCheck ?? true);
   } catch (error) {
     // The last line against nesting the depth scan lets through: never a stack overflow, always a 400.
     if (error instanceof RangeError) throw badCondition(field, `is nested too deeply to evaluate (at most ${CONDITION_LIMITS.depth} levels)`);
@@ -232,7 +238,12 @@ export function compileCondition(source: string, field: string): Condition {
   }
 }
 
-function compile(source: string, field: string): Condition {
+/** How a condition is compiled: written ones are type-checked; stored ones (ConditionCache) are not, so those written before the check still evaluate as they did. */
+export interface CompileOptions {
+  typeCheck?: boolean;
+}
+
+function compile(source: string, field: string, typeCheck: boolean): Condition {
   if (source.trim() === "") throw badCondition(field, "is empty: leave it out for a grant that always counts");
   if (source.length > CONDITION_LIMITS.sourceChars) {
     throw badCondition(field, `is ${source.length} characters long; at most ${CONDITION_LIMITS.sourceChars}`);
@@ -259,6 +270,10 @@ function compile(source: string, field: string): Condition {
   checkReferences(parsed.expr, new Set(), (id, message) => {
     throw badCondition(field, `${at(id)}${message}`);
   });
+  if (typeCheck && parsed.expr !== undefined) {
+    const problem = typeProblem(parsed.expr);
+    if (problem !== undefined) throw badCondition(field, `${at(problem.id)}${problem.message}`);
+  }
   const cost = estimateCost(parsed.expr);
   if (cost > CONDITION_LIMITS.cost) {
     throw badCondition(
@@ -285,7 +300,7 @@ function compile(source: string, field: string): Condition {
   if (constant !== undefined) {
     throw badCondition(field, `${at(constant.id)}cannot be evaluated within its budget whatever the question carries: it ${constant.message}`);
   }
-  return new Condition(source, program, cost, readsSubjectProperties);
+  return new Condition(source, program, cost, readsSubjectProperties, readsName(parsed.expr, "now"));
 }
 
 /**
@@ -310,6 +325,30 @@ function readsSubject(expr: Expr | undefined, underIdSelect: boolean): boolean {
     case "comprehensionExpr": {
       const c = kind.value;
       return [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result].some((e) => readsSubject(e, false));
+    }
+    default:
+      return false;
+  }
+}
+
+/** Whether an expression names `name` anywhere (a comprehension's variable of that name counts too: erring towards yes). */
+function readsName(expr: Expr | undefined, name: string): boolean {
+  if (expr === undefined) return false;
+  const kind = expr.exprKind;
+  switch (kind.case) {
+    case "identExpr":
+      return kind.value.name === name;
+    case "selectExpr":
+      return readsName(kind.value.operand, name);
+    case "callExpr":
+      return readsName(kind.value.target, name) || kind.value.args.some((a) => readsName(a, name));
+    case "listExpr":
+      return kind.value.elements.some((e) => readsName(e, name));
+    case "structExpr":
+      return kind.value.entries.some((e) => readsName(e.value, name) || (e.keyKind.case === "mapKey" && readsName(e.keyKind.value, name)));
+    case "comprehensionExpr": {
+      const c = kind.value;
+      return [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result].some((e) => readsName(e, name));
     }
     default:
       return false;
@@ -417,8 +456,10 @@ export function estimateCost(expr: Expr | undefined): number {
  * Compiled conditions by source, for the questions: stored conditions were
  * checked when written, so compiling one again only fails if this process
  * knows less CEL than the one that wrote it (an older version during an
- * upgrade); such a condition then never holds. Bounded: the least recently
- * used go first.
+ * upgrade); such a condition then never holds. They are not type-checked
+ * again: one stored before the type check evaluates as it did (an ill-typed
+ * part is an error when evaluated, which `||` may absorb). Bounded: the
+ * least recently used go first.
  */
 export class ConditionCache {
   private readonly compiled = new Map<string, Condition>();
@@ -435,7 +476,7 @@ export class ConditionCache {
     }
     let condition: Condition;
     try {
-      condition = compileCondition(source, "condition");
+      condition = compileCondition(source, "condition", { typeCheck: false });
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       condition = new Condition(source, () => celError(`the stored condition no longer compiles: ${message}`), 0);

@@ -41,6 +41,8 @@ export interface EvaluatedCondition {
   outcome: "true" | "false" | "error" | "not a bool";
   message: string;
   reads: ConditionRead[];
+  /** The clock it was evaluated with, when it reads `now` (the statement's, as the check's). */
+  now?: Date;
 }
 
 export type ExplainReason =
@@ -225,7 +227,8 @@ function explanation(q: CheckQuestion, row: ExplainRow, cache: ConditionCache): 
     let outcome = outcomes.get(key);
     if (outcome !== undefined) return outcome;
     const reads: ConditionRead[] = [];
-    const evaluated = cache.get(g[9]).evaluate(bindingsOf(q, q.action, q.facts ?? NO_FACTS, row.nowMs, reads));
+    const condition = cache.get(g[9]);
+    const evaluated = condition.evaluate(bindingsOf(q, q.action, q.facts ?? NO_FACTS, row.nowMs, reads));
     conditions.push({
       relation: g[2],
       condition: g[9],
@@ -233,6 +236,7 @@ function explanation(q: CheckQuestion, row: ExplainRow, cache: ConditionCache): 
       outcome: evaluated.holds ? "true" : evaluated.reason,
       message: evaluated.holds ? "" : evaluated.message,
       reads,
+      ...(condition.readsNow ? { now: new Date(row.nowMs) } : {}),
     });
     outcomes.set(key, (outcome = evaluated.holds));
     return outcome;
@@ -249,7 +253,8 @@ function explanation(q: CheckQuestion, row: ExplainRow, cache: ConditionCache): 
   }
   const evaluate = (source: string, where: { roleId: string; policyId?: string }) => {
     const reads: ConditionRead[] = [];
-    const outcome = cache.get(source).evaluate(bindingsOf(q, q.action, q.facts ?? NO_FACTS, row.nowMs, reads));
+    const condition = cache.get(source);
+    const outcome = condition.evaluate(bindingsOf(q, q.action, q.facts ?? NO_FACTS, row.nowMs, reads));
     conditions.push({
       relation: "",
       ...where,
@@ -258,6 +263,7 @@ function explanation(q: CheckQuestion, row: ExplainRow, cache: ConditionCache): 
       outcome: outcome.holds ? "true" : outcome.reason,
       message: outcome.holds ? "" : outcome.message,
       reads,
+      ...(condition.readsNow ? { now: new Date(row.nowMs) } : {}),
     });
     return outcome.holds;
   };

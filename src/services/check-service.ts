@@ -95,7 +95,11 @@ export function checkService({ checker, explainer, lookup, whoCan }: Questions, 
         allowed: answer.allowed,
         reasons: answer.reasons.map(reason),
         considered: answer.considered,
-        conditions: answer.conditions.map((c) => ({ ...c, reads: c.reads.map((r) => ({ path: r.path, found: r.found, ...(r.found ? { value: fromJson(ValueSchema, r.value ?? null) } : {}) })) })),
+        conditions: answer.conditions.map((c) => ({
+          ...c,
+          reads: c.reads.map((r) => ({ path: r.path, found: r.found, ...(r.found ? { value: fromJson(ValueSchema, r.value ?? null) } : {}) })),
+          now: c.now === undefined ? undefined : timestampFromDate(c.now),
+        })),
       };
     },
     async permissions(req, ctx) {

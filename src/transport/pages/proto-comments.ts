@@ -83,6 +83,7 @@ export const protoComments: Readonly<Record<string, string>> = {
   "authz.v1.EvaluatedCondition": "A condition explain evaluated: a grant's or a role assignment's, with\nwhat it came to and what it read.",
   "authz.v1.EvaluatedCondition.holds": "Whether it held: only `true` holds.",
   "authz.v1.EvaluatedCondition.message": "Why it did not hold: CEL's error, or what it came to.",
+  "authz.v1.EvaluatedCondition.now": "The clock it was evaluated with, when it reads `now`: the question's\nstatement's, as the check's (absent for one that does not read it).",
   "authz.v1.EvaluatedCondition.outcome": "\"true\", \"false\", \"error\" or \"not a bool\".",
   "authz.v1.EvaluatedCondition.policy_id": "The policy that carries it (absent for a grant's or an assignment's).",
   "authz.v1.EvaluatedCondition.reads": "Each value it read, in order: a path such as \"resource.properties.ownerID\".",
