@@ -13,6 +13,7 @@ import { invalidArgument, unauthenticated, unavailable, Violations } from "./err
 import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
 import { CONDITION_LIMITS, ConditionCache, type Condition } from "./conditions.js";
 import { PROCESS_CPU } from "./fair-cpu.js";
+import { settleWays } from "./decided-ways.js";
 import { bindingsOf, checkQuestionFacts, NO_FACTS, withStoredProperties, type QuestionFacts } from "./question-facts.js";
 
 /** May the user perform the action on the instance? */
@@ -263,7 +264,9 @@ export class Checker {
    * do). None: denied whatever the facts. What lookup and who can list as
    * conditional answers: one statement for all, as a batch check; and, for
    * the questions a conditional row could lie on a path of, one more for
-   * their conditional paths, as `decide` asks it.
+   * their conditional paths, as `decide` asks it. A question with facts has
+   * its ways evaluated with them: allowed outright where one holds, and
+   * otherwise only the ways they leave undecided (decided-ways.ts).
    */
   async ways(caller: Caller, questions: (CheckQuestion & { rolesOnly?: boolean })[]): Promise<Ways[]> {
     const all = await this.batchFacts(caller, questions, "checks", validateQuestion);
@@ -273,11 +276,19 @@ export class Checker {
     const open = all.flatMap((_, i) => (!outright[i] && facts[i]!.pathsPossible ? [i] : []));
     const paths = open.length === 0 ? [] : await this.conditionalPaths.callAll(open.map((i) => pathInput(caller, all[i]![1], all[i]![1].action)));
     const pathsOf = new Map(open.map((i, k) => [i, paths[k]!]));
-    return all.map(([model, q], i): Ways => {
-      if (outright[i]) return { outright: true };
-      const ways = [...conditionalWays(model, q, facts[i]!), ...pathWays(model, q.resource, q.action, pathsOf.get(i) ?? [])];
-      return { outright: false, conditions: [...new Set(ways.map(oneExpression))] };
-    });
+    const asked: StoredReads = new Map();
+    return Promise.all(
+      all.map(async ([model, q], i): Promise<Ways> => {
+        if (outright[i]) return { outright: true };
+        const ways = [...conditionalWays(model, q, facts[i]!), ...pathWays(model, q.resource, q.action, pathsOf.get(i) ?? [])];
+        if (q.facts === undefined || ways.length === 0) return { outright: false, conditions: [...new Set(ways.map(oneExpression))] };
+        // With facts: each way evaluated as the check would, decided or left apart (decided-ways.ts).
+        const compiled = ways.map((way) => way.map((source) => this.conditions.get(source)));
+        const questionFacts = await this.factsFor(caller, q, compiled.flat(), asked);
+        const nowMs = facts[i]!.nowMs ?? Date.now();
+        return settleWays(caller.appId, compiled, ways.map(oneExpression), (reads) => bindingsOf(q, q.action, questionFacts, nowMs, reads));
+      }),
+    );
   }
 
   /**

@@ -13,6 +13,7 @@ import { unavailable, Violations } from "./errors.js";
 import { exactRead, exactReads, requireAnswerable, requireKey } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
+import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
 import { lowerReplay } from "../store/lsn.js";
 
 export interface LookupQuestion {
@@ -22,6 +23,8 @@ export interface LookupQuestion {
   tenantId: string | undefined;
   pageSize: number | undefined;
   pageToken: string;
+  /** What conditions read, as the check takes it: with it, conditional answers are evaluated (decided-ways.ts). */
+  facts?: QuestionFacts | undefined;
 }
 
 export interface LookupAnswer {
@@ -140,21 +143,23 @@ export class Lookup {
     check(v, "resource", tokenProblem(q.resource));
     check(v, "action", tokenProblem(q.action));
     if (q.tenantId !== undefined) check(v, "tenantId", identifierProblem(q.tenantId));
+    if (q.facts !== undefined) checkQuestionFacts(v, q.facts, (field) => field);
     v.throwIfAny();
     const limit = pageSize(q.pageSize);
     const after = decodePageToken(q.pageToken, { resourceId: "string" })?.resourceId ?? "";
-    const input = { appId: caller.appId, keyHash: caller.keyHash, ...q, after, limit: limit + 1 };
+    const input = { appId: caller.appId, keyHash: caller.keyHash, userId: q.userId, resource: q.resource, action: q.action, tenantId: q.tenantId, after, limit: limit + 1 };
     const row = await this.coalesced.call(input);
     requireAnswerable(row, q);
     const merged = splitPage(row.pathsPossible && row.graph !== undefined ? await this.withPaths(row.graph, row.resourceIds) : row.resourceIds);
     const more = merged.length > limit;
     const ids = merged.slice(0, limit);
     // Candidates and the role's conditions: how the check's own statement would answer them.
-    const asked = ids.filter((e) => e.candidate).map((e) => ({ ...question(q), resourceId: e.id }));
+    const asked = ids.filter((e) => e.candidate).map((e) => ({ ...question(q), resourceId: e.id, facts: q.facts }));
     const everyInstance = !row.allInstances && row.conditionalRole;
     // Two calls of the check, which asks them in one statement (its Coalescer gathers them).
     const [ways, roles] = await Promise.all([
       asked.length === 0 ? [] : this.checker.ways(caller, asked),
+      // Not evaluated with the facts: "every instance" has no resource.id to evaluate them with.
       everyInstance ? this.checker.ways(caller, [{ ...question(q), rolesOnly: true }]).then((w) => w[0]!) : undefined,
     ]);
     const page = pageOf(ids, new Map(asked.map((a, i) => [a.resourceId, ways[i]!])));

@@ -11,6 +11,7 @@ import { Violations } from "./errors.js";
 import { exactReads, requireAnswerable, requireKey } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
+import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
 
 export interface WhoCanQuestion {
   resource: string;
@@ -19,6 +20,8 @@ export interface WhoCanQuestion {
   tenantId: string | undefined;
   pageSize: number | undefined;
   pageToken: string;
+  /** What conditions read, as the check takes it: with it, conditional answers are evaluated (decided-ways.ts). */
+  facts?: QuestionFacts | undefined;
 }
 
 export interface WhoCanAnswer {
@@ -76,6 +79,7 @@ export class WhoCan {
     check(v, "resourceId", identifierProblem(q.resourceId));
     check(v, "action", tokenProblem(q.action));
     if (q.tenantId !== undefined) check(v, "tenantId", identifierProblem(q.tenantId));
+    if (q.facts !== undefined) checkQuestionFacts(v, q.facts, (field) => field);
     v.throwIfAny();
     const limit = pageSize(q.pageSize);
     const after = decodePageToken(q.pageToken, { userId: "string" })?.userId ?? "";
@@ -101,7 +105,9 @@ export class WhoCan {
     const more = merged.length > limit;
     const ids = merged.slice(0, limit);
     // Candidates: how the check's own statement would answer them.
-    const asked = ids.filter((e) => e.candidate).map((e) => ({ userId: e.id, resource: q.resource, resourceId: q.resourceId, action: q.action, tenantId: q.tenantId }));
+    const asked = ids
+      .filter((e) => e.candidate)
+      .map((e) => ({ userId: e.id, resource: q.resource, resourceId: q.resourceId, action: q.action, tenantId: q.tenantId, facts: q.facts }));
     const ways = asked.length === 0 ? [] : await this.checker.ways(caller, asked);
     const page = pageOf(ids, new Map(asked.map((a, i) => [a.userId, ways[i]!])));
     return {

@@ -117,6 +117,7 @@ export function checkService({ checker, explainer, lookup, whoCan }: Questions, 
         tenantId: req.tenantId,
         pageSize: req.pageSize,
         pageToken: req.pageToken,
+        facts: factsOf(req),
       });
       return {
         allInstances: answer.allInstances,
@@ -134,6 +135,7 @@ export function checkService({ checker, explainer, lookup, whoCan }: Questions, 
         tenantId: req.tenantId,
         pageSize: req.pageSize,
         pageToken: req.pageToken,
+        facts: factsOf(req),
       });
       return {
         userIds: answer.userIds,
