@@ -378,6 +378,8 @@ export interface ModelFigures {
   eventLoopDuring: EventLoopDelay | undefined;
   /** Of the measured plans (made while the checks ran), in ms, in order. */
   plans: number[];
+  /** Plans of a catalog edit that reaches grants (withCatalogEdit), one a cycle while the checks ran: ms, and what the impact said of document:list. */
+  catalogPlans: { ms: number; losing: number; atLeast: boolean }[];
   /** Of the measured applies, in ms, in order, and which way each went. */
   applies: { ms: number; to: "A" | "B" }[];
   planAtoB: PlanSummary;
@@ -407,8 +409,19 @@ interface PlanAnswer {
   version: string;
   policies: { created?: string[]; changed?: string[]; removed?: string[] };
   roles: { created?: string[]; changed?: string[]; removed?: string[] };
-  impact?: { permission: string; gaining?: number; losing?: number }[];
+  impact?: { permission: string; gaining?: number; losing?: number; atLeast?: boolean }[];
 }
+
+/**
+ * The model `doc` with a catalog edit that changes what grants imply: the
+ * document's viewer redefined to imply read only (the built-in implies
+ * read and list), so every holder of a document's viewer loses
+ * document:list there, through grants alone (docs/models.md, "Plan").
+ */
+const withCatalogEdit = (doc: ModelDocument) => ({
+  ...doc,
+  catalog: doc.catalog.map((e) => (e.resource === "document" ? { ...e, relations: [{ name: "viewer", actions: ["read"] }] } : e)),
+});
 
 function summary(plan: PlanAnswer): PlanSummary {
   const impact = plan.impact ?? [];
@@ -571,8 +584,13 @@ export async function measureModels(h: ModelsHarness): Promise<ModelFigures> {
   const plans: number[] = [];
   const applies: { ms: number; to: "A" | "B" }[] = [];
   const tOps = performance.now();
+  const catalogPlans: ModelFigures["catalogPlans"] = [];
   for (let cycle = 0; cycle < h.cycles || !checksDone; cycle++) {
     const to = at === "A" ? "B" : "A";
+    const t0 = performance.now();
+    const edited = (await h.api("POST", `${base}/model/plan`, withCatalogEdit(docs[at]), key)) as PlanAnswer;
+    const list = edited.impact?.find((i) => i.permission === "document:list");
+    catalogPlans.push({ ms: performance.now() - t0, losing: list?.losing ?? 0, atLeast: list?.atLeast === true });
     plans.push((await plan(to)).ms);
     const second = await plan(to);
     plans.push(second.ms);
@@ -602,6 +620,7 @@ export async function measureModels(h: ModelsHarness): Promise<ModelFigures> {
     assignSeconds,
     grantSeconds,
     plans,
+    catalogPlans,
     applies,
     planAtoB,
     planBtoA,
@@ -661,6 +680,7 @@ export function modelLines(m: ModelFigures, engine: string): string[] {
     `| plan A → B: ${change(m.planAtoB)} | | | |`,
     `| plan B → A: ${change(m.planBtoA)} | | | |`,
     `| plans while the checks ran (${m.plans.length}): ${m.plans.map(ms).join(", ")} ms | max ${ms(planMax)} ms | ${ms(planP50)} | |`,
+    `| plans of a catalog edit reaching grants while the checks ran (${m.catalogPlans.length}; document.viewer implies read only: document:list lost by at least ${Math.min(...m.catalogPlans.map((c) => c.losing))} users, atLeast ${m.catalogPlans.every((c) => c.atLeast)}): ${m.catalogPlans.map((c) => ms(c.ms)).join(", ")} ms | max ${ms(Math.max(...m.catalogPlans.map((c) => c.ms)))} ms | ${ms(median(m.catalogPlans.map((c) => c.ms)))} | |`,
     `| applies while the checks ran (${m.applies.length}, alternated): ${m.applies.map((x) => `→${x.to} ${ms(x.ms)}`).join(", ")} ms | max ${ms(applyMax)} ms | ${ms(median(applyMs))} | |`,
     `| plans alone, one at a time (${m.quiet.plans.length}): ${m.quiet.plans.map(ms).join(", ")} ms; CPU per plan: service ${cpuMs(m.quiet.planCpu.service)}, Postgres ${cpuMs(m.quiet.planCpu.postgres)} | max ${ms(Math.max(...m.quiet.plans))} ms | ${ms(median(m.quiet.plans))} | |`,
     `| applies alone, one at a time (${m.quiet.applies.length}): ${m.quiet.applies.map(ms).join(", ")} ms; CPU per apply: service ${cpuMs(m.quiet.applyCpu.service)}, Postgres ${cpuMs(m.quiet.applyCpu.postgres)} | max ${ms(Math.max(...m.quiet.applies))} ms | ${ms(median(m.quiet.applies))} | |`,
@@ -671,6 +691,7 @@ export function modelLines(m: ModelFigures, engine: string): string[] {
     "| models as files: the targets | figure | target | |",
     "|---|---:|---|---|",
     `| plan, p50 of ${m.plans.length} (while checks ran) | ${ms(planP50)} ms | < 500 ms | ${met(planP50 < 500)} |`,
+    `| plan of a catalog edit reaching grants, p50 of ${m.catalogPlans.length} (while checks ran) | ${ms(median(m.catalogPlans.map((c) => c.ms)))} ms | < 500 ms | ${met(median(m.catalogPlans.map((c) => c.ms)) < 500)} |`,
     `| apply, each of ${m.applies.length} (max; median ${ms(median(applyMs))} ms) | ${ms(applyMax)} ms | < 1 s | ${met(applyMax < 1000)} |`,
     `| checks' p99 while plans and applies ran (alone: ${p(m.checksAlone.p99)} ms) | ${p(m.checksDuring.p99)} ms | < 20 ms | ${met(m.checksDuring.p99 < 20 && m.checksDuring.errors === 0)} |`,
     `| portcullis model test, ${m.testAssertions} assertions, cold start (max of ${m.testRuns.length}) | ${ms(testMax)} ms | < 5 s | ${met(testMax < 5000)} |`,

@@ -20,6 +20,7 @@ const files = [
   "test/store-suite.test.ts",
   "test/sql-rules.test.ts",
   "test/model-api.test.ts",
+  "test/plan-impact-model.test.ts",
   "test/changes-store.test.ts",
   "test/changes-api.test.ts",
   "test/changes-order.test.ts",

@@ -230,4 +230,26 @@ describe("the Model page, in Chromium", { timeout: 180_000 }, () => {
       await service.call("DELETE", `/api/v1/authorization/relationships?${new URLSearchParams(grant).toString()}`, { key });
     }
   });
+  it("shows who loses a permission on which instance when the catalog changes what a grant implies", async () => {
+    const grant = { userId: "carol", resource: "invoice", resourceId: "i-42", relation: "approver" };
+    expectStatus(await service.call("POST", "/api/v1/authorization/relationships", { key, body: grant }), 201);
+    const tab = await open();
+    const { page } = tab;
+    const current = await restExport();
+    const { version: _, ...doc } = current;
+    // The approver no longer approves: carol loses invoice:approve on i-42, through her grant.
+    const catalog = (doc.catalog as { relations: { name: string; actions: string[] }[] }[]).map((e) => ({
+      ...e,
+      relations: e.relations.map((r) => (r.name === "approver" ? { ...r, actions: ["read"] } : r)),
+    }));
+    await upload(page, "approver.yaml", stringify({ ...doc, catalog }));
+    const plan = page.getByRole("region", { name: /^Plan of approver\.yaml against version \d+$/ });
+    await expect.poll(() => plan.isVisible()).toBe(true);
+    const impact = plan.getByRole("table", { name: "Access: who gains or loses a permission" });
+    expect((await impact.getByRole("row").allTextContents()).slice(1)).toEqual(["invoice:approve01 (carol)carol on i-42"]);
+    expect(await impact.getByRole("list", { name: "Losing invoice:approve on" }).getByRole("listitem").allTextContents()).toEqual(["carol on i-42"]);
+    expect(await restExport()).toEqual(current);
+    await expectClean(tab);
+    await service.call("DELETE", `/api/v1/authorization/relationships?${new URLSearchParams(grant).toString()}`, { key });
+  });
 });

@@ -24,6 +24,12 @@ interface Impact {
   losing?: number;
   gainingSample?: string[];
   losingSample?: string[];
+  /** The first (user, instance) pairs that change through grants. */
+  gainingPairs?: { userId: string; resourceId: string }[];
+  losingPairs?: { userId: string; resourceId: string }[];
+  /** The counts are lower bounds: the change reaches more than the plan examines. */
+  atLeast?: boolean;
+  condition?: string;
 }
 
 interface StrandedUse {
@@ -118,8 +124,14 @@ function colours(out: NodeJS.WritableStream): Paint {
 }
 
 export const count = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
-const sampleText = (sample: string[] | undefined, n: number) =>
-  sample === undefined || sample.length === 0 ? "" : ` (${sample.join(", ")}${n > sample.length ? `, and ${n - sample.length} more` : ""})`;
+const sampleText = (sample: string[] | undefined, n: number, atLeast = false) =>
+  sample === undefined || sample.length === 0 ? "" : ` (${sample.join(", ")}${atLeast ? ", and maybe more" : n > sample.length ? `, and ${n - sample.length} more` : ""})`;
+/** A count the plan may give as a lower bound: "at least 3 users". */
+const counted = (n: number, what: string, atLeast: boolean | undefined) => `${atLeast === true ? "at least " : ""}${count(n, what)}`;
+/** The permission as a line names it: with its condition when held only under one. */
+const permissionName = (i: Impact) => (i.condition === undefined || i.condition === "" ? i.permission : `${i.permission} (when ${i.condition})`);
+/** "alice on 42, bob on 43": who gains or loses it on which instance, through grants. */
+const pairsText = (pairs: { userId: string; resourceId: string }[] | undefined) => (pairs ?? []).map((p) => `${p.userId} on ${p.resourceId}`).join(", ");
 
 /** A stranded use as the refusal names it: `document`, `document#reviewer`, `"team#member" of document#viewer`. */
 const usedName = (u: StrandedUse) =>
@@ -157,8 +169,11 @@ export function renderPlan(plan: PlanAnswer, format: PlanFormat, paint: Paint, t
     if (impact.length > 0) {
       lines.push("**access**", "", "| permission | gaining | losing |", "|---|---:|---:|");
       for (const i of impact) {
-        lines.push(`| \`${i.permission}\` | ${i.gaining ?? 0}${sampleText(i.gainingSample, i.gaining ?? 0)} | ${i.losing ?? 0}${sampleText(i.losingSample, i.losing ?? 0)} |`);
+        const cell = (n: number, sample: string[] | undefined, pairs: Impact["gainingPairs"]) =>
+          `${i.atLeast === true ? "≥ " : ""}${n}${sampleText(sample, n, i.atLeast)}${(pairs ?? []).length > 0 ? `<br>on: ${pairsText(pairs)}` : ""}`;
+        lines.push(`| \`${permissionName(i)}\` | ${cell(i.gaining ?? 0, i.gainingSample, i.gainingPairs)} | ${cell(i.losing ?? 0, i.losingSample, i.losingPairs)} |`);
       }
+      if (impact.some((i) => i.atLeast === true)) lines.push("", "≥: the change reaches more than a plan examines; the counts are lower bounds.");
       lines.push("");
     } else if (!nothing) lines.push("No user gains or loses a permission.", "");
     return `${lines.join("\n").trimEnd()}\n`;
@@ -182,8 +197,12 @@ export function renderPlan(plan: PlanAnswer, format: PlanFormat, paint: Paint, t
     for (const i of impact) {
       const gains = i.gaining ?? 0;
       const losses = i.losing ?? 0;
-      if (gains > 0) lines.push(paint.add(`  + ${i.permission}: ${count(gains, "user")} ${gains === 1 ? "gains" : "gain"} it${sampleText(i.gainingSample, gains)}`));
-      if (losses > 0) lines.push(paint.remove(`  - ${i.permission}: ${count(losses, "user")} ${losses === 1 ? "loses" : "lose"} it${sampleText(i.losingSample, losses)}`));
+      const name = permissionName(i);
+      if (gains > 0) lines.push(paint.add(`  + ${name}: ${counted(gains, "user", i.atLeast)} ${gains === 1 ? "gains" : "gain"} it${sampleText(i.gainingSample, gains, i.atLeast)}`));
+      if ((i.gainingPairs ?? []).length > 0) lines.push(paint.add(`      on: ${pairsText(i.gainingPairs)}`));
+      if (losses > 0) lines.push(paint.remove(`  - ${name}: ${counted(losses, "user", i.atLeast)} ${losses === 1 ? "loses" : "lose"} it${sampleText(i.losingSample, losses, i.atLeast)}`));
+      if ((i.losingPairs ?? []).length > 0) lines.push(paint.remove(`      on: ${pairsText(i.losingPairs)}`));
+      if (i.atLeast === true) lines.push(paint.change(`  ~ ${name}: the change reaches more than a plan examines; the counts are lower bounds`));
     }
   } else if (!nothing) lines.push("access: no user gains or loses a permission");
   return `${lines.join("\n")}\n`;

@@ -21,6 +21,7 @@ import { strandingOf, strandingRefusal, type StrandedUse } from "./catalog.js";
 import { failedPrecondition, Violations } from "./errors.js";
 import { check, descriptionProblem, identifierProblem, nameProblem } from "./formats.js";
 import { storedCondition } from "./conditions.js";
+import { grantImpact, mergeImpact, type ImpactPair } from "./grant-impact.js";
 import type { Principal } from "./principal.js";
 
 export interface ModelPolicyInput {
@@ -63,6 +64,11 @@ export interface PermissionImpact {
   losing: number;
   gainingSample: string[];
   losingSample: string[];
+  /** The first (user, instance) pairs changing through grants, in user then instance order (grant-impact.ts). */
+  gainingPairs: ImpactPair[];
+  losingPairs: ImpactPair[];
+  /** The change reaches more than the plan examines (or an allUsers grant): the counts are lower bounds. */
+  atLeast: boolean;
   /** Held only where this condition holds: counted apart from the permission held outright. */
   condition?: string;
 }
@@ -105,7 +111,8 @@ export class Models {
   async plan(appId: string, input: ModelInput, options?: AbortOptions): Promise<ModelPlan> {
     const target = validateModel(input);
     return this.db.transaction(async (tx) => {
-      await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+      // Not READ ONLY: the impact through grants writes the new catalog inside a savepoint it rolls back (grant-impact.ts).
+      await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
       await requireApplication(tx, appId);
       const state = await readState(tx, appId);
       return (await planOf(tx, appId, state, target)).plan;
@@ -190,7 +197,15 @@ export class Models {
           catalog: { ...plan.catalog },
           policies: { ...plan.policies },
           roles: { ...plan.roles },
-          impact: plan.impact.map((i) => ({ permission: i.permission, gaining: i.gaining, losing: i.losing })),
+          impact: plan.impact.map((i) => ({
+            permission: i.permission,
+            gaining: i.gaining,
+            losing: i.losing,
+            gainingPairs: i.gainingPairs.map((x) => ({ userId: x.userId, resourceId: x.resourceId })),
+            losingPairs: i.losingPairs.map((x) => ({ userId: x.userId, resourceId: x.resourceId })),
+            atLeast: i.atLeast,
+            ...(i.condition === undefined ? {} : { condition: i.condition }),
+          })),
         },
       });
       return { ...plan, version };
@@ -419,7 +434,15 @@ async function planOf(q: Queryable, appId: string, state: State, target: Target)
   const moved = state.roles.filter((r) => !same(sorted(holdsBefore.get(r.roleId)!), sorted(holdsAfter.get(r.roleId)!))).map((r) => r.roleId);
   const groups = await modelDocumentStore.roleSets(q, appId, moved);
   const tenants = new Map(state.roles.map((r) => [r.roleId, r.tenantId]));
-  const impact = impactOf(groups, tenants, holdsBefore, holdsAfter);
+  // Through grants: what the catalog change makes grants imply, merged per permission.
+  const grants = await grantImpact(q, appId, state.catalog, target.catalog);
+  const appWide = (roleIds: readonly string[], side: "before" | "after") =>
+    new Set(roleIds.filter((id) => tenants.get(id) === null).flatMap((id) => [...((side === "before" ? holdsBefore : holdsAfter).get(id) ?? [])]));
+  const roleChange = (roleIds: readonly string[], permission: string, gained: boolean) =>
+    impactOf([{ roleIds: [...roleIds], users: 1, sample: [""] }], tenants, holdsBefore, holdsAfter).some(
+      (i) => i.permission === permission && i.condition === undefined && (gained ? i.gaining : i.losing) > 0,
+    );
+  const impact = mergeImpact(impactOf(groups, tenants, holdsBefore, holdsAfter), grants, SAMPLE_SIZE, appWide, roleChange);
 
   return {
     plan: { version: state.version, catalog, policies, roles, impact, ...(stranding === undefined ? {} : { stranding }) },
@@ -441,7 +464,7 @@ export function impactOf(
   tenants: ReadonlyMap<string, string | null>,
   before: ReadonlyMap<string, ReadonlySet<string>>,
   after: ReadonlyMap<string, ReadonlySet<string>>,
-): PermissionImpact[] {
+): Omit<PermissionImpact, "gainingPairs" | "losingPairs" | "atLeast">[] {
   const gaining = new Map<string, UserRoleSet[]>();
   const losing = new Map<string, UserRoleSet[]>();
   const add = (to: Map<string, UserRoleSet[]>, permission: string, group: UserRoleSet) => {

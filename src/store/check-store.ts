@@ -148,7 +148,13 @@ interface StatementRow {
  * has not yet replayed the migration while the service is upgraded).
  */
 export class CheckStatements {
-  private planOnce = true;
+  /**
+   * @param planOnce false: always the inline statement. For a caller inside
+   * a transaction of its own (a model plan's impact, grant-impact.ts),
+   * where a refusal of the function would abort the transaction before the
+   * inline statement could answer.
+   */
+  constructor(private planOnce = true) {}
 
   /** Whether the statement planned once is still used (false once a database refused it). */
   get plannedOnce(): boolean {

@@ -414,40 +414,60 @@ function Impact({ impact }: { impact: PermissionImpact[] }) {
 }
 
 function ImpactTable({ impact }: { impact: PermissionImpact[] }) {
-  const sample = (ids: string[], n: number) => (ids.length === 0 ? "" : ` (${ids.join(", ")}${n > ids.length ? `, and ${n - ids.length} more` : ""})`);
-  return (
-    <table aria-label="Access: who gains or loses a permission">
-      <thead>
-        <tr>
-          <th scope="col">Permission</th>
-          <th scope="col">Users gaining it</th>
-          <th scope="col">Users losing it</th>
-        </tr>
-      </thead>
-      <tbody>
-        {impact.map((i) => (
-          // A permission may have a row held outright and rows under conditions: the condition is part of the row's identity.
-          <tr key={`${i.permission}\n${i.condition ?? ""}`}>
-            <td>
-              <code>{i.permission}</code>
-              {i.condition !== undefined && (
-                <>
-                  {" "}
-                  <span className="muted">only where</span> <code className="condition">{i.condition}</code> <span className="muted">holds</span>
-                </>
-              )}
-            </td>
-            <td>
-              {i.gaining}
-              {sample(i.gainingSample, i.gaining)}
-            </td>
-            <td>
-              {i.losing}
-              {sample(i.losingSample, i.losing)}
-            </td>
-          </tr>
+  const sample = (ids: string[], n: number, atLeast: boolean) =>
+    ids.length === 0 ? "" : ` (${ids.join(", ")}${atLeast ? ", and maybe more" : n > ids.length ? `, and ${n - ids.length} more` : ""})`;
+  /** Who gains or loses it on which instance, through grants: "alice on 42". */
+  const pairs = (list: PermissionImpact["gainingPairs"], what: string) =>
+    list.length === 0 ? null : (
+      <ul className="impact-pairs" aria-label={what}>
+        {list.map((p) => (
+          <li key={`${p.userId}\n${p.resourceId}`}>
+            {p.userId} on <code>{p.resourceId}</code>
+          </li>
         ))}
-      </tbody>
-    </table>
+      </ul>
+    );
+  const lowerBounds = impact.some((i) => i.atLeast);
+  return (
+    <>
+      <table aria-label="Access: who gains or loses a permission">
+        <thead>
+          <tr>
+            <th scope="col">Permission</th>
+            <th scope="col">Users gaining it</th>
+            <th scope="col">Users losing it</th>
+          </tr>
+        </thead>
+        <tbody>
+          {impact.map((i) => (
+            // A permission may have a row held outright and rows under conditions: the condition is part of the row's identity.
+            <tr key={`${i.permission}\n${i.condition ?? ""}`}>
+              <td>
+                <code>{i.permission}</code>
+                {i.condition !== undefined && (
+                  <>
+                    {" "}
+                    <span className="muted">only where</span> <code className="condition">{i.condition}</code> <span className="muted">holds</span>
+                  </>
+                )}
+              </td>
+              <td>
+                {i.atLeast && "≥ "}
+                {i.gaining}
+                {sample(i.gainingSample, i.gaining, i.atLeast)}
+                {pairs(i.gainingPairs, `Gaining ${i.permission} on`)}
+              </td>
+              <td>
+                {i.atLeast && "≥ "}
+                {i.losing}
+                {sample(i.losingSample, i.losing, i.atLeast)}
+                {pairs(i.losingPairs, `Losing ${i.permission} on`)}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {lowerBounds && <p className="muted">≥: the change reaches more than a plan examines; those counts are lower bounds.</p>}
+    </>
   );
 }

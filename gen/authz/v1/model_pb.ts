@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/model.proto.
  */
 export const file_authz_v1_model: GenFile = /*@__PURE__*/
-  fileDesc("ChRhdXRoei92MS9tb2RlbC5wcm90bxIIYXV0aHoudjEikQEKC01vZGVsUG9saWN5EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEwoLcGVybWlzc2lvbnMYAyADKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESFgoJY29uZGl0aW9uGAUgASgJSAGIAQFCDAoKX3RlbmFudF9pZEIMCgpfY29uZGl0aW9uImYKCU1vZGVsUm9sZRIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhYKCXRlbmFudF9pZBgDIAEoCUgAiAEBEhAKCHBvbGljaWVzGAQgAygJQgwKCl90ZW5hbnRfaWQiIQoPR2V0TW9kZWxSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoCSKcAQoQR2V0TW9kZWxSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEioKB2NhdGFsb2cYAiADKAsyGS5hdXRoei52MS5DYXRhbG9nUmVzb3VyY2USJwoIcG9saWNpZXMYAyADKAsyFS5hdXRoei52MS5Nb2RlbFBvbGljeRIiCgVyb2xlcxgEIAMoCzITLmF1dGh6LnYxLk1vZGVsUm9sZSJBCgxNb2RlbENoYW5nZXMSDwoHY3JlYXRlZBgBIAMoCRIPCgdjaGFuZ2VkGAIgAygJEg8KB3JlbW92ZWQYAyADKAkinAEKEFBlcm1pc3Npb25JbXBhY3QSEgoKcGVybWlzc2lvbhgBIAEoCRIPCgdnYWluaW5nGAIgASgFEg4KBmxvc2luZxgDIAEoBRIWCg5nYWluaW5nX3NhbXBsZRgEIAMoCRIVCg1sb3Npbmdfc2FtcGxlGAUgAygJEhYKCWNvbmRpdGlvbhgGIAEoCUgAiAEBQgwKCl9jb25kaXRpb24isQEKEFBsYW5Nb2RlbFJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSLwoHY2F0YWxvZxgDIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZUID4EECEicKCHBvbGljaWVzGAQgAygLMhUuYXV0aHoudjEuTW9kZWxQb2xpY3kSIgoFcm9sZXMYBSADKAsyEy5hdXRoei52MS5Nb2RlbFJvbGUi9wEKEVBsYW5Nb2RlbFJlc3BvbnNlEg8KB3ZlcnNpb24YASABKAkSJwoHY2F0YWxvZxgCIAEoCzIWLmF1dGh6LnYxLk1vZGVsQ2hhbmdlcxIoCghwb2xpY2llcxgDIAEoCzIWLmF1dGh6LnYxLk1vZGVsQ2hhbmdlcxIlCgVyb2xlcxgEIAEoCzIWLmF1dGh6LnYxLk1vZGVsQ2hhbmdlcxIqCgZpbXBhY3QYBSADKAsyGi5hdXRoei52MS5QZXJtaXNzaW9uSW1wYWN0EisKCXN0cmFuZGluZxgGIAEoCzIYLmF1dGh6LnYxLk1vZGVsU3RyYW5kaW5nIkYKDk1vZGVsU3RyYW5kaW5nEg8KB21lc3NhZ2UYASABKAkSIwoEdXNlcxgCIAMoCzIVLmF1dGh6LnYxLlN0cmFuZGVkVXNlImgKC1N0cmFuZGVkVXNlEhAKCHJlc291cmNlGAEgASgJEhAKCHJlbGF0aW9uGAIgASgJEg8KB3N1YmplY3QYAyABKAkSFAoMZXhwaXJlZF9vbmx5GAQgASgIEg4KBnJlYXNvbhgFIAEoCSLmAQoRQXBwbHlNb2RlbFJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSLwoHY2F0YWxvZxgDIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZUID4EECEicKCHBvbGljaWVzGAQgAygLMhUuYXV0aHoudjEuTW9kZWxQb2xpY3kSIgoFcm9sZXMYBSADKAsyEy5hdXRoei52MS5Nb2RlbFJvbGUSHQoQZXhwZWN0ZWRfdmVyc2lvbhgGIAEoCUgAiAEBQhMKEV9leHBlY3RlZF92ZXJzaW9uIssBChJBcHBseU1vZGVsUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRInCgdjYXRhbG9nGAIgASgLMhYuYXV0aHoudjEuTW9kZWxDaGFuZ2VzEigKCHBvbGljaWVzGAMgASgLMhYuYXV0aHoudjEuTW9kZWxDaGFuZ2VzEiUKBXJvbGVzGAQgASgLMhYuYXV0aHoudjEuTW9kZWxDaGFuZ2VzEioKBmltcGFjdBgFIAMoCzIaLmF1dGh6LnYxLlBlcm1pc3Npb25JbXBhY3Qy8gIKDE1vZGVsU2VydmljZRJuCghHZXRNb2RlbBIZLmF1dGh6LnYxLkdldE1vZGVsUmVxdWVzdBoaLmF1dGh6LnYxLkdldE1vZGVsUmVzcG9uc2UiK4LT5JMCJRIjL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vbW9kZWwSeQoJUGxhbk1vZGVsEhouYXV0aHoudjEuUGxhbk1vZGVsUmVxdWVzdBobLmF1dGh6LnYxLlBsYW5Nb2RlbFJlc3BvbnNlIjOC0+STAi06ASoiKC9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L21vZGVsL3BsYW4SdwoKQXBwbHlNb2RlbBIbLmF1dGh6LnYxLkFwcGx5TW9kZWxSZXF1ZXN0GhwuYXV0aHoudjEuQXBwbHlNb2RlbFJlc3BvbnNlIi6C0+STAig6ASoaIy9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L21vZGVsYgZwcm90bzM", [file_authz_v1_catalog, file_google_api_annotations, file_google_api_field_behavior]);
+  fileDesc("ChRhdXRoei92MS9tb2RlbC5wcm90bxIIYXV0aHoudjEikQEKC01vZGVsUG9saWN5EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEwoLcGVybWlzc2lvbnMYAyADKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESFgoJY29uZGl0aW9uGAUgASgJSAGIAQFCDAoKX3RlbmFudF9pZEIMCgpfY29uZGl0aW9uImYKCU1vZGVsUm9sZRIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhYKCXRlbmFudF9pZBgDIAEoCUgAiAEBEhAKCHBvbGljaWVzGAQgAygJQgwKCl90ZW5hbnRfaWQiIQoPR2V0TW9kZWxSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoCSKcAQoQR2V0TW9kZWxSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEioKB2NhdGFsb2cYAiADKAsyGS5hdXRoei52MS5DYXRhbG9nUmVzb3VyY2USJwoIcG9saWNpZXMYAyADKAsyFS5hdXRoei52MS5Nb2RlbFBvbGljeRIiCgVyb2xlcxgEIAMoCzITLmF1dGh6LnYxLk1vZGVsUm9sZSJBCgxNb2RlbENoYW5nZXMSDwoHY3JlYXRlZBgBIAMoCRIPCgdjaGFuZ2VkGAIgAygJEg8KB3JlbW92ZWQYAyADKAkihwIKEFBlcm1pc3Npb25JbXBhY3QSEgoKcGVybWlzc2lvbhgBIAEoCRIPCgdnYWluaW5nGAIgASgFEg4KBmxvc2luZxgDIAEoBRIWCg5nYWluaW5nX3NhbXBsZRgEIAMoCRIVCg1sb3Npbmdfc2FtcGxlGAUgAygJEhYKCWNvbmRpdGlvbhgGIAEoCUgAiAEBEisKDWdhaW5pbmdfcGFpcnMYByADKAsyFC5hdXRoei52MS5JbXBhY3RQYWlyEioKDGxvc2luZ19wYWlycxgIIAMoCzIULmF1dGh6LnYxLkltcGFjdFBhaXISEAoIYXRfbGVhc3QYCSABKAhCDAoKX2NvbmRpdGlvbiIyCgpJbXBhY3RQYWlyEg8KB3VzZXJfaWQYASABKAkSEwoLcmVzb3VyY2VfaWQYAiABKAkisQEKEFBsYW5Nb2RlbFJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSLwoHY2F0YWxvZxgDIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZUID4EECEicKCHBvbGljaWVzGAQgAygLMhUuYXV0aHoudjEuTW9kZWxQb2xpY3kSIgoFcm9sZXMYBSADKAsyEy5hdXRoei52MS5Nb2RlbFJvbGUi9wEKEVBsYW5Nb2RlbFJlc3BvbnNlEg8KB3ZlcnNpb24YASABKAkSJwoHY2F0YWxvZxgCIAEoCzIWLmF1dGh6LnYxLk1vZGVsQ2hhbmdlcxIoCghwb2xpY2llcxgDIAEoCzIWLmF1dGh6LnYxLk1vZGVsQ2hhbmdlcxIlCgVyb2xlcxgEIAEoCzIWLmF1dGh6LnYxLk1vZGVsQ2hhbmdlcxIqCgZpbXBhY3QYBSADKAsyGi5hdXRoei52MS5QZXJtaXNzaW9uSW1wYWN0EisKCXN0cmFuZGluZxgGIAEoCzIYLmF1dGh6LnYxLk1vZGVsU3RyYW5kaW5nIkYKDk1vZGVsU3RyYW5kaW5nEg8KB21lc3NhZ2UYASABKAkSIwoEdXNlcxgCIAMoCzIVLmF1dGh6LnYxLlN0cmFuZGVkVXNlImgKC1N0cmFuZGVkVXNlEhAKCHJlc291cmNlGAEgASgJEhAKCHJlbGF0aW9uGAIgASgJEg8KB3N1YmplY3QYAyABKAkSFAoMZXhwaXJlZF9vbmx5GAQgASgIEg4KBnJlYXNvbhgFIAEoCSLmAQoRQXBwbHlNb2RlbFJlcXVlc3QSDgoGYXBwX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSLwoHY2F0YWxvZxgDIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZUID4EECEicKCHBvbGljaWVzGAQgAygLMhUuYXV0aHoudjEuTW9kZWxQb2xpY3kSIgoFcm9sZXMYBSADKAsyEy5hdXRoei52MS5Nb2RlbFJvbGUSHQoQZXhwZWN0ZWRfdmVyc2lvbhgGIAEoCUgAiAEBQhMKEV9leHBlY3RlZF92ZXJzaW9uIssBChJBcHBseU1vZGVsUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRInCgdjYXRhbG9nGAIgASgLMhYuYXV0aHoudjEuTW9kZWxDaGFuZ2VzEigKCHBvbGljaWVzGAMgASgLMhYuYXV0aHoudjEuTW9kZWxDaGFuZ2VzEiUKBXJvbGVzGAQgASgLMhYuYXV0aHoudjEuTW9kZWxDaGFuZ2VzEioKBmltcGFjdBgFIAMoCzIaLmF1dGh6LnYxLlBlcm1pc3Npb25JbXBhY3Qy8gIKDE1vZGVsU2VydmljZRJuCghHZXRNb2RlbBIZLmF1dGh6LnYxLkdldE1vZGVsUmVxdWVzdBoaLmF1dGh6LnYxLkdldE1vZGVsUmVzcG9uc2UiK4LT5JMCJRIjL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vbW9kZWwSeQoJUGxhbk1vZGVsEhouYXV0aHoudjEuUGxhbk1vZGVsUmVxdWVzdBobLmF1dGh6LnYxLlBsYW5Nb2RlbFJlc3BvbnNlIjOC0+STAi06ASoiKC9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L21vZGVsL3BsYW4SdwoKQXBwbHlNb2RlbBIbLmF1dGh6LnYxLkFwcGx5TW9kZWxSZXF1ZXN0GhwuYXV0aHoudjEuQXBwbHlNb2RlbFJlc3BvbnNlIi6C0+STAig6ASoaIy9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L21vZGVsYgZwcm90bzM", [file_authz_v1_catalog, file_google_api_annotations, file_google_api_field_behavior]);
 
 /**
  * A policy of the document, by name.
@@ -183,8 +183,10 @@ export const ModelChangesSchema: GenMessage<ModelChanges> = /*@__PURE__*/
   messageDesc(file_authz_v1_model, 4);
 
 /**
- * Who gains and who loses one permission, counted as the impact preview
- * counts: distinct users, and the first ids of each in code point order.
+ * Who gains and who loses one permission: distinct users who may (may not)
+ * do it after the change on at least one instance, or in one scope, where
+ * before they might not (might), through roles or through grants; and the
+ * first ids of each in code point order.
  *
  * @generated from message authz.v1.PermissionImpact
  */
@@ -223,6 +225,30 @@ export type PermissionImpact = Message<"authz.v1.PermissionImpact"> & {
    * @generated from field: optional string condition = 6;
    */
   condition?: string | undefined;
+
+  /**
+   * The first (user, instance) pairs that gain it through grants, in user
+   * then instance order (code points).
+   *
+   * @generated from field: repeated authz.v1.ImpactPair gaining_pairs = 7;
+   */
+  gainingPairs: ImpactPair[];
+
+  /**
+   * The first (user, instance) pairs that lose it through grants.
+   *
+   * @generated from field: repeated authz.v1.ImpactPair losing_pairs = 8;
+   */
+  losingPairs: ImpactPair[];
+
+  /**
+   * The change reaches more than a plan examines, or an allUsers grant
+   * (every user, counted or not): the counts are lower bounds. Never a
+   * "no change" where there is one.
+   *
+   * @generated from field: bool at_least = 9;
+   */
+  atLeast: boolean;
 };
 
 /**
@@ -231,6 +257,30 @@ export type PermissionImpact = Message<"authz.v1.PermissionImpact"> & {
  */
 export const PermissionImpactSchema: GenMessage<PermissionImpact> = /*@__PURE__*/
   messageDesc(file_authz_v1_model, 5);
+
+/**
+ * One user's access to one instance of the permission's resource.
+ *
+ * @generated from message authz.v1.ImpactPair
+ */
+export type ImpactPair = Message<"authz.v1.ImpactPair"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string resource_id = 2;
+   */
+  resourceId: string;
+};
+
+/**
+ * Describes the message authz.v1.ImpactPair.
+ * Use `create(ImpactPairSchema)` to create a new message.
+ */
+export const ImpactPairSchema: GenMessage<ImpactPair> = /*@__PURE__*/
+  messageDesc(file_authz_v1_model, 6);
 
 /**
  * @generated from message authz.v1.PlanModelRequest
@@ -272,7 +322,7 @@ export type PlanModelRequest = Message<"authz.v1.PlanModelRequest"> & {
  * Use `create(PlanModelRequestSchema)` to create a new message.
  */
 export const PlanModelRequestSchema: GenMessage<PlanModelRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_model, 6);
+  messageDesc(file_authz_v1_model, 7);
 
 /**
  * @generated from message authz.v1.PlanModelResponse
@@ -326,7 +376,7 @@ export type PlanModelResponse = Message<"authz.v1.PlanModelResponse"> & {
  * Use `create(PlanModelResponseSchema)` to create a new message.
  */
 export const PlanModelResponseSchema: GenMessage<PlanModelResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_model, 7);
+  messageDesc(file_authz_v1_model, 8);
 
 /**
  * What a document's catalog would strand: the resources, relations and
@@ -356,7 +406,7 @@ export type ModelStranding = Message<"authz.v1.ModelStranding"> & {
  * Use `create(ModelStrandingSchema)` to create a new message.
  */
 export const ModelStrandingSchema: GenMessage<ModelStranding> = /*@__PURE__*/
-  messageDesc(file_authz_v1_model, 8);
+  messageDesc(file_authz_v1_model, 9);
 
 /**
  * A resource, relation or subject type the document drops while grants use it.
@@ -405,7 +455,7 @@ export type StrandedUse = Message<"authz.v1.StrandedUse"> & {
  * Use `create(StrandedUseSchema)` to create a new message.
  */
 export const StrandedUseSchema: GenMessage<StrandedUse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_model, 9);
+  messageDesc(file_authz_v1_model, 10);
 
 /**
  * @generated from message authz.v1.ApplyModelRequest
@@ -454,7 +504,7 @@ export type ApplyModelRequest = Message<"authz.v1.ApplyModelRequest"> & {
  * Use `create(ApplyModelRequestSchema)` to create a new message.
  */
 export const ApplyModelRequestSchema: GenMessage<ApplyModelRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_model, 10);
+  messageDesc(file_authz_v1_model, 11);
 
 /**
  * @generated from message authz.v1.ApplyModelResponse
@@ -493,7 +543,7 @@ export type ApplyModelResponse = Message<"authz.v1.ApplyModelResponse"> & {
  * Use `create(ApplyModelResponseSchema)` to create a new message.
  */
 export const ApplyModelResponseSchema: GenMessage<ApplyModelResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_model, 11);
+  messageDesc(file_authz_v1_model, 12);
 
 /**
  * An application's whole model as one document, the way the people who keep
