@@ -27,8 +27,15 @@ const settle = (ways: string[][], context: ConditionFacts["context"]) =>
     (reads) => new ConditionBindings(facts(context), reads),
   );
 
+interface Case {
+  name: string;
+  ways: string[][];
+  context: ConditionFacts["context"];
+  expected: Awaited<ReturnType<typeof settleWays>>;
+}
+
 describe("settleWays", () => {
-  it.each([
+  it.each<Case>([
     { name: "a way that holds", ways: [["context.ok == true"]], context: { ok: true }, expected: { outright: true } },
     { name: "false: decided against", ways: [["context.ok == true"]], context: { ok: false }, expected: { outright: false, conditions: [] } },
     { name: "a missing value: undecided", ways: [["context.ok == true"]], context: {}, expected: { outright: false, conditions: ["context.ok == true"] } },
