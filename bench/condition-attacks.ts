@@ -1,6 +1,5 @@
 /**
- * The conditions group (docs/conditions.md, "What one may cost"; issue 38,
- * section 1): one application ("attacker") asks checks through conditions
+ * The conditions group (docs/conditions.md, "What one may cost"): one application ("attacker") asks checks through conditions
  * built to be dear, ATTACK_CONCURRENCY at a time, while another ("victim")
  * asks plain checks one after another; the victim's latencies (p50, p99,
  * max) are measured per attack against VICTIM_P99_MS, with the attacker's
@@ -148,7 +147,7 @@ export function conditionAttackLines(figures: ConditionFigures): string[] {
   const ms = (x: number) => x.toFixed(1).padStart(7);
   return [
     "",
-    `conditions (issue 38): another application's plain checks, one at a time, while one attacks with ${ATTACK_CONCURRENCY} requests in flight; target p99 < ${VICTIM_P99_MS} ms`,
+    `conditions: another application's plain checks, one at a time, while one attacks with ${ATTACK_CONCURRENCY} requests in flight; target p99 < ${VICTIM_P99_MS} ms`,
     `  ${"attack".padEnd(46)} ${"checks".padStart(7)} ${"p50 ms".padStart(7)} ${"p99 ms".padStart(7)} ${"max ms".padStart(7)}   attacker requests, slowest ms, failed`,
     ...figures.map(
       (f) =>

@@ -1,6 +1,6 @@
 /**
- * The type check of a condition when it is written (issue 39, section 3;
- * docs/conditions.md, "What is type-checked"). @bufbuild/cel 0.6.1 ships a
+ * The type check of a condition when it is written (docs/conditions.md,
+ * "What is type-checked"). @bufbuild/cel 0.6.1 ships a
  * checker that is neither exported nor complete (it types constants and
  * names, and throws on every other kind of node), so the walk is ours; the
  * overloads it resolves calls against are the library's own declarations,

@@ -1,7 +1,6 @@
 /**
  * Lookup's and who can's conditional answers decided by the question's
- * facts (issue 39, section 3; docs/conditions.md, "Lookup and who can with
- * facts"). A candidate comes with the ways conditions could allow it (each
+ * facts (docs/conditions.md, "Lookup and who can with facts"). A candidate comes with the ways conditions could allow it (each
  * way conditions that must all hold); with facts, each is evaluated as the
  * check evaluates it:
  *
