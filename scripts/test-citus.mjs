@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm run test:citus`: the storage tests on a real Citus cluster, CI's Citus
 // leg. Runs the store suite, the SQL rules, the model's API, the change feed (its storage, its API and
-// the ordering proof), conditions on grants (their writes and the check's statement), conditions on
+// the ordering and replay proofs), conditions on grants (their writes and the check's statement), conditions on
 // policies (role_permissions derived with them, the preview's sources), allUsers grants (their writes
 // and every question's statement), AuthZEN's searches (lookup's and who can's merged pages, the known
 // instances and users) and every test/graph-*.test.ts
@@ -24,6 +24,7 @@ const files = [
   "test/changes-store.test.ts",
   "test/changes-api.test.ts",
   "test/changes-order.test.ts",
+  "test/changes-replay.test.ts",
   "test/conditions-api.test.ts",
   "test/policy-conditions-api.test.ts",
   "test/all-users-api.test.ts",

@@ -13,11 +13,15 @@ const b64 = (text: string) => Buffer.from(text, "latin1").toString("base64url");
 
 describe("change tokens", () => {
   it.each<[string, ChangePosition]>([
-    ["after a window", { seen: "755:755:" }],
-    ["with transactions in progress", { seen: "700:760:701,733,759" }],
-    ["inside a window", { seen: "700:760:701", window: { upTo: "701:790:788", xid: "745", stmt: "81", ord: 3 } }],
-    ["inside the first window, from the oldest kept", { seen: undefined, window: { upTo: "90:90:", xid: "12", stmt: "1", ord: 0 } }],
-    ["at the largest xid, statement and ord", { seen: "1:9223372036854775807:", window: { upTo: "1:9223372036854775807:", xid: "9223372036854775806", stmt: "9223372036854775807", ord: 2_147_483_647 } }],
+    ["after a commit", { seq: "755" }],
+    ["before the first commit", { seq: "0" }],
+    ["inside a commit", { seq: "755", within: { stmt: "81", ord: 3 } }],
+    ["at the largest number, statement and ord", { seq: "9223372036854775807", within: { stmt: "9223372036854775807", ord: 2_147_483_647 } }],
+    // Tokens given before the commit order (snapshots): read as legacy positions, given back as they were.
+    ["from before the commit order, after a window", { seq: undefined, legacy: { seen: "755:755:" } }],
+    ["from before the commit order, with transactions in progress", { seq: undefined, legacy: { seen: "700:760:701,733,759" } }],
+    ["from before the commit order, inside a window", { seq: undefined, legacy: { seen: "700:760:701", window: { upTo: "701:790:788", xid: "745", stmt: "81", ord: 3 } } }],
+    ["from before the commit order, inside the first window", { seq: undefined, legacy: { seen: undefined, window: { upTo: "90:90:", xid: "12", stmt: "1", ord: 0 } } }],
   ])("round-trips a position %s", (_, position) => {
     const token = encodeChangeToken(position);
     expect(token).toMatch(/^[A-Za-z0-9_-]+$/);
@@ -49,6 +53,13 @@ describe("change tokens", () => {
     ["a NUL", b64("s|755:755:\u0000")],
     ["bytes that are not ASCII", b64("s|755:755:\u00e9")],
     ["far too long", "A".repeat(20_000)],
+    ["a commit number that is not a number", b64("c|7a")],
+    ["a negative commit number", b64("c|-1")],
+    ["a commit number past int8", b64("c|9223372036854775808")],
+    ["a commit number with a leading zero", b64("c|07")],
+    ["a position inside a commit without its ord", b64("c|7|3")],
+    ["an ord past int4 inside a commit", b64("c|7|3|2147483648")],
+    ["an extra part after a commit", b64("c|7|3|1|1")],
   ])("refuses %s: 400 naming after", (_, token) => {
     let error: unknown;
     try {

@@ -234,7 +234,7 @@ function feedReadsGauge(inner: Db): { db: Db; most: () => number; reset: () => v
   let running = 0;
   let most = 0;
   const query = <R,>(sql: string, params?: readonly unknown[]) => {
-    if (!sql.includes("coalesce($3::pg_snapshot, pg_current_snapshot())::text AS snap")) return inner.query<R>(sql, params);
+    if (!sql.includes("(SELECT k.seq::text FROM change_clocks k WHERE k.app_id = $1) AS clock")) return inner.query<R>(sql, params);
     most = Math.max(most, ++running);
     return inner.query<R>(sql, params).finally(() => running--);
   };

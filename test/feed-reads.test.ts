@@ -31,7 +31,7 @@ function gate() {
   return { places, open: () => waiting.splice(0).forEach((go) => go()), held: () => held, asked: () => waiting.length };
 }
 
-const at = (seen: string): ChangePosition => ({ seen });
+const at = (seq: string): ChangePosition => ({ seq });
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
 describe("the change feed's shared reads", () => {
@@ -39,8 +39,8 @@ describe("the change feed's shared reads", () => {
     const g = gate();
     const loads: string[] = [];
     const reads = new FeedReads(g.places, async (appId, from, limit) => {
-      loads.push(`${appId} ${from.seen} ${limit}`);
-      return `${from.seen}/${limit}`;
+      loads.push(`${appId} ${from.seq} ${limit}`);
+      return `${from.seq}/${limit}`;
     });
     const same = Array.from({ length: 1_000 }, () => reads.read("a", at("1:2:"), 100, new AbortController().signal));
     const other = [reads.read("a", at("1:3:"), 100, undefined), reads.read("a", at("1:2:"), 50, undefined), reads.read("b", at("1:2:"), 100, undefined)];

@@ -249,12 +249,17 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     ok("get no properties", await call("GET", properties));
     // The change feed (docs/change-feed.md): its pages (read, and a window continued), its probe and its sweep;
     // every write above recorded its changes in its own statement.
-    await service.db.transaction((tx) => changesStore.record(tx, "rules-graph", [{ kind: "grant_written", body: {} }, { kind: "grant_deleted", body: {} }]));
+    await service.db.transaction(async (tx) => {
+      await changesStore.record(tx, "rules-graph", [{ kind: "grant_written", body: {} }, { kind: "grant_deleted", body: {} }]);
+      await changesStore.seal(tx, "rules-graph");
+    });
     const page = await asKey("GET", "/api/v1/authorization/changes?pageSize=1");
     ok("changes", page);
     ok("changes after a token", await asKey("GET", `/api/v1/authorization/changes?pageSize=3&after=${page.body.nextToken}`));
-    const first = await changesStore.read(service.db, "rules-graph", { seen: undefined }, 1);
-    await changesStore.newer(service.db, "rules-graph", [first.next.window!.upTo]);
+    const first = await changesStore.read(service.db, "rules-graph", { seq: undefined }, 1);
+    await changesStore.newer(service.db, "rules-graph", [first.next.seq!]);
+    // A token from before the commit order, placed in it.
+    await changesStore.read(service.db, "rules-graph", { seq: undefined, legacy: { seen: "3:3:", window: { upTo: "3:9:", xid: "5", stmt: "1", ord: 1 } } }, 1);
     await changesStore.sweep(service.db, "rules-graph", 0, 10);
     ok("applications", await call("GET", "/api/v1/applications"));
     expect(statements.size).toBeGreaterThan(40);

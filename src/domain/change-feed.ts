@@ -3,8 +3,8 @@
  * application's changes in commit order from any token, as pages (ListChanges,
  * with a wait for the next) and as a stream (Watch).
  *
- * The exactness lives in the storage (store/changes-store.ts: transaction
- * ids and snapshots); here are the tokens, the wait, the stream's bounds and
+ * The exactness lives in the storage (store/changes-store.ts: a number per
+ * commit, taken under a lock held to the commit); here are the tokens, the wait, the stream's bounds and
  * the changes' shapes. Reads are shared and take a place only while their
  * statements run (feed-reads.ts); waiting reads and streams are admitted
  * and bounded per key and per application, and end with their key
@@ -63,6 +63,12 @@ export interface ChangeFeedOptions {
   readonly maxSilenceMs: number;
 }
 
+const reordered = () =>
+  failedPrecondition(
+    "after: this token was given before the change feed took its commit order, and the changes it had read are not the first ones of that order, so no place in it resumes exactly. Start again from a fresh read (without after) and rebuild what you keep from it",
+    [{ field: "after", reason: "given before the commit order; cannot be placed in it" }],
+  );
+
 const expired = () =>
   failedPrecondition(
     "after: this token is older than the change feed's retention (CHANGES_RETENTION): changes it had not seen were deleted. Start again from a fresh read (without after) and rebuild what you keep from it",
@@ -74,14 +80,14 @@ const gone = (signal: AbortSignal | undefined) => signal?.aborted === true;
 
 /** The position a request's `after` names: from the oldest change kept when empty. */
 function positionOf(after: string): ChangePosition {
-  return after === "" ? { seen: undefined } : decodeChangeToken(after, "after");
+  return after === "" ? { seq: undefined } : decodeChangeToken(after, "after");
 }
 
-/** A read's page: its changes as the API gives them, where the next read starts, and whether its position expired. */
+/** A read's page: its changes as the API gives them, where the next read starts, and whether its position was refused. */
 interface ReadPage {
   changes: ChangeView[];
   next: ChangePosition;
-  expired: boolean;
+  refused: "retention" | "order" | undefined;
 }
 
 export class ChangeFeed {
@@ -119,11 +125,11 @@ export class ChangeFeed {
         const read = await this.read(appId, position, limit, reader?.signal ?? signal);
         position = read.next;
         const left = deadline - Date.now();
-        if (read.changes.length > 0 || left <= 0 || signal?.aborted === true || position.seen === undefined || this.signals.isClosed) {
+        if (read.changes.length > 0 || left <= 0 || signal?.aborted === true || position.seq === undefined || this.signals.isClosed) {
           return { changes: read.changes, nextToken: encodeChangeToken(position) };
         }
         reader ??= this.readers.admit("wait", caller, signal);
-        await this.signals.wait(appId, position.seen, left, reader.signal, since);
+        await this.signals.wait(appId, position.seq, left, reader.signal, since);
         if (reader.revoked) throw unauthenticated(REVOKED_KEY);
         // The client went away: nobody reads an answer.
         if (gone(signal)) return { changes: [], nextToken: encodeChangeToken(position) };
@@ -159,9 +165,9 @@ export class ChangeFeed {
         if (read.changes.length === WATCH_PAGE) continue;
         const silence = lastSent + this.options.maxSilenceMs - Date.now();
         if (silence <= 0 || this.signals.isClosed) return;
-        // A position always has a snapshot after a read of an application that exists.
-        if (position.seen === undefined) return;
-        await this.signals.wait(appId, position.seen, silence, reader.signal, since);
+        // A position always has a number after a read of an application that exists.
+        if (position.seq === undefined) return;
+        await this.signals.wait(appId, position.seq, silence, reader.signal, since);
       }
       if (reader.revoked) throw unauthenticated(REVOKED_KEY);
     } catch (error) {
@@ -176,15 +182,16 @@ export class ChangeFeed {
 
   private async read(appId: string, position: ChangePosition, limit: number, signal: AbortSignal | undefined): Promise<ReadPage> {
     const read = await this.reads.read(appId, position, limit, signal);
-    if (read.expired) throw expired();
+    if (read.refused === "retention") throw expired();
+    if (read.refused === "order") throw reordered();
     return read;
   }
 
   /** One read's statements: the changes after `from`, and the names of the model events' actors. */
   private async load(appId: string, from: ChangePosition, limit: number): Promise<ReadPage> {
-    // The primary: a standby's snapshots would order commits as it replays them (docs/change-feed.md).
+    // The primary: a standby answers as of what it has replayed, behind the tokens the primary gave (docs/change-feed.md).
     const page = await changesStore.read(this.db, appId, from, limit);
-    return { changes: await this.views(page.changes), next: page.next, expired: page.expired === true };
+    return { changes: await this.views(page.changes), next: page.next, refused: page.refused };
   }
 
   /** The stored changes as the API gives them, the model events with their actors' names. */

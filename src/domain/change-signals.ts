@@ -10,21 +10,23 @@
  * - A probe of the database every `pollMs` while an application has readers
  *   waiting, for the writes other processes make (another replica of the
  *   service, the expiry sweep): one statement per application, whatever the
- *   number of readers, asking for each snapshot they wait at whether a change
- *   it does not see has committed (changesStore.newer). While it finds none,
+ *   number of readers: the application's last commit number, which tells
+ *   each position they wait at whether a commit came after it
+ *   (changesStore.newer). While it finds none,
  *   it asks half as often each time, down to once every 16 × pollMs: idle
  *   readers cost next to nothing, and a change brings it back to pollMs.
  *
- * A reader waits at the snapshot its last read saw, so the probe's answer is
+ * A reader waits at the last commit its read read, so the probe's answer is
  * exact for it: no change committed after that read can be missed, whenever
  * the probe runs. A spurious wake costs a read that finds nothing, and the
  * reader waits again.
  */
 import type { Db } from "../store/db.js";
-import { changesStore, type SnapshotText } from "../store/changes-store.js";
+import { changesStore } from "../store/changes-store.js";
 
 interface Waiter {
-  seen: SnapshotText;
+  /** The number of the last commit the reader read (store/changes-store.ts). */
+  seen: string;
   wake: () => void;
 }
 
@@ -101,10 +103,10 @@ export class ChangeSignals {
   }
 
   /**
-   * Resolves when a change that `seen` does not show may have committed,
+   * Resolves when a commit after `seen` (the number of the last commit the reader read) may have come,
    * after `ms`, or when `signal` aborts, whichever comes first.
    */
-  wait(appId: string, seen: SnapshotText, ms: number, signal: AbortSignal | undefined, since?: number): Promise<void> {
+  wait(appId: string, seen: string, ms: number, signal: AbortSignal | undefined, since?: number): Promise<void> {
     if (this.closed || ms <= 0 || signal?.aborted === true) return Promise.resolve();
     if (since !== undefined && this.generation(appId) !== since) return Promise.resolve();
     return new Promise<void>((resolve) => {

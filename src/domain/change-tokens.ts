@@ -1,39 +1,50 @@
 /**
  * The change feed's tokens (API.md, "Change feed"): a reader's position
- * (store/changes-store.ts: the snapshot it has seen, and inside a window the
- * window's upper snapshot and the last change returned), as opaque text.
+ * (store/changes-store.ts: the number of the last commit it read, and inside
+ * a commit the last change read of it), as opaque text.
  *
  * Opaque is not trusted, as with page tokens (paging.ts): a token is decoded
- * and checked completely here, before any statement sees it. A snapshot
- * Postgres would refuse, an xid out of range, a statement number that is no
- * int8 or an ord that is no int4 is a
- * 400 naming `after`, never a cast error from the database.
+ * and checked completely here, before any statement sees it. A number that
+ * is no int8 or an ord that is no int4 is a 400 naming `after`, never a cast
+ * error from the database.
  *
- * The text is "s|SEEN" after a window and "w|SEEN|UPTO|XID|STMT|ORD" inside one,
- * SEEN being "-" for a reader that started from the oldest change kept;
- * base64url of it, so that it is one URL-safe word.
+ * The text is "c|SEQ" after a commit and "c|SEQ|STMT|ORD" inside one;
+ * base64url of it, so that it is one URL-safe word. Tokens given before the
+ * commit order ("s|SEEN" and "w|SEEN|UPTO|XID|STMT|ORD", snapshots of
+ * transaction ids) are still read, as legacy positions, which the first read
+ * places in the order or refuses (store/legacy-change-positions.ts).
  */
-import { isSnapshotText, type ChangePosition } from "../store/changes-store.js";
+import type { ChangePosition } from "../store/changes-store.js";
+import { isSnapshotText, type LegacyPosition } from "../store/legacy-change-positions.js";
 import { invalidArgument } from "./errors.js";
 import { show } from "./formats.js";
 
 /**
- * A snapshot lists the transactions in progress: a few hundred at most with
- * Postgres's connection limits, each up to 20 digits. Tokens this service
- * gives stay far below this.
+ * A legacy token's snapshots list the transactions in progress: a few
+ * hundred at most with Postgres's connection limits, each up to 20 digits.
+ * Tokens this service gives stay far below this.
  */
 const TOKEN_MAX = 16_384;
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const XID = /^\d{1,20}$/;
+const INT4 = /^(0|[1-9]\d{0,9})$/;
 const INT4_MAX = 2_147_483_647;
-const STMT = /^(0|[1-9]\d{0,18})$/;
+const INT8 = /^(0|[1-9]\d{0,18})$/;
 const INT8_MAX = (1n << 63n) - 1n;
 
+const isInt8 = (text: string) => INT8.test(text) && BigInt(text) <= INT8_MAX;
+const isInt4 = (text: string) => INT4.test(text) && Number(text) <= INT4_MAX;
+
 export function encodeChangeToken(position: ChangePosition): string {
-  const seen = position.seen ?? "-";
-  const w = position.window;
-  const text = w === undefined ? `s|${seen}` : `w|${seen}|${w.upTo}|${w.xid}|${w.stmt}|${w.ord}`;
+  const text = position.legacy !== undefined ? legacyText(position.legacy) : position.within === undefined ? `c|${position.seq ?? "0"}` : `c|${position.seq ?? "0"}|${position.within.stmt}|${position.within.ord}`;
   return Buffer.from(text, "ascii").toString("base64url");
+}
+
+/** A legacy position as its token said it (a read that refuses it answers with it unchanged). */
+function legacyText(legacy: LegacyPosition): string {
+  const seen = legacy.seen ?? "-";
+  const w = legacy.window;
+  return w === undefined ? `s|${seen}` : `w|${seen}|${w.upTo}|${w.xid}|${w.stmt}|${w.ord}`;
 }
 
 /** The position a token names; a 400 naming `field` for anything this service did not give. */
@@ -44,21 +55,29 @@ export function decodeChangeToken(token: string, field = "after"): ChangePositio
   // base64url decoding skips what it cannot read: the round trip must give the token back.
   if (Buffer.from(text, "latin1").toString("base64url") !== token) throw bad();
   const parts = text.split("|");
-  const seenText = parts[1];
-  if (seenText === undefined || (seenText !== "-" && !isSnapshotText(seenText))) throw bad();
-  const seen = seenText === "-" ? undefined : seenText;
-  if (parts[0] === "s" && parts.length === 2) {
-    if (seen === undefined) throw bad(); // "from the oldest" is no token: the request leaves `after` out
-    return { seen };
+  if (parts[0] === "c") {
+    const [, seq, stmt, ord] = parts;
+    if (seq === undefined || !isInt8(seq)) throw bad();
+    if (parts.length === 2) return { seq };
+    if (parts.length !== 4 || !isInt8(stmt!) || !isInt4(ord!)) throw bad();
+    return { seq, within: { stmt: stmt!, ord: Number(ord) } };
   }
-  if (parts[0] !== "w" || parts.length !== 6) throw bad();
+  const legacy = decodeLegacy(parts);
+  if (legacy === undefined) throw bad();
+  return { seq: undefined, legacy };
+}
+
+/** A token of the snapshot order's forms, checked as that order checked them; undefined when it is none. */
+function decodeLegacy(parts: string[]): LegacyPosition | undefined {
+  const seenText = parts[1];
+  if (seenText === undefined || (seenText !== "-" && !isSnapshotText(seenText))) return undefined;
+  const seen = seenText === "-" ? undefined : seenText;
+  if (parts[0] === "s" && parts.length === 2) return seen === undefined ? undefined : { seen }; // "from the oldest" is no token
+  if (parts[0] !== "w" || parts.length !== 6) return undefined;
   const [, , upTo, xid, stmt, ordText] = parts as [string, string, string, string, string, string];
-  if (!isSnapshotText(upTo) || !XID.test(xid) || !STMT.test(stmt) || !/^(0|[1-9]\d{0,9})$/.test(ordText)) throw bad();
-  if (BigInt(stmt) > INT8_MAX) throw bad();
-  const ord = Number(ordText);
+  if (!isSnapshotText(upTo) || !XID.test(xid) || !isInt8(stmt) || !isInt4(ordText)) return undefined;
   // The last change read lies inside the window: below its xmax, and past what SEEN had seen.
-  const window = { upTo, xid, stmt, ord };
-  if (ord > INT4_MAX || BigInt(xid) >= BigInt(upTo.split(":")[1]!)) throw bad();
-  if (seen !== undefined && BigInt(upTo.split(":")[1]!) < BigInt(seen.split(":")[1]!)) throw bad();
-  return { seen, window };
+  if (BigInt(xid) >= BigInt(upTo.split(":")[1]!)) return undefined;
+  if (seen !== undefined && BigInt(upTo.split(":")[1]!) < BigInt(seen.split(":")[1]!)) return undefined;
+  return { seen, window: { upTo, xid, stmt, ord: Number(ordText) } };
 }

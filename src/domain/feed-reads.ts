@@ -34,7 +34,7 @@ export class FeedReads<T> {
   /** Up to `limit` changes after `from`, read by a statement that starts after this call. */
   read(appId: string, from: ChangePosition, limit: number, signal: AbortSignal | undefined): Promise<T> {
     if (signal?.aborted === true) return Promise.reject(signal.reason as Error);
-    const key = JSON.stringify([appId, from.seen ?? null, from.window ?? null, limit]);
+    const key = JSON.stringify([appId, from.seq ?? null, from.within ?? null, from.legacy ?? null, limit]);
     let entry = this.pending.get(key);
     if (entry === undefined) {
       const controller = new AbortController();

@@ -1,5 +1,6 @@
 import { ALL_USERS_ID, storedUserId } from "../store/all-users.js";
 import { stoppable, type AbortOptions, type Db } from "../store/db.js";
+import { changesStore } from "../store/changes-store.js";
 import {
   holderPosition,
   relationshipsStore,
@@ -320,6 +321,8 @@ export class Relationships {
       if (!v.empty) throw bulkError(v);
       const deleted = await relationshipsStore.deleteMany(tx, appId, deletes);
       const changed = await relationshipsStore.writeMany(tx, appId, distinct.map(toWrite));
+      // The transaction's place in the change feed's order, as its last write.
+      if (deleted + changed > 0) await changesStore.seal(tx, appId);
       return { written: changed, unchanged: writes.length - changed, deleted };
     }, { ...options, lock: applicationLock(appId, "share") });
   }

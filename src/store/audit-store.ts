@@ -1,6 +1,6 @@
 import type { JsonObject } from "../lib/json.js";
 import { newId } from "../lib/ids.js";
-import { recordChanges } from "./changes-store.js";
+import { recordChanges, sealed } from "./changes-store.js";
 import type { Queryable } from "./db.js";
 
 export interface AuditEventInput {
@@ -40,6 +40,13 @@ export const MODEL_EVENT_TYPES: ReadonlySet<string> = new Set([
   "role.deleted",
 ]);
 
+/**
+ * The other events written exactly when their transaction recorded changes
+ * (assignments made or removed), as its last write: their statement seals
+ * those changes, as a model event's does its own.
+ */
+const AFTER_CHANGES: ReadonlySet<string> = new Set(["role.assigned", "role.unassigned", "user.roles_removed"]);
+
 /** A model_changed change's body: the audit event, as the audit log lists it (the actor's name is looked up when read). */
 const MODEL_EVENT_BODY = {
   body: (r: string) =>
@@ -53,18 +60,24 @@ export const auditStore = {
   /**
    * Writes the event; a change to the model (MODEL_EVENT_TYPES) also goes to
    * the change feed as model_changed, carrying the event, in the same
-   * statement.
+   * statement. A model event, or one of AFTER_CHANGES, must be its
+   * transaction's last write: it seals the transaction's changes.
    */
   async append(q: Queryable, event: AuditEventInput): Promise<string> {
     const eventId = newId("evt");
     const insert = `INSERT INTO audit_events (app_id, event_id, type, actor_key_id, target_type, target_id, data)
        VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`;
+    // Every transaction that records changes writes one of these events as its last write
+    // (domain/roles.ts, policies.ts, catalog.ts, models.ts): its statement gives the transaction
+    // its place in the change feed's order (changes-store.ts, sealed).
     await q.query(
       MODEL_EVENT_TYPES.has(event.type)
         ? `WITH e AS (${insert} RETURNING event_id, type, occurred_at, actor_key_id, target_type, target_id, data),
-                ${recordChanges("c", "model_changed", "e", MODEL_EVENT_BODY)}
+                ${recordChanges("c", "model_changed", "e", MODEL_EVENT_BODY)}, ${sealed(["c"])}
            SELECT 1`
-        : insert,
+        : AFTER_CHANGES.has(event.type)
+          ? `WITH e AS (${insert} RETURNING 1), ${sealed(["e"])} SELECT 1`
+          : insert,
       [event.appId, eventId, event.type, event.actorKeyId, event.targetType, event.targetId, JSON.stringify(event.data)],
     );
     return eventId;

@@ -1,38 +1,43 @@
 /**
- * The change feed's storage (migrations 011 and 012; docs/change-feed.md):
+ * The change feed's storage (migrations 011, 012 and 021; docs/change-feed.md):
  * changes recorded in the transactions that make them, read back in commit
- * order, exactly once, by transaction id and snapshot.
+ * order, exactly once.
  *
- * A read from position P = (S1, S2?, after) returns the changes of the
- * transactions visible in S2 and not in S1, in transaction id order, after
- * `after`; S2 is the statement's own snapshot unless P is in the middle of
- * a window. Every transaction returned committed before S2 was taken; every
- * one left for later commits after it, or was still running, and is then in
- * S2's xip: none is skipped, none comes twice. If T1 committed before T2
- * began, T1's id is the smaller (it was assigned before T1's commit, T2's
- * after T2's start), so id order within a window agrees with the commits.
+ * Commit order is a number per application: every transaction that records
+ * changes takes its application's next one as its last statement (sealed(),
+ * seal()), by an upsert of the application's row of change_clocks whose
+ * lock it holds to its commit, and writes it beside its xid in
+ * change_commits. The next number is taken only after the previous one's
+ * transaction has ended, so numbers follow commits, and a snapshot that sees
+ * a number sees every smaller one: a read of "the commits after n" in any
+ * snapshot is a gap-free run of them, none skipped, none twice.
  *
- * Every statement names one app_id and reads model_versions' row of the
- * application beside it, so on Citus it goes whole to the node that holds
- * the application, where pg_current_snapshot() is that node's snapshot and
- * the xids are that node's (the trigger of 011 sets them there).
+ * Every statement names one app_id and, on Citus, goes whole to the node
+ * that holds the application (change_clocks and change_commits are
+ * distributed with changes), where the trigger of 011 sets the xids of the
+ * changes and of their commit to that node's id of the transaction.
  */
 import type { Queryable } from "./db.js";
+import { placeLegacy, type LegacyPosition } from "./legacy-change-positions.js";
 
-/** A snapshot as pg_snapshot's text: xmin:xmax:xip,... (xid8 values, decimal). */
-export type SnapshotText = string;
+export { isSnapshotText, type SnapshotText } from "./legacy-change-positions.js";
 
-/** Where a reader is: after the window (after undefined), or inside one. */
+/**
+ * Where a reader is: after every change of the commits up to `seq`, or,
+ * with `within`, inside commit `seq` after the change named. `seq`
+ * undefined: nothing read yet, from the oldest change kept. `legacy`: a
+ * token given before the commit order, placed in it on its first read.
+ */
 export interface ChangePosition {
-  /** Seen: every transaction visible in this snapshot (undefined: nothing yet, from the oldest kept). */
-  seen: SnapshotText | undefined;
-  /** Inside a window: its upper snapshot, and the last change returned from it. */
-  window?: { upTo: SnapshotText; xid: string; stmt: string; ord: number };
+  seq: string | undefined;
+  within?: { stmt: string; ord: number };
+  legacy?: LegacyPosition;
 }
 
 export interface StoredChange {
-  xid: string;
-  /** The recording statement's number (change_statement_seq), greater for each later statement of a transaction. */
+  /** The commit's number: its place in the application's commit order. */
+  seq: string;
+  /** The recording statement's number (change_stmt_seq), greater for each later statement of a transaction. */
   stmt: string;
   /** The change's number within its statement. */
   ord: number;
@@ -47,8 +52,12 @@ export interface ChangePage {
   changes: StoredChange[];
   /** Where the next read starts. */
   next: ChangePosition;
-  /** The retention sweep deleted changes this position had not seen: the reader must start again from a fresh read. */
-  expired?: true;
+  /**
+   * The reader must start again from a fresh read: the retention sweep
+   * deleted changes this position had not read ("retention"), or a token
+   * from before the commit order cannot be placed in it ("order").
+   */
+  refused?: "retention" | "order";
 }
 
 export interface NewChange {
@@ -123,43 +132,51 @@ export function recordChanges(name: string, kind: ChangeKind, from: string, rows
   // order of the request's arrays.
   const order = rows.order === "" || !ordered ? "" : `ORDER BY ${rows.order}`;
   return `${name} AS (INSERT INTO changes (app_id, stmt, ord, kind, body)
-    SELECT $1, (SELECT nextval('change_statement_seq')), (row_number() OVER (${order}))::int, '${kind}', ${rows.body(from)} FROM ${from}
+    SELECT $1, (SELECT nextval('change_stmt_seq')), (row_number() OVER (${order}))::int, '${kind}', ${rows.body(from)} FROM ${from}
     RETURNING 1)`;
 }
 
-const SNAPSHOT = /^(\d{1,20}):(\d{1,20}):((?:\d{1,20})(?:,\d{1,20})*)?$/;
+/** The greatest int8 and int4: a position after a whole commit compares after every (stmt, ord) of it. */
+const STMT_MAX = "9223372036854775807";
+const ORD_MAX = 2_147_483_647;
 
-/** Whether `text` is a snapshot Postgres would take (pg_snapshot's input rules), so that a bad one is a 400, not a cast error. */
-export function isSnapshotText(text: string): boolean {
-  const m = SNAPSHOT.exec(text);
-  if (m === null) return false;
-  const xmin = BigInt(m[1]!);
-  const xmax = BigInt(m[2]!);
-  const max = (1n << 63n) - 1n;
-  if (xmin < 1n || xmin > xmax || xmax > max) return false;
-  let last = xmin - 1n;
-  for (const part of m[3] === undefined ? [] : m[3].split(",")) {
-    const xip = BigInt(part);
-    // In [xmin, xmax), ascending, no repeats.
-    if (xip < xmin || xip >= xmax || xip <= last) return false;
-    last = xip;
-  }
-  return true;
+/**
+ * CTEs (to follow the recording ones in a WITH) that give the statement's
+ * transaction its place in the commit order when any of the CTEs `recorded`
+ * (recordChanges's) made a change: the application's next number, taken by
+ * an upsert of its change_clocks row, whose lock the transaction then holds
+ * to its commit. Only for a statement after which the transaction commits
+ * with no other write (an autocommit statement, or a transaction's last
+ * write): the lock is the last one it takes. Counting the changes reads the
+ * recording CTEs, and so the writes they record, to their end first: every
+ * row lock of the write is held before the clock's is asked for.
+ */
+export function sealed(recorded: readonly string[]): string {
+  const made = recorded.map((r) => `SELECT 1 FROM ${r}`).join(" UNION ALL ");
+  return `feed_clock AS (
+      INSERT INTO change_clocks (app_id, seq) SELECT $1, 1 FROM (${made}) made HAVING count(*) > 0
+      ON CONFLICT (app_id) DO UPDATE SET seq = change_clocks.seq + 1
+      RETURNING seq
+    ), feed_commit AS (
+      INSERT INTO change_commits (app_id, seq) SELECT $1, feed_clock.seq FROM feed_clock
+      ON CONFLICT (app_id, xid) DO NOTHING
+      RETURNING 1
+    )`;
 }
 
 export const changesStore = {
   /**
    * Records changes given as values, in their order, after the
    * transaction's earlier ones. Call it inside the transaction that makes
-   * them. No write of the service records this way (each records its
-   * changes in its own statement: recordChanges); the storage's tests do, to
-   * drive the reads with changes of their own making.
+   * them, and seal() before it commits. No write of the service records this
+   * way (each records its changes in its own statement: recordChanges); the
+   * storage's tests do, to drive the reads with changes of their own making.
    */
   async record(q: Queryable, appId: string, changes: readonly NewChange[]): Promise<number> {
     if (changes.length === 0) return 0;
     const { rows } = await q.query(
       `INSERT INTO changes (app_id, stmt, ord, kind, body)
-       SELECT $1, (SELECT nextval('change_statement_seq')), c.n::int, c.kind, c.body
+       SELECT $1, (SELECT nextval('change_stmt_seq')), c.n::int, c.kind, c.body
        FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (kind text, body jsonb)) WITH ORDINALITY AS c(kind, body, n)
        RETURNING 1`,
       [appId, JSON.stringify(changes)],
@@ -167,124 +184,122 @@ export const changesStore = {
     return rows.length;
   },
 
+  /**
+   * Gives the transaction its place in the commit order (sealed()), for a
+   * transaction whose changes were recorded by several statements: call it
+   * as its last write, only when they made a change. A second call in one
+   * transaction keeps the first place.
+   */
+  async seal(q: Queryable, appId: string): Promise<void> {
+    await q.query(`WITH made AS (SELECT 1), ${sealed(["made"])} SELECT 1`, [appId]);
+  },
+
   /** Up to `limit` changes after `from`, in commit order, and where the next read starts. */
   async read(q: Queryable, appId: string, from: ChangePosition, limit: number): Promise<ChangePage> {
-    const seen = from.seen;
-    const upTo = from.window?.upTo;
-    const params: unknown[] = [appId, limit, upTo ?? null, from.window?.xid ?? "0", from.window?.stmt ?? "-1", from.window?.ord ?? -1];
-    let unseen = "";
-    if (seen !== undefined) {
-      params.push(seen);
-      unseen = "AND c.xid >= pg_snapshot_xmin($7::pg_snapshot) AND NOT pg_visible_in_snapshot(c.xid, $7::pg_snapshot)";
+    let at = from;
+    if (from.legacy !== undefined) {
+      const placed = await placeLegacy(q, appId, from.legacy);
+      if (placed === undefined) return { changes: [], next: from }; // no such application: the service says so first
+      if (placed === "retention" || placed === "order") return { changes: [], next: from, refused: placed };
+      at = { seq: placed.seq, ...(placed.within === undefined ? {} : { within: placed.within }) };
     }
-    // The window's upper snapshot: the one a page inside it was read to, else this statement's.
-    const { rows } = await q.query<{ snap: string; swept: string | null; xid: string | null; stmt: string | null; ord: number | null; kind: string | null; body: unknown; created_at: Date | null }>(
-      `SELECT coalesce($3::pg_snapshot, pg_current_snapshot())::text AS snap,
-              (SELECT h.swept_xid::text FROM change_horizons h WHERE h.app_id = $1) AS swept,
-              c.xid::text AS xid, c.stmt::text AS stmt, c.ord, c.kind, c.body, c.created_at
+    const { rows } = await q.query<{ clock: string | null; swept: string | null; seq: string | null; stmt: string | null; ord: number | null; kind: string | null; body: unknown; created_at: Date | null }>(
+      `SELECT (SELECT k.seq::text FROM change_clocks k WHERE k.app_id = $1) AS clock,
+              (SELECT h.swept_seq::text FROM change_horizons h WHERE h.app_id = $1) AS swept,
+              c.seq::text AS seq, c.stmt::text AS stmt, c.ord, c.kind, c.body, c.created_at
        FROM model_versions m
        LEFT JOIN LATERAL (
-         SELECT c.xid, c.stmt, c.ord, c.kind, c.body, c.created_at
-         FROM changes c
-         WHERE c.app_id = $1 ${unseen}
-           AND c.xid < pg_snapshot_xmax(coalesce($3::pg_snapshot, pg_current_snapshot()))
-           AND pg_visible_in_snapshot(c.xid, coalesce($3::pg_snapshot, pg_current_snapshot()))
-           AND (c.xid, c.stmt, c.ord) > ($4::xid8, $5::bigint, $6::int)
-         ORDER BY c.xid, c.stmt, c.ord
-         LIMIT $2
+         SELECT t.seq, c.stmt, c.ord, c.kind, c.body, c.created_at
+         FROM change_commits t
+         JOIN changes c ON c.app_id = $1 AND c.xid = t.xid
+         WHERE t.app_id = $1 AND t.seq >= $2::bigint AND (t.seq > $2::bigint OR (c.stmt, c.ord) > ($3::bigint, $4::int))
+         ORDER BY t.seq, c.stmt, c.ord
+         LIMIT $5
        ) c ON true
        WHERE m.app_id = $1`,
-      params,
+      [appId, at.seq ?? "0", at.within?.stmt ?? STMT_MAX, at.within?.ord ?? ORD_MAX, limit],
     );
-    const window = rows[0]?.snap;
-    if (window === undefined) return { changes: [], next: from }; // no such application: the service says so first
-    // Every deleted change's transaction is at most `swept`; one this position has not seen is at
-    // least its xmin. So below its xmin, nothing it lacks was deleted (an over-cautious "expired"
-    // at the boundary is the price of one number per application).
-    const swept = rows[0]!.swept;
-    if (seen !== undefined && swept !== null && BigInt(swept) >= BigInt(seen.split(":")[0]!)) return { changes: [], next: from, expired: true };
+    const first = rows[0];
+    if (first === undefined) return { changes: [], next: from }; // no such application: the service says so first
+    // The sweep deleted every change of the commits below `swept`, and the first ones of `swept`.
+    if (at.seq !== undefined && first.swept !== null) {
+      const swept = BigInt(first.swept);
+      const seq = BigInt(at.seq);
+      if (seq < swept || (seq === swept && at.within !== undefined)) return { changes: [], next: from, refused: "retention" };
+    }
     const changes: StoredChange[] = rows
-      .filter((r) => r.xid !== null)
+      .filter((r) => r.seq !== null)
       .map((r) => ({
-        xid: r.xid!,
+        seq: r.seq!,
         stmt: r.stmt!,
         ord: r.ord!,
         kind: r.kind as ChangeKind,
         body: r.body,
         createdAt: r.created_at!,
-        after: { seen, window: { upTo: window, xid: r.xid!, stmt: r.stmt!, ord: r.ord! } },
+        after: { seq: r.seq!, within: { stmt: r.stmt!, ord: r.ord! } },
       }));
     const last = changes.at(-1);
-    if (changes.length === limit && last !== undefined) return { changes, next: { seen, window: { upTo: window, xid: last.xid, stmt: last.stmt, ord: last.ord } } };
-    // A window finished with room left on the page: on to the changes after
-    // it, so that a short page always means "nothing more yet", wherever it
-    // started.
-    if (upTo !== undefined) {
-      const more = await changesStore.read(q, appId, { seen: upTo }, limit - changes.length);
-      // Expired between the two statements: the changes of this window stand; the next read says so.
-      if (more.expired === true) return { changes, next: { seen: upTo } };
-      return { changes: [...changes, ...more.changes], next: more.next };
-    }
-    return { changes, next: { seen: window } };
+    if (changes.length === limit && last !== undefined) return { changes, next: last.after };
+    // A short page read every commit this snapshot sees: the next read starts after the last
+    // number given, which is theirs (a number is taken only after the one before it committed).
+    const clock = BigInt(first.clock ?? "0");
+    const next = at.seq !== undefined && BigInt(at.seq) > clock ? at.seq : clock.toString();
+    return { changes, next: { seq: next } };
   },
 
   /**
-   * For each snapshot a reader has seen, whether a change it has not seen
-   * has committed since: one statement for every reader of an application
-   * that waits (domain/change-signals.ts). Each is an index range from the
-   * snapshot's xmin, as a read's is. Returns the snapshots that have news.
+   * For each position a reader waits at (the number of the last commit it
+   * read), whether a commit came after it: one statement for every reader of
+   * an application that waits (domain/change-signals.ts), a read of the
+   * application's clock. Returns the positions that have news.
    */
-  async newer(q: Queryable, appId: string, seen: readonly SnapshotText[]): Promise<Set<SnapshotText>> {
+  async newer(q: Queryable, appId: string, seen: readonly string[]): Promise<Set<string>> {
     if (seen.length === 0) return new Set();
-    const { rows } = await q.query<{ seen: string }>(
-      `SELECT s.seen FROM model_versions m
-       CROSS JOIN LATERAL unnest($2::text[]) AS s(seen)
-       WHERE m.app_id = $1 AND EXISTS (
-         SELECT 1 FROM changes c
-         WHERE c.app_id = $1 AND c.xid >= pg_snapshot_xmin(s.seen::pg_snapshot)
-           AND NOT pg_visible_in_snapshot(c.xid, s.seen::pg_snapshot)
-           AND pg_visible_in_snapshot(c.xid, pg_current_snapshot()))`,
-      [appId, [...seen]],
-    );
-    return new Set(rows.map((r) => r.seen));
+    const { rows } = await q.query<{ seq: string }>("SELECT k.seq::text AS seq FROM change_clocks k WHERE k.app_id = $1", [appId]);
+    const clock = rows[0] === undefined ? 0n : BigInt(rows[0].seq);
+    return new Set(seen.filter((s) => BigInt(s) < clock));
   },
 
   /**
-   * Deletes up to `limit` of an application's changes older than
-   * `retentionMs`, oldest transactions first, and moves its horizon past
-   * them; returns how many went. It looks at the `limit` oldest by
-   * transaction id (the primary key's order, no index of its own) and
-   * deletes those past retention: ids follow time but for long
-   * transactions, so a batch that finds some too young ends the pass, and
-   * the next pass takes them once they have aged. Only changes of transactions that every
-   * snapshot now sees as finished: the bound is read first, on the node that
-   * holds the application (its own ids), and passed to the delete as a
-   * value, so no function runs inside the write.
+   * Deletes up to `limit` of an application's changes past retention, in
+   * commit order, and moves its horizon past them; returns how many went.
+   * It looks at the `limit` oldest commits kept and deletes the changes of
+   * those before the first one within retention (numbers follow commits,
+   * times follow starts: a long transaction's old change waits for the
+   * commits before it to age). Changes go in commit order, so the commits
+   * below the horizon have none left: their rows go in the next statement,
+   * and a commit whose changes are gone is passed over until then.
    */
   async sweep(q: Queryable, appId: string, retentionMs: number, limit: number): Promise<number> {
-    const { rows: bound } = await q.query<{ xmin: string }>(
-      "SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin FROM model_versions WHERE app_id = $1",
-      [appId],
-    );
-    const finished = bound[0]?.xmin;
-    if (finished === undefined) return 0;
     const { rows } = await q.query<{ n: number }>(
-      `WITH gone AS (
-         DELETE FROM changes c
-         USING (SELECT xid, stmt, ord, created_at FROM changes
-                WHERE app_id = $1 AND xid < $2::xid8
-                ORDER BY xid, stmt, ord LIMIT $4) old
+      `WITH oldest AS (
+         SELECT t.seq, t.xid, t.created_at FROM change_commits t
+         WHERE t.app_id = $1 AND t.seq >= coalesce((SELECT h.swept_seq FROM change_horizons h WHERE h.app_id = $1), 0)
+           AND EXISTS (SELECT 1 FROM changes x WHERE x.app_id = $1 AND x.xid = t.xid)
+         ORDER BY t.seq LIMIT $3
+       ), young AS (
+         SELECT min(o.seq) AS seq FROM oldest o WHERE o.created_at >= now() - $2::float8 * interval '1 millisecond'
+       ), old AS (
+         SELECT o.seq, c.xid, c.stmt, c.ord FROM oldest o JOIN changes c ON c.app_id = $1 AND c.xid = o.xid
+         WHERE o.seq < coalesce((SELECT y.seq FROM young y), ${STMT_MAX})
+         ORDER BY o.seq, c.stmt, c.ord LIMIT $3
+       ), gone AS (
+         DELETE FROM changes c USING old
          WHERE c.app_id = $1 AND c.xid = old.xid AND c.stmt = old.stmt AND c.ord = old.ord
-           AND old.created_at < now() - $3::float8 * interval '1 millisecond'
-         RETURNING c.xid
+         RETURNING old.seq, c.xid
+       ), emptied AS (
+         DELETE FROM change_commits e
+         WHERE e.app_id = $1 AND e.seq < coalesce((SELECT h.swept_seq FROM change_horizons h WHERE h.app_id = $1), 0)
+         RETURNING 1
        ), moved AS (
-         INSERT INTO change_horizons (app_id, swept_xid)
-         SELECT $1, max(xid) FROM gone HAVING count(*) > 0
-         ON CONFLICT (app_id) DO UPDATE SET swept_xid = greatest(change_horizons.swept_xid, excluded.swept_xid)
+         INSERT INTO change_horizons (app_id, swept_xid, swept_seq)
+         SELECT $1, max(xid), max(seq) FROM gone HAVING count(*) > 0
+         ON CONFLICT (app_id) DO UPDATE SET swept_seq = greatest(change_horizons.swept_seq, excluded.swept_seq),
+           swept_xid = greatest(change_horizons.swept_xid, excluded.swept_xid)
          RETURNING 1
        )
        SELECT count(*)::int AS n FROM gone`,
-      [appId, finished, retentionMs, limit],
+      [appId, retentionMs, limit],
     );
     return rows[0]!.n;
   },

@@ -35,6 +35,8 @@ export const DISTRIBUTED_TABLES = [
   "audit_events",
   "changes",
   "change_horizons",
+  "change_commits",
+  "change_clocks",
   "user_properties",
 ] as const;
 

@@ -3,7 +3,7 @@
  * deleted in batches, each delete recorded in the change feed in the same
  * statement, as every other delete of grants is.
  */
-import { CHANGE_BODY, prefixed, recordChanges, SUBJECT_GRANT_RETURNING, USER_GRANT_RETURNING } from "./changes-store.js";
+import { CHANGE_BODY, prefixed, recordChanges, sealed, SUBJECT_GRANT_RETURNING, USER_GRANT_RETURNING } from "./changes-store.js";
 import type { Queryable } from "./db.js";
 
 export const expiredGrantsStore = {
@@ -25,7 +25,7 @@ export const expiredGrantsStore = {
            AND g.subject_resource = e.subject_resource AND g.subject_id = e.subject_id AND g.subject_relation = e.subject_relation
            AND g.expires_at <= now()
          RETURNING ${prefixed("g", SUBJECT_GRANT_RETURNING)}
-       ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.subjectGrant)}
+       ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.subjectGrant)}, ${sealed(["c"])}
        SELECT count(*)::int AS n FROM d`,
       [appId, limit - users],
     );
@@ -44,7 +44,7 @@ async function sweepUsers(q: Queryable, appId: string, limit: number): Promise<n
        WHERE g.app_id = $1 AND g.resource = e.resource AND g.resource_id = e.resource_id
          AND g.relation = e.relation AND g.user_id = e.user_id AND g.expires_at <= now()
        RETURNING ${prefixed("g", USER_GRANT_RETURNING)}
-     ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.userGrant)}
+     ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.userGrant)}, ${sealed(["c"])}
      SELECT count(*)::int AS n FROM d`,
     [appId, limit],
   );

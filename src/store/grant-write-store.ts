@@ -4,7 +4,7 @@
  * write that finds out what is there (write). Apart for the size of the
  * module, not for another rule.
  */
-import { CHANGE_BODY, recordChanges, SUBJECT_GRANT_RETURNING, USER_GRANT_RETURNING } from "./changes-store.js";
+import { CHANGE_BODY, recordChanges, sealed, SUBJECT_GRANT_RETURNING, USER_GRANT_RETURNING } from "./changes-store.js";
 import { fromStored, storedUserId } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import type { GrantWrite, RelationshipRow, Subject } from "./relationships-store.js";
@@ -31,7 +31,7 @@ export const grantWrites = {
            INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at, condition)
            VALUES ($1, $2, $3, $4, $5, $6::timestamptz, $7::text)
            ON CONFLICT DO NOTHING RETURNING ${USER_GRANT_RETURNING}
-         ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}
+         ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}, ${sealed(["c"])}
          SELECT ${COLUMNS} FROM w`,
         params,
       );
@@ -42,7 +42,7 @@ export const grantWrites = {
            WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4 AND user_id = $5
              AND (expires_at, condition) IS DISTINCT FROM ($6::timestamptz, $7::text)
            RETURNING ${USER_GRANT_RETURNING}
-         ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}
+         ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}, ${sealed(["c"])}
          SELECT ${COLUMNS} FROM w`,
         params,
       );
@@ -77,7 +77,7 @@ export const grantWrites = {
            INSERT INTO relationships (app_id, resource, resource_id, relation, user_id, expires_at, condition)
            SELECT cr.app_id, $2, $3, $4, $7, $6::timestamptz, $8::text ${allowed}
            ON CONFLICT DO NOTHING RETURNING ${USER_GRANT_RETURNING}
-         ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}
+         ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.userGrant)}, ${sealed(["c"])}
          SELECT ${COLUMNS} FROM w`,
         [appId, t.resource, t.resourceId, t.relation, holderType, iso(t.expiresAt), storedUserId(t), t.condition ?? null],
       );
@@ -88,7 +88,7 @@ export const grantWrites = {
          INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at, condition)
          SELECT cr.app_id, $2, $3, $4, $7, $8, $9, $6::timestamptz, $10::text ${allowed}
          ON CONFLICT DO NOTHING RETURNING ${SUBJECT_GRANT_RETURNING}
-       ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
+       ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}, ${sealed(["c"])}
        SELECT * FROM w`,
       [appId, t.resource, t.resourceId, t.relation, holderType, iso(t.expiresAt), t.subject.resource, t.subject.resourceId, t.subject.relation, t.condition ?? null],
     );
@@ -136,7 +136,7 @@ async function writeSubject(q: Queryable, appId: string, t: GrantWrite & { subje
          INSERT INTO subject_relationships (app_id, resource, resource_id, relation, subject_resource, subject_id, subject_relation, expires_at, condition)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9::text)
          ON CONFLICT DO NOTHING RETURNING ${SUBJECT_GRANT_RETURNING}
-       ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
+       ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}, ${sealed(["c"])}
        SELECT * FROM w`,
       params,
     );
@@ -146,7 +146,7 @@ async function writeSubject(q: Queryable, appId: string, t: GrantWrite & { subje
          UPDATE subject_relationships SET expires_at = $8::timestamptz, condition = $9::text
          WHERE ${key} AND (expires_at, condition) IS DISTINCT FROM ($8::timestamptz, $9::text)
          RETURNING ${SUBJECT_GRANT_RETURNING}
-       ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}
+       ), ${recordChanges("c", "grant_written", "w", CHANGE_BODY.subjectGrant)}, ${sealed(["c"])}
        SELECT * FROM w`,
       params,
     );

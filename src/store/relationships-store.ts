@@ -1,4 +1,4 @@
-import { CHANGE_BODY, prefixed, recordChanges, SUBJECT_GRANT_RETURNING, USER_GRANT_RETURNING } from "./changes-store.js";
+import { CHANGE_BODY, prefixed, recordChanges, sealed, SUBJECT_GRANT_RETURNING, USER_GRANT_RETURNING } from "./changes-store.js";
 import type { Queryable } from "./db.js";
 import { ALL_USERS_ID, fromStored, storedUserId } from "./all-users.js";
 import { COLUMNS, grantWrites, iso } from "./grant-write-store.js";
@@ -149,7 +149,7 @@ export const relationshipsStore = {
            WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4
              AND subject_resource = $5 AND subject_id = $6 AND subject_relation = $7
            RETURNING ${SUBJECT_GRANT_RETURNING}
-         ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.subjectGrant)}
+         ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.subjectGrant)}, ${sealed(["c"])}
          SELECT count(*)::int AS n FROM d`,
         [appId, t.resource, t.resourceId, t.relation, t.subject.resource, t.subject.resourceId, t.subject.relation],
       );
@@ -159,7 +159,7 @@ export const relationshipsStore = {
       `WITH d AS (
          DELETE FROM relationships WHERE app_id = $1 AND resource = $2 AND resource_id = $3 AND relation = $4 AND user_id = $5
          RETURNING ${USER_GRANT_RETURNING}
-       ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.userGrant)}
+       ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.userGrant)}, ${sealed(["c"])}
        SELECT count(*)::int AS n FROM d`,
       [appId, t.resource, t.resourceId, t.relation, storedUserId(t)],
     );
@@ -170,7 +170,8 @@ export const relationshipsStore = {
    * Inserts the grants that are new and gives the existing ones whose expiry
    * or condition differs the new ones, set-based; returns how many rows it wrote, counted
    * from RETURNING (Citus reports the rows sent as the count). The tuples
-   * must be distinct: one statement cannot update a row twice.
+   * must be distinct: one statement cannot update a row twice. Its changes
+   * are not sealed: the caller's transaction seals them (changesStore.seal).
    */
   async writeMany(q: Queryable, appId: string, all: GrantWrite[]): Promise<number> {
     const { users: grants, subjects } = byHolder(all);
@@ -222,7 +223,7 @@ export const relationshipsStore = {
         `WITH d AS (
            DELETE FROM subject_relationships WHERE app_id = $1 AND subject_resource = $2 AND subject_id = $3
            RETURNING ${SUBJECT_GRANT_RETURNING}
-         ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.subjectGrant)}
+         ), ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.subjectGrant)}, ${sealed(["c"])}
          SELECT count(*)::int AS n FROM d`,
         [appId, filter.subject.resource, filter.subject.resourceId],
       );
@@ -240,7 +241,7 @@ export const relationshipsStore = {
     if (filter.userId !== undefined) {
       const { rows } = await q.query<{ n: number }>(
         `WITH d AS (DELETE FROM relationships WHERE ${conditions.join(" AND ")} RETURNING ${USER_GRANT_RETURNING}),
-              ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.userGrant)}
+              ${recordChanges("c", "grant_deleted", "d", CHANGE_BODY.userGrant)}, ${sealed(["c"])}
          SELECT count(*)::int AS n FROM d`,
         params,
       );
@@ -252,7 +253,8 @@ export const relationshipsStore = {
       `WITH users AS (DELETE FROM relationships WHERE ${conditions.join(" AND ")} RETURNING ${USER_GRANT_RETURNING}),
             subjects AS (DELETE FROM subject_relationships WHERE ${conditions.join(" AND ")} RETURNING ${SUBJECT_GRANT_RETURNING}),
             ${recordChanges("cu", "grant_deleted", "users", CHANGE_BODY.userGrant)},
-            ${recordChanges("cs", "grant_deleted", "subjects", CHANGE_BODY.subjectGrant)}
+            ${recordChanges("cs", "grant_deleted", "subjects", CHANGE_BODY.subjectGrant)},
+            ${sealed(["cu", "cs"])}
        SELECT (SELECT count(*) FROM users)::int + (SELECT count(*) FROM subjects)::int AS n`,
       params,
     );
@@ -265,7 +267,7 @@ export const relationshipsStore = {
     return Number(rows[0]!.ms);
   },
 
-  /** Deletes the tuples that exist, set-based; returns how many did. */
+  /** Deletes the tuples that exist, set-based; returns how many did. The caller's transaction seals its changes, as writeMany's. */
   async deleteMany(q: Queryable, appId: string, all: Tuple[]): Promise<number> {
     const { users: tuples, subjects } = byHolder(all);
     let deleted = 0;
