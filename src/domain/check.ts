@@ -318,7 +318,7 @@ export class Checker {
     const v = new Violations();
     const validate = () => questions.forEach((q, i) => validateOne(v, q, (name) => `${field}[${i}].${name}`));
     // Weighing the facts of a batch is as dear as what it carries (up to 64 KiB a question): in the application's turn.
-    if (questions.some((q) => q.facts !== undefined)) await CPU.run(caller.appId, validate);
+    if (questions.some((q) => q.facts !== undefined)) await PROCESS_CPU.run(caller.appId, validate);
     else validate();
     v.throwIfAny();
     // An empty batch still asks the database, to verify the key.
@@ -459,9 +459,6 @@ const pathInput = (caller: Caller, q: PermissionsQuestion, action: string | null
   action,
 });
 
-/** Conditions' evaluations share the event loop fairly between applications (fair-cpu.ts). */
-const CPU = PROCESS_CPU;
-
 /**
  * Whether one way's conditions all hold; each condition evaluated once at
  * most, in `appId`'s turn, and all of them within CONDITION_LIMITS.questionBudget:
@@ -475,7 +472,7 @@ async function holdsOne(appId: string, ways: readonly (readonly Condition[])[], 
     for (const c of way) {
       let outcome = outcomes.get(c);
       if (outcome === undefined) {
-        const [evaluated, spent] = left <= 0 ? [undefined, 0] : await CPU.run(appId, () => c.evaluateWithin(bindings, Math.min(left, CONDITION_LIMITS.budget)));
+        const [evaluated, spent] = left <= 0 ? [undefined, 0] : await PROCESS_CPU.run(appId, () => c.evaluateWithin(bindings, Math.min(left, CONDITION_LIMITS.budget)));
         left -= spent;
         outcomes.set(c, (outcome = evaluated?.holds ?? false));
       }

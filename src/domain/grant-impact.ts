@@ -209,16 +209,19 @@ export interface ImpactPair {
   resourceId: string;
 }
 
-/** The plan's impact entry (models.ts's PermissionImpact), as merged here. */
-export interface MergedImpact {
+/** Who gains and who loses one permission, through roles and through grants: a plan's impact entry. */
+export interface PermissionImpact {
   permission: string;
   gaining: number;
   losing: number;
   gainingSample: string[];
   losingSample: string[];
+  /** The first (user, instance) pairs changing through grants, in user then instance order. */
   gainingPairs: ImpactPair[];
   losingPairs: ImpactPair[];
+  /** The change reaches more than the plan examines (or an allUsers grant): the counts are lower bounds. */
   atLeast: boolean;
+  /** Held only where this condition holds: counted apart from the permission held outright. */
   condition?: string;
 }
 
@@ -234,13 +237,13 @@ const byPair = (x: ImpactPair, y: ImpactPair) => byCodePoint(x.userId, y.userId)
  * A user counted by the roles already (`roleChange`) is not counted twice.
  */
 export function mergeImpact(
-  roleImpact: readonly Omit<MergedImpact, "gainingPairs" | "losingPairs" | "atLeast">[],
+  roleImpact: readonly Omit<PermissionImpact, "gainingPairs" | "losingPairs" | "atLeast">[],
   grants: GrantImpact,
   sampleSize: number,
   appWide: (roleIds: readonly string[], side: "before" | "after") => ReadonlySet<string>,
   roleChange: (roleIds: readonly string[], permission: string, gained: boolean) => boolean,
-): MergedImpact[] {
-  const out = new Map<string, MergedImpact>();
+): PermissionImpact[] {
+  const out = new Map<string, PermissionImpact>();
   for (const i of roleImpact) out.set(i.condition === undefined ? i.permission : `${i.permission}\n${i.condition}`, { ...i, gainingPairs: [], losingPairs: [], atLeast: false });
   const entry = (permission: string) => {
     let e = out.get(permission);

@@ -21,7 +21,9 @@ import { strandingOf, strandingRefusal, type StrandedUse } from "./catalog.js";
 import { failedPrecondition, Violations } from "./errors.js";
 import { check, descriptionProblem, identifierProblem, nameProblem } from "./formats.js";
 import { storedCondition } from "./conditions.js";
-import { grantImpact, mergeImpact, type ImpactPair } from "./grant-impact.js";
+import { grantImpact, mergeImpact, type PermissionImpact } from "./grant-impact.js";
+
+export type { PermissionImpact };
 import type { Principal } from "./principal.js";
 
 export interface ModelPolicyInput {
@@ -58,20 +60,6 @@ export interface NameChanges {
   removed: string[];
 }
 
-export interface PermissionImpact {
-  permission: string;
-  gaining: number;
-  losing: number;
-  gainingSample: string[];
-  losingSample: string[];
-  /** The first (user, instance) pairs changing through grants, in user then instance order (grant-impact.ts). */
-  gainingPairs: ImpactPair[];
-  losingPairs: ImpactPair[];
-  /** The change reaches more than the plan examines (or an allUsers grant): the counts are lower bounds. */
-  atLeast: boolean;
-  /** Held only where this condition holds: counted apart from the permission held outright. */
-  condition?: string;
-}
 
 /** What apply would strand, and so refuse (409) with this message naming these. */
 export interface ModelStranding {
