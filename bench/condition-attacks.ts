@@ -6,8 +6,8 @@
  * requests and its slowest. The service is the one bench/run.ts started as
  * its own process (PGlite, or DATABASE_URL's Postgres).
  *
- * What it needs of the harness in bench/run.ts comes in as a
- * ConditionHarness, since bench/run.ts runs its main when imported. Against
+ * What it needs of the harness comes in as a ConditionHarness, which
+ * groups/conditions.ts fills in from the run's state. Against
  * a service already running (to profile it, say), it also runs alone:
  *
  *   node --import tsx bench/condition-attacks.ts --url http://127.0.0.1:8080 --admin-key KEY [--seconds 4] [--attacks exists,batch]

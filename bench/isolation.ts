@@ -17,8 +17,8 @@
  * - A revoked key's streams: 100 open, the key deleted, how long until the
  *   last has ended with UNAUTHENTICATED.
  *
- * What it needs of the harness in bench/run.ts comes in as an
- * IsolationHarness, since bench/run.ts runs its main when imported.
+ * What it needs of the harness comes in as an IsolationHarness, which
+ * groups/isolation.ts fills in from the run's state.
  */
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
