@@ -15,9 +15,9 @@ export const BUILT_IN_RELATIONS: readonly string[] = ["owner", "editor", "viewer
 export interface InheritDraft {
   /** React's key for the row; never sent. */
   key: string;
-  /** A link relation of the same resource. */
+  /** A link relation of the same resource; "" for this same instance. */
   through: string;
-  /** A relation of the resources `through` links to. */
+  /** A relation of the resources `through` links to; with `through` "", another relation of this resource. */
   relation: string;
 }
 
@@ -133,6 +133,18 @@ export function subjectChoices(draft: readonly ResourceDraft[]): { resource: str
 /** The link relations of a resource in the draft (what an inheritance rule goes through), by name. */
 export const linkRelationsOf = (resource: ResourceDraft): RelationDraft[] =>
   resource.relations.filter((x) => x.name.trim() !== "" && isLinkSubjects(x.subjects));
+
+/**
+ * The relations a rule within the instance (no `through`) may name: the
+ * resource's others (built-ins included), not itself and not a link (a
+ * link holds instances, not users).
+ */
+export function sameInstanceRelations(resource: ResourceDraft, relation: RelationDraft): string[] {
+  const links = new Set(linkRelationsOf(resource).map((x) => x.name.trim()));
+  const own = relation.name.trim();
+  const custom = resource.relations.map((x) => x.name.trim()).filter((n) => n !== "");
+  return [...new Set([...BUILT_IN_RELATIONS, ...custom])].filter((n) => n !== own && !links.has(n));
+}
 
 /**
  * The relations a rule through `through` may name: those every resource the

@@ -24,6 +24,7 @@ import {
   newRelation,
   nextKey,
   sameCatalog,
+  sameInstanceRelations,
   splitTokens,
   subjectChoices,
   type RelationDraft,
@@ -77,7 +78,8 @@ export function CatalogPage({ appId }: { appId: string; caller: GetCurrentKeyRes
         Resources, their actions, and the relations a grant can give. Built-in relations (owner, editor, viewer, commenter) imply the
         actions of theirs that the resource has; a custom relation implies the actions you pick, and says who may hold it (users, everyone
         with a relation on a group such as <code>team#member</code>, or one instance of a resource: a link, such as a document's parent
-        folder) and what it inherits through a link. A custom relation named like a built-in redefines it. Saving replaces the whole catalog.
+        folder) and what it inherits: another relation on the same instance (every editor a viewer too), or a relation on the instance a
+        link reaches. A custom relation named like a built-in redefines it. Saving replaces the whole catalog.
       </p>
       <form onSubmit={submit} noValidate>
         {draft.map((r, i) => (
@@ -280,8 +282,8 @@ function ResourceEditor({
 
 /**
  * One custom relation: its name; who may hold it (its subjects); the actions
- * it implies (none for a link); and what it inherits through a link of the
- * same resource. Each part shows the API's field errors beside it.
+ * it implies (none for a link); and what it inherits, from another relation
+ * of the same instance or through a link of the same resource. Each part shows the API's field errors beside it.
  */
 function RelationEditor({
   idPrefix: rid,
@@ -395,17 +397,14 @@ function RelationEditor({
         <fieldset className="inherits" aria-describedby={`${rid}-inherits-error`}>
           <legend>Inherits</legend>
           {relation.inherits.length === 0 && (
-            <p className="muted">
-              {links.length === 0
-                ? `Nothing. To inherit, give ${resource.resource || "this resource"} a link relation first (one whose holder is an instance, such as a parent folder).`
-                : "Nothing: only its own grants give it."}
-            </p>
+            <p className="muted">Nothing: only its own grants give it.</p>
           )}
           {relation.inherits.map((rule, n) => {
             const iid = `${rid}-inherit-${rule.key}`;
             const iat = `${rat}.inherits[${n}]`;
             const throughOptions = withCurrent(links.map((x) => x.name.trim()), rule.through);
-            const relationOptions = withCurrent(inheritableRelations(catalog, resource, rule.through), rule.relation);
+            const sameInstance = rule.through === "";
+            const relationOptions = withCurrent(sameInstance ? sameInstanceRelations(resource, relation) : inheritableRelations(catalog, resource, rule.through), rule.relation);
             const throughError = problem?.fields.get(`${iat}.through`) ?? problem?.fields.get(iat);
             const relationError = problem?.fields.get(`${iat}.relation`);
             return (
@@ -419,7 +418,7 @@ function RelationEditor({
                     aria-invalid={relationError !== undefined}
                     aria-describedby={`${iid}-relation-error`}
                   >
-                    <option value="">{rule.through === "" ? "Choose the link first" : "Choose a relation"}</option>
+                    <option value="">Choose a relation</option>
                     {relationOptions.map((o) => (
                       <option key={o.value} value={o.value}>
                         {o.stale ? `${o.value} (not in the catalog)` : o.value}
@@ -429,7 +428,7 @@ function RelationEditor({
                   <FieldError id={`${iid}-relation-error`} reason={relationError} />
                 </div>
                 <div className="field">
-                  <label htmlFor={`${iid}-through`}>on the instance linked by</label>
+                  <label htmlFor={`${iid}-through`}>on</label>
                   <select
                     id={`${iid}-through`}
                     value={rule.through}
@@ -437,10 +436,10 @@ function RelationEditor({
                     aria-invalid={throughError !== undefined}
                     aria-describedby={`${iid}-through-error`}
                   >
-                    <option value="">Choose a link</option>
+                    <option value="">this instance</option>
                     {throughOptions.map((o) => (
                       <option key={o.value} value={o.value}>
-                        {o.stale ? `${o.value} (not a link of ${resource.resource || "this resource"})` : o.value}
+                        the instance linked by {o.stale ? `${o.value} (not a link of ${resource.resource || "this resource"})` : o.value}
                       </option>
                     ))}
                   </select>
@@ -448,7 +447,7 @@ function RelationEditor({
                 </div>
                 <span className="muted inherit-sentence">holds {label} here.</span>
                 <DangerButton
-                  aria-label={`Remove the rule: ${rule.relation || "?"} through ${rule.through || "?"}, from ${label}`}
+                  aria-label={`Remove the rule: ${rule.relation || "?"} ${sameInstance ? "on this instance" : `through ${rule.through}`}, from ${label}`}
                   onClick={() => onChange({ inherits: relation.inherits.filter((_, j) => j !== n) })}
                 >
                   Remove rule
@@ -459,7 +458,7 @@ function RelationEditor({
           <button
             type="button"
             className="secondary"
-            disabled={links.length === 0}
+            // The one link when there is one; else this instance (the select offers the links).
             onClick={() => onChange({ inherits: [...relation.inherits, { key: nextKey(), through: links.length === 1 ? links[0]!.name.trim() : "", relation: "" }] })}
           >
             Add an inheritance rule

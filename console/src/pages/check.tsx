@@ -44,7 +44,7 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
   const [who, setWho] = useState<WhoQuestion | undefined>();
   const pager = usePager();
   const whoCan = useQuery(
-    CheckService.method.lookupSubjects,
+    CheckService.method.whoCan,
     who === undefined || caller.kind === "operator"
       ? skipToken
       : {

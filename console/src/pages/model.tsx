@@ -35,8 +35,9 @@ import {
 import { ErrorNote } from "../components/error-note";
 import { useNotify } from "../components/notice";
 import { apiProblem } from "../lib/errors";
+import { fileForm, fileRules } from "../../../src/lib/model-file.js";
 
-/** The REST export's JSON: every field, empty lists and strings included, so a download equals `model export`. */
+/** The REST export's JSON: every field, empty lists and strings included (a rule's empty `through` aside: fileForm), so a download equals `model export`. */
 const EXPORT_JSON = { alwaysEmitImplicit: true } as const;
 
 type Json = Record<string, unknown>;
@@ -215,7 +216,7 @@ export function ModelPage({ appId }: { appId: string; caller: GetCurrentKeyRespo
 const count = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
 function exportJson(stored: GetModelResponse): Json {
-  return toJson(GetModelResponseSchema, stored, EXPORT_JSON) as Json;
+  return fileForm(toJson(GetModelResponseSchema, stored, EXPORT_JSON) as Json);
 }
 
 /** As `portcullis model export` prints it: the schema's line for editors, then the document. */
@@ -398,7 +399,7 @@ function normalise(item: Json): Json {
   if (Array.isArray(out.relations)) {
     out.relations = (out.relations as Json[])
       .filter((r) => r.builtIn !== true)
-      .map((r) => ({ ...r, builtIn: undefined, subjects: r.subjects ?? [], inherits: r.inherits ?? [] }));
+      .map((r) => ({ ...r, builtIn: undefined, subjects: r.subjects ?? [], inherits: fileRules(r.inherits ?? []) }));
   }
   return JSON.parse(JSON.stringify(out)) as Json;
 }
