@@ -55,7 +55,11 @@ function inputsHash() {
 }
 
 const hash = inputsHash();
-if (process.argv.includes("--if-stale") && existsSync(stamp) && readFileSync(stamp, "utf8") === hash) {
+const current = existsSync(stamp) && readFileSync(stamp, "utf8") === hash;
+// `--is-current` answers by its exit code alone (0: dist/ is built from the current inputs), for the
+// tests that start the service or the command line as a child: compiled when it is, else from source.
+if (process.argv.includes("--is-current")) process.exit(current ? 0 : 1);
+if (process.argv.includes("--if-stale") && current) {
   process.exit(0);
 }
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // `npm run test:citus`: the storage tests on a real Citus cluster, CI's Citus
-// leg. Runs the store suite, the SQL rules, the model's API, the change feed (its storage, its API and
+// leg. Runs the store suite, the SQL rules, the model's API (a plan's impact, a plan racing a catalog write), the change feed (its storage, its API and
 // the ordering and replay proofs), conditions on grants (their writes and the check's statement), conditions on
 // policies (role_permissions derived with them, the preview's sources), allUsers grants (their writes
 // and every question's statement), AuthZEN's searches (lookup's and who can's merged pages, the known
-// instances and users) and every test/graph-*.test.ts
+// instances and users), statements with their parameters as literals (a statement sent with BEGIN and
+// COMMIT, a transaction's last statements with COMMIT) and every test/graph-*.test.ts
 // with PORTCULLIS_TEST_ENGINES=citus; vitest's global setup
 // (test/support/global-setup.ts) starts a coordinator and two workers on free
 // loopback ports in a temporary folder and stops them when the run ends,
@@ -21,6 +22,7 @@ const files = [
   "test/sql-rules.test.ts",
   "test/model-api.test.ts",
   "test/plan-impact-model.test.ts",
+  "test/plan-retry.test.ts",
   "test/changes-store.test.ts",
   "test/changes-api.test.ts",
   "test/changes-order.test.ts",
@@ -29,6 +31,7 @@ const files = [
   "test/policy-conditions-api.test.ts",
   "test/all-users-api.test.ts",
   "test/authzen-search.test.ts",
+  "test/sql-literals.test.ts",
   ...readdirSync(join(root, "test"))
     .filter((f) => /^graph-.*\.test\.ts$/.test(f))
     .sort()

@@ -58,7 +58,7 @@ export interface Portcullis {
  * JSON lines on stdout, written asynchronously in blocks of 4 KiB or every
  * 250 ms, and whatever is left when the process exits. At info every request
  * has a line (request-log.ts); written synchronously, one write(2) per line
- * took 17% of the service's main-thread CPU profile under wrk on the REST
+ * takes 17% of the service's main-thread CPU profile under wrk on the REST
  * check (1.5% this way), at thousands of checks a second. The price: a
  * process killed outright (SIGKILL) loses up to 250 ms of lines.
  */

@@ -9,8 +9,8 @@
  * A fresh PGlite database runs initdb, which takes seconds; the build dumps
  * a migrated one beside this module (`embedded-template.tgz`) and an
  * instance starts from that copy instead. Without it (a build that did not
- * make one, or a PGlite that cannot read it) an instance runs initdb, as
- * slowly as before but as correctly: the migrations run either way.
+ * make one, or a PGlite that cannot read it) an instance runs initdb: slower,
+ * and as correct, since the migrations run either way.
  */
 import { randomBytes } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";

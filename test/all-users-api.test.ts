@@ -472,7 +472,7 @@ describe.each(engines)("allUsers grants on %s", (engine) => {
     expect(listed.relationships.map((r) => r.resourceId)).toContain("grpc");
     const check = createClient(CheckService, transport);
     expect((await check.check({ userId: "grpc-user", resource: "doc", resourceId: "grpc", action: "read" }, { headers })).allowed).toBe(true);
-    expect((await check.lookupSubjects({ resource: "doc", resourceId: "grpc", action: "read" }, { headers })).allUsers).toBe(true);
+    expect((await check.whoCan({ resource: "doc", resourceId: "grpc", action: "read" }, { headers })).allUsers).toBe(true);
     await expect(relationships.writeRelationship({ allUsers: true, userId: "x", resource: "doc", resourceId: "grpc", relation: "viewer" }, { headers })).rejects.toThrow(/allUsers/);
   });
 });

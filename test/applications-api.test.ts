@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { expectErrorBody } from "./helpers/error-body.js";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { createAppWithKey, startTestService, type RestAnswer, type TestService } from "./support/service.js";
 
 /** Every non-2xx answer: exactly {code, message, details, requestId}, details an array, requestId the answer's x-request-id. */
@@ -29,7 +29,7 @@ function expectRecentTimestamp(value: unknown): void {
 const nextToken = (body: { nextPageToken?: string }) =>
   body.nextPageToken === undefined || body.nextPageToken === "" ? undefined : body.nextPageToken;
 
-describe.each(engines)("applications and API keys on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("applications and API keys on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
 

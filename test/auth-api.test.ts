@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { expectErrorBody } from "./helpers/error-body.js";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type RestAnswer, type TestService } from "./support/service.js";
 
 const catalog = { resources: [{ resource: "document", description: "", actions: ["read", "update"] }] };
@@ -119,7 +119,7 @@ const allowed: Row[] = [
   { name: "operator key creating a role of an app", key: "operator", method: "POST", path: "/api/v1/applications/alpha/roles", body: { name: "operators" }, status: 201 },
 ];
 
-describe.each(engines)("authentication and authorization on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("authentication and authorization on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   const keys: Record<KeyName, string | null> = {

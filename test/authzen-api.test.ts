@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessService } from "../gen/authzen/v1/access_pb.js";
 import { admin, createApp, expectStatus } from "./helpers/authz.js";
 import { expectErrorBody } from "./helpers/error-body.js";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 
 const CATALOG = [
@@ -37,7 +37,7 @@ const q = (user: string, type: string, id: string, action: string, extra: Json =
   ...extra,
 });
 
-describe.each(engines)("AuthZEN evaluations, on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("AuthZEN evaluations, on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let key: string;

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Relationships } from "../src/domain/relationships.js";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { startTestService, type TestService } from "./support/service.js";
 import {
@@ -54,7 +54,7 @@ const badEntries: { name: string; entry: Grant; field: string; fragment: string 
   { name: "resourceId with a control character", entry: grant("u", "document", "d\u00011", "owner"), field: "resourceId", fragment: "control" },
 ];
 
-describe.each(engines)("bulk grants on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("bulk grants on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let grpc: GrpcCaller;

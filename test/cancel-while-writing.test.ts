@@ -44,6 +44,8 @@ interface Prepared {
   env: Record<string, string>;
   /** Counts stored grants once the service has stopped (PGlite's folder is the service's while it runs). */
   stored(appId: string): Promise<number>;
+  /** Resolves once the service has no statement running or transaction open. */
+  settled(service: ServiceProcess): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -63,6 +65,11 @@ async function prepare(engine: EngineName): Promise<Prepared> {
           await reopened.close();
         }
       },
+      // One connection, and pg_sleep holds the service's thread: its readiness
+      // query is answered only once the statement and its transaction ended.
+      async settled(service) {
+        expect((await fetch(`${service.url}/readyz`)).status).toBe(200);
+      },
       dispose: async () => undefined,
     };
   }
@@ -71,6 +78,17 @@ async function prepare(engine: EngineName): Promise<Prepared> {
   return {
     env: { DATABASE_URL: database.url!, AUTHZ_DATA_DIR: join(await tempDir(), "unused") },
     stored: (appId) => storedGrants(database.db, appId),
+    async settled() {
+      const giveUpAt = Date.now() + 10_000;
+      for (;;) {
+        const { rows } = await database.db.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'portcullis' AND state <> 'idle' AND pid <> pg_backend_pid()",
+        );
+        if (rows[0]!.n === 0) return;
+        if (Date.now() > giveUpAt) throw new Error("the service still runs a statement 10 s after the cancel");
+        await sleep(25);
+      }
+    },
     dispose: () => database.dispose(),
   };
 }
@@ -123,8 +141,8 @@ describe.each(engines)("a cancel while the write's statement runs, on %s", { tim
     apps.push(appId);
     const key = await createApp(service, appId, CATALOG);
     expect(await cancelledBulk(service.url, key, ms)).toBe("CANCELLED");
-    // Let the service finish the statement and decide (it must roll back).
-    await sleep(SLEEP_SECONDS * 1000 + 1_500);
+    // Let the service finish the statement and decide (it must roll back) before the next call.
+    await prepared.settled(service);
   });
 
   it("control: the same write, not cancelled, commits in full", async () => {

@@ -5,7 +5,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { expectErrorBody } from "./helpers/error-body.js";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { createAppWithKey, startTestService, type RestAnswer, type TestService } from "./support/service.js";
 
 const catalog = {
@@ -136,7 +136,7 @@ const invalidCatalogs: { name: string; body: unknown; field: string; fragments: 
   { name: "an unknown relation field", body: { resources: [doc({ relations: [{ name: "reviewer", actions: ["read"], implies: [] } as RelationJson] })] }, field: "resources[0].relations[0].implies", fragments: [] },
 ];
 
-describe.each(engines)("catalog API on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("catalog API on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let appKey: string;

@@ -1,5 +1,5 @@
 /**
- * The change feed's promise under load, through the API (issue 28): writers
+ * The change feed's promise under load, through the API (docs/change-feed.md): writers
  * of every kind run side by side (single grants, bulk writes, deletes by
  * filter, role assignments added and removed, model edits, and transactions
  * that write and then roll back), while readers page through the feed and

@@ -185,7 +185,7 @@ describe.each(engines)("the change feed replays to the database's state on %s", 
         expectStatus(await call("DELETE", `/api/v1/authorization/relationships?userId=${g.userId}&resource=document&resourceId=${g.resourceId}&relation=viewer`), 200);
 
       const scenarios: [string, () => Promise<void>][] = [
-        // The issue's shape: a bulk whose entry B has expiry X; a single write of B with Y commits first.
+        // A bulk whose entry B has expiry X; a single write of B with Y commits first.
         ["write", async () => {
           const n = `w${rounds}`;
           const x = expiry(2);

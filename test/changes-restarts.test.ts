@@ -1,7 +1,7 @@
 /**
  * A long-running reader of the change feed against a write load while the
  * service is killed (SIGKILL) and stopped (SIGTERM) and started again, as
- * its own process on Postgres (issue 28, "how it will be checked"). The
+ * its own process on Postgres (docs/change-feed.md). The
  * reader keeps only its last token; after each failure it asks the service
  * that is up now from that token.
  *

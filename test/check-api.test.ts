@@ -5,7 +5,7 @@
  * limits and order, per-item tenants in one batch, and every kind of error.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { startTestService, type TestService } from "./support/service.js";
 import {
@@ -55,7 +55,7 @@ const invalidChecks: { name: string; body: Record<string, unknown>; names: strin
   { name: "tenantId a list", body: { ...question("u", "document", "d1", "read"), tenantId: ["t1"] }, names: ["tenantId"] },
 ];
 
-describe.each(engines)("check on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("check on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let grpc: GrpcCaller;

@@ -8,13 +8,14 @@
  * does not touch the model (an assignment, a grant) gives none.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CHECK_FUNCTIONS } from "../src/store/check-store.js";
 import type { Db, Queryable, QueryResult } from "../src/store/db.js";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { startTestService, type TestService } from "./support/service.js";
 import { admin, authz, createApp, expectStatus, grant, question, type Admin, type Authz } from "./helpers/authz.js";
 
-// The check's statement: the function planned once (020_check_functions_v2.sql), or its inline text.
-const isCheckStatement = (sql: string) => sql.includes("portcullis_check_facts_v2(") || sql.includes("WITH ORDINALITY AS c(key_hash, n)");
+// The check's statement: the function planned once (check-functions.ts), or its inline text.
+const isCheckStatement = (sql: string) => sql.includes(`${CHECK_FUNCTIONS[0]!.name}(`) || sql.includes("WITH ORDINALITY AS c(key_hash, n)");
 const isModelRead = (sql: string) => sql.includes("AS permissions") && sql.includes("FROM model_versions v WHERE v.app_id = $1");
 
 /** A real Db that runs `after(sql)` once a statement has returned (outside transactions). */
@@ -37,7 +38,7 @@ const catalog = (reviewerActions: string[]) => [
   { resource: "document", description: "", actions: ["read", "update"], relations: [{ name: "reviewer", actions: reviewerActions }] },
 ];
 
-describe.each(engines)("model versions on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("model versions on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   /** What runs after each statement of the check path; none by default. */

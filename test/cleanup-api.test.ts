@@ -1,5 +1,5 @@
 /**
- * Cleanup (API.md, Round 2) on each engine: delete grants by filter (the
+ * Cleanup (docs/decisions.md) on each engine: delete grants by filter (the
  * accepted filters and every other combination refused naming them, the
  * catalog's 400s, counts that equal the rows removed, expired grants
  * included, other users and applications untouched, REST and gRPC) and
@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Queryable } from "../src/store/db.js";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, engines, oneEngine, type TestDatabase } from "./support/engines.js";
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 import { admin, authz, createApp, expectError, expectGrpcError, expectStatus, grant, GRPC, question, type Grant } from "./helpers/authz.js";
@@ -41,7 +41,7 @@ const SEED: Grant[] = [
   grant("bob", "folder", "f1", "owner"),
 ];
 
-describe.each(engines)("delete by filter and offboarding on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("delete by filter and offboarding on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let grpc: GrpcCaller;
@@ -223,6 +223,9 @@ describe.runIf(engines.includes("postgres"))("delete by filter racing with write
           acknowledged.push(...batch.map(keyOf));
         }
       });
+      // The delete goes once writes are being acknowledged (a cold start's first ones take longer
+      // than the pause alone), while the writers are still at it.
+      while (acknowledged.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
       await new Promise((resolve) => setTimeout(resolve, 50 + round * 20));
       const before = new Set(acknowledged); // acknowledged before the delete was sent
       const res = await service.call("POST", DELETE, { key, body: { userId: "leaver" } });

@@ -1,6 +1,6 @@
 /**
- * `portcullis changes` as a real process (`node --import tsx
- * src/cli/main.ts`) against a real service (in this process, on PGlite),
+ * `portcullis changes` as a real process (support/entry-points.ts)
+ * against a real service (in this process, on PGlite),
  * changes made through the REST API: the feed printed as NDJSON, each line
  * the change exactly as the route returns it, page after page; --state
  * resumes without a repeat or a gap across runs, and a run killed midway

@@ -7,12 +7,14 @@
  * checked against an independent model of the rules (direct grants and
  * roles), and one flipped expectation is the only failure it reports.
  */
+import { spawnSync } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { cli, portcullis } from "./support/cli-process.js";
+import { ROOT } from "./support/entry-points.js";
 import type { TestService } from "./support/service.js";
 
 const MODEL = `model:
@@ -81,7 +83,8 @@ const AFTER = MODEL.split("\n").length;
 /** The line (1-based) of the first line of `text` that contains `needle`, after line `after`. */
 const lineOf = (text: string, needle: string, after = 0) => text.split("\n").findIndex((l, i) => i >= after && l.includes(needle)) + 1;
 
-describe("portcullis model test", () => {
+// The tests run side by side, each its own processes and files: most of a run is the process starting its database.
+describe.concurrent("portcullis model test", () => {
   let dir: string;
   const file = async (name: string, text: string) => {
     const path = join(dir, name);
@@ -91,6 +94,8 @@ describe("portcullis model test", () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "portcullis-model-test-"));
+    // What bin/portcullis.mjs does first, done once here: the runs side by side then find dist/ current, none building it.
+    expect(spawnSync(process.execPath, ["scripts/build.mjs", "--if-stale"], { cwd: ROOT, stdio: "inherit" }).status).toBe(0);
   });
   afterAll(async () => {
     if (dir !== undefined) await rm(dir, { recursive: true, force: true });
@@ -135,16 +140,18 @@ assertions:
   - check: { userId: cat, resource: todo, resourceId: t1, action: read }
     expect: denied
 `;
-    const run = await portcullis(["model", "test", await file("conditional.yaml", conditional)]);
+    // A condition that does not type-check is refused the same way as one that does not parse, naming its line and position.
+    const illTyped = conditional.replace('condition: "has(context.ticket)"', 'condition: "subject.id > 5"');
+    const [run, bad, typed] = await Promise.all([
+      portcullis(["model", "test", await file("conditional.yaml", conditional)]),
+      portcullis(["model", "test", await file("bad-condition.yaml", conditional.replace('condition: "has(context.ticket)"', 'condition: "has("'))]),
+      portcullis(["model", "test", await file("ill-typed.yaml", illTyped)]),
+    ]);
     expect(run.stderr).toBe("");
     expect(run.stdout).toMatch(/1 grant, 2 assignments, 6 assertions\nok: all 6 assertions hold/);
     expect(run.code).toBe(0);
-    const bad = await portcullis(["model", "test", await file("bad-condition.yaml", conditional.replace('condition: "has(context.ticket)"', 'condition: "has("'))]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/assignments\[1\]\.condition/);
-    // A condition that does not type-check is refused the same way, naming its line and position.
-    const illTyped = conditional.replace('condition: "has(context.ticket)"', 'condition: "subject.id > 5"');
-    const typed = await portcullis(["model", "test", await file("ill-typed.yaml", illTyped)]);
     expect(typed.code).toBe(2);
     expect(typed.stderr).toContain(`line ${lineOf(illTyped, "subject.id > 5")}: assignments[1].condition: at 1:12: found no matching overload for '_>_' applied to '(string, int)'`);
   });
@@ -156,7 +163,7 @@ assertions:
     ).replace("action: edit, userId: bob }\n    expect: allowed", "action: edit, userId: bob }\n    expect: denied");
     expect(wrong).not.toBe(PASSING);
     const path = await file("failing.yaml", wrong);
-    const run = await portcullis(["model", "test", path]);
+    const [run, json] = await Promise.all([portcullis(["model", "test", path]), portcullis(["model", "test", path, "--format", "json"])]);
     expect(run.code).toBe(1);
     const checkLine = lineOf(wrong, "resourceId: d1, action: edit }");
     const whoLine = lineOf(wrong, "whoCan: { resource: document, resourceId: d1, action: edit, userId: bob }");
@@ -168,7 +175,6 @@ assertions:
     expect(run.stdout).toContain(`FAIL assertions[7] (line ${whoLine}): who-can document:d1 edit lists bob: expected denied, got allowed\n    allowed: bob document:d1 edit\n    because:\n      grant: bob is editor of document:d1`);
     expect(run.stdout).toMatch(/\n2 of 9 assertions failed \(\d+ ms\)\n$/);
 
-    const json = await portcullis(["model", "test", path, "--format", "json"]);
     expect(json.code).toBe(1);
     const report = JSON.parse(json.stdout) as { passed: number; failed: number; results: { index: number; line: number; holds: boolean; got: string; explain?: { allowed?: boolean; reasons?: unknown[] } }[] };
     expect(report).toMatchObject({ assertions: 9, passed: 7, failed: 2 });
@@ -210,12 +216,52 @@ assertions:
     expect(run.code).toBe(0);
   });
 
+  it("a rule within an instance: a team's admins are its members, for a subject set team#member too", { timeout: 60_000 }, async () => {
+    const admins = `model:
+  catalog:
+    - resource: team
+      actions: [read, manage]
+      relations:
+        - { name: admin, actions: [read, manage] }
+        - name: member
+          actions: [read]
+          subjects: [user, "team#member"]
+          inherits: [{ relation: admin }]
+    - resource: document
+      actions: [read, edit]
+      relations:
+        - { name: viewer, actions: [read], subjects: [user, "team#member"] }
+grants:
+  - { userId: ann, resource: team, resourceId: eng, relation: admin }
+  - { userId: bob, resource: team, resourceId: eng, relation: member }
+  - { subject: { resource: team, resourceId: eng, relation: member }, resource: document, resourceId: d1, relation: viewer }
+assertions:
+  - name: an admin reads what the team's members read
+    check: { userId: ann, resource: document, resourceId: d1, action: read }
+    expect: allowed
+  - check: { userId: bob, resource: document, resourceId: d1, action: read }
+    expect: allowed
+  - name: a member is not an admin
+    check: { userId: bob, resource: team, resourceId: eng, action: manage }
+    expect: denied
+  - lookup: { userId: ann, resource: document, action: read, resourceId: d1 }
+    expect: allowed
+  - whoCan: { resource: document, resourceId: d1, action: read, userId: ann }
+    expect: allowed
+  - check: { userId: cid, resource: document, resourceId: d1, action: read }
+    expect: denied
+`;
+    const run = await portcullis(["model", "test", await file("admins.yaml", admins)]);
+    expect(run.stderr).toBe("");
+    expect(run.stdout).toMatch(/ok: all 6 assertions hold/);
+    expect(run.code).toBe(0);
+  });
+
   it("takes JSON, and stdin for -", { timeout: 60_000 }, async () => {
     const { parse } = await import("yaml");
     const json = JSON.stringify(parse(PASSING));
-    const fromFile = await portcullis(["model", "test", await file("passing.json", json)]);
+    const [fromFile, fromStdin] = await Promise.all([portcullis(["model", "test", await file("passing.json", json)]), portcullis(["model", "test", "-"], { stdin: json })]);
     expect(fromFile.code).toBe(0);
-    const fromStdin = await portcullis(["model", "test", "-"], { stdin: json });
     expect(fromStdin.code).toBe(0);
     expect(fromStdin.stdout).toContain("ok: all 9 assertions hold");
   });
@@ -244,8 +290,8 @@ assertions:
     ["a grant of a relation the catalog lacks", MODEL.replace("resourceId: d1, relation: editor", "resourceId: d1, relation: approver") + "assertions: []\n", new RegExp(`a grant is refused:\\n  line ${lineOf(MODEL, "relation: editor }")}: grants\\[3\\]`)],
     ["no model", "assertions: []\n", /line 1: model: is required/],
   ];
-  it.each(cases)("exits 2 naming the line for %s", { timeout: 60_000 }, async (_, text, message) => {
-    const run = await portcullis(["model", "test", await file("bad.yaml", text)]);
+  it.each(cases.map((c, i) => [...c, i] as const))("exits 2 naming the line for %s", { timeout: 60_000 }, async (_, text, message, i) => {
+    const run = await portcullis(["model", "test", await file(`bad-${i}.yaml`, text)]);
     expect(run.stderr).toMatch(message);
     expect(run.code).toBe(2);
     expect(run.stdout).toBe("");
@@ -277,12 +323,14 @@ assertions:
     const doc = { model, grants, assignments: auditors.map((userId) => ({ role: "auditor", userId })), assertions };
     expect(assertions.filter((a) => a.expect === "allowed").length).toBeGreaterThan(20);
 
-    const run = await portcullis(["model", "test", await file("generated.yaml", stringify(doc))]);
+    const flipped = { ...doc, assertions: assertions.map((a, i) => (i === 137 ? { ...a, expect: a.expect === "allowed" ? "denied" : "allowed" } : a)) };
+    const [run, failing] = await Promise.all([
+      portcullis(["model", "test", await file("generated.yaml", stringify(doc))]),
+      portcullis(["model", "test", await file("flipped.json", JSON.stringify(flipped)), "--format", "json"]),
+    ]);
     expect(run.stdout).toContain("ok: all 200 assertions hold");
     expect(run.code).toBe(0);
 
-    const flipped = { ...doc, assertions: assertions.map((a, i) => (i === 137 ? { ...a, expect: a.expect === "allowed" ? "denied" : "allowed" } : a)) };
-    const failing = await portcullis(["model", "test", await file("flipped.json", JSON.stringify(flipped)), "--format", "json"]);
     expect(failing.code).toBe(1);
     const report = JSON.parse(failing.stdout) as { failed: number; results: { index: number; holds: boolean }[] };
     expect(report.failed).toBe(1);
@@ -291,7 +339,7 @@ assertions:
 
   it("runs without the build's template database too (from initdb), with the same answers", { timeout: 60_000 }, async () => {
     // Under tsx, from src/: the template is made beside the compiled module only.
-    const run = await cli({ url: "http://127.0.0.1:9" } as TestService, ["model", "test", await file("passing.yaml", PASSING)], { key: null });
+    const run = await cli({ url: "http://127.0.0.1:9" } as TestService, ["model", "test", await file("passing-from-source.yaml", PASSING)], { key: null, fromSource: true });
     expect(run.stderr).toBe("");
     expect(run.stdout).toContain("ok: all 9 assertions hold");
     expect(run.code).toBe(0);

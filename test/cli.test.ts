@@ -1,6 +1,6 @@
 /**
- * The command line (src/cli/) as a real process, `node --import tsx
- * src/cli/main.ts`, against a real service (in this process, on PGlite):
+ * The command line (src/cli/) as a real process (support/entry-points.ts)
+ * against a real service (in this process, on PGlite):
  * importing 50,000 grants with bad rows (unreadable, and refused by the
  * service) spread across batches writes every good row once and reports
  * every bad one by line, twice over with nothing changed the second time, in
@@ -312,8 +312,12 @@ describe("portcullis, the command line", () => {
   });
 
   describe("grants export", () => {
+    /** The csv application's grants through the list route, listed once: nothing writes to it after its imports above. */
+    let csvGrants: Promise<Set<string>> | undefined;
+    const csvGrantsOnce = () => (csvGrants ??= grantsOf(service, keys.csv!));
+
     it("export, then import into another application: the same grants, expiries included", async () => {
-      const source = await grantsOf(service, keys.csv!);
+      const source = await csvGrantsOnce();
       expect(source.size).toBeGreaterThan(40_000);
       const file = join(dir, "export.ndjson");
       const exported = await cli(service, ["grants", "export", "--out", file], { key: keys.csv! });
@@ -336,14 +340,14 @@ describe("portcullis, the command line", () => {
       expect(new Set(again.stdout.trimEnd().split("\n").map((l) => grantKey(JSON.parse(l))))).toEqual(source);
     }, 120_000);
 
-    it.each([
+    it.concurrent.each([
       { args: ["--resource", "folder"], keep: (k: string[]) => k[1] === "folder" },
       { args: ["--resource", "document", "--resource-id", "cd42"], keep: (k: string[]) => k[1] === "document" && k[2] === "cd42" },
       { args: ["--user", "cu17"], keep: (k: string[]) => k[0] === "cu17" },
       { args: ["--user", "cu17", "--resource", "folder"], keep: (k: string[]) => k[0] === "cu17" && k[1] === "folder" },
       { args: ["--resource", "document", "--relation", "viewer"], keep: (k: string[]) => k[1] === "document" && k[3] === "viewer" },
     ])("a selection: $args", async ({ args, keep }) => {
-      const expected = new Set([...(await grantsOf(service, keys.csv!))].filter((k) => keep(k.split("|"))));
+      const expected = new Set([...(await csvGrantsOnce())].filter((k) => keep(k.split("|"))));
       expect(expected.size).toBeGreaterThan(0);
       const run = await cli(service, ["grants", "export", ...args], { key: keys.csv! });
       expect(run.code, run.stderr).toBe(0);
@@ -375,7 +379,7 @@ describe("portcullis, the command line", () => {
       if (format === "ndjson") {
         const lines = text.trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, string>);
         expect(lines).toHaveLength(source.size);
-        // The holder first: userId, or the subject's flat keys (no subjectRelation for a link); a user's line as before.
+        // The holder first: userId, or the subject's flat keys (no subjectRelation for a link); a user's line has the user's keys only.
         const keysOf = (find: (l: Record<string, string>) => boolean) => Object.keys(lines.find(find)!);
         expect(keysOf((l) => l.userId === "carol")).toEqual(["userId", "resource", "resourceId", "relation", "expiresAt", "createdAt"]);
         expect(keysOf((l) => l.userId === "zed")).toEqual(["userId", "resource", "resourceId", "relation", "condition", "createdAt"]);
@@ -519,7 +523,8 @@ describe("portcullis, the command line", () => {
     }, 60_000);
   });
 
-  describe("check, explain, catalog, keys", () => {
+  // Each an application of its own: side by side, and within each, the calls that read at once.
+  describe.concurrent("check, explain, catalog, keys", () => {
     it("explain prints the path through teams and folders; who-can lists every user, all pages", async () => {
       const key = await createApp(service, "cli-graph", GRAPH_CATALOG);
       const writes = [
@@ -530,18 +535,20 @@ describe("portcullis, the command line", () => {
         ...Array.from({ length: 1500 }, (_, i) => user(`m${String(i).padStart(4, "0")}`, "team", "eng", "member")),
       ];
       expect((await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes } })).status).toBe(200);
-      const why = await cli(service, ["explain", "alice", "document:42", "read"], { key });
+      const [why, who, none] = await Promise.all([
+        cli(service, ["explain", "alice", "document:42", "read"], { key }),
+        cli(service, ["who-can", "document:42", "read"], { key }),
+        cli(service, ["who-can", "document:43", "read", "--json"], { key }),
+      ]);
       expect(why.code, why.stderr).toBe(0);
       expect(why.stdout).toContain(
         "  viewer through 3 hops: alice is member of team:platform → team:platform#member is member of team:eng → team:eng#member is viewer of folder:runbooks → folder:runbooks is parent of document:42\n",
       );
-      const who = await cli(service, ["who-can", "document:42", "read"], { key });
       expect(who.code, who.stderr).toBe(0);
       const ids = who.stdout.trim().split("\n");
       expect(ids).toHaveLength(1501); // two pages of 1,000
       expect(ids[0]).toBe("alice");
       expect(ids).toEqual([...ids].sort());
-      const none = await cli(service, ["who-can", "document:43", "read", "--json"], { key });
       expect([none.code, none.stdout]).toEqual([1, "[]\n"]);
     });
 
@@ -549,24 +556,26 @@ describe("portcullis, the command line", () => {
       const key = await createApp(service, "cli-everyone", ALL_USERS_CATALOG);
       const writes = [everyone("folder", "pub", "viewer"), set("folder:pub", "document", "7", "parent"), user("ann", "document", "7", "editor"), everyone("document", "8", "viewer")];
       expect((await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes } })).status).toBe(200);
-      const why = await cli(service, ["explain", "zed", "document:7", "read"], { key });
+      const [why, direct, who, json, exported, mixed] = await Promise.all([
+        cli(service, ["explain", "zed", "document:7", "read"], { key }),
+        cli(service, ["explain", "zed", "document:8", "read"], { key }),
+        cli(service, ["who-can", "document:7", "read"], { key }),
+        cli(service, ["who-can", "document:8", "read", "--json"], { key }),
+        cli(service, ["grants", "export", "--all-users"], { key }),
+        cli(service, ["grants", "export", "--all-users", "--user", "ann"], { key }),
+      ]);
       expect(why.code, why.stderr).toBe(0);
       expect(why.stdout).toContain("  viewer through 1 hop: every user is viewer of folder:pub → folder:pub is parent of document:7\n");
-      const direct = await cli(service, ["explain", "zed", "document:8", "read"], { key });
       expect(direct.stdout).toContain("  grant: every user (allUsers) is viewer of document:8");
-      const who = await cli(service, ["who-can", "document:7", "read"], { key });
       expect([who.code, who.stdout]).toEqual([0, "ann\n"]);
       expect(who.stderr).toContain("every user may: an allUsers grant gives document:7 a relation that implies read; the users listed may also");
-      const json = await cli(service, ["who-can", "document:8", "read", "--json"], { key });
       expect([json.code, json.stdout]).toEqual([0, "[]\n"]);
       expect(json.stderr).toContain("every user may");
-      const exported = await cli(service, ["grants", "export", "--all-users"], { key });
       expect(exported.code, exported.stderr).toBe(0);
       expect(exported.stdout.trimEnd().split("\n").map((l) => { const { createdAt: _, ...g } = JSON.parse(l) as Record<string, unknown>; return g; })).toEqual([
         { allUsers: true, resource: "folder", resourceId: "pub", relation: "viewer" },
         { allUsers: true, resource: "document", resourceId: "8", relation: "viewer" },
       ]);
-      const mixed = await cli(service, ["grants", "export", "--all-users", "--user", "ann"], { key });
       expect(mixed.code).toBe(2);
       expect(mixed.stderr).toContain("--all-users goes with --resource and --relation only");
     });
@@ -596,16 +605,18 @@ describe("portcullis, the command line", () => {
       expect(JSON.parse(own.stdout)).toEqual(JSON.parse(got.stdout));
 
       await service.call("POST", "/api/v1/authorization/relationships", { key, body: { userId: "alice", resource: "report", resourceId: "q3", relation: "signer" } });
-      const allowed = await cli(service, ["check", "alice", "report:q3", "sign"], { key });
+      const [allowed, denied, why, whyNot] = await Promise.all([
+        cli(service, ["check", "alice", "report:q3", "sign"], { key }),
+        cli(service, ["check", "bob", "report:q3", "sign", "--tenant", "acme"], { key }),
+        cli(service, ["explain", "alice", "report:q3", "sign"], { key }),
+        cli(service, ["explain", "bob", "report:q3", "sign", "--json"], { key }),
+      ]);
       expect([allowed.code, allowed.stdout]).toEqual([0, "allowed: alice report:q3 sign\n"]);
-      const denied = await cli(service, ["check", "bob", "report:q3", "sign", "--tenant", "acme"], { key });
       expect([denied.code, denied.stdout]).toEqual([1, "denied: bob report:q3 sign (tenant acme)\n"]);
 
-      const why = await cli(service, ["explain", "alice", "report:q3", "sign"], { key });
       expect(why.code, why.stderr).toBe(0);
       expect(why.stdout).toContain("allowed: alice report:q3 sign\nbecause:\n  grant: alice is signer of report:q3 (granted ");
       expect(why.stdout).toContain("relations on report:q3: signer (read, sign)");
-      const whyNot = await cli(service, ["explain", "bob", "report:q3", "sign", "--json"], { key });
       expect(whyNot.code).toBe(1);
       expect(JSON.parse(whyNot.stdout)).toMatchObject({ allowed: false });
 
@@ -623,12 +634,13 @@ describe("portcullis, the command line", () => {
       const applied = await cli(service, ["grants", "import", changes, "--format", "ndjson"], { key });
       expect(applied.code, applied.stderr).toBe(0);
       expect(applied.stdout).toMatch(/^imported .*changes\.txt: 2 rows; this run [\d.]+ s, [\d,]+ rows\/s\n  written +1\n  unchanged +0\n  deleted +1\n  refused +0\n$/);
-      expect((await cli(service, ["check", "alice", "report:q3", "sign"], { key })).code).toBe(1);
-      expect((await cli(service, ["check", "bob", "report:q3", "sign"], { key })).code).toBe(0);
+      const after = await Promise.all([cli(service, ["check", "alice", "report:q3", "sign"], { key }), cli(service, ["check", "bob", "report:q3", "sign"], { key })]);
+      expect(after.map((run) => run.code)).toEqual([1, 0]);
     }, 60_000);
   });
 
-  describe("usage errors and keys", () => {
+  // Each its own process, refused before or by the service's first answer: side by side.
+  describe.concurrent("usage errors and keys", () => {
     it.each([
       { args: ["grants", "import"], says: "missing required argument 'FILE'" },
       { args: ["grants", "import", "nowhere.csv"], says: "FILE nowhere.csv: cannot read it (ENOENT)" },
@@ -671,10 +683,11 @@ describe("portcullis, the command line", () => {
       { name: "in --key-file", via: "file" },
     ])("a wrong key $name: exit 3 with the API's message, the key never printed", async ({ via }) => {
       const wrong = "pcl_wrongwrongwrongwrongwrongwrong";
-      const keyFile = join(dir, "wrong.key");
+      const keyFile = join(dir, `wrong-${via}.key`);
       await writeFile(keyFile, wrong);
-      for (const args of [["check", "a", "document:d1", "read"], ["grants", "export"], ["catalog", "get", "--app", "small"]]) {
-        const run = await cli(service, via === "env" ? args : ["--key-file", keyFile, ...args], { key: via === "env" ? wrong : null });
+      const commands = [["check", "a", "document:d1", "read"], ["grants", "export"], ["catalog", "get", "--app", "small"]];
+      const runs = await Promise.all(commands.map((args) => cli(service, via === "env" ? args : ["--key-file", keyFile, ...args], { key: via === "env" ? wrong : null })));
+      for (const run of runs) {
         expect(run.code, run.stderr).toBe(3);
         expect(run.stderr).toContain("401 unauthenticated");
         expect(run.stdout + run.stderr).not.toContain(wrong);

@@ -327,7 +327,7 @@ describe.each(engines)("conditions on grants, on %s", (engine) => {
   });
 });
 
-/** Issue 38: a condition's cost is bounded, through the port, on each engine. */
+/** A condition's cost is bounded (docs/conditions.md), through the port, on each engine. */
 describe.each(engines)("a condition's cost, on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;

@@ -22,7 +22,7 @@ import { CheckService } from "../gen/authz/v1/check_pb.js";
 import { PolicyService } from "../gen/authz/v1/policies_pb.js";
 import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
 import { RoleService } from "../gen/authz/v1/roles_pb.js";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 import { sampleEffectiveResources, sampleResources } from "./support/fixtures.js";
 
@@ -110,7 +110,7 @@ const implicit = { alwaysEmitImplicit: true } as const;
 
 // ---------------------------------------------------------------------------
 
-describe.each(engines)("Connect-ES clients on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("Connect-ES clients on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   const sessions: Http2SessionManager[] = [];

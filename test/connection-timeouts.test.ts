@@ -106,6 +106,26 @@ describe("connection timeouts", () => {
     socket.destroy();
   });
 
+  it("answers a request that arrived in time though the loop was busy past the deadline", async () => {
+    const socket = net.connect(service.port, "127.0.0.1");
+    await new Promise<void>((resolve) => socket.once("connect", resolve));
+    await delay(50); // the listener has taken the connection and started its deadline
+    let received = "";
+    socket.on("data", (c: Buffer) => (received += c.toString("latin1")));
+    socket.on("error", () => undefined);
+    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    socket.write("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    // The service runs in this process: hold its loop past the deadline
+    // while the request waits, unread, in the socket.
+    const until = Date.now() + HEADERS_MS + 300;
+    while (Date.now() < until) {
+      // busy
+    }
+    await Promise.race([closed, delay(HEADERS_MS + SLACK_MS)]);
+    expect(received).toMatch(/^HTTP\/1.1 200 /);
+    socket.destroy();
+  });
+
   it("closes a silent HTTP/2 connection with GOAWAY after the idle timeout", async () => {
     const client = await RawH2.connect(service.port);
     await client.settingsAck();

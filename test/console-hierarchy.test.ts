@@ -1,8 +1,9 @@
 /**
- * The console's groups and hierarchy (API.md, round 3, "Groups and
- * hierarchy") end to end, in Chromium through the real service, as
+ * The console's groups and hierarchy (docs/hierarchy.md) end to end, in
+ * Chromium through the real service, as
  * test/console-e2e.test.ts does the rest: the catalog editor's holders
- * (subjects) and inheritance rules, with the API's field errors beside them;
+ * (subjects) and inheritance rules (through a link and within the instance),
+ * with the API's field errors beside them;
  * grants held by a subject set or a linked instance (written, listed, found by
  * their holder, deleted one by one and by holder); the explain path as a
  * chain and the "who can" list, paged; the tree of an instance's parents
@@ -147,7 +148,8 @@ describe("groups and hierarchy in the console, in Chromium", { timeout: 180_000 
     await viewer.getByRole("button", { name: "Add an inheritance rule" }).click();
     const rule = viewer.getByRole("group", { name: "Inheritance rule 1 of viewer" });
     // The one link of document is chosen already; the relations offered are folder's.
-    expect(await rule.getByLabel("on the instance linked by").inputValue()).toBe("parent");
+    expect(await rule.getByLabel("on", { exact: true }).inputValue()).toBe("parent");
+    expect(await rule.getByLabel("on", { exact: true }).locator("option").allTextContents()).toEqual(["this instance", "the instance linked by parent"]);
     expect(await rule.getByLabel("Whoever holds").locator("option").allTextContents()).toEqual(
       expect.arrayContaining(["owner", "editor", "viewer", "commenter", "parent", "reviewer"]),
     );
@@ -203,6 +205,43 @@ describe("groups and hierarchy in the console, in Chromium", { timeout: 180_000 
     await expect.poll(() => page.getByRole("button", { name: "Save the catalog" }).isDisabled()).toBe(true);
     expect(await page.getByRole("group", { name: "document", exact: true }).getByRole("group", { name: "Inheritance rule 1 of viewer" }).getByLabel("Whoever holds").inputValue()).toBe("viewer");
     await expectClean(tab);
+
+    // A rule within the instance: every editor of a document is its viewer. The relations offered are
+    // document's own, but viewer itself and the link parent.
+    const savedViewer = document.getByRole("group", { name: "Relation viewer", exact: true });
+    await savedViewer.getByRole("button", { name: "Add an inheritance rule" }).click();
+    const within = savedViewer.getByRole("group", { name: "Inheritance rule 2 of viewer" });
+    await within.getByLabel("on", { exact: true }).selectOption({ label: "this instance" });
+    expect(await within.getByLabel("Whoever holds").locator("option").allTextContents()).toEqual(["Choose a relation", "owner", "editor", "commenter"]);
+    await within.getByLabel("Whoever holds").selectOption("editor");
+    await page.getByRole("button", { name: "Save the catalog" }).click();
+    await expect.poll(() => page.getByRole("button", { name: "Save the catalog" }).isDisabled()).toBe(true);
+    const viewerRules = async () =>
+      ((await ops.getCatalog()) as { resource: string; relations: { name: string; inherits?: unknown[] }[] }[])
+        .find((r) => r.resource === "document")!
+        .relations.find((r) => r.name === "viewer")!.inherits;
+    expect(await viewerRules()).toEqual([
+      { through: "parent", relation: "viewer" },
+      { through: "", relation: "editor" },
+    ]);
+    // Shown as stored, after the save's reload.
+    expect(await within.getByLabel("on", { exact: true }).inputValue()).toBe("");
+    expect(await within.getByLabel("Whoever holds").inputValue()).toBe("editor");
+    expect(await within.getByRole("button", { name: "Remove the rule: editor on this instance, from viewer" }).count()).toBe(1);
+
+    // editor redefined to inherit viewer within the instance: a cycle, refused beside the rule that closes it.
+    const editor = await addRelation(document, "editor");
+    await editor.getByRole("group", { name: "Actions it implies" }).getByLabel("read").check();
+    await editor.getByRole("button", { name: "Add an inheritance rule" }).click();
+    const back = editor.getByRole("group", { name: "Inheritance rule 1 of editor" });
+    await back.getByLabel("on", { exact: true }).selectOption("");
+    await back.getByLabel("Whoever holds").selectOption("viewer");
+    await page.getByRole("button", { name: "Save the catalog" }).click();
+    const backSelect = back.getByLabel("Whoever holds");
+    await expect.poll(() => describedText(page, backSelect)).toMatch(/within an instance: viewer → editor → viewer/);
+    expect(await backSelect.getAttribute("aria-invalid")).toBe("true");
+    expect(await viewerRules()).toHaveLength(2);
+    await expectClean(tab, "catalog-same-instance");
   });
 
   it("grants: to a subject set and to a linked instance; listed with their holder, found by holder, deleted one by one and by holder", async () => {
@@ -322,7 +361,7 @@ describe("groups and hierarchy in the console, in Chromium", { timeout: 180_000 
     );
     await expectClean(tab, "check-path");
 
-    // A grant on the instance itself reads as before.
+    // A grant on the instance itself reads as the grant alone.
     await ask("bob");
     await page.getByRole("button", { name: "Check", exact: true }).click();
     await expect.poll(() => answer.textContent()).toContain("Grant: viewer on this instance");

@@ -389,10 +389,12 @@ describe("the console's links in Chromium", { timeout: 600_000 }, () => {
         if (why !== "net::ERR_ABORTED") logged.push(`failed: ${request.url()} (${why})`);
       });
       for (const at of pages) {
+        const iconsBefore = icons.length;
         const response = await page.goto(at);
         expect(response?.status(), at).toBe(200);
         expect(await settle(), at).toBeUndefined();
-        await page.waitForTimeout(200); // the icon is fetched after the load
+        // The icon is fetched after the load: its answer, or 200 ms (it is usually in by now).
+        for (const until = Date.now() + 200; icons.length === iconsBefore && Date.now() < until; ) await page.waitForTimeout(10);
         expect(logged, at).toEqual([]);
       }
       expect(tab.problems).toEqual([]);

@@ -16,10 +16,20 @@ import { parse, stringify } from "yaml";
 import { openTab, startConsoleRig, type ConsoleRig, type Tab, expectClean as expectCleanTab } from "./support/browser.js";
 import type { TestService } from "./support/service.js";
 import { admin, createApp, expectStatus } from "./helpers/authz.js";
+import { fileForm } from "../src/lib/model-file.js";
 
 const MODEL = {
   catalog: [
-    { resource: "invoice", description: "An invoice", actions: ["read", "approve", "pay"], relations: [{ name: "approver", actions: ["read", "approve"] }] },
+    {
+      resource: "invoice",
+      description: "An invoice",
+      actions: ["read", "approve", "pay"],
+      // reviewer: a rule within the instance, which a file writes without `through`.
+      relations: [
+        { name: "approver", actions: ["read", "approve"] },
+        { name: "reviewer", actions: ["read"], inherits: [{ relation: "approver" }] },
+      ],
+    },
   ],
   policies: [
     { name: "approvers", description: "approve invoices", permissions: ["invoice:read", "invoice:approve"] },
@@ -95,7 +105,7 @@ describe("the Model page, in Chromium", { timeout: 180_000 }, () => {
   const upload = (page: Page, name: string, text: string) =>
     page.getByLabel("Model file (YAML or JSON)").setInputFiles({ name, mimeType: name.endsWith(".json") ? "application/json" : "application/yaml", buffer: Buffer.from(text) });
 
-  it("downloads the model as YAML and as JSON, each equal to the REST export", async () => {
+  it("downloads the model as YAML and as JSON, each equal to the REST export as `portcullis model export` writes it", async () => {
     const tab = await open();
     const { page } = tab;
     const stored = await restExport();
@@ -104,11 +114,15 @@ describe("the Model page, in Chromium", { timeout: 180_000 }, () => {
     const yaml = await downloaded(page, "Download as YAML");
     expect(yaml.name).toBe(`${appId}.model.yaml`);
     expect(yaml.text.split("\n")[0]).toBe(`# yaml-language-server: $schema=${service.url}/model.schema.json`);
-    expect(parse(yaml.text)).toEqual(stored);
+    expect(parse(yaml.text)).toEqual(fileForm(stored));
+    // The rule within the instance: through "" in the API's answer, left out in the file.
+    const reviewer = (doc: Record<string, unknown>) => (doc.catalog as { relations: { name: string; inherits: unknown[] }[] }[])[0]!.relations.find((r) => r.name === "reviewer")!.inherits;
+    expect(reviewer(stored)).toEqual([{ through: "", relation: "approver" }]);
+    expect(reviewer(parse(yaml.text) as Record<string, unknown>)).toEqual([{ relation: "approver" }]);
 
     const json = await downloaded(page, "Download as JSON");
     expect(json.name).toBe(`${appId}.model.json`);
-    expect(JSON.parse(json.text)).toEqual(stored);
+    expect(JSON.parse(json.text)).toEqual(fileForm(stored));
     await expectClean(tab, "model-export");
   });
 
@@ -247,6 +261,12 @@ describe("the Model page, in Chromium", { timeout: 180_000 }, () => {
     await expect.poll(() => plan.isVisible()).toBe(true);
     const impact = plan.getByRole("table", { name: "Access: who gains or loses a permission" });
     expect((await impact.getByRole("row").allTextContents()).slice(1)).toEqual(["invoice:approve01 (carol)carol on i-42"]);
+    // The file has the API's through: "" (the download leaves it out): the diff shows the change alone.
+    const diff = plan.getByRole("region", { name: "Catalog: changes" }).getByLabel("Diff of Catalog invoice");
+    expect(await diff.locator(".diff-removed").allTextContents()).toEqual([expect.stringMatching(/^− +- approve\n$/)]);
+    expect(await diff.locator(".diff-added").count()).toBe(0);
+    expect(await diff.textContent()).toContain("- relation: approver");
+    expect(await diff.textContent()).not.toContain("through");
     expect(await impact.getByRole("list", { name: "Losing invoice:approve on" }).getByRole("listitem").allTextContents()).toEqual(["carol on i-42"]);
     expect(await restExport()).toEqual(current);
     await expectClean(tab);

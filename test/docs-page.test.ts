@@ -13,7 +13,7 @@ import path from "node:path";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DOCS_CSP } from "../src/transport/pages/api-docs.js";
-import type { OpenApiDocument } from "../src/transport/pages/openapi.js";
+import type { OpenApiDocument } from "../src/transport/pages/openapi-types.js";
 import { inPage, launchChromium, openTab, SCREENSHOTS } from "./support/browser.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { createAppWithKey, startTestService, type TestService } from "./support/service.js";

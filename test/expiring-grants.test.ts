@@ -1,5 +1,5 @@
 /**
- * Expiring grants (API.md, Round 2) through the public API on each engine:
+ * Expiring grants (docs/decisions.md) through the public API on each engine:
  * the expiry's form and its refusals (naming the field, changing nothing),
  * replacing an expiry (single and bulk: written, unchanged), the instant the
  * database's clock passes it (check, batch check, explain, permissions,
@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExpirySweep } from "../src/domain/expiry-sweep.js";
 import type { Queryable } from "../src/store/db.js";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { startTestService, type TestService } from "./support/service.js";
 import { admin, authz, createApp, expectError, expectGrpcError, expectStatus, grant, GRPC, question, type Authz, type Grant } from "./helpers/authz.js";
@@ -39,7 +39,7 @@ async function untilDbPasses(db: Queryable, ms: number): Promise<void> {
 const iso = (ms: number) => new Date(ms).toISOString();
 const withExpiry = (g: Grant, expiresAt: string | undefined) => ({ ...g, ...(expiresAt === undefined ? {} : { expiresAt }) });
 
-describe.each(engines)("expiring grants on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("expiring grants on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let grpc: GrpcCaller;
@@ -283,7 +283,7 @@ describe.each(engines)("expiring grants on %s", (engine) => {
       const res = await admin(service, "exp-catalog").putCatalog(dropped);
       expectError(res, 409, "failed_precondition", "document#contractor (expired grants only, not yet swept)", "relationships/delete");
       expect(res.body.details).toContainEqual({ resource: "document", relation: "contractor", reason: "only expired grants, not yet swept, use this relation" });
-      // A live grant is named as before.
+      // A live grant is named in the 409.
       expectStatus(await service.call("POST", REL, { key: own, body: grant("ida", "document", "c2", "contractor") }), 201);
       const live = await admin(service, "exp-catalog").putCatalog(dropped);
       expectError(live, 409, "failed_precondition", "document#contractor used by grants");

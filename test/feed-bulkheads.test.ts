@@ -135,7 +135,7 @@ describe.each(engines)("the change feed's readers hold nothing and end with thei
     const overApp = await wait(second.key);
     expectStatus(overApp, 429);
     expect(overApp.body.message).toContain(`this application has ${BULKHEADS.feedWaitsPerApp} reads of the change feed waiting`);
-    // A read that does not wait is no waiting reader, and another application waits as before.
+    // A read that does not wait is no waiting reader, and another application still waits.
     expectStatus(await service.call("GET", `/api/v1/authorization/changes?after=${from}`, { key: keyA }), 200);
     const quiet = service.call("GET", `/api/v1/authorization/changes?after=${await tokenNow(keyB)}&waitMs=10000`, { key: keyB });
     await until("the other application's wait", () => service.waitingReaders() === BULKHEADS.feedWaitsPerApp + 1);
@@ -170,7 +170,7 @@ describe.each(engines)("the change feed's readers hold nothing and end with thei
     const overApp = await open(second.key);
     expect(overApp.end).toBe("ResourceExhausted");
     expect(overApp.message).toContain(`this application has ${BULKHEADS.watchStreamsPerApp} Watch streams open`);
-    // Another application streams as before.
+    // Another application still streams.
     const quiet = new AbortController();
     const quietStream = watchUntilEnd(service, keyB, await tokenNow(keyB), quiet.signal);
     await until("the other application's stream", () => service.waitingReaders() === BULKHEADS.watchStreamsPerApp + 1);
@@ -256,8 +256,11 @@ describe("the change feed's streams: closed by their clients, and left unread", 
     database = await createTestDatabase(engine);
     gauge = feedReadsGauge(database.db);
     const log = pino({ level: "debug" }, { write: (s: string) => void lines.push(JSON.parse(s) as { level: number; msg: string }) });
-    // A small pool, as the trial's: a hundred streams' reads must not take it.
-    const config = testConfig({ logLevel: "debug", pgPoolMax: 4, maxRunningCalls: 2, requestTimeoutMs: 1_500, headersTimeoutMs: 1_000, changesPollMs: 60_000 });
+    // A small pool, as the trial's: a hundred streams' reads must not take it. The request
+    // timeout also resets a stream whose client's window takes nothing for that long (h2-server.ts):
+    // long enough here that the unread streams outlive the other application's twenty writes and
+    // checks on a loaded machine, so the count below sees them all.
+    const config = testConfig({ logLevel: "debug", pgPoolMax: 4, maxRunningCalls: 2, requestTimeoutMs: 30_000, headersTimeoutMs: 1_000, changesPollMs: 60_000 });
     const started = await startPortcullis(config, { db: gauge.db, log });
     await started.ready;
     service = Object.assign(started, { call: restCaller(started.url) });

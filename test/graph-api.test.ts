@@ -1,5 +1,5 @@
 /**
- * Groups and hierarchy (API.md, Round 3) through the REST API, on every
+ * Groups and hierarchy (docs/hierarchy.md) through the REST API, on every
  * engine: a catalog with teams (nested), folders (a forest, with a cycle)
  * and documents; grants to users, subject sets and links; every question
  * (check, batch, permissions, explain with its path, lookup, who can); the

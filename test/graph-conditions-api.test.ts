@@ -1,5 +1,5 @@
 /**
- * Conditional grants on hierarchy paths (issue 29) through the REST API, on
+ * Conditional grants on hierarchy paths (docs/conditions.md) through the REST API, on
  * each engine: a membership, a nested membership, a grant to a subject set,
  * a link, a grant on an ancestor and allUsers grants on nodes, each with a
  * condition: allowed where it holds with the question's facts, denied where

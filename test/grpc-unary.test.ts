@@ -10,7 +10,7 @@ import http2 from "node:http2";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CatalogService } from "../gen/authz/v1/catalog_pb.js";
-import { BatchCheckRequestSchema, BatchCheckResponseSchema, CheckService } from "../gen/authz/v1/check_pb.js";
+import { BatchCheckRequestSchema, BatchCheckResponseSchema, CheckRequestSchema, CheckService } from "../gen/authz/v1/check_pb.js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type TestService } from "./support/service.js";
@@ -150,6 +150,19 @@ describe("unary gRPC on pglite", () => {
     const results = fromBinary(BatchCheckResponseSchema, answer.data.subarray(5)).results;
     expect(results).toHaveLength(1000);
     expect(results.every((r) => !r.allowed)).toBe(true);
+  });
+
+  it("a deadline shorter than a millisecond has passed by the time the answer is ready: DEADLINE_EXCEEDED, never OK", async () => {
+    const message = frame(Buffer.from(toBinary(CheckRequestSchema, create(CheckRequestSchema, { userId: "u", resource: "doc", resourceId: "d", action: "read" }))));
+    const path = "/authz.v1.CheckService/Check";
+    // The same question first with time to spare: the answers below come from memory, well within a millisecond.
+    expect((await rawCall(service.url, path, message, { "x-api-key": key, "grpc-timeout": "10S" })).trailers["grpc-status"]).toBe("0");
+    const statuses = new Set<unknown>();
+    for (let i = 0; i < 100; i++) {
+      const answer = await rawCall(service.url, path, message, { "x-api-key": key, "grpc-timeout": i % 2 === 0 ? "1u" : "2n" });
+      statuses.add(answer.trailers["grpc-status"]);
+    }
+    expect([...statuses]).toEqual(["4"]);
   });
 
   it("survives clients that reset a call before its message ends, and answers the next", async () => {

@@ -15,7 +15,7 @@ import http2 from "node:http2";
 import net from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type TestService } from "./support/service.js";
 import { sampleEffectiveResources, sampleResources } from "./support/fixtures.js";
 
@@ -239,7 +239,7 @@ async function countingRelay(port: number): Promise<{ target: string; connection
 const catalog = sampleResources;
 const effectiveCatalog = sampleEffectiveResources;
 
-describe.each(engines)("gRPC (grpc-js over h2c) on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("gRPC (grpc-js over h2c) on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let api: GrpcApi;

@@ -981,6 +981,19 @@ describe.each(engines)("hostile input on %s", (engine) => {
     });
   });
 
+  it.each([
+    ["a serialization failure", "40001"],
+    ["a deadlock", "40P01"],
+  ])("%s on every attempt → ABORTED (409), not INTERNAL", async (_name, state) => {
+    const error = await database.db.query(`DO $$ BEGIN RAISE EXCEPTION 'lost' USING ERRCODE = '${state}'; END $$`).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const mapped = toConnectError(error, pino({ level: "silent" }));
+    expect(mapped.code).toBe(Code.Aborted);
+    expect(mapped.rawMessage).toBe(`the call met concurrent changes on every attempt (SQLSTATE ${state}); nothing was changed; try again`);
+  });
+
   it("none of the refused requests changed anything", async () => {
     const after = await snapshot();
     expect(after).toEqual(before);

@@ -1,5 +1,5 @@
 /**
- * The impact preview of a policy edit (API.md, Round 2) on each engine,
+ * The impact preview of a policy edit (docs/decisions.md) on each engine,
  * against a brute-force computation: random models (policies application-wide
  * and of tenants, roles of each scope attaching several, users holding the
  * same permission through zero, one, two or more roles) and random edits; for
@@ -9,7 +9,7 @@
  * nothing; it refuses what the PATCH refuses.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 import { admin, createApp, expectError, expectGrpcError, expectStatus, GRPC } from "./helpers/authz.js";
@@ -77,7 +77,7 @@ function bruteForce(model: Model, policyId: string, permissions: string[]) {
   return { gaining: gaining.length, losing: losing.length, gainingSample: gaining.slice(0, 20), losingSample: losing.slice(0, 20), reached };
 }
 
-describe.each(engines)("impact preview on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("impact preview on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let grpc: GrpcCaller;
@@ -160,7 +160,7 @@ describe.each(engines)("impact preview on %s", (engine) => {
     expect(await snapshot(appId)).toEqual(before);
   });
 
-  it("the issue's case: users holding document:delete through zero, one and two roles, application-wide and per tenant", async () => {
+  it("users holding document:delete through zero, one and two roles, application-wide and per tenant", async () => {
     const appId = "impact-designed";
     await createApp(service, appId, CATALOG);
     const ops = admin(service, appId);

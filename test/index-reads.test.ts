@@ -2,10 +2,10 @@
  * The questions read a user's grants by the user, not every grant of the
  * instance. An instance shared with thousands (a company-wide document, a
  * team folder) is where a check's statement, planned once with unknown
- * values (the functions of migrations 016 to 020 use a generic plan), could
- * fall back to the primary key's range of the instance and filter the user:
- * correct, and thousands of rows a check. That is what `user_id IN (user,
- * '')` did from migration 016 to 020 (docs/performance.md). Each statement
+ * values (the check's functions use a generic plan), could fall back to the
+ * primary key's range of the instance and filter the user: correct, and
+ * thousands of rows a check. That is what `user_id IN (user, '')` does
+ * (docs/hierarchy.md, "Everyone: allUsers grants"). Each statement
  * here runs in a transaction of its own, which reads how many index and
  * table rows of relationships it returned (pg_stat_get_xact_tuples_returned,
  * before and after: this backend's own counts, whatever else the server does).

@@ -1,5 +1,5 @@
 /**
- * Key scopes (API.md, Round 2): every annotated route, read from the same
+ * Key scopes (docs/decisions.md): every annotated route, read from the same
  * google.api.http annotations the gateway serves, called with a key of each
  * of the seven scope sets, over REST and over gRPC. Lacking the route's scope
  * is a 403 / PERMISSION_DENIED naming it, and changes nothing; holding it
@@ -86,7 +86,7 @@ function requestOf(b: HttpBinding, ids: { policyId: string; roleId: string }, n:
     Permissions: { userId: "ann", resource: "document", resourceId: "d1" },
     BatchPermissions: { requests: [{ userId: "ann", resource: "document", resourceId: "d1" }] },
     Lookup: { userId: "ann", resource: "document", action: "read" },
-    LookupSubjects: { resource: "document", resourceId: "d1", action: "read" },
+    WhoCan: { resource: "document", resourceId: "d1", action: "read" },
     ListAuditEvents: {},
   };
   const body = bodies[b.method.name];

@@ -6,7 +6,7 @@
  * comes back exactly once, in ascending order, with no gap.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { startTestService, type TestService } from "./support/service.js";
 import { authz, createApp, expectStatus, grant, type Authz, type Grant } from "./helpers/authz.js";
 
@@ -19,7 +19,7 @@ const RELATIONS = ["viewer", "editor", "owner", "reviewer"];
 /** A scrambled id per instance, so ascending order is not the order of writing. */
 const instanceId = (i: number) => `doc-${((i * 7_919) % INSTANCES).toString(36).padStart(4, "0")}-${i % 10}`;
 
-describe.each(engines)("lookup paging on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("lookup paging on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let x: Authz;

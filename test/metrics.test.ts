@@ -231,6 +231,24 @@ describe.each(engines)("metrics on %s", (engine) => {
     expect(after.families.get("portcullis_coalesced_statements_in_flight")!.type).toBe("gauge");
   });
 
+  it("labels who can's requests WhoCan and counts its statements apart from lookup's", async () => {
+    const statements = (s: Scrape, reads: string) => s.value("portcullis_coalesced_batch_size_count", { reads });
+    const requests = (s: Scrape) => s.value("portcullis_requests_total", { protocol: "rest", rpc: "/authz.v1.CheckService/WhoCan", code: "200" });
+    let before = await scrape(service.url);
+    const whoCan = { resource: "doc", resourceId: "d1", action: "read" };
+    expect((await service.call("POST", "/api/v1/authorization/subjects", { key, body: whoCan })).status).toBe(200);
+    let after = await scrape(service.url);
+    expect(requests(after) - requests(before)).toBe(1);
+    expect(statements(after, "who can") - statements(before, "who can")).toBe(1);
+    expect(statements(after, "lookup") - statements(before, "lookup")).toBe(0);
+
+    before = after;
+    expect((await service.call("POST", "/api/v1/authorization/lookup", { key, body: { userId: "ann", resource: "doc", action: "read" } })).status).toBe(200);
+    after = await scrape(service.url);
+    expect(statements(after, "lookup") - statements(before, "lookup")).toBe(1);
+    expect(statements(after, "who can") - statements(before, "who can")).toBe(0);
+  });
+
   it("reports the change feed's waiting readers", async () => {
     const waiting = (s: Scrape) => s.value("portcullis_change_feed_waiting_readers", {});
     expect(waiting(await scrape(service.url))).toBe(0);

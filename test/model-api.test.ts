@@ -1,5 +1,5 @@
 /**
- * Models as files (API.md, Round 3) through the REST API, on every engine:
+ * Models as files (docs/models.md) through the REST API, on every engine:
  * the document round-trips; a plan changes nothing and says exactly what
  * apply does; its impact agrees with a brute force over every user of
  * random worlds (differential, as the policy preview's); apply is one
@@ -7,9 +7,13 @@
  * stranded grants, and exactly one of two racing appliers wins; bad
  * documents are 400s naming the document path and change nothing.
  */
+import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { Api } from "../src/cli/client.js";
+import { modelExport } from "../src/cli/model.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
-import { startTestService, type TestService } from "./support/service.js";
+import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 import { admin, createApp, expectError, expectStatus } from "./helpers/authz.js";
 import { GRAPH_CATALOG } from "./support/graph.js";
 import { random } from "../bench/random.js";
@@ -95,6 +99,58 @@ describe.each(engines)("models as files on %s", (engine) => {
     // The catalog exported is the catalog the API serves, custom relations as given.
     const invoice = (a.catalog as { resource: string; relations: unknown[] }[]).find((e) => e.resource === "invoice")!;
     expect(invoice.relations).toEqual([{ name: "approver", actions: ["read", "approve"], builtIn: false, subjects: ["user"], inherits: [] }]);
+  });
+
+  it("a rule within an instance: the API answers through \"\", the file leaves it out, and either applies back unchanged", async () => {
+    type Entry = { resource: string; relations: { name: string; inherits: unknown[] }[] };
+    const inheritsOf = (catalog: unknown[], resource: string, relation: string) =>
+      (catalog as Entry[]).find((e) => e.resource === resource)!.relations.find((r) => r.name === relation)!.inherits;
+    // Teams whose admins are members: a subject set team#member includes them.
+    const team = {
+      resource: "team",
+      description: "",
+      actions: ["read", "manage"],
+      relations: [
+        { name: "admin", actions: ["read", "manage"] },
+        { name: "member", actions: ["read"], subjects: ["user", "team#member"], inherits: [{ relation: "admin" }] },
+      ],
+    };
+    const doc = { ...body(DOC), catalog: CATALOG.map((e) => (e.resource === "team" ? team : e)) };
+    await createApp(service, "model-within", []);
+    expectStatus(await apply("model-within", doc), 200);
+    const a = await get("model-within");
+    expect(inheritsOf(a.catalog, "team", "member")).toEqual([{ through: "", relation: "admin" }]);
+
+    const exported = async (format: "yaml" | "json") => {
+      let text = "";
+      const out = new Writable({
+        write(chunk, _encoding, done) {
+          text += String(chunk);
+          done();
+        },
+      });
+      await modelExport(new Api(service.url, ADMIN_KEY), { app: "model-within", format }, out);
+      return text;
+    };
+    const yaml = await exported("yaml");
+    expect(yaml).toContain("        inherits:\n          - relation: admin\n");
+    expect(yaml).not.toContain('through: ""');
+    const file = parse(yaml) as Doc;
+    expect(JSON.parse(await exported("json"))).toEqual(file);
+    expect(inheritsOf(file.catalog, "team", "member")).toEqual([{ relation: "admin" }]);
+    // A rule through a link keeps its through.
+    expect(inheritsOf(file.catalog, "folder", "viewer")).toEqual([{ through: "parent", relation: "viewer" }]);
+    // Only the empty throughs differ from the API's answer.
+    expect(JSON.parse(JSON.stringify(file).replaceAll('{"relation":"admin"}', '{"through":"","relation":"admin"}'))).toEqual(a);
+
+    // The file plans no change where it came from, and applied elsewhere gives the same model.
+    const planned = await plan("model-within", file);
+    expectStatus(planned, 200);
+    expect(planned.body.catalog).toEqual({ created: [], changed: [], removed: [] });
+    expect(planned.body.impact ?? []).toEqual([]);
+    await createApp(service, "model-within-copy", []);
+    expectStatus(await apply("model-within-copy", file), 200);
+    expect(body(await get("model-within-copy"))).toEqual(body(a));
   });
 
   it("a plan changes nothing and says exactly what apply does, with who gains and loses what", async () => {

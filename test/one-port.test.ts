@@ -10,7 +10,7 @@ import net from "node:net";
 import { Duplex } from "node:stream";
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type TestService } from "./support/service.js";
 
 // ---------------------------------------------------------------------------
@@ -271,7 +271,7 @@ async function slowHttp2Request(url: string, headers: http2.OutgoingHttpHeaders,
 
 // ---------------------------------------------------------------------------
 
-describe.each(engines)("one port on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("one port on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let appKey: string;

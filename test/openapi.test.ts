@@ -29,7 +29,7 @@ import { RoleService } from "../gen/authz/v1/roles_pb.js";
 import { UserService } from "../gen/authz/v1/users_pb.js";
 import { AccessService } from "../gen/authzen/v1/access_pb.js";
 import { httpBindings } from "../src/transport/rest/http-rules.js";
-import type { OpenApiDocument, Operation } from "../src/transport/pages/openapi.js";
+import type { OpenApiDocument, Operation } from "../src/transport/pages/openapi-types.js";
 import { createTestDatabase, type TestDatabase } from "./support/engines.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
 

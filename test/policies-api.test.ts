@@ -7,7 +7,7 @@
  * call what.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { grpc, grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 import {
@@ -68,7 +68,7 @@ const invalidPatches: { name: string; body: Record<string, unknown>; field: stri
   { name: "permissions of the wrong type", body: { permissions: { "document:read": true } }, field: "permissions", fragments: ["array"] },
 ];
 
-describe.each(engines)("policies API on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("policies API on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let rpc: GrpcCaller;

@@ -1,8 +1,9 @@
 /**
- * The real entry point, as a child process: `node --import tsx src/main.ts`
+ * The real entry point, as a child process (support/entry-points.ts),
  * configured only through its environment, on embedded PGlite (a data
  * folder) and on Postgres (DATABASE_URL). Start, the generated operator key,
- * graceful stop, restart on the same storage, AUTHZ_ADMIN_KEY, bad config.
+ * graceful stop, restart on the same storage, AUTHZ_ADMIN_KEY. The
+ * configuration it cannot start with: process-config.test.ts.
  */
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -161,31 +162,5 @@ describe("a stop before the database is ready", { timeout: 120_000 }, () => {
     const again = await startService(env);
     expect((await again.call("GET", "/readyz", { key: null })).status).toBe(200);
     expect(await stopService(again)).toEqual({ code: 0, signal: null });
-  });
-});
-
-describe("configuration the service cannot start with", { timeout: 60_000 }, () => {
-  // Configuration errors stop the process before it listens; a database that
-  // cannot be reached is found after (the port is bound at once), and stops it
-  // too. Either way the process never says it listens: it says so once its
-  // database is open.
-  it.each<{ name: string; env: Record<string, string>; names: RegExp; listens: boolean }>([
-    { name: "PORT that is not a number", env: { PORT: "abc" }, names: /PORT/, listens: false },
-    { name: "PORT out of range", env: { PORT: "70000" }, names: /PORT/, listens: false },
-    { name: "negative PORT", env: { PORT: "-1" }, names: /PORT/, listens: false },
-    { name: "unknown LOG_LEVEL", env: { LOG_LEVEL: "chatty" }, names: /LOG_LEVEL/, listens: false },
-    { name: "PG_POOL_MAX of 0", env: { PG_POOL_MAX: "0" }, names: /PG_POOL_MAX/, listens: false },
-    { name: "a headers timeout above the request timeout", env: { HTTP_HEADERS_TIMEOUT_MS: "20000", HTTP_REQUEST_TIMEOUT_MS: "10000" }, names: /HTTP_HEADERS_TIMEOUT_MS/, listens: false },
-    { name: "unreachable DATABASE_URL", env: { DATABASE_URL: "postgres://postgres@127.0.0.1:1/x" }, names: /database/i, listens: false },
-  ])("$name: exits non-zero with a message naming it", async ({ env, names, listens }) => {
-    const service = await spawnService({ AUTHZ_DATA_DIR: join(await tempDir(), "data"), ...env });
-    const exit = await Promise.race([service.exited, sleep(20_000).then(() => undefined)]);
-    expect(exit, `the service kept running\nstdout:\n${service.stdout}`).toBeDefined();
-    expect(exit!.code).not.toBe(0);
-    expect(exit!.code).not.toBeNull();
-    expect(service.stderr).toMatch(names);
-    if (!listens) expect(service.stdout).not.toContain("portcullis listening");
-    expect(service.stdout).not.toContain("database ready");
-    expect(printedKeys(service)).toEqual([]);
   });
 });

@@ -1,5 +1,5 @@
 /**
- * Explain, permissions and lookup (API.md, Round 2) through the public API
+ * Explain, permissions and lookup (docs/decisions.md) through the public API
  * on each engine, over REST and gRPC: the exact answer shapes, the order of
  * reasons and actions, tenants (a role of another tenant never counts, in
  * reasons, actions or allInstances), validation that names the field, the
@@ -7,7 +7,7 @@
  * paging.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { startTestService, type TestService } from "./support/service.js";
 import { admin, authz, createApp, expectError, expectGrpcError, expectStatus, grant, GRPC, type Admin, type Authz } from "./helpers/authz.js";
@@ -29,7 +29,7 @@ const LOOKUP = "/api/v1/authorization/lookup";
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 
-describe.each(engines)("explain, permissions and lookup on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("explain, permissions and lookup on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let grpc: GrpcCaller;

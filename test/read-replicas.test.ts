@@ -31,7 +31,11 @@ describe.skipIf(binariesMissing)("read replicas: a primary and a hot standby", (
   let primary: PgDb;
   let service: TestService;
   let key: string;
-  const MAX_LAG_MS = 200;
+  // Replay on loopback trails by a millisecond or two, but on a loaded
+  // two-core machine a moment's lag passed 200 ms once in 10,000 checks. The
+  // tests below are about the standby's answers being fresh; the bound's own
+  // behaviour is the paused-replay test's.
+  const MAX_LAG_MS = 1_000;
 
   beforeAll(async () => {
     cluster = await startPgCluster();
@@ -303,7 +307,7 @@ describe.skipIf(binariesMissing)("read replicas: a primary and a hot standby", (
       const skipped = await replicaStatus();
       expect(skipped.healthy).toBe(false);
       expect(skipped.passedToPrimary).toBeGreaterThan(0);
-      expect(skipped.reason).toMatch(/had not replayed the primary's changes within 200 ms/);
+      expect(skipped.reason).toBe(`it had not replayed the primary's changes within ${MAX_LAG_MS} ms`);
       // Skipped: later checks go straight to the primary, without waiting.
       const answered = skipped.answered;
       for (let i = 0; i < 20; i++) expect(await check("paused", "p1")).toBe(true);

@@ -136,8 +136,8 @@ describe("buf curl with server reflection (pglite)", () => {
       "authz.v1.CheckService/Check",
       "authz.v1.CheckService/Explain",
       "authz.v1.CheckService/Lookup",
-      "authz.v1.CheckService/LookupSubjects",
       "authz.v1.CheckService/Permissions",
+      "authz.v1.CheckService/WhoCan",
     ]);
     expect(methods.filter((m) => m.startsWith("authz.v1.UserService/"))).toEqual([
       "authz.v1.UserService/GetUserProperties",

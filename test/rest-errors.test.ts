@@ -7,7 +7,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { expectErrorBody } from "./helpers/error-body.js";
-import { createTestDatabase, engines, POSTGRES_ADMIN_URL, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, POSTGRES_ADMIN_URL, type TestDatabase } from "./support/engines.js";
 import { ADMIN_KEY, createAppWithKey, startTestService, type RestAnswer, type TestService } from "./support/service.js";
 
 const MiB = 1024 * 1024;
@@ -67,7 +67,7 @@ const badBodies: BodyCase[] = [
   { name: "an empty body on POST .../api-keys", method: "POST", path: "/api/v1/applications/shop/api-keys", rawBody: "", fragments: ["name"] },
 ];
 
-describe.each(engines)("REST gateway rules on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("REST gateway rules on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let appKey: string;

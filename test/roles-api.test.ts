@@ -7,7 +7,7 @@
  * on checks, and who may call what.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { grpc, grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { ADMIN_KEY, startTestService, type TestService } from "./support/service.js";
 import {
@@ -26,7 +26,7 @@ import {
   type Json,
 } from "./helpers/authz-api.js";
 
-describe.each(engines)("roles API on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("roles API on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let rpc: GrpcCaller;

@@ -14,19 +14,20 @@ import type { Db, Queryable } from "../src/store/db.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { applyScenario, checkOf, loadScenarios } from "./support/scenario.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
-import { CHECK_SQL_INLINE, GRAPH_CHECK_SQL_INLINE } from "../src/store/check-store.js";
+import { createHash } from "node:crypto";
+import { AccessModel } from "../src/domain/access-model.js";
+import { checkFunction, functionBody, generationOf, type CheckFunction } from "../src/store/check-functions.js";
+import { CHECK_FUNCTIONS, CheckStatements, type CheckInput } from "../src/store/check-store.js";
 import { THROUGH_PATHS_SQL } from "../src/store/graph-store.js";
-import { loadMigrations } from "../src/store/migrate.js";
-import { migrationFunctionQueries, sqlRuleViolations } from "./support/sql-rules.js";
+import { loadMigrations, migrate } from "../src/store/migrate.js";
+import { modelStore } from "../src/store/model-store.js";
+import { sqlRuleViolations } from "./support/sql-rules.js";
 import { admin, createApp } from "./helpers/authz.js";
 import { GRAPH_CATALOG, set, user } from "./support/graph.js";
 
-/** The queries inside the migrations' functions, by name (portcullis_check_facts...). */
-const functionQueries = migrationFunctionQueries((await loadMigrations()).map((m) => m.sql));
-
-/** A statement, with the query of each migration function it calls after it. */
+/** A statement, with the inline statement of each check function it calls after it: a call names no table itself. */
 const withFunctions = (sql: string) =>
-  [sql, ...[...functionQueries].filter(([name]) => new RegExp(`\\b${name}\\s*\\(`).test(sql)).map(([, query]) => query)].join("\n");
+  [sql, ...CHECK_FUNCTIONS.filter((f) => sql.includes(`${f.name}(`)).map((f) => f.statement)].join("\n");
 
 describe("the SQL rule checker", () => {
   it.each([
@@ -70,24 +71,14 @@ describe("the SQL rule checker", () => {
     expect(sqlRuleViolations(sql).join("; ")).toContain(problem);
   });
 
-  it("reads the queries of the migrations' functions, their parameters as $1, $2...", () => {
-    const check = functionQueries.get("portcullis_check_facts_v2");
-    expect(check).toMatch(/^SELECT\b/);
-    expect(check).toContain("g.app_id = $1 AND g.user_id = q.user_id AND");
-    expect(check).toContain("g.app_id = $1 AND g.user_id = '' AND");
-    expect(check).toContain("jsonb_to_recordset($3)");
-    expect(check).not.toMatch(/\bINTO\b|\bp_app\b/);
-    expect(sqlRuleViolations(check!)).toEqual([]);
-    // The function's query is the check's inline statement (used where Citus refuses the function).
-    const same = (sql: string) => sql.replace(/::(text\[\]|jsonb)|\s+AS (keys|version|now_ms|rows)\b/g, "").replace(/\s+/g, " ").trim();
-    expect(same(check!)).toBe(same(CHECK_SQL_INLINE));
-    // The graph's function (020; 010 first) likewise.
-    const graph = functionQueries.get("portcullis_graph_check_v2");
-    expect(graph).toMatch(/^WITH RECURSIVE\b/);
-    expect(sqlRuleViolations(graph!)).toEqual([]);
-    expect(same(graph!)).toBe(same(GRAPH_CHECK_SQL_INLINE));
-    // And flags one of them when it breaks a rule.
-    expect(sqlRuleViolations(check!.replace("a.app_id = $1", "a.app_id = q.app_id")).join("; ")).toContain("role_assignments is not limited");
+  it("reads the statements of the check's functions, and flags one of them when it breaks a rule", () => {
+    expect(CHECK_FUNCTIONS.map((f) => f.kind)).toEqual(["check", "graph check", "graph check with no inherits within an instance"]);
+    for (const f of CHECK_FUNCTIONS) {
+      expect(sqlRuleViolations(f.statement)).toEqual([]);
+      expect(withFunctions(f.call.plain)).toContain(f.statement);
+    }
+    const check = CHECK_FUNCTIONS[0]!.statement;
+    expect(sqlRuleViolations(check.replace("a.app_id = $1", "a.app_id = q.app_id")).join("; ")).toContain("role_assignments is not limited");
   });
 });
 
@@ -218,7 +209,7 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     ok("graph write", await asKey("POST", "/api/v1/authorization/relationships", set("team:eng#member", "document", "d2", "editor")));
     ok("graph write expiring", await asKey("POST", "/api/v1/authorization/relationships", { ...set("team:eng#member", "document", "d2", "editor"), expiresAt: tomorrow }));
     const q = { userId: "alice", resource: "document", resourceId: "d1", action: "read" };
-    // A conditional membership: a check it could allow asks the conditional paths' statement (issue 29).
+    // A conditional membership: a check it could allow asks the conditional paths' statement.
     ok("graph conditional write", await asKey("POST", "/api/v1/authorization/relationships", { ...user("bob", "team", "eng", "member"), condition: "context.ok == true" }));
     ok("graph conditional check", await asKey("POST", "/api/v1/authorization/check", { ...q, userId: "bob", context: { ok: true } }));
     ok("graph conditional permissions", await asKey("POST", "/api/v1/authorization/permissions", { userId: "bob", resource: "document", resourceId: "d1", context: { ok: true } }));
@@ -269,7 +260,7 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     expect(seen.some((sql) => sql.includes("JOIN policy_permissions pp") && sql.includes("role_assignments a"))).toBe(true);
     // And the pages through conditional paths (graph-store.ts), lookup's and who can's.
     expect(statements.has(THROUGH_PATHS_SQL.lookup)).toBe(true);
-    expect(statements.has(THROUGH_PATHS_SQL.subjects)).toBe(true);
+    expect(statements.has(THROUGH_PATHS_SQL.whoCan)).toBe(true);
   });
 
   it("every statement keeps the rules", () => {
@@ -277,8 +268,183 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     expect(broken).toEqual([]);
   });
 
+  it("the check's functions answer as their inline statements do", async () => {
+    const key = await createApp(service, "rules-same", GRAPH_CATALOG);
+    const answer = await service.call("POST", "/api/v1/authorization/relationships/bulk", {
+      key,
+      body: {
+        writes: [
+          user("alice", "team", "eng", "member"),
+          set("team:eng#member", "folder", "f1", "viewer"),
+          set("folder:f1", "document", "d1", "parent"),
+          user("bob", "document", "d2", "editor"),
+          { ...user("carol", "document", "d1", "editor"), condition: "context.ok == true" },
+        ],
+      },
+    });
+    expect(answer.status).toBeLessThan(300);
+    const keyHash = createHash("sha256").update(key).digest("hex");
+    const asks: CheckInput[] = ["alice", "bob", "carol", "dave"].flatMap((userId) =>
+      ["d1", "d2"].flatMap((resourceId) => [null, "read", "update"].map((action) => ({ appId: "rules-same", keyHash, userId, resource: "document", resourceId, action }))),
+    );
+    const groups = AccessModel.from((await modelStore.load(service.db, "rules-same"))!).groups();
+    const withoutClock = <R extends { nowMs: number | undefined }>(rows: R[]) => rows.map(({ nowMs, ...rest }) => (expect(nowMs).toBeGreaterThan(0), rest));
+    for (const graph of [undefined, () => groups]) {
+      const planned = new CheckStatements();
+      const viaFunction = withoutClock((await planned.check(service.db, asks, { graph })).rows);
+      // Citus refuses the function: there both answers are the inline statement's.
+      expect(planned.plannedOnce).toBe(engine !== "citus");
+      const inline = withoutClock((await new CheckStatements(false).check(service.db, asks, { graph })).rows);
+      expect(viaFunction).toEqual(inline);
+      expect(viaFunction.filter((r) => r.keyValid && r.relations.length > 0).length).toBeGreaterThan(graph === undefined ? 1 : 3);
+      expect(viaFunction.some((r) => r.conditional.length > 0)).toBe(true);
+    }
+  });
+
   it("reads or writes every table the layout distributes", () => {
     const text = [...statements].map(withFunctions).join("\n");
     for (const table of [...DISTRIBUTED_TABLES, ...REFERENCE_TABLES]) expect(text, table).toMatch(new RegExp(`\\b${table}\\b`));
+  });
+});
+
+/** The check's functions in the database: their names (the trigger function portcullis_change_xid is schema, not one of them). */
+async function checkFunctionsIn(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT p.proname::text AS name FROM pg_proc p
+     WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'portcullis\\_%' AND p.proname <> 'portcullis_change_xid'
+     ORDER BY 1`,
+  );
+  return rows.map((r) => r.name);
+}
+
+async function generationsIn(db: Queryable): Promise<{ generation: string; names: string[] }[]> {
+  const { rows } = await db.query<{ generation: string; names: string[] }>(
+    "SELECT generation, array_agg(name::text ORDER BY name) AS names FROM check_functions GROUP BY generation ORDER BY min(created_at)",
+  );
+  return rows;
+}
+
+/** The schema a database ends with: its tables' columns, indexes, constraints and triggers. */
+async function schemaOf(db: Queryable): Promise<unknown[]> {
+  const { rows } = await db.query(
+    `SELECT 'column' AS what, table_name || '.' || column_name AS name, concat_ws(' ', data_type, is_nullable, column_default) AS def
+     FROM information_schema.columns WHERE table_schema = 'public'
+     UNION ALL SELECT 'index', indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'
+     UNION ALL SELECT 'constraint', conrelid::regclass::text || '.' || conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+     UNION ALL SELECT 'trigger', tgrelid::regclass::text || '.' || tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal
+     ORDER BY 1, 2, 3`,
+  );
+  return rows;
+}
+
+/** A build whose statements differ from this one's by `extra` (here, trailing spaces): new text, new names. */
+const rebuilt = (f: CheckFunction, extra: string): CheckFunction => checkFunction(f.name.replace(/_[0-9a-f]{12}$/, ""), f.kind, f.parameters, f.statement + extra);
+
+describe.each(engines)("the check's functions on %s", (engine) => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await createTestDatabase(engine);
+    await migrate(database.db);
+  }, 60_000);
+  afterAll(async () => {
+    await database?.dispose();
+  });
+
+  it("each function's body, read back from the database, is the inline statement the store sends", async () => {
+    const sent: string[] = [];
+    const recorded: Queryable = { query: (sql, params) => (sent.push(sql), database.db.query(sql, params)) };
+    const ask: CheckInput[] = [{ appId: "none", keyHash: "none", userId: "u1", resource: "doc", resourceId: "d1", action: "read" }];
+    const inline = new CheckStatements(false);
+    await inline.check(recorded, ask);
+    await inline.check(recorded, ask, { graph: () => ({ pairs: [], steps: [], within: true, key: "" }) });
+    await inline.check(recorded, ask, { graph: () => ({ pairs: [], steps: [], within: false, key: "" }) });
+    expect(sent).toHaveLength(3);
+    for (const [i, f] of CHECK_FUNCTIONS.entries()) {
+      expect(f.statement).toBe(sent[i]);
+      const { rows } = await database.db.query<{ body: string }>("SELECT prosrc AS body FROM pg_proc WHERE oid = to_regproc($1)::oid", [f.name]);
+      expect(rows).toEqual([{ body: functionBody(sent[i]!) }]);
+      expect(rows[0]!.body).toContain(sent[i]!);
+      // Named by the hash of the definition made with the bare prefix as its name.
+      const prefix = f.name.slice(0, -13);
+      const hash = createHash("sha256").update(f.definition.replace(f.name, prefix)).digest("hex").slice(0, 12);
+      expect(f.name).toBe(`${prefix}_${hash}`);
+    }
+  });
+
+  it("a database this build migrated has this build's functions, one generation, and keeps them on a second run", async () => {
+    const names = CHECK_FUNCTIONS.map((f) => f.name).sort();
+    expect(await checkFunctionsIn(database.db)).toEqual(names);
+    expect(await generationsIn(database.db)).toEqual([{ generation: generationOf(CHECK_FUNCTIONS), names }]);
+    expect(await migrate(database.db)).toEqual([]);
+    expect(await checkFunctionsIn(database.db)).toEqual(names);
+    expect(await generationsIn(database.db)).toEqual([{ generation: generationOf(CHECK_FUNCTIONS), names }]);
+  });
+
+  it("upgrading a database an older build migrated: the fixed-name functions dropped, 020's kept a generation; newer builds keep two generations", async () => {
+    const fresh = await createTestDatabase(engine);
+    try {
+      const all = await loadMigrations();
+      expect(await migrate(fresh.db, all.slice(0, 21))).toEqual(all.slice(0, 21).map((m) => m.version));
+      expect(await checkFunctionsIn(fresh.db)).toEqual([]);
+      // What the older builds' migrations 006 to 020 left (their signatures are what matters here).
+      for (const [name, types] of [
+        ["portcullis_check_facts", "text, text[], jsonb"],
+        ["portcullis_graph_facts", "text, text[], jsonb"],
+        ["portcullis_graph_check", "text, text[], jsonb, jsonb, jsonb"],
+        ["portcullis_check_facts_v2", "text, text[], jsonb"],
+        ["portcullis_graph_check_v2", "text, text[], jsonb, jsonb, jsonb"],
+      ]) {
+        await fresh.db.query(`CREATE FUNCTION ${name}(${types}) RETURNS integer LANGUAGE sql STABLE AS 'SELECT 1'`);
+      }
+      expect(await migrate(fresh.db)).toEqual([22]);
+      const mine = CHECK_FUNCTIONS.map((f) => f.name);
+      const v2 = ["portcullis_check_facts_v2", "portcullis_graph_check_v2"];
+      expect(await checkFunctionsIn(fresh.db)).toEqual([...mine, ...v2].sort());
+      expect(await generationsIn(fresh.db)).toEqual([
+        { generation: "v2", names: v2 },
+        { generation: generationOf(CHECK_FUNCTIONS), names: [...mine].sort() },
+      ]);
+      // The schema ends as a fresh database's.
+      expect(await schemaOf(fresh.db)).toEqual(await schemaOf(database.db));
+
+      // A newer build: its functions beside this build's; 020's are two generations old.
+      const newer = CHECK_FUNCTIONS.map((f) => rebuilt(f, " "));
+      expect(newer.map((f) => f.name).some((n) => mine.includes(n))).toBe(false);
+      expect(await migrate(fresh.db, all, newer)).toEqual([]);
+      expect(await checkFunctionsIn(fresh.db)).toEqual([...mine, ...newer.map((f) => f.name)].sort());
+      expect((await generationsIn(fresh.db)).map((g) => g.generation)).toEqual([generationOf(CHECK_FUNCTIONS), generationOf(newer)]);
+      // This build restarting meanwhile changes nothing.
+      expect(await migrate(fresh.db)).toEqual([]);
+      expect((await generationsIn(fresh.db)).map((g) => g.generation)).toEqual([generationOf(CHECK_FUNCTIONS), generationOf(newer)]);
+      // A third build: this build's functions go.
+      const third = CHECK_FUNCTIONS.map((f) => rebuilt(f, "  "));
+      expect(await migrate(fresh.db, all, third)).toEqual([]);
+      expect(await checkFunctionsIn(fresh.db)).toEqual([...newer, ...third].map((f) => f.name).sort());
+      // A build changing the graph's statement alone shares the check's function with the one before it,
+      // which stays while a kept generation names it.
+      const fourth = [third[0]!, rebuilt(CHECK_FUNCTIONS[1]!, "   ")];
+      expect(await migrate(fresh.db, all, fourth)).toEqual([]);
+      expect(await checkFunctionsIn(fresh.db)).toEqual([...third, fourth[1]!].map((f) => f.name).sort());
+      const fifth = [rebuilt(CHECK_FUNCTIONS[0]!, "   "), fourth[1]!];
+      expect(await migrate(fresh.db, all, fifth)).toEqual([]);
+      expect(await checkFunctionsIn(fresh.db)).toEqual([third[0]!, ...fifth].map((f) => f.name).sort());
+      expect((await generationsIn(fresh.db)).map((g) => g.generation)).toEqual([generationOf(fourth), generationOf(fifth)]);
+    } finally {
+      await fresh.dispose();
+    }
+  });
+
+  it.skipIf(engine !== "postgres")("replicas of two builds starting at once on a fresh database: each migrate() succeeds, and both builds' functions stay", async () => {
+    const fresh = await createTestDatabase(engine);
+    try {
+      const newer = CHECK_FUNCTIONS.map((f) => rebuilt(f, " "));
+      const pools = [fresh.db, await fresh.openAnother(), await fresh.openAnother(), await fresh.openAnother()];
+      const applied = await Promise.all(pools.map((pool, i) => migrate(pool, undefined, i % 2 === 0 ? CHECK_FUNCTIONS : newer)));
+      expect(applied.filter((a) => a.length > 0)).toHaveLength(1);
+      expect(await checkFunctionsIn(fresh.db)).toEqual([...CHECK_FUNCTIONS, ...newer].map((f) => f.name).sort());
+      expect((await generationsIn(fresh.db)).map((g) => g.generation).sort()).toEqual([generationOf(CHECK_FUNCTIONS), generationOf(newer)].sort());
+    } finally {
+      await fresh.dispose();
+    }
   });
 });

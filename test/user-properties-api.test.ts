@@ -12,7 +12,7 @@ import { createConnectTransport, createGrpcTransport, Http2SessionManager } from
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { SetUserPropertiesRequestSchema, UserService } from "../gen/authz/v1/users_pb.js";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
 import { grpc, grpcCaller, grpcServiceClient, type GrpcCaller } from "./support/grpc-client.js";
 import { ADMIN_KEY, startTestService, type RestAnswer, type TestService } from "./support/service.js";
 import { expectError, expectGrpcError, grpcFail, newApp, ok, structJson, type Json } from "./helpers/authz-api.js";
@@ -61,7 +61,7 @@ const EVERY_KIND = JSON.parse(`{
   "${"k".repeat(300)}": "a long key"
 }`);
 
-describe.each(engines)("user properties API on %s", (engine) => {
+describe.each(oneEngine(import.meta.url))("user properties API on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
   let rpc: GrpcCaller;

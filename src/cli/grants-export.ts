@@ -8,8 +8,8 @@
  * allUsers one, else the flat keys `subjectResource`, `subjectResourceId`
  * and `subjectRelation` (absent for a link); then resource, resourceId,
  * relation, expiresAt and condition when set, and createdAt, which the
- * import ignores. A user's grant is written exactly as before subjects
- * existed. CSV (--out FILE.csv): a header row that always names the same
+ * import ignores. A user's grant has the same keys whatever the catalog's
+ * subjects. CSV (--out FILE.csv): a header row that always names the same
  * ten columns, userId, allUsers, subjectResource, subjectResourceId,
  * subjectRelation, resource, resourceId, relation, expiresAt, condition (the file is
  * streamed, so which holders come is not known when the header is

@@ -9,6 +9,7 @@ import { stringify } from "yaml";
 import type { Api } from "./client.js";
 import { EXIT, usageError } from "./errors.js";
 import { readYamlMap } from "./yaml-file.js";
+import { fileForm } from "../lib/model-file.js";
 
 export type PlanFormat = "text" | "markdown" | "json";
 
@@ -74,7 +75,7 @@ export async function modelExport(
   out: NodeJS.WritableStream,
 ): Promise<void> {
   const appId = await appOf(api, options.app, "model export");
-  const doc = await api.get<Record<string, unknown>>(`${appPath(appId)}/model`);
+  const doc = fileForm(await api.get<Record<string, unknown>>(`${appPath(appId)}/model`));
   if (options.format === "json") {
     out.write(`${JSON.stringify(doc, null, 2)}\n`);
     return;

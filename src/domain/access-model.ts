@@ -35,7 +35,7 @@ export class AccessModel {
     /**
      * Some relation names a subject set or a link, or inherits: questions
      * then walk the graph (store/graph-store.ts); otherwise the direct
-     * statements answer, as before hierarchy.
+     * statements answer.
      */
     readonly hierarchical: boolean,
     /** Some policy attached to a role has a condition: a role may then hold a permission only where it holds. */
@@ -78,6 +78,8 @@ export class AccessModel {
 
   /** "X#R" → the edges that reach it in one hop; computed once per model, on first use. */
   private into: Map<string, InwardStep[]> | undefined;
+  /** `into` but for the copies of edges leaving a relation another inherits within the instance. */
+  private intoGroups: Map<string, InwardStep[]> | undefined;
 
   private oneHopInto(): Map<string, InwardStep[]> {
     if (this.into !== undefined) return this.into;
@@ -97,13 +99,58 @@ export class AccessModel {
       }
       for (const [relation, rules] of model.inherits) {
         for (const rule of rules) {
+          if (rule.through === "") continue; // within the instance: folded in below
           for (const linked of model.subjects.get(rule.through) ?? []) {
             if (!linked.includes("#") && !isUserSubject(linked)) add({ fr: linked, fl: rule.relation, sr: "", r: x, p: rule.through, g: relation });
           }
         }
       }
     }
+    // Whoever holds a relation that R inherits within the instance holds R
+    // there, at no hop. So an edge into X#R' reaches X#R too (its `g` is
+    // R); and an edge leaving Y#R leaves from each such Y#R' too (its `fl`
+    // is R', the grant row the same: its subject relation stays R's).
+    for (const [x, model] of this.resources) {
+      for (const relation of model.inherits.keys()) {
+        for (const inherited of this.withinInstance(x, [relation]).slice(1)) {
+          for (const step of into.get(`${x}#${inherited}`) ?? []) add({ ...step, g: relation });
+        }
+      }
+    }
+    // Groups read these (groups()): the user's side starts from a group's
+    // own relation and those it inherits within the instance (`h`), so an
+    // edge leaving one of those is the group's edge already.
+    this.intoGroups = new Map([...into].map(([pair, steps]) => [pair, [...steps]]));
+    const seen = new Set<string>();
+    for (const steps of into.values()) {
+      for (const step of steps) seen.add(JSON.stringify(step));
+      for (const step of [...steps]) {
+        for (const relation of this.withinInstance(step.fr, [step.fl]).slice(1)) {
+          const copy = { ...step, fl: relation };
+          const key = JSON.stringify(copy);
+          if (!seen.has(key)) {
+            seen.add(key);
+            steps.push(copy);
+          }
+        }
+      }
+    }
     return (this.into = into);
+  }
+
+  /**
+   * `relations` and every relation of `resource` whose holders hold one of
+   * them on the same instance, by inherits rules with no link, transitively
+   * (the catalog refuses cycles of them).
+   */
+  withinInstance(resource: string, relations: readonly string[]): string[] {
+    const rules = this.resources.get(resource)?.inherits;
+    const out = [...relations];
+    if (rules === undefined) return out;
+    for (let k = 0; k < out.length; k++) {
+      for (const rule of rules.get(out[k]!) ?? []) if (rule.through === "" && !out.includes(rule.relation)) out.push(rule.relation);
+    }
+    return out;
   }
 
   /** The relations of the resource that imply the action, in catalog order. */
@@ -166,11 +213,16 @@ export class AccessModel {
    * levels at most. The check's walk from the instance stops at the
    * groups and the statement walks up from the user's own memberships
    * instead: walked down, the 4-hop check probed every team inside a parent
-   * team. `steps` are the edges into them; `key` tells two sets apart.
+   * team. An edge into a relation that a group's relation inherits within
+   * the instance (a subject set granted a team's admin, who are its
+   * members) is an edge into the group, and the user's own grants of those
+   * relations start from it too (each pair's `h`). `steps` are the edges
+   * into them; `key` tells two sets apart.
    */
   groups(): GraphGroups {
     if (this.groupsOf !== undefined) return this.groupsOf;
-    const into = this.oneHopInto();
+    this.oneHopInto();
+    const into = this.intoGroups!;
     const pairs = new Set<string>();
     for (const [, model] of this.resources) {
       for (const subjects of model.subjects.values()) {
@@ -191,13 +243,20 @@ export class AccessModel {
       }
     }
     const sorted = [...pairs].sort();
+    // A group is held through the user's own grants of its relation and of
+    // those it inherits within the instance (`h`: a team's admins are its members).
+    const groupPairs = sorted.flatMap((pair) => {
+      const hash = pair.indexOf("#");
+      const r = pair.slice(0, hash);
+      const l = pair.slice(hash + 1);
+      return this.withinInstance(r, [l]).map((h) => ({ r, l, h }));
+    });
+    const within = [...this.resources.values()].some((model) => [...model.inherits.values()].some((rules) => rules.some((rule) => rule.through === "")));
     return (this.groupsOf = {
-      pairs: sorted.map((pair) => {
-        const hash = pair.indexOf("#");
-        return { r: pair.slice(0, hash), l: pair.slice(hash + 1) };
-      }),
+      pairs: groupPairs,
       steps: sorted.flatMap((pair) => into.get(pair) ?? []),
-      key: sorted.join(","),
+      within,
+      key: `${within ? "within:" : ""}${groupPairs.map((p) => `${p.r}#${p.l}#${p.h}`).join(",")}`,
     });
   }
 

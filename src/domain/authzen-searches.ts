@@ -57,7 +57,7 @@ export class AccessSearches {
     const start = pageStart(request.page, ["subject", e.subject.type, e.action.name, e.resource.type, e.resource.id]);
     if (!answerable(e)) return this.empty(caller);
     const { whoCan } = this.deps;
-    const asked = whoCan.subjects(caller, {
+    const asked = whoCan.whoCan(caller, {
       resource: e.resource.type,
       resourceId: e.resource.id,
       action: e.action.name,

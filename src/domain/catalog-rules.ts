@@ -97,6 +97,7 @@ export function catalogViolations(v: Violations, entries: CatalogEntryInput[], r
   // Subjects and inherits name other resources' relations: checked once
   // every resource's relations are known.
   if (v.empty) validateGraph(v, entries, root);
+  if (v.empty) sameInstanceCycles(v, entries, root);
 }
 
 /** Every relation name of each resource once effective: the built-ins and the custom ones. */
@@ -174,12 +175,26 @@ function validateGraph(v: Violations, entries: CatalogEntryInput[], root: string
       const seenRules = new Set<string>();
       rules.forEach((rule, j) => {
         const at = `${rat}.inherits[${j}]`;
-        const throughOk = check(v, `${at}.through`, tokenProblem(rule.through));
+        // No `through`: the relation is asked on this same instance.
+        const sameInstance = rule.through === "";
+        const throughOk = sameInstance || check(v, `${at}.through`, tokenProblem(rule.through));
         const relationOk = check(v, `${at}.relation`, tokenProblem(rule.relation));
         if (!throughOk || !relationOk) return;
         const key = `${rule.through}#${rule.relation}`;
-        if (seenRules.has(key)) v.add(at, `{through: "${rule.through}", relation: "${rule.relation}"} is listed twice`);
+        if (seenRules.has(key)) {
+          v.add(at, sameInstance ? `{relation: "${rule.relation}"} is listed twice` : `{through: "${rule.through}", relation: "${rule.relation}"} is listed twice`);
+        }
         seenRules.add(key);
+        if (sameInstance) {
+          if (names.get(entry.resource)?.has(rule.relation) !== true) {
+            v.add(`${at}.relation`, `"${rule.relation}" is not a relation of resource "${entry.resource}"`);
+          } else if (rule.relation === relation.name) {
+            v.add(`${at}.relation`, `"${rule.relation}" is this relation: a relation cannot inherit itself`);
+          } else if (isLink(entry.resource, rule.relation)) {
+            v.add(`${at}.relation`, `"${entry.resource}#${rule.relation}" is a link relation: it holds instances, not users`);
+          }
+          return;
+        }
         const through = byResource.get(entry.resource)?.get(rule.through);
         const targets = through === undefined ? undefined : linkTargets(through);
         if (targets === undefined) {
@@ -200,6 +215,41 @@ function validateGraph(v: Violations, entries: CatalogEntryInput[], root: string
         }
       });
     });
+  });
+}
+
+/**
+ * A relation that depends on itself through same-instance inherits alone
+ * (viewer inherits editor, editor inherits viewer) would hold nothing but
+ * what its own grants give, whatever the rules say: refused, naming the
+ * rule that closes the cycle. Through a link the same names are other
+ * instances, so a cycle there (a folder's viewer inherits its parent's) is
+ * the hierarchy itself, allowed.
+ */
+function sameInstanceCycles(v: Violations, entries: CatalogEntryInput[], root: string): void {
+  entries.forEach((entry, i) => {
+    const rules = new Map<string, { relation: string; at: string }[]>();
+    entry.relations.forEach((relation, k) => {
+      if (relation.builtIn) return;
+      rules.set(
+        relation.name,
+        (relation.inherits ?? []).flatMap((rule, j) => (rule.through === "" ? [{ relation: rule.relation, at: `${root}[${i}].relations[${k}].inherits[${j}].relation` }] : [])),
+      );
+    });
+    // Depth-first, each relation once: an edge back to a relation on the current path closes a cycle.
+    const state = new Map<string, "open" | "done">();
+    const visit = (name: string, path: string[]): void => {
+      state.set(name, "open");
+      for (const rule of rules.get(name) ?? []) {
+        const seen = state.get(rule.relation);
+        if (seen === "open") {
+          const cycle = [...path.slice(path.indexOf(rule.relation)), name, rule.relation].join(" → ");
+          v.add(rule.at, `"${entry.resource}" relations depend on themselves within an instance: ${cycle}`);
+        } else if (seen === undefined) visit(rule.relation, [...path, name]);
+      }
+      state.set(name, "done");
+    };
+    for (const name of rules.keys()) if (!state.has(name)) visit(name, []);
   });
 }
 

@@ -396,8 +396,8 @@ export class Checker {
 type StoredReads = Map<string, Promise<JsonObject | undefined>>;
 
 /**
- * Facts with nothing conditional: answered from memory alone, as before
- * conditions. So is a question of a model whose policies have conditions
+ * Facts with nothing conditional: answered from memory alone, with no CEL.
+ * So is a question of a model whose policies have conditions
  * when none of the user's roles holds anything by one.
  */
 const plain = (model: AccessModel, facts: Facts) =>

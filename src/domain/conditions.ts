@@ -457,7 +457,7 @@ export function estimateCost(expr: Expr | undefined): number {
  * checked when written, so compiling one again only fails if this process
  * knows less CEL than the one that wrote it (an older version during an
  * upgrade); such a condition then never holds. They are not type-checked
- * again: one stored before the type check evaluates as it did (an ill-typed
+ * again: one the checker would refuse evaluates as written (an ill-typed
  * part is an error when evaluated, which `||` may absorb). Bounded: the
  * least recently used go first.
  */

@@ -108,7 +108,7 @@ export class Explainer {
     // The user's stored properties, when a condition it may evaluate may read them.
     const sources = [
       ...row.grants.map((g) => g[9]),
-      ...row.edges.map((e) => e[1][9]),
+      ...row.edges.map((e) => e[1]?.[9] ?? null),
       ...row.roles.flatMap((r) => [r.condition, ...r.policies.map((p) => p.condition)]),
     ].filter((c): c is string => c !== null);
     const facts = sources.some((c) => this.conditions.get(c).readsSubjectProperties)
@@ -138,10 +138,12 @@ const nodeKey = (resource: string, resourceId: string, relation: string) => JSON
 /**
  * For each relation of the instance, a path with the fewest hops from the
  * user's own grant to the grant on the instance, found breadth first over
- * the walk's edges (each edge: the node left, its grant, the node reached);
- * undefined for a relation the user does not hold. Only grants `usable`
- * counts are followed or start a path (asked lazily, in breadth-first order:
- * a condition is evaluated only when the search reaches its grant).
+ * the walk's edges (each edge: the node left, its grant, the node reached;
+ * a step within the instance has no grant and costs no hop, so it joins the
+ * frontier it leaves); undefined for a relation the user does not hold.
+ * Only grants `usable` counts are followed or start a path (asked lazily,
+ * in breadth-first order: a condition is evaluated only when the search
+ * reaches its grant). The path lists grants only.
  */
 function shortestPaths(
   q: CheckQuestion,
@@ -150,11 +152,11 @@ function shortestPaths(
   grants: PathGrantRow[],
   usable: (g: PathGrantRow) => boolean,
 ): Map<string, PathGrantRow[]> {
-  const out = new Map<string, [string, PathGrantRow][]>();
+  const out = new Map<string, [string, PathGrantRow | null][]>();
   for (const [from, grant, to] of edges) {
     const key = nodeKey(...from);
     const list = out.get(key);
-    const step: [string, PathGrantRow] = [nodeKey(...to), grant];
+    const step: [string, PathGrantRow | null] = [nodeKey(...to), grant];
     if (list === undefined) out.set(key, [step]);
     else list.push(step);
   }
@@ -173,9 +175,21 @@ function shortestPaths(
   const paths = new Map<string, PathGrantRow[]>();
   for (const relation of relations) {
     const start = nodeKey(q.resource, q.resourceId, relation);
-    // Each node's way back: the node before it and the grant between.
-    const back = new Map<string, [string, PathGrantRow] | null>([[start, null]]);
-    let frontier = [start];
+    // Each node's way back: the node before it and the grant between (null: a step within the instance).
+    const back = new Map<string, [string, PathGrantRow | null] | null>([[start, null]]);
+    /** `nodes` and every node they reach by steps within an instance, each once. */
+    const closed = (nodes: string[]): string[] => {
+      const all = [...nodes];
+      for (let i = 0; i < all.length; i++) {
+        for (const [to, grant] of out.get(all[i]!) ?? []) {
+          if (grant !== null || back.has(to)) continue;
+          back.set(to, [all[i]!, null]);
+          all.push(to);
+        }
+      }
+      return all;
+    };
+    let frontier = closed([start]);
     let found: [string, PathGrantRow] | undefined;
     // The same bound as the check's walk from this relation: edges the walk
     // took from another relation may reach further.
@@ -191,16 +205,18 @@ function shortestPaths(
       const next: string[] = [];
       for (const node of frontier) {
         for (const [to, grant] of out.get(node) ?? []) {
-          if (back.has(to) || !usable(grant)) continue;
+          if (grant === null || back.has(to) || !usable(grant)) continue;
           back.set(to, [node, grant]);
           next.push(to);
         }
       }
-      frontier = next;
+      frontier = closed(next);
     }
     if (found === undefined) continue;
     const path: PathGrantRow[] = [found[1]];
-    for (let step = back.get(found[0]); step !== null && step !== undefined; step = back.get(step[0])) path.push(step[1]);
+    for (let step = back.get(found[0]); step !== null && step !== undefined; step = back.get(step[0])) {
+      if (step[1] !== null) path.push(step[1]);
+    }
     paths.set(relation, path);
   }
   return paths;
@@ -242,7 +258,7 @@ function explanation(q: CheckQuestion, row: ExplainRow, cache: ConditionCache): 
     return outcome;
   };
   const open = row.relations.filter((r) => !paths.has(r.relation) && r.actions.includes(q.action)).map((r) => r.relation);
-  if (open.length > 0 && (row.grants.some((g) => g[9] !== null) || row.edges.some((e) => e[1][9] !== null))) {
+  if (open.length > 0 && (row.grants.some((g) => g[9] !== null) || row.edges.some((e) => e[1] !== null && e[1][9] !== null))) {
     for (const [relation, path] of shortestPaths(q, open, row.edges, row.grants, holds)) paths.set(relation, path);
   }
   const held = row.relations.filter((r) => paths.has(r.relation)).sort((a, b) => (a.relation < b.relation ? -1 : a.relation > b.relation ? 1 : 0));

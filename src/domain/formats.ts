@@ -3,6 +3,7 @@
  * reason a value is bad, or undefined when it is good, so callers can collect
  * violations with the field path they know.
  */
+import { MAX_HOPS } from "../store/outward-hop.js";
 import { invalidArgument, type Violations } from "./errors.js";
 
 export const APP_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
@@ -22,8 +23,8 @@ export const LIMITS = {
   relationsPerResource: 100,
   subjectsPerRelation: 100,
   inheritsPerRelation: 100,
-  /** Subject sets and links a question follows from the instance (API.md: 16 reach, 17 do not). */
-  hops: 16,
+  /** Subject sets and links a question follows from the instance (API.md: 16 reach, 17 do not): the walks' own bound. */
+  hops: MAX_HOPS,
   bulkEntries: 5000,
   batchChecks: 1000,
   pageSizeDefault: 100,

@@ -8,24 +8,22 @@
  * Exact within a bound. From the two catalogs, the pairs (resource,
  * relation) whose holders or actions differ; the instances with a grant of
  * one of them, and the users holding one of them there under either model
- * (grant-impact-store: one walk over both models' rules); then the check's
- * own statement (check-store, graph-store's graphCheckSql) asked for each
- * candidate (user, instance) under the model before, and under the model
- * after: the new catalog written inside a savepoint that is rolled back.
- * Beyond BOUND instances or candidates, the permissions the change touches
- * are said to be lower bounds (atLeast), never "no change".
+ * (grant-impact-store: one walk over both models' rules): the candidates.
+ * Then one walk per instance over both models' rules at once, each row
+ * carrying the models it is walked in, gives each candidate's relations
+ * there under the model before and under the model after, as the check of
+ * each model would find them (the same outward walk and hop bound), in one
+ * statement whatever the number of candidates; the catalog the database
+ * holds is not touched. Beyond BOUND instances or candidates, the
+ * permissions the change touches are said to be lower bounds (atLeast),
+ * never "no change".
  */
 import type { Queryable } from "../store/db.js";
-import { catalogStore, type CatalogEntry } from "../store/catalog-store.js";
-import { CheckStatements, type CheckInput, type CheckRow } from "../store/check-store.js";
-import { grantImpactStore, type Candidate, type InheritRule, type RelationPair } from "../store/grant-impact-store.js";
-import { AccessModel } from "./access-model.js";
+import type { CatalogEntry } from "../store/catalog-store.js";
+import { grantImpactStore, type InheritRule, type ModelRule, type Models, type RelationPair, type RootPair } from "../store/grant-impact-store.js";
 
 /** Candidate (user, instance) pairs, and instances reached, examined at most: beyond it counts are lower bounds. */
 export const GRANT_IMPACT_BOUND = 2_000;
-
-/** Questions per check statement. */
-const BATCH = 500;
 
 /** A user's access to one instance that changes: `gained` true when they may after and might not before. */
 export interface GrantChange {
@@ -104,7 +102,8 @@ export function touchedBy(before: readonly CatalogEntry[], after: readonly Catal
           rule.l === relation &&
           subjectsOf(`${resource}#${rule.t}`).some((linked) => !linked.includes("#") && !linked.includes(":") && dirty.has(`${linked}#${rule.i}`)),
       );
-      if (fedBySet || fedByLink) {
+      const fedByInstance = [...b.rules, ...a.rules].some((rule) => rule.r === resource && rule.l === relation && rule.t === "" && dirty.has(`${resource}#${rule.i}`));
+      if (fedBySet || fedByLink || fedByInstance) {
         dirty.add(k);
         grew = true;
       }
@@ -125,35 +124,62 @@ export function touchedBy(before: readonly CatalogEntry[], after: readonly Catal
   }
   const rules = [...b.rules, ...a.rules.filter((x) => !b.rules.some((y) => y.r === x.r && y.l === x.l && y.t === x.t && y.i === x.i))];
   const seeds = [...targets];
+  const seed = (r: string, l: string) => {
+    if (!seeds.some((s) => s.r === r && s.l === l)) seeds.push({ r, l });
+  };
   for (const t of targets) {
-    for (const rule of rules) if (rule.r === t.r && rule.l === t.l && !seeds.some((s) => s.r === t.r && s.l === rule.t)) seeds.push({ r: t.r, l: rule.t });
+    // The relations t holds within the instance (rules with no link), each with the links its own rules go through.
+    const within = [t.l];
+    for (let k = 0; k < within.length; k++) {
+      seed(t.r, within[k]!);
+      for (const rule of rules) {
+        if (rule.r !== t.r || rule.l !== within[k]) continue;
+        if (rule.t !== "") seed(t.r, rule.t);
+        else if (!within.includes(rule.i)) within.push(rule.i);
+      }
+    }
   }
   const permissions = new Set([...actions].flatMap(([resource, set]) => [...set].map((x) => `${resource}:${x}`)));
   return { targets, seeds, rules, permissions, actions };
 }
 
-/** A catalog as the access model reads it; `subjects` adds each relation's subjects of another catalog (groups stay exact over both). */
-const modelOf = (catalog: readonly CatalogEntry[], subjects: ReadonlyMap<string, string[]>) =>
-  AccessModel.from({
-    version: "0",
-    resources: catalog.map((e) => [e.resource, e.actions]),
-    relations: catalog.flatMap((e) =>
-      e.relations.map((r): [string, string, string[], string[]] => [e.resource, r.name, r.actions, [...new Set([...r.subjects, ...(subjects.get(`${e.resource}#${r.name}`) ?? [])])]]),
-    ),
-    inherits: catalog.flatMap((e) => e.relations.flatMap((r) => r.inherits.map((i): [string, string, string, string] => [e.resource, r.name, i.through, i.relation]))),
-    permissions: [],
-  });
-
-/** The relations each candidate holds on its instance with no condition, by the check's statement, under the catalog the database holds now. */
-async function held(q: Queryable, appId: string, model: AccessModel, candidates: readonly Candidate[]): Promise<CheckRow[]> {
-  // Inline: on Citus the function's refusal would abort the plan's transaction.
-  const statements = new CheckStatements(false);
-  const out: CheckRow[] = [];
-  for (let at = 0; at < candidates.length; at += BATCH) {
-    const inputs: CheckInput[] = candidates.slice(at, at + BATCH).map((c) => ({ appId, keyHash: "", userId: c.userId, resource: c.resource, resourceId: c.resourceId, action: null }));
-    out.push(...(await statements.check(q, inputs, { graph: () => model.groups() })).rows);
+/**
+ * The relations to walk from on each resource the change touches: those
+ * that imply one of its touched actions, each in the models where it does
+ * (bit 1 before, bit 2 after); and every inheritance rule with the models
+ * it is part of.
+ */
+function walkOf(before: Rules, after: Rules, touched: Touched): { roots: RootPair[]; rules: ModelRule[] } {
+  const roots = new Map<string, RootPair>();
+  const add = (side: Rules, bit: Models) => {
+    for (const [key, implied] of side.actions) {
+      const [r, l] = key.split("#") as [string, string];
+      const wanted = touched.actions.get(r);
+      if (wanted === undefined || ![...implied].some((x) => wanted.has(x))) continue;
+      const root = roots.get(key);
+      if (root === undefined) roots.set(key, { r, l, m: bit });
+      else root.m |= bit;
+    }
+  };
+  add(before, 1);
+  add(after, 2);
+  const rules = new Map<string, ModelRule>();
+  for (const [side, bit] of [[before, 1], [after, 2]] as const) {
+    for (const x of side.rules) {
+      const key = JSON.stringify([x.r, x.l, x.t, x.i]);
+      const rule = rules.get(key);
+      if (rule === undefined) rules.set(key, { ...x, m: bit });
+      else rule.m |= bit;
+    }
   }
-  return out;
+  return { roots: [...roots.values()], rules: [...rules.values()] };
+}
+
+/** Roles as the statement reads them apart: plain ones, and those held only under a condition. */
+function rolesApart(encoded: readonly string[]): { roles: string[]; conditionalRoles: string[] } {
+  const roles = encoded.filter((x) => !x.includes("\n"));
+  const conditional = encoded.filter((x) => x.includes("\n")).map((x) => x.slice(0, x.indexOf("\n")));
+  return { roles, conditionalRoles: [...new Set(conditional.filter((x) => !roles.includes(x)))] };
 }
 
 /**
@@ -172,32 +198,25 @@ export async function grantImpact(q: Queryable, appId: string, before: CatalogEn
   if (seeds.length > GRANT_IMPACT_BOUND || rows.length > 4 * GRANT_IMPACT_BOUND || unique.size > GRANT_IMPACT_BOUND) {
     for (const p of touched.permissions) atLeast.add(p);
   }
-  const subjectsBefore = new Map(before.flatMap((e) => e.relations.map((r) => [`${e.resource}#${r.name}`, r.subjects] as const)));
-  const subjectsAfter = new Map(after.flatMap((e) => e.relations.map((r) => [`${e.resource}#${r.name}`, r.subjects] as const)));
-  const old = await held(q, appId, modelOf(before, subjectsAfter), candidates);
-  // The model after, as the check reads it: the new catalog, only inside the savepoint.
-  await q.query("SAVEPOINT grant_impact");
-  await catalogStore.replace(q, appId, after);
-  const now = await held(q, appId, modelOf(after, subjectsBefore), candidates);
-  await q.query("ROLLBACK TO SAVEPOINT grant_impact");
+  const rulesBefore = rulesOf(before);
+  const rulesAfter = rulesOf(after);
+  const walk = walkOf(rulesBefore, rulesAfter, touched);
+  const { held, roles } = await grantImpactStore.held(q, appId, candidates, walk.roots, walk.rules);
 
-  const actionsBefore = rulesOf(before).actions;
-  const actionsAfter = rulesOf(after).actions;
-  const implies = (actions: Map<string, Set<string>>, resource: string, relations: readonly string[], action: string) =>
-    relations.some((r) => actions.get(`${resource}#${r}`)?.has(action) === true);
+  const implies = (actions: Map<string, Set<string>>, resource: string, relations: ReadonlyMap<string, Models>, bit: Models, action: string) =>
+    [...relations].some(([r, m]) => (m & bit) !== 0 && actions.get(`${resource}#${r}`)?.has(action) === true);
   const changes: GrantChange[] = [];
   candidates.forEach((c, n) => {
     for (const action of touched.actions.get(c.resource) ?? []) {
-      const was = implies(actionsBefore, c.resource, old[n]!.relations, action);
-      const is = implies(actionsAfter, c.resource, now[n]!.relations, action);
+      const was = implies(rulesBefore.actions, c.resource, held[n]!, 1, action);
+      const is = implies(rulesAfter.actions, c.resource, held[n]!, 2, action);
       if (was === is) continue;
       // An allUsers grant's change is every user's: more than anyone can count.
       if (c.userId === "") {
         atLeast.add(`${c.resource}:${action}`);
         continue;
       }
-      const roles = old[n]!.roles;
-      changes.push({ ...c, action, gained: is, roles, conditionalRoles: old[n]!.conditionalRoles.map((r) => r.roleId) });
+      changes.push({ ...c, action, gained: is, ...rolesApart(roles.get(c.userId) ?? []) });
     }
   });
   return { changes, atLeast };

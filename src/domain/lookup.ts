@@ -100,7 +100,8 @@ export class Lookup {
       const graph = inputs.flatMap((input, i) => {
         const model = used.get(input.appId);
         if (model?.hierarchical !== true) return [];
-        const answers = model.relationsImplying(input.resource, input.action);
+        // The relations implying the action, and those whose holders hold one of them within the instance.
+        const answers = model.withinInstance(input.resource, model.relationsImplying(input.resource, input.action));
         return [{ i, input: { ...input, answers, ...model.inward(input.resource, answers) } }];
       });
       const flat = inputs.flatMap((input, i) => (used.get(input.appId)?.hierarchical === true ? [] : [{ i, input }]));

@@ -99,8 +99,7 @@ export class Models {
   async plan(appId: string, input: ModelInput, options?: AbortOptions): Promise<ModelPlan> {
     const target = validateModel(input);
     return this.db.transaction(async (tx) => {
-      // Not READ ONLY: the impact through grants writes the new catalog inside a savepoint it rolls back (grant-impact.ts).
-      await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+      await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
       await requireApplication(tx, appId);
       const state = await readState(tx, appId);
       return (await planOf(tx, appId, state, target)).plan;

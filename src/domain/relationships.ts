@@ -1,5 +1,5 @@
 import { ALL_USERS_ID, storedUserId } from "../store/all-users.js";
-import { stoppable, type AbortOptions, type Db } from "../store/db.js";
+import { eachATransaction, stoppable, type AbortOptions, type Db } from "../store/db.js";
 import { changesStore } from "../store/changes-store.js";
 import {
   holderPosition,
@@ -176,24 +176,25 @@ export class Relationships {
     checkCondition(v, "", g);
     v.throwIfAny();
     const grant = toWrite(g);
-    return this.db.transaction(
-      async (tx) => {
-        // The common case, a new grant the catalog takes, in one statement.
-        const holderType = subjectTypeOf(g);
-        const inserted = holderType === undefined ? undefined : await relationshipsStore.insertAllowed(tx, appId, grant, holderType);
-        if (inserted !== undefined) return { row: inserted, created: true };
-        // Otherwise: which of no application, a grant the catalog refuses, a
-        // past expiry, or a grant already there (its expiry then replaced).
-        await requireApplication(tx, appId);
-        checkTuple(v, "", g, await relationshipsStore.relationsOf(tx, appId));
-        if (g.expiresAt !== undefined) checkExpiryAhead(v, "", g, await relationshipsStore.clock(tx));
-        v.throwIfAny();
-        return relationshipsStore.write(tx, appId, grant);
-      },
-      // Shared: a concurrent catalog change waits, so a grant never lands on
-      // a relation the new catalog just dropped.
-      { ...options, lock: applicationLock(appId, "share") },
-    );
+    // Shared: a concurrent catalog change waits, so a grant never lands on
+    // a relation the new catalog just dropped.
+    const locked = { ...options, lock: applicationLock(appId, "share") };
+    // The common case, a new grant the catalog takes, in one statement: a
+    // transaction of its own, sent with its BEGIN, lock and COMMIT (one round
+    // trip on Postgres), so the change feed's clock it takes last is held
+    // only while Postgres commits.
+    const holderType = subjectTypeOf(g);
+    const inserted = holderType === undefined ? undefined : await relationshipsStore.insertAllowed(eachATransaction(this.db, locked), appId, grant, holderType);
+    if (inserted !== undefined) return { row: inserted, created: true };
+    return this.db.transaction(async (tx) => {
+      // Otherwise: which of no application, a grant the catalog refuses, a
+      // past expiry, or a grant already there (its expiry then replaced).
+      await requireApplication(tx, appId);
+      checkTuple(v, "", g, await relationshipsStore.relationsOf(tx, appId));
+      if (g.expiresAt !== undefined) checkExpiryAhead(v, "", g, await relationshipsStore.clock(tx));
+      v.throwIfAny();
+      return relationshipsStore.write(tx, appId, grant);
+    }, locked);
   }
 
   async delete(appId: string, t: Tuple, options?: AbortOptions): Promise<boolean> {

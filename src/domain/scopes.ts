@@ -2,8 +2,8 @@ import { permissionDenied, Violations } from "./errors.js";
 import { show } from "./formats.js";
 
 /**
- * Key scopes (API.md, Round 2): what a key may call.
- * - check: the questions (check, batch check, explain, permissions, lookup);
+ * Key scopes (docs/decisions.md, "Key scopes"): what a key may call.
+ * - check: the questions (check, batch check, explain, permissions, lookup, who can);
  * - read: every GET;
  * - write: every other route.
  * A backend that only asks questions gets a check key: leaked, it cannot

@@ -9,7 +9,7 @@ import { NAME_TOKEN } from "./formats.js";
 
 export type { Subject };
 
-/** A relation's default subjects: users only (every relation before hierarchy). */
+/** A relation's default subjects: users only. */
 export const USER_SUBJECTS: readonly string[] = ["user"];
 
 export { ALL_USERS_SUBJECT, isUserSubject };

@@ -1,7 +1,7 @@
 import { Coalescer } from "../lib/coalescer.js";
 import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db } from "../store/db.js";
-import { graphStore, type SubjectsInput, type SubjectsRow } from "../store/graph-store.js";
+import { graphStore, type WhoCanInput, type WhoCanRow } from "../store/graph-store.js";
 import type { ThroughPaths, ThroughPathsRow } from "../store/conditional-candidates.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
 import { Checker, type Caller } from "./check.js";
@@ -57,9 +57,9 @@ export interface WhoCanAnswer {
  * store/graph-store.ts).
  */
 export class WhoCan {
-  private readonly coalesced: Coalescer<SubjectsInput, SubjectsRow>;
+  private readonly coalesced: Coalescer<WhoCanInput, WhoCanRow>;
   /** The second statement, through conditional paths: asked only when the plain page's says a conditional row could lie on one. */
-  private readonly throughPaths: Coalescer<SubjectsInput & ThroughPaths, ThroughPathsRow>;
+  private readonly throughPaths: Coalescer<WhoCanInput & ThroughPaths, ThroughPathsRow>;
 
   constructor(
     db: Db,
@@ -68,12 +68,12 @@ export class WhoCan {
     private readonly checker: Checker = new Checker(db, replicas, telemetry),
   ) {
     // A page may hold 1,000 ids: a batch of 50 pages answers 50,000 at most.
-    this.coalesced = exactReads(db, replicas, graphStore.subjects, { maxBatch: 50, reads: "lookup", telemetry });
+    this.coalesced = exactReads(db, replicas, graphStore.whoCan, { maxBatch: 50, reads: "who can", telemetry });
     // Read as the plain pages are: on a replica that has replayed every commit before it, or the primary.
-    this.throughPaths = exactReads(db, replicas, graphStore.subjectsThroughPaths, { maxBatch: 50, reads: "lookup paths", telemetry });
+    this.throughPaths = exactReads(db, replicas, graphStore.whoCanThroughPaths, { maxBatch: 50, reads: "who can paths", telemetry });
   }
 
-  async subjects(caller: Caller, q: WhoCanQuestion): Promise<WhoCanAnswer> {
+  async whoCan(caller: Caller, q: WhoCanQuestion): Promise<WhoCanAnswer> {
     const v = new Violations();
     check(v, "resource", tokenProblem(q.resource));
     check(v, "resourceId", identifierProblem(q.resourceId));
@@ -83,7 +83,7 @@ export class WhoCan {
     v.throwIfAny();
     const limit = pageSize(q.pageSize);
     const after = decodePageToken(q.pageToken, { userId: "string" })?.userId ?? "";
-    const input: SubjectsInput = {
+    const input: WhoCanInput = {
       appId: caller.appId,
       keyHash: caller.keyHash,
       resource: q.resource,

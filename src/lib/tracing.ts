@@ -121,8 +121,8 @@ function samplerOf({ name, ratio }: { name: string; ratio: number }): Sampler {
  * first Tracing started; a second registration would be refused, and the
  * first serves all. It is enabled only while a sampled call runs: Node's
  * async-local storage follows every promise of every call through its hooks
- * once enabled, and with 1 call in 100 traced that cost the REST check a
- * third of its rate, the other 99 paying for the one (docs/performance.md).
+ * once enabled: left enabled with 1 call in 100 traced, it costs the REST
+ * check a third of its rate, the other 99 paying for the one.
  * `within` enters it for a sampled span and disables it again when the last
  * sampled call in progress settles; the next one enables it anew.
  */

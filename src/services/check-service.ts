@@ -127,8 +127,8 @@ export function checkService({ checker, explainer, lookup, whoCan }: Questions, 
         allInstancesConditions: answer.allInstancesConditions,
       };
     },
-    async lookupSubjects(req, ctx) {
-      const answer = await whoCan.subjects(callerKeyOf(ctx), {
+    async whoCan(req, ctx) {
+      const answer = await whoCan.whoCan(callerKeyOf(ctx), {
         resource: req.resource,
         resourceId: req.resourceId,
         action: req.action,

@@ -48,7 +48,7 @@ export const ALL_USERS_SQL = "''";
  * check's functions' generic plans, the JSON questions of every statement)
  * read every grant of the instance by the primary key and filtered the
  * user: correct, and thousands of rows a check on an instance shared with
- * thousands (test/index-reads.test.ts, migration 020, docs/performance.md).
+ * thousands (test/index-reads.test.ts counts the rows).
  * `select` must end in a condition: ANY_ALL_USERS is joined to the allUsers
  * branch by AND.
  */

@@ -1,7 +1,7 @@
 import type { JsonObject } from "../lib/json.js";
 import { newId } from "../lib/ids.js";
 import { recordChanges, sealed } from "./changes-store.js";
-import type { Queryable } from "./db.js";
+import { lastStatement, type Queryable } from "./db.js";
 
 export interface AuditEventInput {
   appId: string;
@@ -61,7 +61,9 @@ export const auditStore = {
    * Writes the event; a change to the model (MODEL_EVENT_TYPES) also goes to
    * the change feed as model_changed, carrying the event, in the same
    * statement. A model event, or one of AFTER_CHANGES, must be its
-   * transaction's last write: it seals the transaction's changes.
+   * transaction's last write: it seals the transaction's changes. One of
+   * AFTER_CHANGES must be its last statement: in a Transaction it runs at
+   * COMMIT, and nothing may run after it.
    */
   async append(q: Queryable, event: AuditEventInput): Promise<string> {
     const eventId = newId("evt");
@@ -69,17 +71,23 @@ export const auditStore = {
        VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`;
     // Every transaction that records changes writes one of these events as its last write
     // (domain/roles.ts, policies.ts, catalog.ts, models.ts): its statement gives the transaction
-    // its place in the change feed's order (changes-store.ts, sealed).
-    await q.query(
-      MODEL_EVENT_TYPES.has(event.type)
-        ? `WITH e AS (${insert} RETURNING event_id, type, occurred_at, actor_key_id, target_type, target_id, data),
-                ${recordChanges("c", "model_changed", "e", MODEL_EVENT_BODY)}, ${sealed(["c"])}
-           SELECT 1`
-        : AFTER_CHANGES.has(event.type)
-          ? `WITH e AS (${insert} RETURNING 1), ${sealed(["e"])} SELECT 1`
-          : insert,
-      [event.appId, eventId, event.type, event.actorKeyId, event.targetType, event.targetId, JSON.stringify(event.data)],
-    );
+    // its place in the change feed's order (changes-store.ts, sealed). An assignment's event
+    // (AFTER_CHANGES) is its transaction's last statement, and goes with its COMMIT
+    // (lastStatement), so the clock is held only while Postgres commits; a model event may be
+    // followed by reads of what the transaction wrote.
+    const params = [event.appId, eventId, event.type, event.actorKeyId, event.targetType, event.targetId, JSON.stringify(event.data)];
+    if (MODEL_EVENT_TYPES.has(event.type)) {
+      await q.query(
+        `WITH e AS (${insert} RETURNING event_id, type, occurred_at, actor_key_id, target_type, target_id, data),
+              ${recordChanges("c", "model_changed", "e", MODEL_EVENT_BODY)}, ${sealed(["c"])}
+         SELECT 1`,
+        params,
+      );
+    } else if (AFTER_CHANGES.has(event.type)) {
+      await lastStatement(q, `WITH e AS (${insert} RETURNING 1), ${sealed(["e"])} SELECT 1`, params);
+    } else {
+      await q.query(insert, params);
+    }
     return eventId;
   },
 

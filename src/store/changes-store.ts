@@ -17,7 +17,7 @@
  * distributed with changes), where the trigger of 011 sets the xids of the
  * changes and of their commit to that node's id of the transaction.
  */
-import type { Queryable } from "./db.js";
+import { lastStatement, type Queryable } from "./db.js";
 import { placeLegacy, type LegacyPosition } from "./legacy-change-positions.js";
 
 export { isSnapshotText, type SnapshotText } from "./legacy-change-positions.js";
@@ -187,11 +187,13 @@ export const changesStore = {
   /**
    * Gives the transaction its place in the commit order (sealed()), for a
    * transaction whose changes were recorded by several statements: call it
-   * as its last write, only when they made a change. A second call in one
-   * transaction keeps the first place.
+   * as its last act, only when they made a change. In a Transaction the
+   * statement goes with its COMMIT (Transaction.atCommit), so the clock is
+   * held only while Postgres commits; on another Queryable it runs now, and
+   * a second call in one transaction keeps the first place.
    */
   async seal(q: Queryable, appId: string): Promise<void> {
-    await q.query(`WITH made AS (SELECT 1), ${sealed(["made"])} SELECT 1`, [appId]);
+    await lastStatement(q, `WITH made AS (SELECT 1), ${sealed(["made"])} SELECT 1`, [appId]);
   },
 
   /** Up to `limit` changes after `from`, in commit order, and where the next read starts. */

@@ -1,9 +1,10 @@
 import { EACH_HOLDER } from "./all-users.js";
 import type { Queryable } from "./db.js";
-import { distinctKeys, KEYS_VALID, perApplication } from "./per-application.js";
+import { checkFunction, type CheckFunction } from "./check-functions.js";
+import { distinctKeys, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
 import { sqlState, SqlState } from "./sqlstate.js";
-import { GRAPH_CHECK_SQL, type GraphGroups } from "./graph-store.js";
+import { GRAPH_CHECK_FLAT_SQL, GRAPH_CHECK_SQL, type GraphGroups } from "./graph-store.js";
 
 /** Whose facts on which instance: what a check, or a permissions question, asks the database. */
 export interface CheckInput {
@@ -91,22 +92,15 @@ const checkSql = (replayed: boolean) => `
               WHERE a.app_id = $1 AND a.user_id = q.user_id)
       ) ORDER BY q.n)
      FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text))
-          WITH ORDINALITY AS q(user_id, resource, resource_id, n)) AS rows${replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""}`;
+          WITH ORDINALITY AS q(user_id, resource, resource_id, n)) AS rows${replayed ? REPLAYED : ""}`;
 
-/**
- * The same query, planned once per connection: the function
- * portcullis_check_facts_v2 of migration 020 (portcullis_check_facts of
- * 006_check_plan.sql before it), whose text is the statement above (a test
- * holds them equal). As a prepared statement Postgres
- * planned it afresh at every call, which cost as much as running it; the
- * migration says why and how much.
- */
-const planOnceSql = (replayed: boolean) =>
-  `SELECT f.keys, f.version, f.now_ms, f.rows${replayed ? ", pg_last_wal_replay_lsn()::text AS replayed" : ""} FROM portcullis_check_facts_v2($1, $2, $3::jsonb) AS f`;
+/** The direct statement and the graph's, as functions planned once per connection (check-functions.ts). */
+const CHECK_FUNCTION = checkFunction("portcullis_check_facts", "check", ["text", "text[]", "jsonb"], checkSql(false));
+const GRAPH_CHECK_FUNCTION = checkFunction("portcullis_graph_check", "graph check", ["text", "text[]", "jsonb", "jsonb", "jsonb"], GRAPH_CHECK_SQL.plain);
+const GRAPH_CHECK_FLAT_FUNCTION = checkFunction("portcullis_graph_check", "graph check with no inherits within an instance", ["text", "text[]", "jsonb", "jsonb", "jsonb"], GRAPH_CHECK_FLAT_SQL.plain);
 
-/** The graph's statement planned once: portcullis_graph_check_v2 of migration 020 (portcullis_graph_check since 010), graphCheckSql's text. */
-const graphPlanOnceSql = (replayed: boolean) =>
-  `SELECT f.keys, f.version, f.now_ms, f.rows${replayed ? ", pg_last_wal_replay_lsn()::text AS replayed" : ""} FROM portcullis_graph_check_v2($1, $2, $3::jsonb, $4::jsonb, $5::jsonb) AS f`;
+/** This build's functions, which migrate() creates (installCheckFunctions). */
+export const CHECK_FUNCTIONS: readonly CheckFunction[] = [CHECK_FUNCTION, GRAPH_CHECK_FUNCTION, GRAPH_CHECK_FLAT_FUNCTION];
 
 interface Statements {
   planned: { plain: string; replayed: string };
@@ -114,13 +108,19 @@ interface Statements {
 }
 
 const STATEMENTS: Statements = {
-  planned: { plain: planOnceSql(false), replayed: planOnceSql(true) },
+  planned: CHECK_FUNCTION.call,
   inline: { plain: checkSql(false), replayed: checkSql(true) },
 };
 
 const GRAPH_STATEMENTS: Statements = {
-  planned: { plain: graphPlanOnceSql(false), replayed: graphPlanOnceSql(true) },
+  planned: GRAPH_CHECK_FUNCTION.call,
   inline: GRAPH_CHECK_SQL,
+};
+
+/** For a catalog with no inherits rule within an instance: one probe of the rules a node less. */
+const GRAPH_FLAT_STATEMENTS: Statements = {
+  planned: GRAPH_CHECK_FLAT_FUNCTION.call,
+  inline: GRAPH_CHECK_FLAT_SQL,
 };
 
 type QuestionRow = [relations: string[], roles: string[], pathsPossible?: boolean];
@@ -142,17 +142,17 @@ interface StatementRow {
  * The statement planned once is used until the database refuses it with
  * feature_not_supported: Citus cannot distribute the function's generic plan
  * (its parameters are unknown when it plans), and there the statement is sent
- * inline, planned with its values at every call as before. The call that
- * met the refusal is answered by the inline statement, as is a call to a
- * database that lacks the function (undefined_function: a read replica that
- * has not yet replayed the migration while the service is upgraded).
+ * inline, planned with its values at every call. The call that met the
+ * refusal is answered by the inline statement, as is a call to a database
+ * that lacks the function (undefined_function: a read replica that has not
+ * yet replayed the functions of this build's migrate(), or a build whose
+ * functions two newer builds replaced: check-functions.ts).
  */
 export class CheckStatements {
   /**
    * @param planOnce false: always the inline statement. For a caller inside
-   * a transaction of its own (a model plan's impact, grant-impact.ts),
-   * where a refusal of the function would abort the transaction before the
-   * inline statement could answer.
+   * a transaction of its own, where a refusal of the function would abort
+   * the transaction before the inline statement could answer.
    */
   constructor(private planOnce = true) {}
 
@@ -183,7 +183,7 @@ export class CheckStatements {
   ): Promise<CheckRows> {
     const { keys, keyOf } = distinctKeys(checks);
     const row = graph !== undefined
-      ? await this.statement(GRAPH_STATEMENTS, q, replayed, [
+      ? await this.statement(graph.within ? GRAPH_STATEMENTS : GRAPH_FLAT_STATEMENTS, q, replayed, [
           appId,
           keys,
           JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId, a: c.action ?? null }))),
@@ -220,7 +220,8 @@ export class CheckStatements {
       } catch (error) {
         const state = sqlState(error);
         // Citus: never the function. A database without it yet (a standby
-        // still replaying migration 006 during an upgrade): not this time.
+        // that has not replayed this build's migrate() during an upgrade):
+        // not this time.
         if (state === SqlState.featureNotSupported) this.planOnce = false;
         else if (state !== SqlState.undefinedFunction) throw error;
       }
@@ -248,7 +249,3 @@ function decodeRelations(encoded: string[]): { relations: string[]; conditional:
 }
 
 const NONE: ConditionalRelation[] = [];
-
-/** The inline statements' texts, for the test that holds the functions' queries equal to them. */
-export const CHECK_SQL_INLINE = STATEMENTS.inline.plain;
-export const GRAPH_CHECK_SQL_INLINE = GRAPH_STATEMENTS.inline.plain;

@@ -70,7 +70,7 @@ export const CONDITIONAL_ROLE = `EXISTS (SELECT 1 FROM role_assignments a
  * order. A conditional allUsers grant is not a candidate (every user would
  * be): who can does not count it.
  */
-export const subjectsPage = (plain: string) =>
+export const whoCanPage = (plain: string) =>
   merged(
     plain,
     `SELECT DISTINCT s.user_id FROM (

@@ -1,10 +1,10 @@
 /**
- * The check's second phase (issue 29; API.md, "Conditions and AuthZEN"): the
+ * The check's second phase (docs/conditions.md): the
  * paths to a question's instance that hold only under conditions, a
  * conditional membership, subject set, link or grant on a node on the way.
  *
  * The check's own statement (graphCheckSql) walks only rows with no
- * condition, with no CEL, exactly as before conditions; it also says whether
+ * condition, with no CEL, as it would with no conditions; it also says whether
  * a conditional row could lie on a path (CONDITIONAL_PATHS_POSSIBLE). Only
  * when it could, and nothing else allowed, is this statement asked: one for
  * the batch, on the same kind of server as the check's (a primary, or a
@@ -36,8 +36,8 @@
  */
 import type { Queryable } from "./db.js";
 import { EACH_HOLDER } from "./all-users.js";
-import { perApplication, type ReadRows } from "./per-application.js";
-import { outwardHop, REPLAYED } from "./graph-store.js";
+import { perApplication, REPLAYED, type ReadRows } from "./per-application.js";
+import { outwardHop } from "./outward-hop.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 export const CONDITIONAL_PATH_LIMITS = {
@@ -46,9 +46,6 @@ export const CONDITIONAL_PATH_LIMITS = {
   /** Paths (distinct root relation and conditions) returned per question. */
   paths: 64,
 } as const;
-
-/** Subject sets and links followed at most from the instance, as by the plain walk (graph-store.ts MAX_HOPS). */
-const HOPS = 16;
 
 export interface ConditionalPathInput {
   appId: string;
@@ -80,10 +77,9 @@ const conditionalPathsSql = (replayed: boolean) => `
     FROM inst i JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = i.resource
     WHERE i.action IS NULL OR i.action = ANY (cr.actions)
     UNION
-    SELECT w.k, w.root, e.resource, e.resource_id, e.relation, w.depth + 1, ${withCondition("w.conds", "e.condition")}
-    FROM walk w CROSS JOIN LATERAL (${outwardHop(LIVE_GRANT, ", s.condition")}
-    ) e(resource, resource_id, relation, condition)
-    WHERE w.depth < ${HOPS}
+    SELECT w.k, w.root, e.resource, e.resource_id, e.relation, w.depth + e.hops, ${withCondition("w.conds", "e.condition")}
+    FROM walk w CROSS JOIN LATERAL (${outwardHop(LIVE_GRANT, ", s.condition", ", NULL::text")}
+    ) e(resource, resource_id, relation, hops, condition)
   ),
   capped AS MATERIALIZED (SELECT * FROM walk LIMIT $3),
   nodes AS MATERIALIZED (SELECT DISTINCT c.k, c.resource, c.resource_id, c.relation FROM capped c),

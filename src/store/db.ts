@@ -89,9 +89,9 @@ export function throwIfStopped(options: AbortOptions | undefined): void {
 /**
  * A transaction-scoped advisory lock (pg_advisory_xact_lock) that a
  * transaction takes before its first statement and holds to its end. Given
- * to transaction() rather than run by `fn`, so that on Postgres it travels
- * in the round trip of BEGIN: a single grant's write is then three round
- * trips (BEGIN and the lock, the write, COMMIT) instead of four.
+ * to transaction() or transactionOf() rather than run by `fn`, so that on
+ * Postgres it travels in the round trip of BEGIN: a new grant's write is
+ * one round trip (BEGIN, the lock, the write and COMMIT: transactionOf).
  */
 export interface TransactionLock {
   /** The lock's first key: which kind of thing it locks. */
@@ -109,6 +109,48 @@ export const lockStatement = (lock: TransactionLock, key: string): string =>
 export interface TransactionOptions extends AbortOptions {
   /** Taken first, held to the end. */
   readonly lock?: TransactionLock;
+}
+
+/** An open transaction: its statements, and the one it may end with. */
+export interface Transaction extends Queryable {
+  /**
+   * Runs `sql` among the transaction's last statements, sent with its COMMIT
+   * where the engine can (Postgres: one round trip, their parameters written
+   * as literals, sql-literals.ts), so that what they lock is held for no
+   * round trip and no turn of the service's event loop: the change feed's
+   * clock (changes-store.ts, seal). Their rows are not returned; a failure
+   * fails the transaction as any statement's would. Several run in the
+   * order given; once one is given, query() throws: nothing runs after them.
+   */
+  atCommit(sql: string, params: readonly unknown[]): void;
+}
+
+/** A transaction's statements given to atCommit, for an engine to send with COMMIT. */
+export class AtCommit {
+  private readonly given: { sql: string; params: readonly unknown[] }[] = [];
+
+  add(sql: string, params: readonly unknown[]): void {
+    this.given.push({ sql, params });
+  }
+
+  /** Throws when a statement is to run after the last ones. */
+  checkOpen(): void {
+    if (this.given.length > 0) throw new Error("a statement after the transaction's last ones (atCommit): nothing runs after them");
+  }
+
+  get statements(): readonly { sql: string; params: readonly unknown[] }[] {
+    return this.given;
+  }
+}
+
+/**
+ * Runs `sql` as `q`'s last statement: at its COMMIT when `q` is a
+ * Transaction, now otherwise (a statement on its own, or a wrapper's
+ * transaction that passes on only query()).
+ */
+export async function lastStatement(q: Queryable, sql: string, params: readonly unknown[]): Promise<void> {
+  if (typeof (q as Partial<Transaction>).atCommit === "function") (q as Transaction).atCommit(sql, params);
+  else await q.query(sql, params);
 }
 
 export interface Db extends Queryable {
@@ -130,7 +172,16 @@ export interface Db extends Queryable {
    * without one). It never commits after that, and is not retried. With
    * `options.lock`, that lock is taken before `fn` runs.
    */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  transaction<T>(fn: (tx: Transaction) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  /**
+   * One statement in a transaction of its own: `options.lock`, the
+   * statement, COMMIT. On Postgres all of it in one round trip (a simple
+   * query, its parameters written as literals: sql-literals.ts; when they
+   * cannot be, as transaction() would run it), so a lock the statement takes
+   * is held only while Postgres runs it and commits. Retried, stopped and
+   * failed as transaction() is.
+   */
+  transactionOf<R = Record<string, unknown>>(sql: string, params: readonly unknown[], options?: TransactionOptions): Promise<QueryResult<R>>;
   /**
    * One statement on its own, stopped like a transaction's when the caller
    * gives up. Not for coalesced reads: they answer many callers at once.
@@ -150,6 +201,11 @@ export type TimeCursor = { createdAt: string; id: string };
 
 /** int8 comes back as a JS number from both engines (counts and ids stay far below 2^53). */
 export const parseInt8 = (value: string): number => Number(value);
+
+/** The database as a Queryable whose every statement is a transaction of its own, after `options.lock` (see Db.transactionOf). */
+export function eachATransaction(db: Db, options: TransactionOptions): Queryable {
+  return { query: (sql, params) => db.transactionOf(sql, params ?? [], options) };
+}
 
 /** The database as a Queryable whose every statement stops when the caller does (see Db.query). */
 export function stoppable(db: Db, options: AbortOptions | undefined): Queryable {

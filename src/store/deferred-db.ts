@@ -1,4 +1,4 @@
-import type { AbortOptions, Db, PoolUse, Queryable, QueryResult, ReadBatching, TransactionOptions } from "./db.js";
+import type { AbortOptions, Db, PoolUse, QueryResult, ReadBatching, Transaction, TransactionOptions } from "./db.js";
 import { DatabaseUnavailableError } from "./sqlstate.js";
 
 /**
@@ -54,8 +54,12 @@ export class DeferredDb implements Db {
     return (await this.target()).exec(sql);
   }
 
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T> {
+  async transaction<T>(fn: (tx: Transaction) => Promise<T>, options?: TransactionOptions): Promise<T> {
     return (this.db ?? (await this.target())).transaction(fn, options);
+  }
+
+  async transactionOf<R>(sql: string, params: readonly unknown[], options?: TransactionOptions): Promise<QueryResult<R>> {
+    return (this.db ?? (await this.target())).transactionOf<R>(sql, params, options);
   }
 
   poolUse(): PoolUse | undefined {

@@ -40,6 +40,12 @@ export const DISTRIBUTED_TABLES = [
   "user_properties",
 ] as const;
 
+/**
+ * Tables of the service's own bookkeeping, read and written by migrate()
+ * alone: plain tables on the coordinator.
+ */
+export const COORDINATOR_TABLES = ["schema_migrations", "check_functions"] as const;
+
 export class DistributionError extends Error {}
 
 /**

@@ -1,14 +1,18 @@
 import type { Queryable } from "./db.js";
 import { EACH_HOLDER } from "./all-users.js";
-import { MAX_HOPS, outwardHop } from "./graph-store.js";
-import { distinctKeys, KEYS_VALID, perApplication } from "./per-application.js";
-import { LIVE_GRANT } from "./relationships-store.js";
+import { outwardHop } from "./outward-hop.js";
+import { distinctKeys, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
+import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
 
 /** A grant on a path: [resource, resourceId, relation, userId ("" for a subject's), subject resource, subject id, subject relation, created ms, expires ms, condition]. */
 export type PathGrantRow = [string, string, string, string, string | null, string | null, string | null, number, number | null, string | null];
 
-/** One edge of the outward walk: the node it leaves (resource, id, relation), the grant it follows, and the node it reaches. */
-export type WalkEdgeRow = [from: [string, string, string], grant: PathGrantRow, to: [string, string, string]];
+/**
+ * One edge of the outward walk: the node it leaves (resource, id, relation),
+ * the grant it follows (null for a step within the instance, which follows
+ * none and is no hop), and the node it reaches.
+ */
+export type WalkEdgeRow = [from: [string, string, string], grant: PathGrantRow | null, to: [string, string, string]];
 
 const grantRow = (g: string, subject: boolean) =>
   `jsonb_build_array(${g}.resource, ${g}.resource_id, ${g}.relation, ${subject ? "''" : `${g}.user_id`},
@@ -21,7 +25,7 @@ const grantRow = (g: string, subject: boolean) =>
  * resource, each row with the edge it came by (the node left and the grant
  * followed), so the domain can find, per relation, a path with the fewest
  * hops. `EXPLAIN_EDGES(n)` and `EXPLAIN_GRANTS(n, user)` read it per question.
- * Edges with a condition are walked too (issue 29): the domain follows one
+ * Edges with a condition are walked too: the domain follows one
  * only where its condition holds with the question's facts, as the check's
  * conditional phase counts it (conditional-paths-store.ts).
  */
@@ -30,11 +34,10 @@ export const EXPLAIN_WALK = `
     SELECT q.n, q.resource, q.resource_id, cr.relation, 0, NULL::jsonb
     FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
     UNION
-    SELECT w.n, e.resource, e.resource_id, e.relation, w.depth + 1,
+    SELECT w.n, e.resource, e.resource_id, e.relation, w.depth + e.hops,
            jsonb_build_array(jsonb_build_array(w.resource, w.resource_id, w.relation), e.grant_row)
-    FROM walk w CROSS JOIN LATERAL (${outwardHop(LIVE_GRANT, `, ${grantRow("s", true)}`)}
-    ) e(resource, resource_id, relation, grant_row)
-    WHERE w.depth < ${MAX_HOPS}
+    FROM walk w CROSS JOIN LATERAL (${outwardHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}
+    ) e(resource, resource_id, relation, hops, grant_row)
   )`;
 
 export const EXPLAIN_EDGES = (n: string) => `
@@ -152,11 +155,9 @@ const explainSql = (replayed: boolean) => `
          FROM role_assignments a
          JOIN roles o ON o.app_id = a.app_id AND o.role_id = a.role_id
          WHERE a.app_id = $1 AND a.user_id = q.user_id AND (o.tenant_id IS NULL OR o.tenant_id = q.tenant_id)),
-        (extract(epoch FROM now()) * 1000)::float8
+        ${NOW_MS}
       ) ORDER BY q.n)
-     FROM q) AS rows${
-            replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""
-          }`;
+     FROM q) AS rows${replayed ? REPLAYED : ""}`;
 const EXPLAIN_SQL = explainSql(false);
 const EXPLAIN_REPLAYED_SQL = explainSql(true);
 

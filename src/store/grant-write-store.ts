@@ -7,7 +7,7 @@
 import { CHANGE_BODY, recordChanges, sealed, SUBJECT_GRANT_RETURNING, USER_GRANT_RETURNING } from "./changes-store.js";
 import { fromStored, storedUserId } from "./all-users.js";
 import type { Queryable } from "./db.js";
-import type { GrantWrite, RelationshipRow, Subject } from "./relationships-store.js";
+import type { GrantWrite, RelationshipRow, Subject } from "./grant-types.js";
 
 /** A user grant's columns as the API names them. */
 export const COLUMNS = `user_id AS "userId", resource, resource_id AS "resourceId", relation, created_at AS "createdAt", expires_at AS "expiresAt", condition`;

@@ -31,45 +31,19 @@
  */
 import { ALL_USERS_SQL, ANY_ALL_USERS, EACH_HOLDER, HOLDERS_OF } from "./all-users.js";
 import type { Queryable } from "./db.js";
-import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
+import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
-import { CONDITIONAL_ROLE, lookupPage, readThroughPaths, subjectsPage, withPathCandidates, type ThroughPaths } from "./conditional-candidates.js";
+import { CONDITIONAL_ROLE, lookupPage, readThroughPaths, whoCanPage, withPathCandidates, type ThroughPaths } from "./conditional-candidates.js";
 import { PAGE_CTES, PAGE_OF_Q, type Probe } from "./keyset-pages.js";
 import { LIVE_GRANT, NOW_MS, PLAIN_GRANT } from "./relationships-store.js";
-
-/** Subject sets and links followed at most, from the instance (API.md). */
-export const MAX_HOPS = 16;
-
-/** The standby's replay position, read beside a statement's rows on a replica (read-replicas.ts). */
-export const REPLAYED = ",\n    pg_last_wal_replay_lsn()::text AS replayed";
-
-/**
- * One hop outward from the walk's row `w`: the subject sets granted the
- * relation on w's instance, and, for each rule of w's relation, the
- * instances w's instance links to, with the relation inherited. `grants`
- * says which rows are edges (the check's walk: PLAIN_GRANT, those with no
- * condition; explain's and the conditional paths': LIVE_GRANT), `carried`
- * what each edge adds after its (resource, id, relation) (a column list
- * starting with a comma, of the row `s`).
- */
-export const outwardHop = (grants: (s: string) => string, carried = "") => `
-    SELECT s.subject_resource, s.subject_id, s.subject_relation${carried}
-    FROM subject_relationships s
-    WHERE s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = w.relation
-      AND s.subject_relation <> '' AND ${grants("s")}
-    UNION ALL
-    SELECT s.subject_resource, s.subject_id, ci.inherited${carried}
-    FROM catalog_inherits ci
-    JOIN subject_relationships s
-      ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = ci.through
-     AND s.subject_relation = '' AND ${grants("s")}
-    WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation`;
-
-const OUTWARD = outwardHop(PLAIN_GRANT);
+import { MAX_HOPS, outwardHop } from "./outward-hop.js";
 
 /** The groups met from the user's side (AccessModel.groups): their pairs, the edges into them, a key telling sets apart. */
 export interface GraphGroups {
-  pairs: { r: string; l: string }[];
+  /** Each group (r, l) once for each relation `h` whose grants hold it: l, and those l inherits within the instance. */
+  pairs: { r: string; l: string; h: string }[];
+  /** The catalog has an inherits rule within an instance: the check's statement takes those steps. */
+  within: boolean;
   steps: InwardStep[];
   key: string;
 }
@@ -85,8 +59,8 @@ const CONDITIONAL_EDGES = `EXISTS (SELECT 1 FROM subject_relationships s
                  WHERE s.app_id = $1 AND s.condition IS NOT NULL AND ${LIVE_GRANT("s")})`;
 
 /**
- * Whether a conditional row could lie on one of question q's paths (issue
- * 29), so that the walk above, which follows only rows with no condition,
+ * Whether a conditional row could lie on one of question q's paths, so that
+ * the walk above, which follows only rows with no condition,
  * may have missed a path that holds under conditions: the application has a
  * live subject set or link with a condition (CONDITIONAL_EDGES), or the
  * user, or every user, has a live conditional grant anywhere but on the
@@ -126,29 +100,30 @@ const CONDITIONAL_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
  * the instance; the nodes after it are not groups, so the walk reaches it,
  * and every edge into a group comes from a group, so every node before it
  * is one and the user's side reaches it. Walked down instead, a parent team
- * of 10 teams cost 10 nodes, each probed for subject sets, links and the
- * user's grant: a 4-hop check was about 40 probes, now about 10.
+ * of 10 teams would cost 10 nodes, each probed for subject sets, links and
+ * the user's grant: a 4-hop check would be about 40 probes, where this is
+ * about 10.
  *
  * The relations held are gathered for the whole batch at once (`held`) and
- * joined to the questions: read per question, each of 50 questions scanned
- * the whole batch's walk.
+ * joined to the questions: read per question, each of 50 questions would
+ * scan the whole batch's walk.
  *
  * Each question's row ends with CONDITIONAL_PATHS_POSSIBLE: whether its
  * conditional paths, which this walk does not follow, are worth asking.
  */
-export const graphCheckSql = (replayed: boolean) => `
+export const graphCheckSql = (replayed: boolean, within = true) => `
   WITH RECURSIVE
   q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text))
              WITH ORDINALITY AS q(user_id, resource, resource_id, action, n)),
-  gp AS (SELECT * FROM jsonb_to_recordset($4::jsonb) AS gp(r text, l text)),
+  gp AS (SELECT * FROM jsonb_to_recordset($4::jsonb) AS gp(r text, l text, h text)),
   walk(n, root, resource, resource_id, relation, depth) AS (
     SELECT q.n, cr.relation, q.resource, q.resource_id, cr.relation, 0
     FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
     WHERE q.action IS NULL OR q.action = ANY (cr.actions)
     UNION
-    SELECT w.n, w.root, e.resource, e.resource_id, e.relation, w.depth + 1
-    FROM walk w CROSS JOIN LATERAL (${OUTWARD}) e(resource, resource_id, relation)
-    WHERE w.depth < ${MAX_HOPS} AND NOT EXISTS (SELECT 1 FROM gp WHERE gp.r = w.resource AND gp.l = w.relation)
+    SELECT w.n, w.root, e.resource, e.resource_id, e.relation, w.depth + e.hops
+    FROM walk w CROSS JOIN LATERAL (${outwardHop(PLAIN_GRANT, "", "", within)}) e(resource, resource_id, relation, hops)
+    WHERE NOT EXISTS (SELECT 1 FROM gp WHERE gp.r = w.resource AND gp.l = w.relation)
   ),
   met AS (
     SELECT w.n, w.root, w.resource, w.resource_id, w.relation, min(w.depth) AS depth
@@ -162,7 +137,7 @@ export const graphCheckSql = (replayed: boolean) => `
     CROSS JOIN ${HOLDERS_OF("u.user_id")}
     CROSS JOIN LATERAL (
       SELECT g.resource_id FROM relationships g
-      WHERE g.app_id = $1 AND g.user_id = h.user_id AND g.resource = gp.r AND g.relation = gp.l AND ${PLAIN_GRANT("g")}
+      WHERE g.app_id = $1 AND g.user_id = h.user_id AND g.resource = gp.r AND g.relation = gp.h AND ${PLAIN_GRANT("g")}
       OFFSET 0) e
     UNION
     SELECT m.user_id, t.r, e.resource_id, t.g, m.depth + 1
@@ -204,7 +179,9 @@ export const graphCheckSql = (replayed: boolean) => `
       ) ORDER BY q.n)
      FROM q LEFT JOIN held h ON h.n = q.n) AS rows${replayed ? REPLAYED : ""}`;
 
+/** The check's graph statement, with steps within an instance (`within`) and without. */
 export const GRAPH_CHECK_SQL = { plain: graphCheckSql(false), replayed: graphCheckSql(true) };
+export const GRAPH_CHECK_FLAT_SQL = { plain: graphCheckSql(false, false), replayed: graphCheckSql(true, false) };
 
 // ------------------------------------------------------------------ pages
 
@@ -217,7 +194,7 @@ type Grants = (alias: string) => string;
 
 // ------------------------------------------------------------------ who can
 
-export interface SubjectsInput {
+export interface WhoCanInput {
   appId: string;
   keyHash: string;
   resource: string;
@@ -230,14 +207,14 @@ export interface SubjectsInput {
   limit: number;
 }
 
-export interface SubjectsRow {
+export interface WhoCanRow {
   keyValid: boolean;
   /** The resource's actions; null when the catalog has no such resource. */
   actions: string[] | null;
   userIds: string[];
   /** A node the walk reached has a live allUsers grant with no condition: every user may. */
   allUsers: boolean;
-  /** A conditional row could put users on a path the walk did not follow: ask subjectsThroughPaths. */
+  /** A conditional row could put users on a path the walk did not follow: ask whoCanThroughPaths. */
   pathsPossible: boolean;
   /**
    * Every user may be allowed under conditions (ALL_USERS_PATHS_POSSIBLE):
@@ -255,7 +232,7 @@ export interface SubjectsRow {
  * page: every page starts after a cursor that is '' or a user id, and ''
  * is after none of them; the statement answers it apart (ALL_USERS_HELD).
  * Roles are read alike in both statements: a conditional assignment is a
- * candidate of the plain page already (subjectsPage).
+ * candidate of the plain page already (whoCanPage).
  */
 const holderIds =
   (grants: Grants): Probe =>
@@ -300,12 +277,12 @@ const ALL_USERS_PATHS_POSSIBLE = `(EXISTS (SELECT 1 FROM relationships g
  * row, which the plain walk does not follow: the application has a
  * conditional edge (CONDITIONAL_EDGES), or a live conditional grant of a
  * user anywhere but on the instance under a relation implying the action
- * (those are candidates of the plain page already: subjectsPage). A
+ * (those are candidates of the plain page already: whoCanPage). A
  * conditional allUsers grant does not count: it lists no user. A probe of
  * relationships_conditional_user_idx (migration 017), which holds only the
  * conditional rows: an application with none probes two empty ranges.
  */
-const SUBJECTS_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
+const WHO_CAN_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
          OR EXISTS (SELECT 1 FROM relationships g
                     WHERE g.app_id = $1 AND g.user_id <> ${ALL_USERS_SQL} AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}
                       AND NOT (g.resource = q.resource AND g.resource_id = q.resource_id
@@ -317,7 +294,7 @@ const SUBJECTS_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
  * relation implying the action); its sources of holders: each node walked,
  * and each role in scope that holds resource:action (role_permissions);
  * the page from them as PAGE_CTES reads it; whether an allUsers grant
- * on a node walked lets every user; SUBJECTS_PATHS_POSSIBLE; and
+ * on a node walked lets every user; WHO_CAN_PATHS_POSSIBLE; and
  * ALL_USERS_PATHS_POSSIBLE.
  *
  * Through conditional paths (`grants` LIVE_GRANT), the same walk and
@@ -325,7 +302,7 @@ const SUBJECTS_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
  * merged with the plain one (withPathCandidates): asked only when the plain
  * statement's flag is set.
  */
-const subjectsSql = (replayed: boolean, grants: Grants) => `
+const whoCanSql = (replayed: boolean, grants: Grants) => `
   WITH RECURSIVE
   q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (r text, i text, a text, t text, c text, l int, p text[]))
              WITH ORDINALITY AS q(resource, resource_id, action, tenant_id, after, lim, prior, n)),
@@ -334,9 +311,8 @@ const subjectsSql = (replayed: boolean, grants: Grants) => `
     FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
     WHERE q.action = ANY (cr.actions)
     UNION
-    SELECT w.n, e.resource, e.resource_id, e.relation, w.depth + 1
-    FROM walk w CROSS JOIN LATERAL (${outwardHop(grants)}) e(resource, resource_id, relation)
-    WHERE w.depth < ${MAX_HOPS}
+    SELECT w.n, e.resource, e.resource_id, e.relation, w.depth + e.hops
+    FROM walk w CROSS JOIN LATERAL (${outwardHop(grants)}) e(resource, resource_id, relation, hops)
   ),
   src AS (
     SELECT DISTINCT q.n, q.lim, q.after, 0 AS kind, w.resource AS a, w.resource_id AS b, w.relation AS c, '' AS res, '' AS rel
@@ -352,17 +328,17 @@ const subjectsSql = (replayed: boolean, grants: Grants) => `
       grants === PLAIN_GRANT
         ? `json_build_array(
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
-        ${subjectsPage(PAGE_OF_Q)},
+        ${whoCanPage(PAGE_OF_Q)},
         ${ALL_USERS_HELD},
-        ${SUBJECTS_PATHS_POSSIBLE},
+        ${WHO_CAN_PATHS_POSSIBLE},
         ${ALL_USERS_PATHS_POSSIBLE}
       )`
         : withPathCandidates(PAGE_OF_Q)
     } ORDER BY q.n)
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
 
-const SUBJECTS = { plain: subjectsSql(false, PLAIN_GRANT), replayed: subjectsSql(true, PLAIN_GRANT) };
-const SUBJECTS_THROUGH_PATHS = { plain: subjectsSql(false, LIVE_GRANT), replayed: subjectsSql(true, LIVE_GRANT) };
+const WHO_CAN = { plain: whoCanSql(false, PLAIN_GRANT), replayed: whoCanSql(true, PLAIN_GRANT) };
+const WHO_CAN_THROUGH_PATHS = { plain: whoCanSql(false, LIVE_GRANT), replayed: whoCanSql(true, LIVE_GRANT) };
 
 // ------------------------------------------------------------------ lookup
 
@@ -518,9 +494,9 @@ const GRAPH_LOOKUP_THROUGH_PATHS = { plain: graphLookupSql(false, LIVE_GRANT), r
 type Replayed = { replayed?: string | null };
 
 /** The statements through conditional paths, for the SQL rules' test. */
-export const THROUGH_PATHS_SQL = { subjects: SUBJECTS_THROUGH_PATHS.plain, lookup: GRAPH_LOOKUP_THROUGH_PATHS.plain };
+export const THROUGH_PATHS_SQL = { whoCan: WHO_CAN_THROUGH_PATHS.plain, lookup: GRAPH_LOOKUP_THROUGH_PATHS.plain };
 
-const subjectsQuestion = (i: SubjectsInput) => ({ r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit });
+const whoCanQuestion = (i: WhoCanInput) => ({ r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit });
 const lookupQuestion = (i: GraphLookupInput) => ({
   u: i.userId,
   r: i.resource,
@@ -535,18 +511,18 @@ const lookupQuestion = (i: GraphLookupInput) => ({
 
 export const graphStore = {
   /** Who can: answers in input order, a statement per application. */
-  async subjects(q: Queryable, inputs: readonly SubjectsInput[], options: { replayed?: boolean } = {}) {
+  async whoCan(q: Queryable, inputs: readonly WhoCanInput[], options: { replayed?: boolean } = {}) {
     return perApplication(inputs, async (appId, ofApp) => {
       const { keys, keyOf } = distinctKeys(ofApp);
-      const { json, at } = distinctQuestions(ofApp.map(subjectsQuestion));
+      const { json, at } = distinctQuestions(ofApp.map(whoCanQuestion));
       const { rows } = await q.query<{ keys: boolean[] | null; rows: [string[] | null, string[], boolean, boolean, boolean][] | null } & Replayed>(
-        options.replayed === true ? SUBJECTS.replayed : SUBJECTS.plain,
+        options.replayed === true ? WHO_CAN.replayed : WHO_CAN.plain,
         [appId, keys, json],
       );
       const row = rows[0]!;
       const answers = row.rows ?? [];
       return {
-        rows: ofApp.map((_, i): SubjectsRow => {
+        rows: ofApp.map((_, i): WhoCanRow => {
           const [actions, userIds, allUsers, pathsPossible, allUsersPathsPossible] = answers[at[i]!]!;
           return { keyValid: row.keys?.[keyOf[i]!] === true, actions, userIds, allUsers, pathsPossible, allUsersPathsPossible };
         }),
@@ -556,9 +532,9 @@ export const graphStore = {
   },
 
   /** Who can's pages through conditional paths, each merged with its plain page (`prior`): in input order, a statement per application. */
-  subjectsThroughPaths(q: Queryable, inputs: readonly (SubjectsInput & ThroughPaths)[], options: { replayed?: boolean } = {}) {
-    const sql = options.replayed === true ? SUBJECTS_THROUGH_PATHS.replayed : SUBJECTS_THROUGH_PATHS.plain;
-    return perApplication(inputs, (appId, ofApp) => readThroughPaths(q, sql, appId, ofApp, ofApp.map((i) => ({ ...subjectsQuestion(i), p: i.prior }))));
+  whoCanThroughPaths(q: Queryable, inputs: readonly (WhoCanInput & ThroughPaths)[], options: { replayed?: boolean } = {}) {
+    const sql = options.replayed === true ? WHO_CAN_THROUGH_PATHS.replayed : WHO_CAN_THROUGH_PATHS.plain;
+    return perApplication(inputs, (appId, ofApp) => readThroughPaths(q, sql, appId, ofApp, ofApp.map((i) => ({ ...whoCanQuestion(i), p: i.prior }))));
   },
 
   /** Lookup through the graph: answers in input order, a statement per application. */

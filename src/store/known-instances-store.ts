@@ -1,4 +1,5 @@
 import type { Queryable } from "./db.js";
+import { REPLAYED } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 /**
@@ -23,7 +24,7 @@ const knownInstancesSql = (replayed: boolean) => `
       (SELECT DISTINCT s.resource_id FROM subject_relationships s
        WHERE s.app_id = $1 AND s.resource = $2 AND s.resource_id > $3 AND ${LIVE_GRANT("s")}
        ORDER BY s.resource_id LIMIT $4)
-    ) x ORDER BY x.resource_id LIMIT $4) AS ids${replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""}`;
+    ) x ORDER BY x.resource_id LIMIT $4) AS ids${replayed ? REPLAYED : ""}`;
 const KNOWN_INSTANCES_SQL = knownInstancesSql(false);
 const KNOWN_INSTANCES_REPLAYED_SQL = knownInstancesSql(true);
 

@@ -1,5 +1,6 @@
 import { ALL_USERS_SQL } from "./all-users.js";
 import type { Queryable } from "./db.js";
+import { REPLAYED } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 /**
@@ -29,7 +30,7 @@ const knownUsersSql = (replayed: boolean) => `
       (SELECT p.user_id FROM user_properties p
        WHERE p.app_id = $1 AND p.user_id > $2
        ORDER BY p.user_id LIMIT $3)
-    ) x ORDER BY x.user_id LIMIT $3) AS ids${replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""}`;
+    ) x ORDER BY x.user_id LIMIT $3) AS ids${replayed ? REPLAYED : ""}`;
 const KNOWN_USERS_SQL = knownUsersSql(false);
 const KNOWN_USERS_REPLAYED_SQL = knownUsersSql(true);
 

@@ -1,7 +1,7 @@
 /**
- * Tokens given before the change feed took its commit order (migration 021;
- * docs/change-feed.md, "Tokens from before"): a reader's position as
- * snapshots of transaction ids. Such a position is placed in the new order
+ * Tokens in the snapshot form, which a service whose schema is older than
+ * migration 021 gives (docs/change-feed.md): a reader's position as
+ * snapshots of transaction ids. Such a position is placed in the commit order
  * on its first read, when it can be exactly: the changes it had read must
  * be exactly the changes of the commits up to some number (and, inside a
  * window, a first part of the next commit). Otherwise the read is refused
@@ -12,7 +12,7 @@ import type { Queryable } from "./db.js";
 /** A snapshot as pg_snapshot's text: xmin:xmax:xip,... (xid8 values, decimal). */
 export type SnapshotText = string;
 
-/** A position as the feed gave it before migration 021. */
+/** A position in the snapshot form (a schema older than migration 021). */
 export interface LegacyPosition {
   /** Read: every transaction visible in this snapshot (undefined: from the oldest kept). */
   seen: SnapshotText | undefined;

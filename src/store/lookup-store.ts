@@ -1,6 +1,6 @@
 import { HOLDERS_OF } from "./all-users.js";
 import type { Queryable } from "./db.js";
-import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication } from "./per-application.js";
+import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { PLAIN_GRANT } from "./relationships-store.js";
 import { CONDITIONAL_ROLE, lookupPage } from "./conditional-candidates.js";
 
@@ -121,7 +121,7 @@ const lookupSql = (replayed: boolean) => `
       ) ORDER BY q.n)
      FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int))
           WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, n)) AS rows${
-            replayed ? ",\n    pg_last_wal_replay_lsn()::text AS replayed" : ""
+            replayed ? REPLAYED : ""
           }`;
 const LOOKUP_SQL = lookupSql(false);
 const LOOKUP_REPLAYED_SQL = lookupSql(true);

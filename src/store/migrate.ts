@@ -1,5 +1,7 @@
 import { readdir, readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
+import { installCheckFunctions, type CheckFunction } from "./check-functions.js";
+import { CHECK_FUNCTIONS } from "./check-store.js";
 import type { Db } from "./db.js";
 
 const MIGRATIONS_DIR = fileURLToPath(new URL("./migrations/", import.meta.url));
@@ -31,10 +33,12 @@ export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
 /**
  * Applies the migrations not applied yet, all in one transaction under an
  * advisory lock, so replicas starting at once apply each exactly once: the
- * second waits for the first, then finds nothing left to do.
- * Returns the versions it applied.
+ * second waits for the first, then finds nothing left to do. Then, in the
+ * same transaction, creates this build's check functions where they are
+ * missing and drops those of builds two generations older
+ * (check-functions.ts). Returns the versions it applied.
  */
-export async function migrate(db: Db, migrations?: Migration[]): Promise<number[]> {
+export async function migrate(db: Db, migrations?: Migration[], functions: readonly CheckFunction[] = CHECK_FUNCTIONS): Promise<number[]> {
   const all = migrations ?? (await loadMigrations());
   return db.transaction(async (tx) => {
     await tx.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK_KEY]);
@@ -58,13 +62,14 @@ export async function migrate(db: Db, migrations?: Migration[]): Promise<number[
       await tx.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [m.version, m.name]);
       applied.push(m.version);
     }
+    await installCheckFunctions(tx, functions);
     return applied;
   });
 }
 
 /**
  * Splits a migration script on the semicolons that end statements. Migrations
- * are plain DDL and function definitions: no semicolons inside strings or
+ * are plain DDL and trigger functions: no semicolons inside strings or
  * comments, and a function's body quoted with plain $$ (no $tag$), whose
  * semicolons stay in it.
  */

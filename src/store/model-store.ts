@@ -38,7 +38,7 @@ export const modelStore = {
    * The whole model and its version, read in one statement, so from one
    * snapshot. Undefined for an unknown application. Each subquery names $1
    * itself rather than `v.app_id`: Citus prunes a scalar subquery by its own
-   * filters, not through its correlation, and ran it on every shard.
+   * filters, not through its correlation, and would run it on every shard.
    */
   async load(q: Queryable, appId: string): Promise<ModelRows | undefined> {
     const { rows } = await q.query<ModelRows>(

@@ -48,6 +48,9 @@ export const KEYS_VALID = `(SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
                                    WHERE k.secret_hash = c.key_hash AND k.app_id = $1 AND k.revoked_at IS NULL) ORDER BY c.n)
            FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n))`;
 
+/** The standby's replay position, read beside a statement's rows on a replica (read-replicas.ts). */
+export const REPLAYED = ",\n    pg_last_wal_replay_lsn()::text AS replayed";
+
 /**
  * The distinct calling keys of a batch (a batch has one, a coalesced one a
  * few), each verified once in the statement, and which of them each input used.

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import type { Socket } from "node:net";
 import pg from "pg";
 import {
+  AtCommit,
   DeadlinePassedError,
   isStopped,
   parseInt8,
@@ -11,11 +12,12 @@ import {
   type AbortOptions,
   type Db,
   type PoolUse,
-  type Queryable,
   type QueryResult,
   type ReadBatching,
+  type Transaction,
   type TransactionOptions,
 } from "./db.js";
+import { inlineParams } from "./sql-literals.js";
 import { DatabaseUnavailableError, isRetryable, isUnavailable, sqlState, SqlState } from "./sqlstate.js";
 
 const INT8_OID = 20;
@@ -131,18 +133,23 @@ export class PgDb implements Db {
     await this.query(sql);
   }
 
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T> {
+  async transaction<T>(fn: (tx: Transaction) => Promise<T>, options?: TransactionOptions): Promise<T> {
     if (options?.signal !== undefined || options?.deadline !== undefined) return this.stoppableTransaction(fn, options);
     for (let attempt = 1; ; attempt++) {
       const client = await this.connect();
       let broken: Error | undefined;
       try {
-        await client.query(begin(options));
-        const tx: Queryable = {
-          query: async <R>(sql: string, params?: readonly unknown[]) => toResult<R>(await client.query(statement(sql, params))),
+        await client.query(begin(options).join("; "));
+        const last = new AtCommit();
+        const tx: Transaction = {
+          query: async <R>(sql: string, params?: readonly unknown[]) => {
+            last.checkOpen();
+            return toResult<R>(await client.query(statement(sql, params)));
+          },
+          atCommit: (sql, params) => last.add(sql, params),
         };
         const result = await fn(tx);
-        await client.query("COMMIT");
+        for (const { sql, params } of withCommit(last)) await client.query(statement(sql, params));
         return result;
       } catch (error) {
         await client.query("ROLLBACK").catch((rollbackError: Error) => {
@@ -163,7 +170,7 @@ export class PgDb implements Db {
    * transaction rolls back, and nothing is retried or committed once the
    * caller stopped.
    */
-  private async stoppableTransaction<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions): Promise<T> {
+  private async stoppableTransaction<T>(fn: (tx: Transaction) => Promise<T>, options: TransactionOptions): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       throwIfStopped(options);
       const client = await this.connect();
@@ -171,14 +178,25 @@ export class PgDb implements Db {
       let broken: Error | boolean | undefined;
       try {
         throwIfStopped(options); // it may have waited for a connection
-        await running.statement(begin(options));
-        const tx: Queryable = { query: (sql, params) => running.statement(sql, params) };
+        await running.statement(begin(options).join("; "));
+        const last = new AtCommit();
+        const tx: Transaction = {
+          query: (sql, params) => {
+            last.checkOpen();
+            return running.statement(sql, params);
+          },
+          atCommit: (sql, params) => last.add(sql, params),
+        };
         const result = await fn(tx);
         throwIfStopped(options); // never COMMIT for a caller who gave up
+        const sends = withCommit(last);
+        for (const { sql, params } of sends.slice(0, -1)) await running.statement(sql, params);
+        const commit = sends.at(-1)!.sql;
         // Not cancelled past this point: a COMMIT cut short leaves the
-        // caller not knowing whether its change is in.
-        running.close();
-        await client.query("COMMIT");
+        // caller not knowing whether its change is in. A last statement
+        // sent with it may be, as in transactionOf.
+        if (commit === "COMMIT") running.close();
+        await running.raw(commit);
         return result;
       } catch (error) {
         running.close();
@@ -190,9 +208,48 @@ export class PgDb implements Db {
         if (attempt < MAX_ATTEMPTS && isRetryable(error)) continue;
         throw this.failure(client, error);
       } finally {
+        running.close();
         // A cancel request may still be on its way to this backend: it must
         // not land on another caller's statement, so the connection goes.
         client.release(broken ?? (running.cancelled || this.lost.get(client)));
+      }
+    }
+  }
+
+  /**
+   * BEGIN, the lock, the statement and COMMIT as one simple query: one round
+   * trip. With the caller's signal, a cancel may reach it anywhere in it, COMMIT
+   * included; Postgres answers a COMMIT with an error only when it did not
+   * commit (past its commit record it raises none), so a failure here is a
+   * transaction that rolled back, and a success one that committed.
+   */
+  async transactionOf<R>(sql: string, params: readonly unknown[], options?: TransactionOptions): Promise<QueryResult<R>> {
+    const inlined = inlineParams(sql, params);
+    if (inlined === undefined) return this.transaction((tx) => tx.query<R>(sql, params), options);
+    for (let attempt = 1; ; attempt++) {
+      throwIfStopped(options);
+      const client = await this.connect();
+      const running = options === undefined ? undefined : new Running(client, options);
+      let broken: Error | undefined;
+      try {
+        throwIfStopped(options); // it may have waited for a connection
+        const first = begin(options); // the deadline's timeout as of now
+        const text = [...first, inlined, "COMMIT"].join("; ");
+        const results = (running === undefined ? await client.query(text) : await running.raw(text)) as unknown as pg.QueryResult[];
+        return toResult<R>(results[first.length]!);
+      } catch (error) {
+        running?.close();
+        // After a failure inside the block; after a failed COMMIT, which ended it, a warning only.
+        await client.query("ROLLBACK").catch((rollbackError: Error) => {
+          broken = rollbackError; // the connection is gone: do not reuse it
+        });
+        const stopped = running?.stopped(error);
+        if (stopped !== undefined) throw stopped;
+        if (attempt < MAX_ATTEMPTS && isRetryable(error)) continue;
+        throw this.failure(client, error);
+      } finally {
+        running?.close();
+        client.release(broken ?? (running?.cancelled === true || this.lost.get(client)));
       }
     }
   }
@@ -238,11 +295,23 @@ export class PgDb implements Db {
  * quoted by pg's escapeLiteral (its keys are application ids, checked
  * against their format before any transaction starts).
  */
-function begin(options: TransactionOptions | undefined): string {
+function begin(options: TransactionOptions | undefined): string[] {
   const parts = ["BEGIN"];
   if (options?.deadline !== undefined) parts.push(`SET LOCAL statement_timeout = ${Math.max(1, Math.ceil(options.deadline - Date.now()))}`);
   if (options?.lock !== undefined) parts.push(lockStatement(options.lock, pg.escapeLiteral(options.lock.key)));
-  return parts.join("; ");
+  return parts;
+}
+
+/**
+ * What ends a transaction whose last statements are `last`
+ * (Transaction.atCommit), in order, each a round trip: "<statements>;
+ * COMMIT", one simple query, when their parameters can be written as
+ * literals; else each statement, then COMMIT.
+ */
+function withCommit(last: AtCommit): { sql: string; params?: readonly unknown[] }[] {
+  const inlined = last.statements.map((s) => inlineParams(s.sql, s.params));
+  if (inlined.every((s) => s !== undefined)) return [{ sql: [...inlined, "COMMIT"].join("; ") }];
+  return [...last.statements, { sql: "COMMIT" }];
 }
 
 /** What pg keeps of the backend behind a connection: what a cancel request names. */
@@ -280,6 +349,17 @@ class Running {
     this.inFlight = true;
     try {
       return toResult<R>(await this.client.query(statement(sql, params)));
+    } finally {
+      this.inFlight = false;
+    }
+  }
+
+  /** A simple query of one statement or several, as pg answers it (an array of results for several). */
+  async raw(sql: string): Promise<unknown> {
+    throwIfStopped(this.options);
+    this.inFlight = true;
+    try {
+      return await this.client.query(sql);
     } finally {
       this.inFlight = false;
     }

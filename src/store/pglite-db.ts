@@ -2,8 +2,9 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
-import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
+import { PGlite, types as pgliteTypes, type Results } from "@electric-sql/pglite";
 import {
+  AtCommit,
   isStopped,
   lockStatement,
   parseInt8,
@@ -11,13 +12,14 @@ import {
   throwIfStopped,
   type AbortOptions,
   type Db,
-  type Queryable,
   type QueryResult,
   type ReadBatching,
+  type Transaction,
   type TransactionOptions,
 } from "./db.js";
 import { lockDataDir, type DataDirLock } from "./data-dir-lock.js";
 import { isRetryable } from "./sqlstate.js";
+import { PreparedStatements } from "./pglite-prepared.js";
 
 const MAX_ATTEMPTS = 5;
 
@@ -75,6 +77,8 @@ export interface DataDirCreation {
 export class PgliteDb implements Db {
   readonly engine = "pglite" as const;
   readonly reads = PGLITE_READS;
+  /** Planned once, run by name (pglite-prepared.ts). */
+  private readonly statements = new PreparedStatements();
 
   private constructor(
     private readonly pg: PGlite,
@@ -111,7 +115,7 @@ export class PgliteDb implements Db {
 
   async query<R>(sql: string, params?: readonly unknown[], options?: AbortOptions): Promise<QueryResult<R>> {
     throwIfStopped(options);
-    return toResult<R>(await this.pg.query<R>(sql, params as unknown[]));
+    return toResult<R>((await this.statements.run(this.pg, sql, params)) as Results<R>);
   }
 
   /** The whole database as a gzipped tarball, what `template` takes back. */
@@ -133,7 +137,7 @@ export class PgliteDb implements Db {
    * be honoured: a cancel that reaches the socket after that read, while
    * COMMIT itself runs (on Postgres, likewise, once COMMIT is sent).
    */
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T> {
+  async transaction<T>(fn: (tx: Transaction) => Promise<T>, options?: TransactionOptions): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       throwIfStopped(options);
       try {
@@ -141,12 +145,20 @@ export class PgliteDb implements Db {
           throwIfStopped(options); // it may have waited for the connection
           // One connection: nothing else holds the lock, but the statement keeps the SQL the same on both engines.
           if (options?.lock !== undefined) await handle.query(lockStatement(options.lock, "$1"), [options.lock.key]);
+          // Statements here cost no round trip: the last ones (atCommit) run before COMMIT, each on its own.
+          const last = new AtCommit();
           const result = await fn({
             query: async <R>(sql: string, params?: readonly unknown[]) => {
+              last.checkOpen();
               throwIfStopped(options);
-              return toResult<R>(await handle.query<R>(sql, params as unknown[]));
+              return toResult<R>((await this.statements.run(handle, sql, params)) as Results<R>);
             },
+            atCommit: (sql, params) => last.add(sql, params),
           });
+          for (const { sql, params } of last.statements) {
+            throwIfStopped(options);
+            await handle.query(sql, params as unknown[]);
+          }
           if (options?.signal !== undefined) {
             // The statements ran on this thread, so a cancel that arrived
             // meanwhile is still unread on its socket: let the event loop's
@@ -162,6 +174,11 @@ export class PgliteDb implements Db {
         throw error;
       }
     }
+  }
+
+  /** transaction() of the one statement: PGlite's round trips are calls on this thread. */
+  async transactionOf<R>(sql: string, params: readonly unknown[], options?: TransactionOptions): Promise<QueryResult<R>> {
+    return this.transaction((tx) => tx.query<R>(sql, params), options);
   }
 
   async close(): Promise<void> {

@@ -16,7 +16,7 @@ export interface PolicyRow {
 /**
  * Followed by `WHERE p.app_id = $1 ...`. The subqueries name $1 themselves,
  * not `p.app_id`: Citus prunes a scalar subquery by its own filters, not
- * through its correlation, and ran these on every shard (docs/scale-out.md).
+ * through its correlation, and would run these on every shard (docs/scale-out.md).
  */
 const POLICY_SELECT = `
   SELECT p.policy_id AS "policyId", p.name, p.description, p.tenant_id AS "tenantId", p.condition,

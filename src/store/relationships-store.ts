@@ -2,43 +2,9 @@ import { CHANGE_BODY, prefixed, recordChanges, sealed, SUBJECT_GRANT_RETURNING, 
 import type { Queryable } from "./db.js";
 import { ALL_USERS_ID, fromStored, storedUserId } from "./all-users.js";
 import { COLUMNS, grantWrites, iso } from "./grant-write-store.js";
+import type { GrantWrite, RelationshipRow, Subject, Tuple } from "./grant-types.js";
 
-/** A grant's holder other than a user: a subject set (with relation) or a linked instance (relation ""). */
-export interface Subject {
-  resource: string;
-  resourceId: string;
-  /** "" for a link. */
-  relation: string;
-}
-
-/**
- * A grant: its holder is the user `userId`, or, when `subject` is set (and
- * userId ""), a subject set or a linked instance, or, when `allUsers` is
- * true (and userId ""), every user. User grants, allUsers ones included,
- * live in relationships, the others in subject_relationships (migration 007).
- */
-export interface Tuple {
-  userId: string;
-  resource: string;
-  resourceId: string;
-  relation: string;
-  subject?: Subject | undefined;
-  /** Every user holds the grant (API.md, "Everyone"); only where the relation's subjects include "user:*". */
-  allUsers?: boolean | undefined;
-}
-
-/** A grant to write: the tuple, and when it stops counting (null: never). */
-export interface GrantWrite extends Tuple {
-  expiresAt: Date | null;
-  /** A CEL expression's source, checked when written (domain/conditions.ts); null or absent: the grant always counts. */
-  condition?: string | null | undefined;
-}
-
-export interface RelationshipRow extends Tuple {
-  createdAt: Date;
-  expiresAt: Date | null;
-  condition: string | null;
-}
+export type { GrantWrite, RelationshipRow, Subject, Tuple } from "./grant-types.js";
 
 /**
  * A list's order of holders within one relation: users first (by id), then
@@ -104,7 +70,7 @@ export const LIVE_GRANT = (g: string) => `(${g}.expires_at IS NULL OR ${g}.expir
 
 /**
  * A grant that counts for every question as it stands: live, and with no
- * condition (issue 29). The plain walks (the check's, lookup's, who can's)
+ * condition (docs/conditions.md). The plain walks (the check's, lookup's, who can's)
  * read only these, so a conditional grant never allows through them. The
  * check reads the conditional grants on the instance beside them, and asks
  * the conditional paths apart when one could lie on a path
@@ -114,9 +80,9 @@ export const PLAIN_GRANT = (g: string) => `(${LIVE_GRANT(g)} AND ${g}.condition 
 
 /**
  * The statement's clock in ms since the epoch, a condition's `now`: once a
- * statement, a column of its own. Read in each question's row (until
- * migration 020), its numeric arithmetic and its float's text were about
- * 0.5 µs of Postgres's time a question (pgbench, docs/performance.md).
+ * statement, a column of its own, not in each question's row, where its
+ * numeric arithmetic and its float's text cost about 0.5 µs of Postgres's
+ * time a question (pgbench, docs/performance.md).
  */
 export const NOW_MS = "(extract(epoch FROM now()) * 1000)::float8";
 

@@ -1,5 +1,5 @@
 import type { Tracing } from "../lib/tracing.js";
-import type { AbortOptions, Db, PoolUse, Queryable, QueryResult, ReadBatching, TransactionOptions } from "./db.js";
+import type { AbortOptions, Db, PoolUse, QueryResult, ReadBatching, Transaction, TransactionOptions } from "./db.js";
 
 /**
  * A Db whose statements and transactions each run in a span, a child of the
@@ -25,13 +25,21 @@ export class TracedDb implements Db {
     return this.tracing.database(sql, () => this.inner.query<R>(sql, params, options));
   }
 
-  transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T> {
+  transaction<T>(fn: (tx: Transaction) => Promise<T>, options?: TransactionOptions): Promise<T> {
     return this.tracing.database(undefined, () =>
       this.inner.transaction(
-        (tx) => fn({ query: <R>(sql: string, params?: readonly unknown[]) => this.tracing.database(sql, () => tx.query<R>(sql, params)) }),
+        (tx) =>
+          fn({
+            query: <R>(sql: string, params?: readonly unknown[]) => this.tracing.database(sql, () => tx.query<R>(sql, params)),
+            atCommit: (sql, params) => tx.atCommit(sql, params),
+          }),
         options,
       ),
     );
+  }
+
+  transactionOf<R>(sql: string, params: readonly unknown[], options?: TransactionOptions): Promise<QueryResult<R>> {
+    return this.tracing.database(sql, () => this.inner.transactionOf<R>(sql, params, options));
   }
 
   exec(sql: string): Promise<void> {

@@ -1,13 +1,11 @@
 /**
- * The command line (src/cli/) as a real process, `node --import tsx
- * src/cli/main.ts`, against a test service, or compiled (bin/portcullis.mjs)
- * with no service at all: what a user at a shell runs.
+ * The command line (src/cli/) as a real process against a test service
+ * (entry-points.ts: compiled when dist/ is current, else under tsx), or as
+ * bin/portcullis.mjs with no service at all: what a user at a shell runs.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { fileURLToPath } from "node:url";
+import { entryArgs, ROOT } from "./entry-points.js";
 import { ADMIN_KEY, type TestService } from "./service.js";
-
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 export interface Run {
   code: number | null;
@@ -22,7 +20,8 @@ export interface Run {
  * output as it comes or sends it another signal.
  */
 export function cli(service: TestService, args: string[], options: CliOptions & { key?: string | null; url?: string } = {}): Promise<Run> {
-  return spawnCli(["--import", "tsx", "src/cli/main.ts", ...args], { PORTCULLIS_URL: options.url ?? service.url, ...(options.key === null ? {} : { PORTCULLIS_KEY: options.key ?? ADMIN_KEY }) }, options);
+  const entry = options.fromSource === true ? ["--import", "tsx", "src/cli/main.ts"] : entryArgs("src/cli/main.ts");
+  return spawnCli([...entry, ...args], { PORTCULLIS_URL: options.url ?? service.url, ...(options.key === null ? {} : { PORTCULLIS_KEY: options.key ?? ADMIN_KEY }) }, options);
 }
 
 /**
@@ -35,6 +34,8 @@ export function portcullis(args: string[], options: { stdin?: string } = {}): Pr
 
 interface CliOptions {
   stdin?: string;
+  /** Under tsx from src/, even when dist/ is current: for what differs between the two (the embedded database's template). */
+  fromSource?: boolean;
   onSpawn?: (kill: () => void, child: ChildProcessWithoutNullStreams) => void;
 }
 
@@ -48,6 +49,7 @@ function spawnCli(argv: string[], vars: Record<string, string>, options: CliOpti
   child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
   child.stdin.end(options.stdin ?? "");
   options.onSpawn?.(() => child.kill("SIGKILL"), child);
-  return new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal, stdout, stderr })));
+  // "close", not "exit": the process may exit before its output is read to the end (when the tests are busy).
+  return new Promise((resolve) => child.once("close", (code, signal) => resolve({ code, signal, stdout, stderr })));
 }
 

@@ -9,7 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
 import pg from "pg";
-import type { AbortOptions, Db, Queryable } from "../../src/store/db.js";
+import type { Db, Transaction, TransactionOptions } from "../../src/store/db.js";
 import { distributeOnCitus } from "../../src/store/distribute.js";
 import { loadMigrations } from "../../src/store/migrate.js";
 import { PgDb } from "../../src/store/pg-db.js";
@@ -28,6 +28,24 @@ export const engines: EngineName[] = (process.env.PORTCULLIS_TEST_ENGINES ?? "pg
   .split(",")
   .map((e) => e.trim())
   .filter((e): e is EngineName => ENGINE_NAMES.includes(e));
+
+/**
+ * The engine of a file whose answers the engine cannot change (a route's
+ * API, a protocol's framing): one of the run's engines, chosen by a hash of
+ * the file's name, so such files run once and the run still drives the
+ * service's wiring on both PGlite and Postgres. The store suite, the SQL
+ * rules, the index reads, the differential tests and the files that test an
+ * engine's own behaviour (cancellation, pools, races, replicas) run on every
+ * engine instead (`engines`). docs/development.md lists which is which.
+ */
+export function oneEngine(fileUrl: string): EngineName[] {
+  const local = engines.filter((e) => e !== "citus");
+  if (local.length < 2) return engines;
+  const name = fileUrl.slice(fileUrl.lastIndexOf("/") + 1);
+  let hash = 0;
+  for (const c of name) hash = (hash * 31 + c.codePointAt(0)!) >>> 0;
+  return [local[hash % local.length]!];
+}
 
 /** The server the per-file Postgres databases are created on. */
 export const POSTGRES_ADMIN_URL = process.env.TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
@@ -134,7 +152,7 @@ async function adminQuery(sql: string, adminUrl = POSTGRES_ADMIN_URL): Promise<v
  * refuses the layout, that migrate() call fails with its error.
  */
 class DistributingPgDb extends PgDb {
-  override async transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: AbortOptions): Promise<T> {
+  override async transaction<T>(fn: (tx: Transaction) => Promise<T>, options?: TransactionOptions): Promise<T> {
     let migrated = false;
     const result = await super.transaction((tx) => {
       migrated = false; // a retried transaction starts over
@@ -143,6 +161,7 @@ class DistributingPgDb extends PgDb {
           if (/^\s*INSERT\s+INTO\s+schema_migrations\b/i.test(sql)) migrated = true;
           return tx.query(sql, params);
         },
+        atCommit: (sql, params) => tx.atCommit(sql, params),
       });
     }, options);
     if (migrated) await this.distributeWhenMigrated();

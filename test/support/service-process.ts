@@ -1,6 +1,6 @@
 /**
- * The service's real entry point as a child process (`node --import tsx
- * src/main.ts`), configured only through its environment, for the tests
+ * The service's real entry point as a child process (entry-points.ts:
+ * compiled when dist/ is current, else under tsx), configured only through its environment, for the tests
  * that start, stop, kill and restart it: spawn, wait for ready, stop with
  * SIGTERM, and clean-up hooks so that no process or folder outlives a test.
  */
@@ -8,12 +8,11 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, expect } from "vitest";
+import { entryArgs, ROOT } from "./entry-points.js";
 import { freePort } from "./ports.js";
 import { restCaller } from "./service.js";
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 export const KEY_PATTERN = /pcl_[a-z2-7]+/g;
 export const HEALTHY_WITHIN_MS = 10_000;
 export const STOPS_WITHIN_MS = 5_000;
@@ -54,7 +53,7 @@ export function cleanEnv(): NodeJS.ProcessEnv {
 /** Spawns the entry point with PORT, HOST and LOG_LEVEL set, plus `env` (which may override them). */
 export async function spawnService(env: Record<string, string>): Promise<ServiceProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  const child = spawn(process.execPath, entryArgs("src/main.ts"), {
     cwd: ROOT,
     env: { ...cleanEnv(), PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "info", ...env },
     stdio: ["ignore", "pipe", "pipe"],

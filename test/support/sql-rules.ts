@@ -164,33 +164,3 @@ function returningLists(sql: string): string[] {
   }
   return lists;
 }
-
-/**
- * The queries inside the functions the migrations define (PL/pgSQL bodies
- * such as portcullis_check_facts), by function name, each as a statement
- * the rules can read: the function's IN parameters become $1, $2... in
- * order, and the body's BEGIN, END and INTO clause are left out. A call to
- * one of them names no table itself; the rules hold on what it runs.
- */
-export function migrationFunctionQueries(migrations: readonly string[]): Map<string, string> {
-  const found = new Map<string, string>();
-  const definition = /CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+(\w+)\s*\(([^)]*)\)[\s\S]*?\$\$([\s\S]*?)\$\$/gi;
-  for (const sql of migrations) {
-    for (const [, name, params, body] of sql.matchAll(definition)) {
-      const inputs = params!
-        .split(",")
-        .map((p) => p.trim())
-        .filter((p) => p !== "" && !/^(OUT|INOUT)\s/i.test(p))
-        .map((p) => p.split(/\s+/)[0]!);
-      let query = body!
-        .replace(/--[^\n]*/g, "")
-        .replace(/^\s*BEGIN\b/i, "")
-        .replace(/\bEND\s*;?\s*$/i, "")
-        .replace(/\bINTO\s+[\w\s,]+;\s*$/i, "")
-        .trim();
-      inputs.forEach((p, i) => (query = query.replace(new RegExp(`\\b${p}\\b`, "g"), `$${i + 1}`)));
-      found.set(name!, query);
-    }
-  }
-  return found;
-}

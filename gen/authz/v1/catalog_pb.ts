@@ -106,7 +106,10 @@ export type Relation = Message<"authz.v1.Relation"> & {
 
   /**
    * Whoever holds `relation` on an instance this instance is linked to by
-   * its link relation `through` holds this relation here.
+   * its link relation `through` holds this relation here; with `through`
+   * empty, whoever holds `relation` on this same instance does (a viewer
+   * rule {relation: "editor"}: every editor is a viewer too). A relation
+   * that depends on itself by rules without `through` alone is refused.
    *
    * @generated from field: repeated authz.v1.Inherit inherits = 5;
    */
@@ -121,20 +124,23 @@ export const RelationSchema: GenMessage<Relation> = /*@__PURE__*/
   messageDesc(file_authz_v1_catalog, 1);
 
 /**
- * One inheritance rule of a relation: {through: "parent", relation: "viewer"}.
+ * One inheritance rule of a relation: {through: "parent", relation: "viewer"}
+ * (the parent's viewers), or {relation: "editor"} (this instance's editors).
  *
  * @generated from message authz.v1.Inherit
  */
 export type Inherit = Message<"authz.v1.Inherit"> & {
   /**
-   * A link relation of the same resource.
+   * A link relation of the same resource; empty (or absent): this same
+   * instance, adding no hop.
    *
    * @generated from field: string through = 1;
    */
   through: string;
 
   /**
-   * A relation of every resource that `through` links to.
+   * A relation of every resource that `through` links to; with `through`
+   * empty, another relation of this resource that is not a link.
    *
    * @generated from field: string relation = 2;
    */

@@ -1,6 +1,6 @@
 /**
  * Importing grants from a file, shared by the web console (console/src/pages/
- * grants.tsx, a whole file at once) and the command line (src/cli/, streamed):
+ * grants/import-section.tsx, a whole file at once) and the command line (src/cli/, streamed):
  * read CSV or NDJSON into rows that remember their source line (rows.ts,
  * bytes.ts, csv-records.ts, csv-grants.ts, ndjson.ts, grant-file.ts), and send
  * them to the bulk route (bulk-runner.ts).

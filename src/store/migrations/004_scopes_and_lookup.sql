@@ -1,5 +1,5 @@
--- Key scopes (API.md, Round 2): what a key may call. Every key made before
--- scopes existed keeps working as before, with all three.
+-- Key scopes (docs/decisions.md): what a key may call. A key stored without
+-- scopes gets all three, so it keeps working.
 ALTER TABLE api_keys ADD COLUMN scopes text[] NOT NULL DEFAULT '{check,read,write}';
 ALTER TABLE api_keys ADD CONSTRAINT api_keys_scopes_check
   CHECK (cardinality(scopes) > 0 AND scopes <@ '{check,read,write}'::text[]);

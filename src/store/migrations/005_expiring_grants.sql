@@ -1,4 +1,4 @@
--- Expiring grants (API.md, Round 2). A grant with expires_at counts until the
+-- Expiring grants (docs/decisions.md). A grant with expires_at counts until the
 -- database's clock passes it: every statement that reads grants for an answer
 -- filters on it against now(), so every replica agrees at the same instant and
 -- nothing waits for the sweep. NULL: the grant never expires.

@@ -1,4 +1,4 @@
--- Groups and hierarchy (API.md, Round 3): relations that reach through
+-- Groups and hierarchy (docs/hierarchy.md): relations that reach through
 -- other instances.
 --
 -- What a relation's grant may name as its holder: "user", a subject set

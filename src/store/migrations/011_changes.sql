@@ -1,4 +1,4 @@
--- The change feed's table (issue 28; docs/change-feed.md): each
+-- The change feed's table (docs/change-feed.md): each
 -- change an application's writes make, in the transaction that makes it,
 -- read back in commit order by transaction id and snapshot
 -- (store/changes-store.ts). Nothing writes to it yet: the writes' capture

@@ -1,4 +1,4 @@
--- The change feed's rows, made cheap to write (issue 28; docs/change-feed.md):
+-- The change feed's rows, made cheap to write (docs/change-feed.md):
 -- a bulk write of 5,000 grants records 5,000 changes in its own statement,
 -- so each change's cost counts against the write's.
 --

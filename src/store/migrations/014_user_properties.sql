@@ -1,4 +1,4 @@
--- Stored user properties (issue 29; docs/api.md): the JSON object a
+-- Stored user properties (docs/api.md): the JSON object a
 -- condition reads as subject.properties, one row per user that has any. A
 -- user without a row has {}: writing {} deletes the row rather than
 -- keeping an empty one, so a row always means properties to read.

@@ -1,7 +1,6 @@
--- Conditions on policies (issue 29; API.md, "Conditions and AuthZEN";
--- docs/conditions.md): a policy may carry a CEL expression; the permissions
--- it lists count for a role it is attached to only where the expression
--- holds. Stored as its source, checked when written, evaluated by the
+-- Conditions on policies (docs/conditions.md): a policy may carry a CEL
+-- expression; the permissions it lists count for a role it is attached to
+-- only where the expression holds. Stored as its source, checked when written, evaluated by the
 -- service. A column with no default: adding it rewrites nothing.
 ALTER TABLE policies ADD COLUMN condition text;
 

@@ -1,5 +1,5 @@
--- Lookup and who can list conditional answers apart (issue 29; API.md,
--- "Conditions and AuthZEN"): each page reads, beside the plain answers,
+-- Lookup and who can list conditional answers apart (docs/conditions.md):
+-- each page reads, beside the plain answers,
 -- the candidates a condition could allow. These partial indexes hold only
 -- the rows with a condition, so reading the candidates of a user or a role
 -- with none costs one probe of an empty range, however many plain grants

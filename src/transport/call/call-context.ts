@@ -8,7 +8,7 @@ import type { Span } from "../../lib/tracing.js";
  * serves. connect's createHandlerContext builds three Headers objects, a
  * deadline timer and a linked AbortController for every call; most calls
  * (the check above all) touch none of them, and at thousands of calls a
- * second that was a tenth of the service's CPU. Here each part is made on
+ * second that would be a tenth of the service's CPU. Here each part is made on
  * first use.
  *
  * Deadlines and cancellation: the transport passes the call's deadline (from
@@ -103,7 +103,7 @@ export class CallContext implements HandlerContext {
   }
 }
 
-function deadlineExceeded(): ConnectError {
+export function deadlineExceeded(): ConnectError {
   return new ConnectError("the call's deadline passed", Code.DeadlineExceeded);
 }
 

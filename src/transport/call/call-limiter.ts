@@ -31,7 +31,7 @@ const UNLIMITED = new Set([
   "authz.v1.CheckService.Permissions",
   "authz.v1.CheckService.BatchPermissions",
   "authz.v1.CheckService.Lookup",
-  "authz.v1.CheckService.LookupSubjects",
+  "authz.v1.CheckService.WhoCan",
   // AuthZEN's questions are these same questions (domain/authzen-*.ts); Resource Search adds at
   // most one short statement (a page of an index range) where a role allows every instance.
   "authzen.v1.AccessService.Evaluation",

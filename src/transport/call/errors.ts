@@ -13,7 +13,7 @@ import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { DomainError, type ErrorCode, type JsonObject, type JsonValue } from "../../domain/errors.js";
 import { toWellFormed } from "../../domain/formats.js";
-import { isBadValue, isUnavailable, sqlState, SqlState } from "../../store/sqlstate.js";
+import { isBadValue, isRetryable, isUnavailable, sqlState, SqlState } from "../../store/sqlstate.js";
 import { DeadlinePassedError } from "../../store/db.js";
 
 const domainToConnect: Record<ErrorCode, Code> = {
@@ -54,7 +54,8 @@ export const connectToRest: Record<Code, { code: string; status: number }> = {
  * Domain errors keep their message and details (as google.protobuf.Struct);
  * an unreachable database is UNAVAILABLE; a value the database refused (a
  * data exception, a program limit) is INVALID_ARGUMENT, with the SQLSTATE but
- * nothing of the SQL or the database's words; anything else is INTERNAL with
+ * nothing of the SQL or the database's words; a race lost on every attempt
+ * (a serialization failure, a deadlock) is ABORTED; anything else is INTERNAL with
  * its text kept in the log only.
  */
 export function toConnectError(error: unknown, log: Logger, requestId?: string): ConnectError {
@@ -81,6 +82,11 @@ export function toConnectError(error: unknown, log: Logger, requestId?: string):
   if (isUnavailable(error)) {
     log.error({ err: error, requestId }, "database unavailable");
     return new ConnectError("the database cannot be reached; try again shortly", Code.Unavailable);
+  }
+  // A transaction that lost its race with concurrent writers on every attempt (Db.transaction
+  // retries it): nothing committed, and the same call may well succeed.
+  if (isRetryable(error)) {
+    return new ConnectError(`the call met concurrent changes on every attempt (SQLSTATE ${sqlState(error)}); nothing was changed; try again`, Code.Aborted);
   }
   if (isBadValue(error)) {
     // Logged: it means an edge check let something through.

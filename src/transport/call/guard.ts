@@ -37,7 +37,7 @@ export interface WriteSignals {
  *
  * With tracing on, the implementation runs with the call's span current,
  * so the database spans it waits for become its children (lib/tracing.ts);
- * off, the wrapper is the same as before tracing existed.
+ * off, the wrapper adds nothing to the call.
  */
 export function guard<S extends DescService>(
   service: S,

@@ -31,7 +31,7 @@ import { gunzip } from "node:zlib";
 import type { Logger } from "pino";
 import { LIMITS } from "../../domain/formats.js";
 import { callerOf } from "../../services/call-values.js";
-import { CallContext } from "../call/call-context.js";
+import { CallContext, deadlineExceeded } from "../call/call-context.js";
 import { toConnectError } from "../call/errors.js";
 import type { ServiceBinding } from "../call/guard.js";
 import { flatProtoReader, flatProtoWriter } from "./flat-proto.js";
@@ -179,6 +179,8 @@ class UnaryCall {
   private readonly started: number;
   /** Date.now() at arrival, when the client sent a deadline (it counts from there). */
   private readonly arrived: number;
+  /** performance.now() at arrival, when the client sent a deadline: a deadline may be shorter than Date.now()'s millisecond. */
+  private readonly arrivedPrecisely: number;
   private readonly requestId: string;
   /** The call's span, when tracing is on. */
   private readonly span: Span | undefined;
@@ -193,6 +195,7 @@ class UnaryCall {
   ) {
     this.started = owner.requestLog.recording ? performance.now() : 0;
     this.arrived = headers["grpc-timeout"] === undefined ? 0 : Date.now();
+    this.arrivedPrecisely = headers["grpc-timeout"] === undefined ? 0 : performance.now();
     this.requestId = owner.requestLog.requestId(headers);
     this.span = owner.tracing.enabled ? owner.tracing.startRpc(headers, "grpc", route.rpc, this.requestId) : undefined;
   }
@@ -245,6 +248,9 @@ class UnaryCall {
       // Only a compressed message waits for zlib; awaiting a plain value would still cost a turn.
       const input = decoded instanceof Promise ? await decoded : decoded;
       const result = await route.call(input, ctx);
+      // The deadline's timer fires a millisecond at the earliest: an answer
+      // ready after a shorter deadline (grpc-timeout "1u") is not sent as OK.
+      if (deadline !== undefined && performance.now() - this.arrivedPrecisely >= deadline - this.arrived) throw deadlineExceeded();
       // Nobody is left to read an answer to a call whose stream closed: no encoding it.
       if (!this.answered) out = this.encode(result);
     } catch (error) {

@@ -67,14 +67,22 @@ export async function listen(options: ListenOptions, h1: http.Server, h2: H2Serv
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
     socket.on("error", () => socket.destroy()); // a reset client must not crash the process
-    // A fixed deadline, not an idle timer: a preface sent a byte at a time must not buy time.
-    const sniffing = setTimeout(() => socket.destroy(), options.headersTimeoutMs);
+    // A fixed deadline, not an idle timer: a preface sent a byte at a time
+    // must not buy time. When it passes, what has already arrived is read
+    // first (the loop's poll phase comes between the timer and setImmediate):
+    // a loop kept busy past the deadline, not the client, would otherwise
+    // reset a connection whose request is waiting in the socket.
+    let decided = false;
+    const sniffing = setTimeout(() => setImmediate(() => {
+      if (!decided) socket.destroy();
+    }), options.headersTimeoutMs);
     let head: Buffer = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
       head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
       const n = Math.min(head.length, H2_PREFACE.length);
       const isH2 = head.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
       if (isH2 && head.length < H2_PREFACE.length) return; // need more bytes to decide
+      decided = true;
       clearTimeout(sniffing);
       socket.removeListener("data", onData);
       socket.pause();

@@ -13,7 +13,7 @@
  * Each is taken out of the OpenAPI document with the components it reaches:
  * one contract, so a file's schema cannot drift from what the API accepts.
  */
-import type { JsonSchema, OpenApiDocument } from "./openapi.js";
+import type { JsonSchema, OpenApiDocument } from "./openapi-types.js";
 
 const COMPONENTS = "#/components/schemas/";
 const DIALECT = "https://json-schema.org/draft/2020-12/schema";

@@ -9,7 +9,7 @@ import type { DescMessage } from "@bufbuild/protobuf";
 import { AUTHZEN_PACKAGE } from "../rest/authzen-gateway.js";
 import { AUTHZEN_METADATA_PATH } from "../rest/authzen-metadata.js";
 import type { HttpBinding } from "../rest/http-rules.js";
-import type { JsonSchema, OpenApiDocument } from "./openapi.js";
+import type { JsonSchema, OpenApiDocument } from "./openapi-types.js";
 
 export const BEARER = "Bearer";
 

@@ -8,8 +8,8 @@
  * evaluations are. A reader also takes a message with other singular
  * message fields as long as the JSON leaves them out: a request that
  * carries them is read the full way. protobuf-es reads and writes JSON by walking the descriptor
- * for each message, which was most of what a REST check cost besides HTTP
- * itself; for these shapes a table made once per message type does the same
+ * for each message, which would be most of what a REST check costs besides
+ * HTTP itself; for these shapes a table made once per message type does the same
  * work directly.
  */
 import { create, ScalarType, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";

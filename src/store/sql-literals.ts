@@ -1,0 +1,119 @@
+import pg from "pg";
+
+/**
+ * A statement's parameters written into its text as literals, for a simple
+ * query (the protocol's Query message: several statements in one round
+ * trip, but no parameters). Each `$n` becomes a quoted literal of unknown
+ * type, which Postgres types from where it stands, as it types a parameter
+ * sent without a type (node-pg sends every parameter so): the statement
+ * means the same either way.
+ *
+ * Undefined when a value cannot be written exactly: a string with a NUL (a
+ * Query message ends at the first one, and a parameter with one is refused
+ * by Postgres) or a lone UTF-16 surrogate (which UTF-8 cannot carry: it
+ * would arrive as U+FFFD), a number that is not finite, a value of another
+ * type. The caller then sends the parameters as parameters.
+ *
+ * The text is scanned as Postgres scans it: a `$n` inside a quoted string,
+ * a quoted identifier or a comment is left alone, and so is one that ends
+ * an identifier (`a$1` is a name). A dollar-quoted string is refused (a
+ * thrown Error): no statement of the stores has one, and a scan that gets
+ * one wrong would put a literal where none belongs.
+ */
+export function inlineParams(sql: string, params: readonly unknown[]): string | undefined {
+  const literals = literalsOf(params);
+  if (literals === undefined) return undefined;
+  let out = "";
+  let from = 0;
+  let i = 0;
+  while (i < sql.length) {
+    const c = sql[i]!;
+    const next = sql[i + 1];
+    if (c === "'") {
+      // E'...' takes backslash escapes; a plain string only doubles its quotes.
+      const escapes = i > 0 && (sql[i - 1] === "E" || sql[i - 1] === "e") && !isIdentifierChar(sql[i - 2]);
+      i = endOfQuoted(sql, i, "'", escapes);
+    } else if (c === '"') {
+      i = endOfQuoted(sql, i, '"', false);
+    } else if (c === "-" && next === "-") {
+      const end = sql.indexOf("\n", i);
+      i = end === -1 ? sql.length : end + 1;
+    } else if (c === "/" && next === "*") {
+      i = endOfBlockComment(sql, i);
+    } else if (c === "$" && !isIdentifierChar(sql[i - 1])) {
+      const digits = /^\d+/.exec(sql.slice(i + 1));
+      if (digits === null) throw new Error(`a dollar-quoted string or stray "$" at ${i} of a statement to inline`);
+      const n = Number(digits[0]);
+      const literal = literals[n - 1];
+      if (literal === undefined) throw new Error(`$${n} has no parameter (${params.length} given)`);
+      out += `${sql.slice(from, i)}${literal}`;
+      i += 1 + digits[0].length;
+      from = i;
+    } else {
+      i++;
+    }
+  }
+  return out + sql.slice(from);
+}
+
+/** Each parameter as a literal of unknown type (toLiteral), or undefined when one cannot be written exactly. */
+export function literalsOf(params: readonly unknown[]): string[] | undefined {
+  const literals: string[] = [];
+  for (const value of params) {
+    const literal = toLiteral(value);
+    if (literal === undefined) return undefined;
+    literals.push(literal);
+  }
+  return literals;
+}
+
+/** One value as a literal (with a space on each side: it never joins a neighbouring token), or undefined. */
+function toLiteral(value: unknown): string | undefined {
+  if (value === null || value === undefined) return " NULL ";
+  let text: string;
+  if (typeof value === "string") text = value;
+  else if (typeof value === "number") {
+    if (!Number.isFinite(value)) return undefined;
+    text = String(value);
+  } else if (typeof value === "bigint" || typeof value === "boolean") text = String(value);
+  else return undefined;
+  if (text.includes("\0") || LONE_SURROGATE.test(text)) return undefined;
+  // escapeLiteral doubles quotes and, when there is a backslash, doubles those and writes E'...':
+  // the same text whatever standard_conforming_strings is.
+  return ` ${pg.escapeLiteral(text)} `;
+}
+
+/** In a `u` expression a well-formed pair is one code point: only a lone surrogate matches. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+const isIdentifierChar = (c: string | undefined) => c !== undefined && /[\p{L}\p{N}_$]/u.test(c);
+
+/** The index after the quoted string or identifier that starts at `start`. */
+function endOfQuoted(sql: string, start: number, quote: string, escapes: boolean): number {
+  let i = start + 1;
+  while (i < sql.length) {
+    const c = sql[i]!;
+    if (escapes && c === "\\") i += 2;
+    else if (c === quote && sql[i + 1] === quote) i += 2;
+    else if (c === quote) return i + 1;
+    else i++;
+  }
+  throw new Error(`an unterminated ${quote === "'" ? "string" : "quoted identifier"} in a statement to inline`);
+}
+
+/** The index after the block comment that starts at `start` (Postgres's nest). */
+function endOfBlockComment(sql: string, start: number): number {
+  let depth = 0;
+  let i = start;
+  while (i < sql.length) {
+    if (sql[i] === "/" && sql[i + 1] === "*") {
+      depth++;
+      i += 2;
+    } else if (sql[i] === "*" && sql[i + 1] === "/") {
+      depth--;
+      i += 2;
+      if (depth === 0) return i;
+    } else i++;
+  }
+  throw new Error("an unterminated comment in a statement to inline");
+}
