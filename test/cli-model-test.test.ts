@@ -1,6 +1,7 @@
 /**
  * `portcullis model test FILE` as a new user runs it: the compiled command
- * line (bin/portcullis.mjs), no service, no database, no key; test files of
+ * line (bin/portcullis.mjs; most cases run its program in this process, the
+ * same code without a process's start-up), no service, no database, no key; test files of
  * its own in YAML and JSON. What holds exits 0; a failed assertion exits 1
  * and is printed with its line and its explain; a file that cannot be read
  * or used exits 2 naming its line. A generated file of 200 assertions is
@@ -84,6 +85,9 @@ const AFTER = MODEL.split("\n").length;
 const lineOf = (text: string, needle: string, after = 0) => text.split("\n").findIndex((l, i) => i >= after && l.includes(needle)) + 1;
 
 // The tests run side by side, each its own processes and files: most of a run is the process starting its database.
+/** The program run in this process (support/cli-process.ts): the runs left as processes keep bin/portcullis.mjs covered. */
+const IN_PROCESS = { process: false };
+
 describe.concurrent("portcullis model test", () => {
   let dir: string;
   const file = async (name: string, text: string) => {
@@ -143,9 +147,9 @@ assertions:
     // A condition that does not type-check is refused the same way as one that does not parse, naming its line and position.
     const illTyped = conditional.replace('condition: "has(context.ticket)"', 'condition: "subject.id > 5"');
     const [run, bad, typed] = await Promise.all([
-      portcullis(["model", "test", await file("conditional.yaml", conditional)]),
-      portcullis(["model", "test", await file("bad-condition.yaml", conditional.replace('condition: "has(context.ticket)"', 'condition: "has("'))]),
-      portcullis(["model", "test", await file("ill-typed.yaml", illTyped)]),
+      portcullis(["model", "test", await file("conditional.yaml", conditional)], IN_PROCESS),
+      portcullis(["model", "test", await file("bad-condition.yaml", conditional.replace('condition: "has(context.ticket)"', 'condition: "has("'))], IN_PROCESS),
+      portcullis(["model", "test", await file("ill-typed.yaml", illTyped)], IN_PROCESS),
     ]);
     expect(run.stderr).toBe("");
     expect(run.stdout).toMatch(/1 grant, 2 assignments, 6 assertions\nok: all 6 assertions hold/);
@@ -163,7 +167,7 @@ assertions:
     ).replace("action: edit, userId: bob }\n    expect: allowed", "action: edit, userId: bob }\n    expect: denied");
     expect(wrong).not.toBe(PASSING);
     const path = await file("failing.yaml", wrong);
-    const [run, json] = await Promise.all([portcullis(["model", "test", path]), portcullis(["model", "test", path, "--format", "json"])]);
+    const [run, json] = await Promise.all([portcullis(["model", "test", path], IN_PROCESS), portcullis(["model", "test", path, "--format", "json"], IN_PROCESS)]);
     expect(run.code).toBe(1);
     const checkLine = lineOf(wrong, "resourceId: d1, action: edit }");
     const whoLine = lineOf(wrong, "whoCan: { resource: document, resourceId: d1, action: edit, userId: bob }");
@@ -210,7 +214,7 @@ assertions:
   - whoCan: { resource: document, resourceId: handbook, action: edit, userId: stranger }
     expect: denied
 `;
-    const run = await portcullis(["model", "test", await file("everyone.yaml", everyone)]);
+    const run = await portcullis(["model", "test", await file("everyone.yaml", everyone)], IN_PROCESS);
     expect(run.stderr).toBe("");
     expect(run.stdout).toMatch(/ok: all 5 assertions hold/);
     expect(run.code).toBe(0);
@@ -251,7 +255,7 @@ assertions:
   - check: { userId: cid, resource: document, resourceId: d1, action: read }
     expect: denied
 `;
-    const run = await portcullis(["model", "test", await file("admins.yaml", admins)]);
+    const run = await portcullis(["model", "test", await file("admins.yaml", admins)], IN_PROCESS);
     expect(run.stderr).toBe("");
     expect(run.stdout).toMatch(/ok: all 6 assertions hold/);
     expect(run.code).toBe(0);
@@ -268,7 +272,7 @@ assertions:
 
   it("counts a question the API refuses as a failed assertion, with the API's words", { timeout: 60_000 }, async () => {
     const text = `${MODEL}assertions:\n  - check: { userId: alice, resource: document, resourceId: d1, action: fly }\n    expect: denied\n`;
-    const run = await portcullis(["model", "test", await file("refused.yaml", text)]);
+    const run = await portcullis(["model", "test", await file("refused.yaml", text)], IN_PROCESS);
     expect(run.code).toBe(1);
     expect(run.stdout).toContain(`FAIL assertions[0] (line ${lineOf(text, "action: fly")}): check alice document:d1 fly: expected denied, got an error`);
     expect(run.stdout).toMatch(/400 invalid_argument: .*fly/);
@@ -291,7 +295,7 @@ assertions:
     ["no model", "assertions: []\n", /line 1: model: is required/],
   ];
   it.each(cases.map((c, i) => [...c, i] as const))("exits 2 naming the line for %s", { timeout: 60_000 }, async (_, text, message, i) => {
-    const run = await portcullis(["model", "test", await file(`bad-${i}.yaml`, text)]);
+    const run = await portcullis(["model", "test", await file(`bad-${i}.yaml`, text)], IN_PROCESS);
     expect(run.stderr).toMatch(message);
     expect(run.code).toBe(2);
     expect(run.stdout).toBe("");
@@ -325,8 +329,8 @@ assertions:
 
     const flipped = { ...doc, assertions: assertions.map((a, i) => (i === 137 ? { ...a, expect: a.expect === "allowed" ? "denied" : "allowed" } : a)) };
     const [run, failing] = await Promise.all([
-      portcullis(["model", "test", await file("generated.yaml", stringify(doc))]),
-      portcullis(["model", "test", await file("flipped.json", JSON.stringify(flipped)), "--format", "json"]),
+      portcullis(["model", "test", await file("generated.yaml", stringify(doc))], IN_PROCESS),
+      portcullis(["model", "test", await file("flipped.json", JSON.stringify(flipped)), "--format", "json"], IN_PROCESS),
     ]);
     expect(run.stdout).toContain("ok: all 200 assertions hold");
     expect(run.code).toBe(0);

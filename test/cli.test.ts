@@ -639,8 +639,23 @@ describe("portcullis, the command line", () => {
     }, 60_000);
   });
 
-  // Each its own process, refused before or by the service's first answer: side by side.
+  // Each refused before or by the service's first answer: side by side.
   describe.concurrent("usage errors and keys", () => {
+    // The tests above and below run the program in this process; its exit code is the process's own exit status.
+    it("as real processes: exit statuses 0, 2 and 3, the key never printed", async () => {
+      const wrong = "pcl_wrongwrongwrongwrongwrongwrong";
+      const [ok, usage, refused] = await Promise.all([
+        cli(service, ["catalog", "get", "--app", "small"], { process: true }),
+        cli(service, ["frobnicate"], { process: true }),
+        cli(service, ["check", "a", "document:d1", "read"], { key: wrong, process: true }),
+      ]);
+      expect([ok.code, usage.code, refused.code], ok.stderr + usage.stderr + refused.stderr).toEqual([0, 2, 3]);
+      expect(JSON.parse(ok.stdout)).toHaveProperty("resources");
+      expect(usage.stderr).toContain("unknown command 'frobnicate'");
+      expect(refused.stderr).toContain("401 unauthenticated");
+      expect(refused.stdout + refused.stderr).not.toContain(wrong);
+    });
+
     it.each([
       { args: ["grants", "import"], says: "missing required argument 'FILE'" },
       { args: ["grants", "import", "nowhere.csv"], says: "FILE nowhere.csv: cannot read it (ENOENT)" },
