@@ -37,19 +37,20 @@ const WAITING = [
 ];
 /**
  * Then `timing`, truly alone: the files whose assertions are about time at
- * the scale of a scheduler's hiccup (deadlines, connection and stream
- * timeouts, cancellation mid-write, a first start ready within 10 s). Beside
- * another file they would measure the neighbour: beside a browser file, a
- * first start on a fresh embedded folder once took 12.1 s.
+ * the scale of a scheduler's hiccup and which load the cores themselves (a
+ * first start ready within 10 s, building its embedded folder; answers
+ * within 100 ms while thousands of streams attack). Beside another file they
+ * would measure the neighbour: beside a browser file, a first start on a
+ * fresh embedded folder once took 12.1 s.
  */
-const TIMING = [
-  "test/process.test.ts",
-  "test/deadlines.test.ts",
-  "test/connection-timeouts.test.ts",
-  "test/h2-attacks.test.ts",
-  "test/h2-limits.test.ts",
-  "test/cancel-while-writing.test.ts",
-];
+const TIMING = ["test/process.test.ts", "test/h2-attacks.test.ts"];
+/**
+ * And `clocks`, two at a time: files about time that mostly wait on their
+ * own timers (deadlines, connection and stream timeouts, cancellation
+ * mid-write), with hundreds of milliseconds of slack, light enough that
+ * two side by side leave each a core.
+ */
+const CLOCKS = ["test/deadlines.test.ts", "test/cancel-while-writing.test.ts", "test/connection-timeouts.test.ts", "test/h2-limits.test.ts"];
 
 /**
  * Files that replace a module (`vi.mock`): `together` shares each worker's
@@ -99,7 +100,7 @@ export default defineConfig({
         test: {
           name: "together",
           include: ["test/**/*.test.ts"],
-          exclude: [...BROWSER, ...WAITING, ...TIMING, ...MOCKING],
+          exclude: [...BROWSER, ...WAITING, ...TIMING, ...CLOCKS, ...MOCKING],
           // A worker runs its files one after another in one process: each
           // file starts its own database and service, but the modules (the
           // service's, PGlite's WebAssembly) load once per worker, not once
@@ -111,6 +112,7 @@ export default defineConfig({
       },
       { extends: true, test: { name: "paired", include: [...BROWSER, ...WAITING, ...MOCKING], maxWorkers: 2, sequence: { groupOrder: 1 } } },
       { extends: true, test: { name: "timing", include: TIMING, maxWorkers: 1, sequence: { groupOrder: 2 } } },
+      { extends: true, test: { name: "clocks", include: CLOCKS, maxWorkers: 2, sequence: { groupOrder: 3 } } },
     ],
   },
 });
