@@ -83,29 +83,37 @@ describe("the change feed's streams within the service's limits", () => {
   });
 
   it("a write through this server wakes its waiting readers at once; one through another server, by the probe", async () => {
-    const waitingRead = async (on: TestService) => {
+    /**
+     * A reader waiting (800 ms) on `on`, then a write through this server:
+     * how long after the write's acknowledgement the reader answered with
+     * it. Undefined when the write itself took over 400 ms (a loaded
+     * machine): its reader's wait could then end by itself, near the
+     * acknowledgement, and the trial proves nothing.
+     */
+    const trial = async (on: TestService, userId: string): Promise<number | undefined> => {
       const from = (await on.call("GET", "/api/v1/authorization/changes?pageSize=1000", { key })).body.nextToken as string;
       const read = on.call("GET", `/api/v1/authorization/changes?after=${from}&waitMs=800`, { key });
-      for (let i = 0; on.waitingReaders() === 0 && i < 200; i++) await new Promise((resolve) => setTimeout(resolve, 5));
-      return read;
+      for (let i = 0; on.waitingReaders() === 0 && i < 400; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(on.waitingReaders(), "the reader waits").toBeGreaterThan(0);
+      const started = Date.now();
+      expectStatus(await service.call("POST", "/api/v1/authorization/relationships", { key, body: { userId, resource: "document", resourceId: "wake", relation: "viewer" } }), 201);
+      const acknowledged = Date.now();
+      expect((await read).body.changes).toHaveLength(1);
+      return acknowledged - started > 400 ? undefined : Date.now() - acknowledged;
     };
-    const write = (on: TestService, userId: string) =>
-      on.call("POST", "/api/v1/authorization/relationships", { key, body: { userId, resource: "document", resourceId: "wake", relation: "viewer" } });
-    const local = waitingRead(service);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    let written = Date.now();
-    expectStatus(await write(service, "local"), 201);
-    expect((await local).body.changes).toHaveLength(1);
-    expect(Date.now() - written).toBeLessThan(200);
+    /** Up to five trials until one proves something; each that does must answer within `ms`. */
+    const wakes = async (on: TestService, name: string, ms: number) => {
+      const taken: (number | undefined)[] = [];
+      for (let n = 0; n < 5 && !taken.some((t) => t !== undefined); n++) taken.push(await trial(on, `${name}-${n}`));
+      const proving = taken.filter((t) => t !== undefined);
+      expect(proving.length, `a trial whose write took 400 ms or less: ${JSON.stringify(taken)}`).toBeGreaterThan(0);
+      for (const t of proving) expect(t).toBeLessThan(ms);
+    };
+    await wakes(service, "local", 200);
     // Another server on the same database, probing every 100 ms: the write through this one reaches its reader.
     const other = await startTestService(database.db, { ...LIMITS, changesPollMs: 100 });
     try {
-      const remote = waitingRead(other);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      written = Date.now();
-      expectStatus(await write(service, "remote"), 201);
-      expect((await remote).body.changes).toHaveLength(1);
-      expect(Date.now() - written).toBeLessThan(400);
+      await wakes(other, "remote", 350);
     } finally {
       await other.close();
     }

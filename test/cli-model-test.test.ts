@@ -87,6 +87,12 @@ const lineOf = (text: string, needle: string, after = 0) => text.split("\n").fin
 // The tests run side by side, each its own processes and files: most of a run is the process starting its database.
 /** The program run in this process (support/cli-process.ts): the runs left as processes keep bin/portcullis.mjs covered. */
 const IN_PROCESS = { process: false };
+/**
+ * Each case's bound: the cases run side by side, and those in this process
+ * share its thread, so a case's time is near the file's (about 40 s alone,
+ * twice that on a loaded run).
+ */
+const TIMEOUT = 240_000;
 
 describe.concurrent("portcullis model test", () => {
   let dir: string;
@@ -105,14 +111,14 @@ describe.concurrent("portcullis model test", () => {
     if (dir !== undefined) await rm(dir, { recursive: true, force: true });
   });
 
-  it("runs a YAML file's assertions with no server and exits 0 when all hold", { timeout: 60_000 }, async () => {
+  it("runs a YAML file's assertions with no server and exits 0 when all hold", { timeout: TIMEOUT }, async () => {
     const run = await portcullis(["model", "test", await file("passing.yaml", PASSING)]);
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(/^model test .*passing\.yaml: 4 grants, 2 assignments, 9 assertions\nok: all 9 assertions hold \(\d+ ms\)\n$/);
   });
 
-  it("conditions: on a policy, an assignment and a grant, asked with context and properties", { timeout: 60_000 }, async () => {
+  it("conditions: on a policy, an assignment and a grant, asked with context and properties", { timeout: TIMEOUT }, async () => {
     const conditional = `model:
   catalog:
     - resource: todo
@@ -160,7 +166,7 @@ assertions:
     expect(typed.stderr).toContain(`line ${lineOf(illTyped, "subject.id > 5")}: assignments[1].condition: at 1:12: found no matching overload for '_>_' applied to '(string, int)'`);
   });
 
-  it("prints each failed assertion with its line and its explain, and exits 1", { timeout: 60_000 }, async () => {
+  it("prints each failed assertion with its line and its explain, and exits 1", { timeout: TIMEOUT }, async () => {
     const wrong = PASSING.replace(
       "action: edit }\n    expect: denied\n  - check: { userId: carol",
       "action: edit }\n    expect: allowed\n  - check: { userId: carol",
@@ -190,7 +196,7 @@ assertions:
     expect(failed[1]!.explain).toMatchObject({ allowed: true, reasons: [{ kind: "relation", relation: "editor" }] });
   });
 
-  it("an allUsers grant: check, lookup and who can hold for a user no grant names", { timeout: 60_000 }, async () => {
+  it("an allUsers grant: check, lookup and who can hold for a user no grant names", { timeout: TIMEOUT }, async () => {
     const everyone = `model:
   catalog:
     - resource: document
@@ -220,7 +226,7 @@ assertions:
     expect(run.code).toBe(0);
   });
 
-  it("a rule within an instance: a team's admins are its members, for a subject set team#member too", { timeout: 60_000 }, async () => {
+  it("a rule within an instance: a team's admins are its members, for a subject set team#member too", { timeout: TIMEOUT }, async () => {
     const admins = `model:
   catalog:
     - resource: team
@@ -261,7 +267,7 @@ assertions:
     expect(run.code).toBe(0);
   });
 
-  it("takes JSON, and stdin for -", { timeout: 60_000 }, async () => {
+  it("takes JSON, and stdin for -", { timeout: TIMEOUT }, async () => {
     const { parse } = await import("yaml");
     const json = JSON.stringify(parse(PASSING));
     const [fromFile, fromStdin] = await Promise.all([portcullis(["model", "test", await file("passing.json", json)]), portcullis(["model", "test", "-"], { stdin: json })]);
@@ -270,7 +276,7 @@ assertions:
     expect(fromStdin.stdout).toContain("ok: all 9 assertions hold");
   });
 
-  it("counts a question the API refuses as a failed assertion, with the API's words", { timeout: 60_000 }, async () => {
+  it("counts a question the API refuses as a failed assertion, with the API's words", { timeout: TIMEOUT }, async () => {
     const text = `${MODEL}assertions:\n  - check: { userId: alice, resource: document, resourceId: d1, action: fly }\n    expect: denied\n`;
     const run = await portcullis(["model", "test", await file("refused.yaml", text)], IN_PROCESS);
     expect(run.code).toBe(1);
@@ -294,14 +300,14 @@ assertions:
     ["a grant of a relation the catalog lacks", MODEL.replace("resourceId: d1, relation: editor", "resourceId: d1, relation: approver") + "assertions: []\n", new RegExp(`a grant is refused:\\n  line ${lineOf(MODEL, "relation: editor }")}: grants\\[3\\]`)],
     ["no model", "assertions: []\n", /line 1: model: is required/],
   ];
-  it.each(cases.map((c, i) => [...c, i] as const))("exits 2 naming the line for %s", { timeout: 60_000 }, async (_, text, message, i) => {
+  it.each(cases.map((c, i) => [...c, i] as const))("exits 2 naming the line for %s", { timeout: TIMEOUT }, async (_, text, message, i) => {
     const run = await portcullis(["model", "test", await file(`bad-${i}.yaml`, text)], IN_PROCESS);
     expect(run.stderr).toMatch(message);
     expect(run.code).toBe(2);
     expect(run.stdout).toBe("");
   });
 
-  it("holds 200 generated assertions that an independent model of the rules decides, and reports the one flipped", { timeout: 120_000 }, async () => {
+  it("holds 200 generated assertions that an independent model of the rules decides, and reports the one flipped", { timeout: TIMEOUT }, async () => {
     // A world of 30 users, 12 documents, direct grants and an application-wide role, and its answers by hand.
     let seed = 27;
     const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648) / 2_147_483_648);
@@ -341,7 +347,7 @@ assertions:
     expect(report.results.filter((r) => !r.holds).map((r) => r.index)).toEqual([137]);
   });
 
-  it("runs without the build's template database too (from initdb), with the same answers", { timeout: 60_000 }, async () => {
+  it("runs without the build's template database too (from initdb), with the same answers", { timeout: TIMEOUT }, async () => {
     // Under tsx, from src/: the template is made beside the compiled module only.
     const run = await cli({ url: "http://127.0.0.1:9" } as TestService, ["model", "test", await file("passing-from-source.yaml", PASSING)], { key: null, fromSource: true });
     expect(run.stderr).toBe("");
