@@ -569,20 +569,33 @@ describe.each(engines)("freshness on %s", (engine: EngineName) => {
       const appId = `expiry-${counter++}`;
       const key = await createApp(w, appId, CATALOG);
       const clock = async () => Number((await database.db.query<{ ms: number }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms")).rows[0]!.ms);
-      const expiresAt = Math.floor(await clock()) + 2_000;
-      const written = await w.call("POST", "/api/v1/authorization/relationships", {
-        key,
-        body: { ...grant("olga", "document", "d1", "reviewer"), expiresAt: new Date(expiresAt).toISOString() },
-      });
-      expectStatus(written, 201);
       const asked = [question("olga", "document", "d1", "comment"), question("olga", "document", "d1", "read")];
-      for (const replica of [reader, writer]) {
-        for (const q of asked) {
-          await expectAnswer(replica, key, q, true, "just before the expiry");
-          await expectQuestions(replica, key, q, true, "just before the expiry");
+      let expiresAt = 0;
+      // A loaded machine may not answer everything before the expiry: that trial proves nothing, and the grant is written again with twice the time.
+      for (let ahead = 2_000; ; ahead *= 2) {
+        expiresAt = Math.floor(await clock()) + ahead;
+        const written = await w.call("POST", "/api/v1/authorization/relationships", {
+          key,
+          body: { ...grant("olga", "document", "d1", "reviewer"), expiresAt: new Date(expiresAt).toISOString() },
+        });
+        // Written again, the grant's expiry moves: 200 with the new expiresAt.
+        expectStatus(written, ahead === 2_000 ? 201 : 200);
+        expect(written.body.expiresAt).toBe(new Date(expiresAt).toISOString());
+        const before = await Promise.allSettled(
+          [reader, writer].flatMap((replica) =>
+            asked.map(async (q) => {
+              await expectAnswer(replica, key, q, true, "just before the expiry");
+              await expectQuestions(replica, key, q, true, "just before the expiry");
+            }),
+          ),
+        );
+        if ((await clock()) >= expiresAt) {
+          expect(ahead, "the answers before took too long to be 'just before', three times").toBeLessThan(8_000);
+          continue;
         }
+        for (const answer of before) if (answer.status === "rejected") throw answer.reason;
+        break;
       }
-      expect(await clock(), "the answers before took too long to be 'just before'").toBeLessThan(expiresAt);
       while ((await clock()) <= expiresAt) await new Promise((resolve) => setTimeout(resolve, 5));
       for (const replica of [reader, writer]) {
         for (const q of asked) {
@@ -612,21 +625,28 @@ describe.each(engines)("freshness on %s", (engine: EngineName) => {
           await expectQuestions(replica, key, q, after, "before the expiring grants");
         }
       }
-      const expiresAt = Math.floor(await clock()) + 1_500;
-      const expiring = new Date(expiresAt).toISOString();
-      await graphBulk(ctx, [{ ...W.alice, expiresAt: expiring }, { ...W.d2Link, expiresAt: expiring }]);
-      // Just before: every question on both replicas, side by side (the time is short).
-      const before = await Promise.allSettled(
-        [...new Set([reader, writer])].flatMap((replica) =>
-          asked.map(async ({ q }) => {
-            await expectAnswer(replica, key, q, true, "just before the expiry");
-            await expectQuestions(replica, key, q, true, "just before the expiry");
-          }),
-        ),
-      );
-      // Too slow a machine fails here, not as a wrong answer.
-      expect(await clock(), "the answers before took too long to be 'just before'").toBeLessThan(expiresAt);
-      for (const answer of before) if (answer.status === "rejected") throw answer.reason;
+      let expiresAt = 0;
+      // A loaded machine may not answer everything before the expiry: that trial proves nothing, and the grants are written again with twice the time.
+      for (let ahead = 1_500; ; ahead *= 2) {
+        expiresAt = Math.floor(await clock()) + ahead;
+        const expiring = new Date(expiresAt).toISOString();
+        await graphBulk(ctx, [{ ...W.alice, expiresAt: expiring }, { ...W.d2Link, expiresAt: expiring }]);
+        // Just before: every question on both replicas, side by side (the time is short).
+        const before = await Promise.allSettled(
+          [...new Set([reader, writer])].flatMap((replica) =>
+            asked.map(async ({ q }) => {
+              await expectAnswer(replica, key, q, true, "just before the expiry");
+              await expectQuestions(replica, key, q, true, "just before the expiry");
+            }),
+          ),
+        );
+        if ((await clock()) >= expiresAt) {
+          expect(ahead, "the answers before took too long to be 'just before', three times").toBeLessThan(6_000);
+          continue;
+        }
+        for (const answer of before) if (answer.status === "rejected") throw answer.reason;
+        break;
+      }
       while ((await clock()) <= expiresAt) await new Promise((resolve) => setTimeout(resolve, 5));
       for (const replica of new Set([reader, writer])) {
         for (const { q, after } of asked) {
