@@ -251,17 +251,24 @@ describe.skipIf(binariesMissing)("read replicas: a primary and a hot standby", (
         [doc("bob", "read"), true],
       ];
       await expectAll(expected(false), 0, "before the expiring grants");
-      const expiresAt = Math.floor(await clock()) + 1_500;
-      const expiring = new Date(expiresAt).toISOString();
       const before = await replicaStatus();
-      await bulk([{ ...gina, expiresAt: expiring }, { ...d3Link, expiresAt: expiring }]);
-      // Just before: every kind of question, side by side (the time is short).
-      const answers = await Promise.allSettled(
-        KINDS.flatMap((kind) => expected(true).map(async ([q, allowed]) => expect(await ask(kind, q), `just before the expiry: ${kind} ${JSON.stringify(q)}`).toBe(allowed))),
-      );
-      // Too slow a machine fails here, not as a wrong answer.
-      expect(await clock(), "the answers before took too long to be 'just before'").toBeLessThan(expiresAt);
-      for (const answer of answers) if (answer.status === "rejected") throw answer.reason;
+      let expiresAt = 0;
+      // A loaded machine may not answer everything before the expiry: that trial proves nothing, and the grants are written again with twice the time.
+      for (let ahead = 1_500; ; ahead *= 2) {
+        expiresAt = Math.floor(await clock()) + ahead;
+        const expiring = new Date(expiresAt).toISOString();
+        await bulk([{ ...gina, expiresAt: expiring }, { ...d3Link, expiresAt: expiring }]);
+        // Just before: every kind of question, side by side (the time is short).
+        const answers = await Promise.allSettled(
+          KINDS.flatMap((kind) => expected(true).map(async ([q, allowed]) => expect(await ask(kind, q), `just before the expiry: ${kind} ${JSON.stringify(q)}`).toBe(allowed))),
+        );
+        if ((await clock()) >= expiresAt) {
+          expect(ahead, "the answers before took too long to be 'just before', three times").toBeLessThan(6_000);
+          continue;
+        }
+        for (const answer of answers) if (answer.status === "rejected") throw answer.reason;
+        break;
+      }
       while ((await clock()) <= expiresAt) await new Promise((resolve) => setTimeout(resolve, 5));
       await expectAll(expected(false), 3, "just after the expiry");
       const status = await replicaStatus();
