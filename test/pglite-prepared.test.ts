@@ -5,11 +5,16 @@
  * `capacity` kept, once each when asked at once, and kept across a
  * transaction that rolls back.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PreparedStatements } from "../src/store/pglite-prepared.js";
+import { loadMigrations, migrate } from "../src/store/migrate.js";
 import { PgliteDb } from "../src/store/pglite-db.js";
 import { sqlState } from "../src/store/sqlstate.js";
+import { pgliteTemplate } from "./support/engines.js";
 
 let pg: PGlite;
 
@@ -136,5 +141,62 @@ describe("statements PGlite plans once", () => {
     for (const limit of [1, 2, 3, 4, 5, 6, 7, 150, 0, 200, 10_000]) got.push((await statements.run(pg, sql, [limit])).rows[0]);
     expect(got).toEqual([1, 2, 3, 4, 5, 6, 7, 150, 0, 200, 200].map((n) => ({ n })));
     expect(await runs(statements, "SELECT doc->>'k' AS k FROM t WHERE id = $1", [42], 3)).toEqual([[{ k: "42" }], [{ k: "42" }], [{ k: "42" }]]);
+  });
+});
+
+describe("an in-memory PGlite emptied for its next user (PgliteDb.emptied)", () => {
+  /** Opened from the run's template, as the test files' are: initdb takes seconds. */
+  const openFromTemplate = async (dataDir?: string) => {
+    const template = await pgliteTemplate();
+    return PgliteDb.open(dataDir, template === undefined ? {} : { template });
+  };
+
+  it("gives a new handle on an empty database whose session kept nothing; the old handle refuses every call and closes nothing", async () => {
+    const first = await openFromTemplate();
+    let next: PgliteDb | undefined;
+    try {
+      await migrate(first);
+      await first.exec("SET statement_timeout = 1234");
+      await first.query("SELECT pg_advisory_lock(42)");
+      const sql = "SELECT count(*)::int AS n FROM schema_migrations WHERE version > $1";
+      for (let i = 0; i < 3; i++) await first.query(sql, [0]); // prepared from the second run
+      next = await first.emptied();
+      // Nothing of the first user's: no table, no function, no prepared statement, no setting, no lock.
+      expect((await next.query("SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = 'public'")).rows).toEqual([{ n: 0 }]);
+      expect((await next.query("SELECT count(*)::int AS n FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace WHERE s.nspname = 'public'")).rows).toEqual([{ n: 0 }]);
+      expect((await next.query("SELECT count(*)::int AS n FROM pg_prepared_statements")).rows).toEqual([{ n: 0 }]);
+      expect((await next.query("SELECT current_setting('statement_timeout') AS v")).rows).toEqual([{ v: "0" }]);
+      expect((await next.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'")).rows).toEqual([{ n: 0 }]);
+      // Migrated again from nothing, it is what a fresh one is, and its statements are prepared anew.
+      await migrate(next);
+      for (let i = 0; i < 3; i++) expect((await next.query(sql, [0])).rows[0]).toEqual({ n: (await loadMigrations()).length });
+      // The old handle reaches nothing, and closing it leaves the new one open.
+      await expect(first.query("SELECT 1")).rejects.toThrow("emptied and handed on");
+      await expect(first.transaction((tx) => tx.query("SELECT 1"))).rejects.toThrow("emptied and handed on");
+      await expect(first.exec("SELECT 1")).rejects.toThrow("emptied and handed on");
+      await expect(first.emptied()).rejects.toThrow("emptied and handed on");
+      await first.close();
+      expect((await next.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+    } finally {
+      await (next ?? first).close();
+    }
+  });
+
+  it("is refused for one that keeps a data folder, which stays open, and for one already closed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "portcullis-emptied-"));
+    try {
+      const kept = await openFromTemplate(join(dir, "data"));
+      try {
+        await expect(kept.emptied()).rejects.toThrow("a data folder is kept");
+        expect((await kept.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+      } finally {
+        await kept.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    const closed = await openFromTemplate();
+    await closed.close();
+    await expect(closed.emptied()).rejects.toThrow("PGlite is closed");
   });
 });
