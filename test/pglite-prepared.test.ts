@@ -47,7 +47,10 @@ describe("statements PGlite plans once", () => {
     ["booleans", "SELECT count(*)::int AS n FROM t WHERE (id < 10) = $1 OR $2", [true, false]],
     ["a null", "SELECT $1::text IS NULL AS v, coalesce($2::int, 5) AS w", [null, null]],
     ["JSON as text, untyped in the statement", "SELECT x.id FROM jsonb_to_recordset($1::jsonb) AS x(id int) JOIN t USING (id) ORDER BY 1", [JSON.stringify([{ id: 3 }, { id: 9 }])]],
-    ["an array (no literal carries it: run unprepared)", "SELECT id FROM t WHERE id = ANY ($1::int[]) ORDER BY id", [[4, 5, 6]]],
+    ["an array of numbers (no literal carries it: run unprepared)", "SELECT id FROM t WHERE id = ANY ($1::int[]) ORDER BY id", [[4, 5, 6]]],
+    ["an array of strings and a null, hostile ones among them", "SELECT n, v FROM unnest($1::text[]) WITH ORDINALITY AS x(v, n) ORDER BY n", [["n1", null, 'a "quoted" \\ one', "{braces, and a comma}", "NULL", "", "'); DROP TABLE t; --"]]],
+    ["an array of strings, typed by where it stands", "SELECT id FROM t WHERE name = ANY ($1) ORDER BY id", [["n4", "n40", "none"]]],
+    ["an empty array of strings", "SELECT cardinality($1::text[]) AS n", [[]]],
     ["a string with a NUL is refused either way", "SELECT length($1::text) AS n", ["a\0b"]],
   ];
 
@@ -65,6 +68,14 @@ describe("statements PGlite plans once", () => {
       );
       expect(got, `run ${i + 1}`).toEqual(plain);
     }
+  });
+
+  it("prepares a statement whose parameter is an array of strings (the graph's statements take their keys so)", async () => {
+    await deallocateAll();
+    const statements = new PreparedStatements();
+    const sql = "SELECT id FROM t WHERE name = ANY ($1::text[]) ORDER BY id";
+    for (let i = 0; i < 3; i++) expect((await statements.run(pg, sql, [["n2", "n3"]])).rows).toEqual([{ id: 2 }, { id: 3 }]);
+    expect(await preparedNames()).toHaveLength(1);
   });
 
   it("prepares a statement on its second run, not its first; one of many values is prepared once", async () => {

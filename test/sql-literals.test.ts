@@ -59,10 +59,14 @@ describe("inlineParams", () => {
   });
 
   it("gives up on what a literal cannot carry exactly: NUL, a lone surrogate, a non-finite number, other types", () => {
-    for (const value of ["a\0b", "\uD800", "x\uDC00y", NaN, Infinity, new Date(0), { a: 1 }, [1], Buffer.from("a")]) {
+    for (const value of ["a\0b", "\uD800", "x\uDC00y", NaN, Infinity, new Date(0), { a: 1 }, [1], [["a"]], ["a", 1], ["a\0b"], ["\uD800"], Buffer.from("a")]) {
       expect(inlineParams("SELECT $1", [value]), String(value)).toBeUndefined();
     }
     expect(inlineParams("SELECT $1", ["\uD83D\uDE00"])).toBe("SELECT  '\uD83D\uDE00' ");
+  });
+
+  it("writes an array of strings and nulls in Postgres's array syntax, each string quoted and escaped", () => {
+    expect(inlineParams("SELECT $1, $2", [["a", null, 'q"\\'], []])).toBe(`SELECT   E'{"a",NULL,"q\\\\"\\\\\\\\"}' ,  '{}' `);
   });
 
   it("refuses a statement it cannot scan or fill: a dollar quote, a missing parameter, an open string", () => {
@@ -95,6 +99,15 @@ describe.each(engines)("statements with literals on %s", (engine) => {
       expect(asLiteral.rows[0]!.t).toBe(value);
       expect(asLiteral.rows[0]!.j).toEqual({ v: value });
     }
+  });
+
+  it("every hostile string inside an array of strings comes back as the parameter does", async () => {
+    const sql = "SELECT $1::text[] AS a, cardinality($1::text[]) AS n, $2::text = ANY ($1) AS found";
+    const values = [...HOSTILE, null, "NULL", "{a,b}", " spaced "];
+    const params = [values, HOSTILE[3]];
+    const asLiteral = await database.db.query<{ a: (string | null)[] }>(inlineParams(sql, params)!);
+    expect(asLiteral.rows).toEqual((await database.db.query(sql, params)).rows);
+    expect(asLiteral.rows[0]!.a).toEqual(values);
   });
 
   it("with standard_conforming_strings off too (backslashes are escapes then)", async () => {

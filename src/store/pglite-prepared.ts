@@ -23,9 +23,10 @@ const PREPARABLE = /^\s*(SELECT|WITH|INSERT|UPDATE|DELETE)\b/i;
  *
  * EXECUTE takes no bound parameters, so each value becomes a literal of
  * unknown type (sql-literals.ts), which Postgres types from the prepared
- * statement's parameter, as it types a parameter PGlite sends as text. A
- * value no literal can carry exactly (an array, an object, a string with a
- * NUL) runs the statement unprepared, as before. At most `capacity` names
+ * statement's parameter, as it types a parameter PGlite sends as text (an
+ * array of strings, such as the graph's statements' keys, as array syntax).
+ * A value no literal can carry exactly (an array of numbers, an object, a
+ * string with a NUL) runs the statement unprepared. At most `capacity` names
  * are kept; the one unused longest is deallocated to make room. Prepared
  * statements live in the session, not in a transaction: one prepared
  * inside a transaction that rolls back stays (the tests check it).

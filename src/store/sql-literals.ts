@@ -8,11 +8,15 @@ import pg from "pg";
  * sent without a type (node-pg sends every parameter so): the statement
  * means the same either way.
  *
+ * An array of strings becomes the literal of its text in Postgres's array
+ * syntax, which Postgres types as it types the parameter (a text[]).
+ *
  * Undefined when a value cannot be written exactly: a string with a NUL (a
  * Query message ends at the first one, and a parameter with one is refused
  * by Postgres) or a lone UTF-16 surrogate (which UTF-8 cannot carry: it
- * would arrive as U+FFFD), a number that is not finite, a value of another
- * type. The caller then sends the parameters as parameters.
+ * would arrive as U+FFFD), a number that is not finite, an array of
+ * anything but strings and nulls, a value of another type. The caller then
+ * sends the parameters as parameters.
  *
  * The text is scanned as Postgres scans it: a `$n` inside a quoted string,
  * a quoted identifier or a comment is left alone, and so is one that ends
@@ -72,6 +76,11 @@ function toLiteral(value: unknown): string | undefined {
   if (value === null || value === undefined) return " NULL ";
   let text: string;
   if (typeof value === "string") text = value;
+  else if (Array.isArray(value)) {
+    const array = arrayText(value);
+    if (array === undefined) return undefined;
+    text = array;
+  }
   else if (typeof value === "number") {
     if (!Number.isFinite(value)) return undefined;
     text = String(value);
@@ -81,6 +90,22 @@ function toLiteral(value: unknown): string | undefined {
   // escapeLiteral doubles quotes and, when there is a backslash, doubles those and writes E'...':
   // the same text whatever standard_conforming_strings is.
   return ` ${pg.escapeLiteral(text)} `;
+}
+
+/**
+ * An array of strings (and nulls) in Postgres's array syntax, as node-pg
+ * sends one as a parameter: each string double-quoted with its backslashes
+ * and double quotes escaped, a null as NULL. Another element (a number, a
+ * nested array) is left to the parameter path: undefined.
+ */
+function arrayText(values: readonly unknown[]): string | undefined {
+  const elements: string[] = [];
+  for (const v of values) {
+    if (v === null || v === undefined) elements.push("NULL");
+    else if (typeof v === "string") elements.push(`"${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`);
+    else return undefined;
+  }
+  return `{${elements.join(",")}}`;
 }
 
 /** In a `u` expression a well-formed pair is one code point: only a lone surrogate matches. */
