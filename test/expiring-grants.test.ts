@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExpirySweep } from "../src/domain/expiry-sweep.js";
 import type { Queryable } from "../src/store/db.js";
 import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
+import { databaseClock } from "./support/expiry-trials.js";
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { startTestService, type TestService } from "./support/service.js";
 import { admin, authz, createApp, expectError, expectGrpcError, expectStatus, grant, GRPC, question, type Authz, type Grant } from "./helpers/authz.js";
@@ -22,10 +23,7 @@ const CATALOG = [
 const REL = "/api/v1/authorization/relationships";
 
 /** The database's clock, in milliseconds: what expiries are measured against. */
-async function dbNow(db: Queryable): Promise<number> {
-  const { rows } = await db.query<{ ms: number }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms");
-  return Number(rows[0]!.ms);
-}
+const dbNow = (db: Queryable): Promise<number> => databaseClock(db)();
 
 /** Waits until the database's clock has passed `ms`. */
 async function untilDbPasses(db: Queryable, ms: number): Promise<void> {

@@ -19,6 +19,7 @@ import { createTestDatabase, engines, type EngineName, type TestDatabase } from 
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { GRAPH_CATALOG, set, SMALL_WORLD, user, type AnyGrant } from "./support/graph.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
+import { databaseClock, justBeforeExpiry } from "./support/expiry-trials.js";
 import {
   admin,
   authz,
@@ -568,35 +569,27 @@ describe.each(engines)("freshness on %s", (engine: EngineName) => {
       const w = services[writer]!;
       const appId = `expiry-${counter++}`;
       const key = await createApp(w, appId, CATALOG);
-      const clock = async () => Number((await database.db.query<{ ms: number }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms")).rows[0]!.ms);
       const asked = [question("olga", "document", "d1", "comment"), question("olga", "document", "d1", "read")];
-      let expiresAt = 0;
-      // A loaded machine may not answer everything before the expiry: that trial proves nothing, and the grant is written again with twice the time.
-      for (let ahead = 2_000; ; ahead *= 2) {
-        expiresAt = Math.floor(await clock()) + ahead;
-        const written = await w.call("POST", "/api/v1/authorization/relationships", {
-          key,
-          body: { ...grant("olga", "document", "d1", "reviewer"), expiresAt: new Date(expiresAt).toISOString() },
-        });
-        // Written again, the grant's expiry moves: 200 with the new expiresAt.
-        expectStatus(written, ahead === 2_000 ? 201 : 200);
-        expect(written.body.expiresAt).toBe(new Date(expiresAt).toISOString());
-        const before = await Promise.allSettled(
+      await justBeforeExpiry({
+        clock: databaseClock(database.db),
+        firstAheadMs: 2_000,
+        write: async (expiresAt, trial) => {
+          const written = await w.call("POST", "/api/v1/authorization/relationships", {
+            key,
+            body: { ...grant("olga", "document", "d1", "reviewer"), expiresAt: new Date(expiresAt).toISOString() },
+          });
+          // Written again, the grant's expiry moves: 200 with the new expiresAt.
+          expectStatus(written, trial === 0 ? 201 : 200);
+          expect(written.body.expiresAt).toBe(new Date(expiresAt).toISOString());
+        },
+        before: () =>
           [reader, writer].flatMap((replica) =>
             asked.map(async (q) => {
               await expectAnswer(replica, key, q, true, "just before the expiry");
               await expectQuestions(replica, key, q, true, "just before the expiry");
             }),
           ),
-        );
-        if ((await clock()) >= expiresAt) {
-          expect(ahead, "the answers before took too long to be 'just before', three times").toBeLessThan(8_000);
-          continue;
-        }
-        for (const answer of before) if (answer.status === "rejected") throw answer.reason;
-        break;
-      }
-      while ((await clock()) <= expiresAt) await new Promise((resolve) => setTimeout(resolve, 5));
+      });
       for (const replica of [reader, writer]) {
         for (const q of asked) {
           await expectAnswer(replica, key, q, false, "just after the expiry");
@@ -610,7 +603,6 @@ describe.each(engines)("freshness on %s", (engine: EngineName) => {
       const appId = `expiry-graph-${counter++}`;
       const key = await createApp(w, appId, GRAPH_CATALOG);
       const ctx = context(w, appId, key);
-      const clock = async () => Number((await database.db.query<{ ms: number }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms")).rows[0]!.ms);
       await graphBulk(ctx, worldWithout(W.alice, W.d2Link));
       const asked: { q: CheckQuestion; after: boolean }[] = [
         { q: q("alice", "document", "d1", "read"), after: false }, // alice's membership of platform expired
@@ -625,29 +617,22 @@ describe.each(engines)("freshness on %s", (engine: EngineName) => {
           await expectQuestions(replica, key, q, after, "before the expiring grants");
         }
       }
-      let expiresAt = 0;
-      // A loaded machine may not answer everything before the expiry: that trial proves nothing, and the grants are written again with twice the time.
-      for (let ahead = 1_500; ; ahead *= 2) {
-        expiresAt = Math.floor(await clock()) + ahead;
-        const expiring = new Date(expiresAt).toISOString();
-        await graphBulk(ctx, [{ ...W.alice, expiresAt: expiring }, { ...W.d2Link, expiresAt: expiring }]);
+      await justBeforeExpiry({
+        clock: databaseClock(database.db),
+        firstAheadMs: 1_500,
+        write: async (expiresAt) => {
+          const expiring = new Date(expiresAt).toISOString();
+          await graphBulk(ctx, [{ ...W.alice, expiresAt: expiring }, { ...W.d2Link, expiresAt: expiring }]);
+        },
         // Just before: every question on both replicas, side by side (the time is short).
-        const before = await Promise.allSettled(
+        before: () =>
           [...new Set([reader, writer])].flatMap((replica) =>
             asked.map(async ({ q }) => {
               await expectAnswer(replica, key, q, true, "just before the expiry");
               await expectQuestions(replica, key, q, true, "just before the expiry");
             }),
           ),
-        );
-        if ((await clock()) >= expiresAt) {
-          expect(ahead, "the answers before took too long to be 'just before', three times").toBeLessThan(6_000);
-          continue;
-        }
-        for (const answer of before) if (answer.status === "rejected") throw answer.reason;
-        break;
-      }
-      while ((await clock()) <= expiresAt) await new Promise((resolve) => setTimeout(resolve, 5));
+      });
       for (const replica of new Set([reader, writer])) {
         for (const { q, after } of asked) {
           await expectAnswer(replica, key, q, after, "just after the expiry");

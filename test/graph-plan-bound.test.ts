@@ -17,6 +17,7 @@
 import { describe, expect, it } from "vitest";
 import { engines } from "./support/engines.js";
 import { useService } from "./support/use-service.js";
+import type { PlanImpact } from "./support/plan-impact.js";
 import { createApp } from "./helpers/authz.js";
 import { GRAPH_CATALOG, set, user, type AnyGrant } from "./support/graph.js";
 
@@ -28,16 +29,7 @@ interface Entry {
   resource: string;
   relations: Relation[];
 }
-interface Impact {
-  permission: string;
-  gaining: number;
-  losing: number;
-  gainingSample: string[];
-  losingSample: string[];
-  gainingPairs: { userId: string; resourceId: string }[];
-  losingPairs: { userId: string; resourceId: string }[];
-  atLeast: boolean;
-}
+type Impact = PlanImpact;
 
 const BASE = { catalog: GRAPH_CATALOG, policies: [], roles: [] };
 const NO_READ = {

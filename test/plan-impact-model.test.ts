@@ -28,6 +28,7 @@
 import { describe, expect, it } from "vitest";
 import { engines } from "./support/engines.js";
 import { useService } from "./support/use-service.js";
+import type { ImpactPair, PlanImpact } from "./support/plan-impact.js";
 import { createApp } from "./helpers/authz.js";
 import { everyone, GRAPH_CATALOG, set, user, type AnyGrant, type EveryoneGrant } from "./support/graph.js";
 import { renderPlan, type PlanAnswer } from "../src/cli/model.js";
@@ -53,20 +54,8 @@ interface Doc {
   roles: { name: string; description: string; policies: string[]; tenantId?: string }[];
 }
 type Grant = AnyGrant | EveryoneGrant;
-interface Pair {
-  userId: string;
-  resourceId: string;
-}
-interface Impact {
-  permission: string;
-  gaining: number;
-  losing: number;
-  gainingSample: string[];
-  losingSample: string[];
-  gainingPairs: Pair[];
-  losingPairs: Pair[];
-  atLeast: boolean;
-}
+type Pair = ImpactPair;
+type Impact = PlanImpact;
 
 const clone = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
 const byCodePoint = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
