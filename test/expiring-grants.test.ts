@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExpirySweep } from "../src/domain/expiry-sweep.js";
 import type { Queryable } from "../src/store/db.js";
 import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engines.js";
-import { databaseClock } from "./support/expiry-trials.js";
+import { databaseClock, untilPast } from "./support/expiry-trials.js";
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { startTestService, type TestService } from "./support/service.js";
 import { admin, authz, createApp, expectError, expectGrpcError, expectStatus, grant, GRPC, question, type Authz, type Grant } from "./helpers/authz.js";
@@ -26,13 +26,7 @@ const REL = "/api/v1/authorization/relationships";
 const dbNow = (db: Queryable): Promise<number> => databaseClock(db)();
 
 /** Waits until the database's clock has passed `ms`. */
-async function untilDbPasses(db: Queryable, ms: number): Promise<void> {
-  for (;;) {
-    const now = await dbNow(db);
-    if (now > ms) return;
-    await new Promise((resolve) => setTimeout(resolve, Math.min(50, Math.max(1, ms - now))));
-  }
-}
+const untilDbPasses = (db: Queryable, ms: number): Promise<void> => untilPast(databaseClock(db), ms);
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const withExpiry = (g: Grant, expiresAt: string | undefined) => ({ ...g, ...(expiresAt === undefined ? {} : { expiresAt }) });

@@ -16,8 +16,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { engines } from "./support/engines.js";
+import type { PermissionImpact } from "../src/domain/grant-impact.js";
 import { useService } from "./support/use-service.js";
-import type { PlanImpact } from "./support/plan-impact.js";
 import { createApp } from "./helpers/authz.js";
 import { GRAPH_CATALOG, set, user, type AnyGrant } from "./support/graph.js";
 
@@ -29,7 +29,7 @@ interface Entry {
   resource: string;
   relations: Relation[];
 }
-type Impact = PlanImpact;
+type Impact = PermissionImpact;
 
 const BASE = { catalog: GRAPH_CATALOG, policies: [], roles: [] };
 const NO_READ = {

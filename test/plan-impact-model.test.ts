@@ -27,8 +27,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { engines } from "./support/engines.js";
+import type { ImpactPair, PermissionImpact } from "../src/domain/grant-impact.js";
 import { useService } from "./support/use-service.js";
-import type { ImpactPair, PlanImpact } from "./support/plan-impact.js";
 import { createApp } from "./helpers/authz.js";
 import { everyone, GRAPH_CATALOG, set, user, type AnyGrant, type EveryoneGrant } from "./support/graph.js";
 import { renderPlan, type PlanAnswer } from "../src/cli/model.js";
@@ -55,7 +55,7 @@ interface Doc {
 }
 type Grant = AnyGrant | EveryoneGrant;
 type Pair = ImpactPair;
-type Impact = PlanImpact;
+type Impact = PermissionImpact;
 
 const clone = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
 const byCodePoint = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));

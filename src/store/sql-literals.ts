@@ -80,8 +80,7 @@ function toLiteral(value: unknown): string | undefined {
     const array = arrayText(value);
     if (array === undefined) return undefined;
     text = array;
-  }
-  else if (typeof value === "number") {
+  } else if (typeof value === "number") {
     if (!Number.isFinite(value)) return undefined;
     text = String(value);
   } else if (typeof value === "bigint" || typeof value === "boolean") text = String(value);

@@ -41,7 +41,16 @@ export async function justBeforeExpiry({ clock, firstAheadMs, write, before }: E
       continue;
     }
     for (const answer of answers) if (answer.status === "rejected") throw answer.reason;
-    while ((await clock()) <= expiresAt) await new Promise((resolve) => setTimeout(resolve, 5));
+    await untilPast(clock, expiresAt);
     return expiresAt;
+  }
+}
+
+/** Waits until `clock` reads past `ms`, polling at most every 50 ms. */
+export async function untilPast(clock: () => Promise<number>, ms: number): Promise<void> {
+  for (;;) {
+    const now = await clock();
+    if (now > ms) return;
+    await new Promise((resolve) => setTimeout(resolve, Math.min(50, Math.max(1, ms - now))));
   }
 }
