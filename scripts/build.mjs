@@ -79,13 +79,15 @@ try {
 cpSync(`${root}src/store/migrations`, `${root}dist/src/store/migrations`, { recursive: true });
 
 // `portcullis model test` starts an in-memory database from a migrated one
-// dumped here (initdb takes seconds; loading the dump, a fraction of one):
-// see src/embedded.ts.
+// dumped here, and the service's first start its new data folder (initdb
+// takes seconds; loading the dump, a fraction of that): see
+// src/store/pglite-template.ts.
 {
   const started = Date.now();
-  const { writeTemplate, TEMPLATE_FILE } = await import(`${root}dist/src/embedded.js`);
+  const { writeTemplate } = await import(`${root}dist/src/embedded.js`);
+  const { TEMPLATE_FILE } = await import(`${root}dist/src/store/pglite-template.js`);
   await writeTemplate(TEMPLATE_FILE);
-  say(`model test: the embedded database's template made in ${Date.now() - started} ms`);
+  say(`the embedded database's template made in ${Date.now() - started} ms`);
 }
 
 // The console: Vite builds console/ into dist/console, which the service

@@ -3,6 +3,7 @@
  * wired from one Config. `main` runs it; the tests start it on port 0.
  */
 import type { Server as Http1Server } from "node:http";
+import { fileURLToPath } from "node:url";
 import pino, { type Logger } from "pino";
 import type { Config } from "./config.js";
 import { feedBounds } from "./domain/change-feed.js";
@@ -17,6 +18,7 @@ import { migrate } from "./store/migrate.js";
 import { ReadReplicas } from "./store/read-replicas.js";
 import { PgDb, PG_READS } from "./store/pg-db.js";
 import { PGLITE_READS, PgliteDb } from "./store/pglite-db.js";
+import { TEMPLATE_FILE } from "./store/pglite-template.js";
 import { buildFastifyApp } from "./transport/http/fastify-app.js";
 import { UnaryGrpc } from "./transport/grpc/grpc-unary.js";
 import { H2Server } from "./transport/http/h2-server.js";
@@ -88,9 +90,14 @@ export async function openDb(config: Config, log: Logger): Promise<Db> {
       onError: (error) => log.warn({ err: error }, "idle database connection failed"),
     });
   }
-  const db = await PgliteDb.open(config.dataDir, config.pglite);
-  if (db.created !== undefined) {
-    log.info({ dataDir: config.dataDir, ms: db.created.ms, childPeakRssMb: db.created.peakRssMb }, "created the PGlite data folder, in a child process");
+  // A new folder starts from the build's template when there is one (none when run from the sources).
+  const db = await PgliteDb.open(config.dataDir, { ...config.pglite, templateFile: fileURLToPath(TEMPLATE_FILE) });
+  const created = db.created;
+  if (created !== undefined) {
+    const how = `${created.from === "template" ? "from the build's template" : "by initdb"}, ${created.inChild ? "in a child process" : "in this process"}`;
+    const fields = { dataDir: config.dataDir, from: created.from, ms: created.ms, ...(created.inChild ? { childPeakRssMb: created.peakRssMb } : {}) };
+    if (created.templateError === undefined) log.info(fields, `created the PGlite data folder ${how}`);
+    else log.warn({ ...fields, templateError: created.templateError }, `created the PGlite data folder ${how}: the build's template failed`);
   }
   return db;
 }

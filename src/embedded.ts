@@ -7,13 +7,14 @@
  * so a test file's bodies mean what they mean against production.
  *
  * A fresh PGlite database runs initdb, which takes seconds; the build dumps
- * a migrated one beside this module (`embedded-template.tgz`) and an
- * instance starts from that copy instead. Without it (a build that did not
- * make one, or a PGlite that cannot read it) an instance runs initdb: slower,
- * and as correct, since the migrations run either way.
+ * a migrated one beside this module (`embedded-template.tgz`,
+ * store/pglite-template.ts) and an instance starts from that copy instead.
+ * Without it (a build that did not make one, or a PGlite that cannot read
+ * it) an instance runs initdb: slower, and as correct, since the migrations
+ * run either way.
  */
 import { randomBytes } from "node:crypto";
-import { readFile, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import Fastify from "fastify";
 import pino from "pino";
 import { serviceBindings } from "./bindings.js";
@@ -21,11 +22,10 @@ import { LIMITS } from "./domain/formats.js";
 import { KeyAuthenticator } from "./domain/keys.js";
 import { migrate } from "./store/migrate.js";
 import { PgliteDb } from "./store/pglite-db.js";
+import { readTemplate, TEMPLATE_FILE } from "./store/pglite-template.js";
 import { CallLimiter } from "./transport/call/call-limiter.js";
 import { registerRestGateway, restRoutes } from "./transport/rest/rest-gateway.js";
 import { withAuthZenRules } from "./transport/rest/authzen-gateway.js";
-
-export const TEMPLATE_FILE = new URL("./embedded-template.tgz", import.meta.url);
 
 export interface Embedded {
   /** `fetch` for the REST API, answered in this process: any URL's path and query are the route. */
@@ -66,10 +66,7 @@ export async function openEmbedded(): Promise<Embedded> {
 }
 
 async function openDatabase(): Promise<PgliteDb> {
-  const template = await readFile(TEMPLATE_FILE).then(
-    (bytes) => new Blob([bytes]),
-    () => undefined,
-  );
+  const template = await readTemplate(TEMPLATE_FILE).catch(() => undefined);
   if (template !== undefined) {
     try {
       return await PgliteDb.open(undefined, { template });

@@ -1,7 +1,8 @@
 /**
  * The real entry point, as a child process (support/entry-points.ts),
  * configured only through its environment, on embedded PGlite (a data
- * folder) and on Postgres (DATABASE_URL). Start, the generated operator key,
+ * folder) and on Postgres (DATABASE_URL). Start (the embedded folder made
+ * from the build's template when compiled), the generated operator key,
  * graceful stop, restart on the same storage, AUTHZ_ADMIN_KEY. The
  * configuration it cannot start with: process-config.test.ts.
  */
@@ -9,6 +10,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type EngineName, type TestDatabase } from "./support/engines.js";
+import { distIsCurrent } from "./support/entry-points.js";
 import { cleanUpServiceProcesses, printedKeys, sleep, spawnService, startService, stopService, tempDir, waitUntil } from "./support/service-process.js";
 
 cleanUpServiceProcesses();
@@ -89,6 +91,11 @@ describe.each(storages)("the service process on $name", { timeout: 120_000 }, (s
     expect(await stopService(service)).toEqual({ code: 0, signal: null });
     expect(printedKeys(service).filter((k) => k === operatorKey), "times the operator key appears in the output").toHaveLength(1);
     expect(service.stdout).toContain("portcullis stopped");
+    if (storage.engine === "pglite") {
+      // Compiled, the build's template is beside the service; run from the sources there is none.
+      const how = distIsCurrent() ? "from the build's template" : "by initdb";
+      expect(service.stdout).toContain(`"created the PGlite data folder ${how}, in a child process"`);
+    }
   });
 
   it("second start on the same storage: no key printed; the application, catalog and keys are still there", async () => {

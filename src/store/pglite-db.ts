@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { PGlite, types as pgliteTypes, type Results } from "@electric-sql/pglite";
@@ -17,7 +17,8 @@ import {
   type Transaction,
   type TransactionOptions,
 } from "./db.js";
-import { lockDataDir, type DataDirLock } from "./data-dir-lock.js";
+import { LOCK_FILE, lockDataDir, type DataDirLock } from "./data-dir-lock.js";
+import { readTemplate } from "./pglite-template.js";
 import { isRetryable } from "./sqlstate.js";
 import { PreparedStatements } from "./pglite-prepared.js";
 
@@ -45,14 +46,22 @@ export interface PgliteSettings {
    * the whole pool when it starts, so it is resident from the first second.
    */
   readonly sharedBuffersMb?: number;
-  /** A new data folder is created in a child process of its own (see createDataDir). */
+  /** A new data folder is created in a child process of its own (see createInChild). */
   readonly initInChild?: boolean;
   /**
-   * A data folder PGlite dumped (`dump()`) to start from instead of running
-   * initdb, which takes seconds: the command line's in-memory instance
-   * starts from one made at build time (embedded.ts).
+   * A database PGlite dumped (`dump()`) to start from instead of running
+   * initdb, which takes seconds: an in-memory one (the command line's starts
+   * from the build's, embedded.ts), or a new data folder created in this
+   * process. A folder that exists is opened as it is.
    */
   readonly template?: Blob;
+  /**
+   * The file of a dumped database, gzipped (the build's: pglite-template.ts),
+   * that a new data folder is created from, in the child or in this process.
+   * A file that is missing means initdb; one that fails (a truncated file, a
+   * dump this PGlite cannot read) too, after what it wrote is removed.
+   */
+  readonly templateFile?: string;
 }
 
 /** PGlite's start options for `settings`. */
@@ -67,10 +76,22 @@ function startOptions(settings: PgliteSettings): { startParams?: string[]; initD
   };
 }
 
-/** What creating a data folder in a child process took. */
+/** PGlite started with `settings` on `options`' folder or tarball. */
+function start(settings: PgliteSettings, options: { dataDir?: string; loadDataDir?: Blob }): Promise<PGlite> {
+  return PGlite.create({ ...options, parsers: { [pgliteTypes.INT8]: parseInt8 }, ...startOptions(settings) });
+}
+
+/** How a data folder was created, and what that took. */
 export interface DataDirCreation {
+  /** Loaded from `templateFile`, or made by PGlite's initdb (no template, or it failed). */
+  from: "template" | "initdb";
+  /** Why the template could not be used, when there was one and it failed. */
+  templateError?: string;
+  /** In a child process (`initInChild`), or in this one. */
+  inChild: boolean;
+  /** From the start of the first attempt to the folder's creation (not its open, in a child). */
   ms: number;
-  /** The child's peak RSS (undefined if it did not say). */
+  /** The peak RSS of the child that created it (undefined in this process, or if the child did not say). */
   peakRssMb: number | undefined;
 }
 
@@ -85,7 +106,7 @@ export class PgliteDb implements Db {
   private constructor(
     private readonly pg: PGlite,
     private readonly lock: DataDirLock | undefined,
-    /** Set when this open created the data folder in a child process. */
+    /** Set when this open created the data folder. */
     readonly created: DataDirCreation | undefined,
   ) {}
 
@@ -98,21 +119,28 @@ export class PgliteDb implements Db {
   static async open(dataDir: string | undefined, settings: PgliteSettings = {}): Promise<PgliteDb> {
     const lock = dataDir === undefined ? undefined : lockDataDir(dataDir);
     try {
-      const created =
-        dataDir !== undefined && settings.initInChild === true && !existsSync(join(dataDir, "PG_VERSION"))
-          ? await createDataDir(dataDir, settings)
-          : undefined;
-      const pg = await PGlite.create({
-        ...(dataDir === undefined ? {} : { dataDir }),
-        parsers: { [pgliteTypes.INT8]: parseInt8 },
-        ...startOptions(settings),
-        ...(settings.template === undefined ? {} : { loadDataDir: settings.template }),
-      });
-      return new PgliteDb(pg, lock, created);
+      if (dataDir === undefined) return new PgliteDb(await start(settings, settings.template === undefined ? {} : { loadDataDir: settings.template }), undefined, undefined);
+      if (existsSync(join(dataDir, "PG_VERSION"))) return new PgliteDb(await start(settings, { dataDir }), lock, undefined);
+      return await PgliteDb.createAndOpen(dataDir, settings, lock);
     } catch (error) {
       lock?.release();
       throw error;
     }
+  }
+
+  /** A first start on `dataDir`: the folder created (createDataDir), and opened. */
+  private static async createAndOpen(dataDir: string, settings: PgliteSettings, lock: DataDirLock | undefined): Promise<PgliteDb> {
+    const started = performance.now();
+    if (settings.initInChild === true) {
+      const { made, ...how } = await createDataDir(dataDir, settings.templateFile, (templateFile) => createInChild(dataDir, settings, templateFile));
+      const created: DataDirCreation = { ...how, inChild: true, ms: Math.round(performance.now() - started), peakRssMb: made.peakRssMb };
+      return new PgliteDb(await start(settings, { dataDir }), lock, created);
+    }
+    // In this process, PGlite's start on the new folder creates it, and is the engine from then on.
+    const { made, ...how } = await createDataDir(dataDir, settings.template ?? settings.templateFile, async (template) =>
+      start(settings, { dataDir, ...(template === undefined ? {} : { loadDataDir: typeof template === "string" ? await readTemplate(template) : template }) }),
+    );
+    return new PgliteDb(made, lock, { ...how, inChild: false, ms: Math.round(performance.now() - started), peakRssMb: undefined });
   }
 
   /**
@@ -234,22 +262,53 @@ function toResult<R>(result: { rows: R[]; affectedRows?: number }): QueryResult<
 }
 
 /**
- * Creates a data folder in a child process of its own, which exits before
- * the service opens the folder. PGlite runs initdb in a second Postgres
- * instance inside the calling process, and copies that instance's whole
- * WebAssembly memory (128 MiB at least) before each of initdb's steps: the
- * process's peak RSS reaches 550-850 MB, once, and part of it stays for a
- * while after. In a child, all of it goes when the child exits, and the
- * service's own peak is what serving takes.
+ * Creates the new data folder `dataDir` with `make`: from `template` when
+ * there is one (a file that is missing counts as none), else by initdb
+ * (`make(undefined)`). When the template fails, what that attempt wrote is
+ * removed (the entries that were not in the folder before it, never the
+ * lock's files) and initdb runs, as it would with no template: the folder is
+ * then as initdb alone would have made it.
  */
-async function createDataDir(dataDir: string, settings: PgliteSettings): Promise<DataDirCreation> {
-  const started = performance.now();
+async function createDataDir<T, Template extends string | Blob>(
+  dataDir: string,
+  template: Template | undefined,
+  make: (template: Template | undefined) => Promise<T>,
+): Promise<{ made: T } & Pick<DataDirCreation, "from" | "templateError">> {
+  if (template === undefined || (typeof template === "string" && !existsSync(template))) return { made: await make(undefined), from: "initdb" };
+  const before = new Set(readdirSync(dataDir));
+  try {
+    return { made: await make(template), from: "template" };
+  } catch (error) {
+    for (const name of readdirSync(dataDir)) {
+      // The lock, its takeover guard and a taker's temporary files (data-dir-lock.ts).
+      if (before.has(name) || name.startsWith(LOCK_FILE)) continue;
+      rmSync(join(dataDir, name), { recursive: true, force: true });
+    }
+    return { made: await make(undefined), from: "initdb", templateError: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+/**
+ * Creates a data folder in a child process of its own, which exits before
+ * the service opens the folder: from the template in `templateFile`, or by
+ * initdb when undefined. PGlite runs initdb in a second Postgres instance
+ * inside the calling process, and copies that instance's whole WebAssembly
+ * memory (128 MiB at least) before each of initdb's steps: the process's
+ * peak RSS reaches 550-850 MB, once, and part of it stays for a while
+ * after. In a child, all of it goes when the child exits, and the service's
+ * own peak is what serving takes. Loading the template costs far less, but
+ * runs in the child too: detached, it finishes the folder whatever happens
+ * to the service meanwhile.
+ */
+async function createInChild(dataDir: string, settings: PgliteSettings, templateFile: string | undefined): Promise<{ peakRssMb: number | undefined }> {
   // CommonJS, by its resolved path: the child then needs no loader, whether
   // the service runs compiled or from source under tsx or vitest.
   const entry = createRequire(import.meta.url).resolve("@electric-sql/pglite");
+  // The template is unzipped here, not by PGlite, as readTemplate does (pglite-template.ts says why).
   const script = `
-    const [entry, dataDir, options] = process.argv.slice(1);
-    require(entry).PGlite.create({ dataDir, ...JSON.parse(options) })
+    const [entry, dataDir, options, templateFile] = process.argv.slice(1);
+    new Promise((resolve) => resolve(templateFile === "" ? {} : { loadDataDir: new Blob([require("node:zlib").gunzipSync(require("node:fs").readFileSync(templateFile))]) }))
+      .then((load) => require(entry).PGlite.create({ dataDir, ...JSON.parse(options), ...load }))
       .then((pg) => pg.close())
       .then(
         () => process.stdout.write(JSON.stringify({ peakRssMb: process.resourceUsage().maxRSS / 1024 }), () => process.exit(0)),
@@ -258,9 +317,10 @@ async function createDataDir(dataDir: string, settings: PgliteSettings): Promise
   `;
   // --liftoff-only: the child runs a few seconds, too short for V8's
   // optimizing recompilation of PGlite's WebAssembly to pay off; without it
-  // the child peaked at 725-730 MB and took 5.8-6.6 s, with it 616 MB and
-  // 4.3-4.8 s (docs/embedded-memory.md).
-  const child = spawn(process.execPath, ["--liftoff-only", "-e", script, entry, dataDir, JSON.stringify(startOptions(settings))], {
+  // initdb's child peaked at 725-730 MB and took 5.8-6.6 s, with it 616 MB
+  // and 4.3-4.8 s (docs/embedded-memory.md).
+  const args = [entry, dataDir, JSON.stringify(startOptions(settings)), templateFile ?? ""];
+  const child = spawn(process.execPath, ["--liftoff-only", "-e", script, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     // A process group of its own: a terminal's Ctrl-C, which reaches the
     // whole foreground group, must not stop it halfway through the folder;
@@ -282,5 +342,5 @@ async function createDataDir(dataDir: string, settings: PgliteSettings): Promise
   } catch {
     peakRssMb = undefined;
   }
-  return { ms: Math.round(performance.now() - started), peakRssMb };
+  return { peakRssMb };
 }
