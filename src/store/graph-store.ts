@@ -104,7 +104,11 @@ const CONDITIONAL_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
  * the user's grant: a 4-hop check would be about 40 probes, where this is
  * about 10.
  *
- * The relations held are gathered for the whole batch at once (`held`) and
+ * The walk is taken once per instance and action of the batch (`k`), not
+ * once per question: a batch asking 14 users about 16 documents walks each
+ * document once (its walk is the same for every user). The relations held
+ * are gathered for the whole batch at once (`held`), each node walked
+ * probed once per question, whatever the depths it was reached at, and
  * joined to the questions: read per question, each of 50 questions would
  * scan the whole batch's walk.
  *
@@ -113,26 +117,28 @@ const CONDITIONAL_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
  */
 export const graphCheckSql = (replayed: boolean, within = true) => `
   WITH RECURSIVE
-  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text))
+  q AS (SELECT q.*, dense_rank() OVER (ORDER BY q.resource, q.resource_id, q.action) AS k
+        FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text))
              WITH ORDINALITY AS q(user_id, resource, resource_id, action, n)),
   gp AS (SELECT * FROM jsonb_to_recordset($4::jsonb) AS gp(r text, l text, h text)),
-  walk(n, root, resource, resource_id, relation, depth) AS (
-    SELECT q.n, cr.relation, q.resource, q.resource_id, cr.relation, 0
-    FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
-    WHERE q.action IS NULL OR q.action = ANY (cr.actions)
+  walk(k, root, resource, resource_id, relation, depth) AS (
+    SELECT s.k, cr.relation, s.resource, s.resource_id, cr.relation, 0
+    FROM (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action FROM q) s
+    JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = s.resource
+    WHERE s.action IS NULL OR s.action = ANY (cr.actions)
     UNION
-    SELECT w.n, w.root, e.resource, e.resource_id, e.relation, w.depth + e.hops
+    SELECT w.k, w.root, e.resource, e.resource_id, e.relation, w.depth + e.hops
     FROM walk w CROSS JOIN LATERAL (${outwardHop(PLAIN_GRANT, "", "", within)}) e(resource, resource_id, relation, hops)
     WHERE NOT EXISTS (SELECT 1 FROM gp WHERE gp.r = w.resource AND gp.l = w.relation)
   ),
   met AS (
-    SELECT w.n, w.root, w.resource, w.resource_id, w.relation, min(w.depth) AS depth
+    SELECT w.k, w.root, w.resource, w.resource_id, w.relation, min(w.depth) AS depth
     FROM walk w JOIN gp ON gp.r = w.resource AND gp.l = w.relation
-    GROUP BY w.n, w.root, w.resource, w.resource_id, w.relation
+    GROUP BY w.k, w.root, w.resource, w.resource_id, w.relation
   ),
   member(user_id, resource, resource_id, relation, depth) AS (
     SELECT u.user_id, gp.r, e.resource_id, gp.l, 0
-    FROM (SELECT DISTINCT q.user_id FROM q JOIN met ON met.n = q.n) u
+    FROM (SELECT DISTINCT q.user_id FROM q JOIN met ON met.k = q.k) u
     CROSS JOIN gp
     CROSS JOIN ${HOLDERS_OF("u.user_id")}
     CROSS JOIN LATERAL (
@@ -153,13 +159,15 @@ export const graphCheckSql = (replayed: boolean, within = true) => `
   held AS (
     SELECT h.n, array_agg(DISTINCT h.root) AS roots
     FROM (
-      SELECT w.n, w.root FROM walk w JOIN q ON q.n = w.n
-      WHERE NOT EXISTS (SELECT 1 FROM gp WHERE gp.r = w.resource AND gp.l = w.relation)
-        AND EXISTS (${EACH_HOLDER("q.user_id", (holder) => `SELECT 1 FROM relationships g
+      SELECT q.n, w.root
+      FROM (SELECT DISTINCT w.k, w.root, w.resource, w.resource_id, w.relation FROM walk w
+            WHERE NOT EXISTS (SELECT 1 FROM gp WHERE gp.r = w.resource AND gp.l = w.relation)) w
+      JOIN q ON q.k = w.k
+      WHERE EXISTS (${EACH_HOLDER("q.user_id", (holder) => `SELECT 1 FROM relationships g
                     WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = w.resource
                       AND g.resource_id = w.resource_id AND g.relation = w.relation AND ${PLAIN_GRANT("g")}`)})
       UNION ALL
-      SELECT m.n, m.root FROM met m JOIN q ON q.n = m.n
+      SELECT q.n, m.root FROM met m JOIN q ON q.k = m.k
       WHERE EXISTS (SELECT 1 FROM member i
                     WHERE i.user_id = q.user_id AND i.resource = m.resource AND i.resource_id = m.resource_id
                       AND i.relation = m.relation AND i.depth + m.depth <= ${MAX_HOPS})
