@@ -7,7 +7,7 @@
  * and in this process, is migrated already and keeps its writes; one whose
  * template fails is made by initdb, the lock kept.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -17,6 +17,7 @@ import { writeTemplate } from "../src/embedded.js";
 import { LOCK_FILE } from "../src/store/data-dir-lock.js";
 import { loadMigrations, migrate } from "../src/store/migrate.js";
 import { PgliteDb, type PgliteSettings } from "../src/store/pglite-db.js";
+import { distIsCurrent, ROOT } from "./support/entry-points.js";
 
 const tmp = mkdtempSync(join(tmpdir(), "portcullis-pglite-settings-"));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -69,9 +70,17 @@ describe("PgliteDb.open with settings", () => {
 });
 
 describe("a new folder from the build's template (templateFile)", () => {
-  /** What the build writes to dist/src/embedded-template.tgz, made the build's way. */
+  /**
+   * What the build writes to dist/src/embedded-template.tgz: that file when
+   * dist/ holds the current sources (CI builds first), else made here the
+   * build's way (an initdb: seconds of CPU).
+   */
+  const built = join(ROOT, "dist", "src", "embedded-template.tgz");
   const template = join(tmp, "template.tgz");
-  beforeAll(() => writeTemplate(pathToFileURL(template)), 120_000);
+  beforeAll(async () => {
+    if (existsSync(built) && distIsCurrent()) copyFileSync(built, template);
+    else await writeTemplate(pathToFileURL(template));
+  }, 120_000);
 
   it.each([
     { where: "in a child", initInChild: true },
