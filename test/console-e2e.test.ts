@@ -206,13 +206,14 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     const { page } = tab;
     await page.goto(`/console/apps/${APP}/policies`);
     await expect.poll(() => heading(page, "Policies").isVisible()).toBe(true);
+    // The heading shows before the list arrives: allTextContents() does not wait for rows.
     const row = page.getByRole("row", { name: /Document deleters/ });
-    expect(await row.getByRole("cell").allTextContents()).toEqual(["Document deleters", "", "Application-wide", "2", "none", "1"]);
+    await expect.poll(() => row.getByRole("cell").allTextContents()).toEqual(["Document deleters", "", "Application-wide", "2", "none", "1"]);
 
     await page.getByLabel("Name").fill("Invoice payers");
     await page.getByLabel("Tenant (empty: application-wide)").fill("acme");
     const invoice = page.getByRole("group", { name: /^invoice/ });
-    expect(await invoice.getByText("Invoices we send").isVisible()).toBe(true);
+    await expect.poll(() => invoice.getByText("Invoices we send").isVisible()).toBe(true);
     await invoice.getByLabel("pay").check();
     await invoice.getByLabel("read").check();
     await expectClean(tab, ADMIN_KEY, "policy-new");

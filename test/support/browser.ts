@@ -226,10 +226,8 @@ export const inPage = <T>(page: Page, expression: string): Promise<T> => page.ev
 
 /**
  * What the console's Chromium tests run on: the console built into a folder
- * of its own, a service serving it on a Postgres database of its own (the
- * engine changes no page, and Postgres answers the console's calls for less
- * CPU than PGlite in the test's own process), and Chromium. close() closes
- * the tabs opened (pushed to `tabs`) and everything else.
+ * of its own, a service serving it on embedded PGlite, and Chromium. close()
+ * closes the tabs opened (pushed to `tabs`) and everything else.
  */
 export interface ConsoleRig {
   database: TestDatabase;
@@ -246,7 +244,7 @@ export async function startConsoleRig(): Promise<ConsoleRig> {
   const launching = launchChromium();
   let buildDir: string, database: TestDatabase, service: TestService;
   try {
-    [buildDir, database] = await Promise.all([copyOfConsoleBuild(), createTestDatabase("postgres")]);
+    [buildDir, database] = await Promise.all([copyOfConsoleBuild(), createTestDatabase("pglite")]);
     service = await startTestService(database.db, { consoleDir: buildDir });
   } catch (error) {
     // No Chromium left behind to keep the file's process alive.
