@@ -7,13 +7,14 @@
  * workers, whose tables are distributed as soon as it is migrated.
  */
 import { randomBytes } from "node:crypto";
-import { readFile, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import pg from "pg";
 import type { Db, Transaction, TransactionOptions } from "../../src/store/db.js";
 import { distributeOnCitus } from "../../src/store/distribute.js";
 import { loadMigrations } from "../../src/store/migrate.js";
 import { PgDb } from "../../src/store/pg-db.js";
 import { PgliteDb } from "../../src/store/pglite-db.js";
+import { readTemplate } from "../../src/store/pglite-template.js";
 import { createCitusDatabase, dropCitusDatabase } from "./citus.js";
 
 export type EngineName = "pglite" | "postgres" | "citus";
@@ -83,7 +84,7 @@ let template: Promise<Blob | undefined> | undefined;
 export function pgliteTemplate(): Promise<Blob | undefined> {
   const file = process.env[PGLITE_TEMPLATE_VAR];
   if (file === undefined || file === "") return Promise.resolve(undefined);
-  return (template ??= readFile(file).then((bytes) => new Blob([bytes])));
+  return (template ??= readTemplate(file));
 }
 
 /** Writes what PGLITE_TEMPLATE_VAR names: PGlite's initdb, once for the run. */
