@@ -20,7 +20,7 @@ import { createTestDatabase, engines, type TestDatabase } from "./support/engine
 import { grpc, grpcServiceClient } from "./support/grpc-client.js";
 import { GRAPH_CATALOG, set, user, type AnyGrant } from "./support/graph.js";
 import { startTestService, type TestService } from "./support/service.js";
-import { admin, createApp, expectError, expectStatus, queryString } from "./helpers/authz.js";
+import { admin, apiTime, createApp, expectError, expectStatus, queryString } from "./helpers/authz.js";
 
 const CHANGES = "/api/v1/authorization/changes";
 
@@ -102,7 +102,7 @@ describe.each(engines)("the change feed on %s", (engine) => {
     const g = user("ann", "document", "d1", "viewer");
     expectStatus(await call("POST", "/api/v1/authorization/relationships", g), 201);
     expectStatus(await call("POST", "/api/v1/authorization/relationships", g), 200);
-    const expiresAt = new Date(Date.now() + 3_600_000).toISOString();
+    const expiresAt = apiTime(Date.now() + 3_600_000);
     expectStatus(await call("POST", "/api/v1/authorization/relationships", { ...g, expiresAt }), 200);
     const del = `/api/v1/authorization/relationships${queryString({ userId: g.userId, resource: g.resource, resourceId: g.resourceId, relation: g.relation })}`;
     expectStatus(await call("DELETE", del), 200);

@@ -14,7 +14,7 @@ import { createTestDatabase, oneEngine, type TestDatabase } from "./support/engi
 import { databaseClock, untilPast } from "./support/expiry-trials.js";
 import { grpcCaller, type GrpcCaller } from "./support/grpc-client.js";
 import { startTestService, type TestService } from "./support/service.js";
-import { admin, authz, createApp, expectError, expectGrpcError, expectStatus, grant, GRPC, question, type Authz, type Grant } from "./helpers/authz.js";
+import { admin, apiTime, authz, createApp, expectError, expectGrpcError, expectStatus, grant, GRPC, question, type Authz, type Grant } from "./helpers/authz.js";
 
 const CATALOG = [
   { resource: "document", description: "", actions: ["read", "update", "delete"], relations: [{ name: "contractor", actions: ["read", "update"] }] },
@@ -46,7 +46,7 @@ describe.each(oneEngine(import.meta.url))("expiring grants on %s", (engine) => {
     grpc = grpcCaller(service.url);
     key = await createApp(service, "exp", CATALOG);
     x = authz(service, key);
-    tomorrow = iso(Math.floor(await dbNow(database.db)) + 86_400_000);
+    tomorrow = apiTime(Math.floor(await dbNow(database.db)) + 86_400_000);
   });
   afterAll(async () => {
     grpc?.close();
@@ -78,11 +78,11 @@ describe.each(oneEngine(import.meta.url))("expiring grants on %s", (engine) => {
       const shifted = new Date(ahead + 5.5 * 3_600_000).toISOString().replace("Z", "+05:30");
       const res = await write(grant("ann", "document", "zone", "viewer"), shifted);
       expectStatus(res, 201);
-      expect(res.body.expiresAt).toBe(local.toISOString());
+      expect(res.body.expiresAt).toBe(apiTime(local.getTime()));
       const fine = iso(ahead).replace(/\.(\d{3})Z$/, ".$1987654Z");
       const res2 = await write(grant("ann", "document", "nanos", "viewer"), fine);
       expectStatus(res2, 201);
-      expect(res2.body.expiresAt).toBe(iso(ahead));
+      expect(res2.body.expiresAt).toBe(apiTime(ahead));
     });
 
     it.each([
@@ -125,7 +125,7 @@ describe.each(oneEngine(import.meta.url))("expiring grants on %s", (engine) => {
   describe("replacing an expiry", () => {
     it("another expiry, one added, one removed: 200 with the stored grant; the same again: 200, unchanged", async () => {
       const g = grant("bob", "document", "rep", "editor");
-      const later = iso(Date.parse(tomorrow) + 60_000);
+      const later = apiTime(Date.parse(tomorrow) + 60_000);
       expectStatus(await write(g), 201);
       const steps: [string | undefined, string | undefined][] = [
         [tomorrow, tomorrow], // added
@@ -150,7 +150,7 @@ describe.each(oneEngine(import.meta.url))("expiring grants on %s", (engine) => {
       const a = grant("cy", "document", "b1", "viewer");
       const b = grant("cy", "document", "b2", "viewer");
       const c = grant("cy", "document", "b3", "viewer");
-      const later = iso(Date.parse(tomorrow) + 1_000);
+      const later = apiTime(Date.parse(tomorrow) + 1_000);
       const bulk = (writes: unknown[], deletes?: unknown[]) => service.call("POST", `${REL}/bulk`, { key, body: { writes, ...(deletes ? { deletes } : {}) } });
       expect((await bulk([withExpiry(a, tomorrow), b, withExpiry(c, tomorrow)])).body).toEqual({ written: 3, unchanged: 0, deleted: 0 });
       // a: same; b: expiry added; c: expiry removed; a repeated with the same expiry: unchanged.
@@ -225,7 +225,7 @@ describe.each(oneEngine(import.meta.url))("expiring grants on %s", (engine) => {
         expect(a.batch).toBe(true);
         expect(a.grpc).toBe(true);
         expect(a.explain.allowed).toBe(true);
-        expect(a.explain.reasons[0].grant.expiresAt).toBe(iso(expiresAt));
+        expect(a.explain.reasons[0].grant.expiresAt).toBe(apiTime(expiresAt));
         expect(a.permissions).toEqual(["read", "update"]);
         expect(a.lookup).toEqual(i === 0 ? ["t1"] : ["t1", "t2"]);
         expect(a.listed).toEqual(i === 0 ? ["t1"] : ["t1", "t2"]);

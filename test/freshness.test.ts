@@ -22,6 +22,7 @@ import { startTestService, type RestAnswer, type TestService } from "./support/s
 import { databaseClock, justBeforeExpiry } from "./support/expiry-trials.js";
 import {
   admin,
+  apiTime,
   authz,
   createApp,
   expectError,
@@ -580,7 +581,7 @@ describe.each(engines)("freshness on %s", (engine: EngineName) => {
           });
           // Written again, the grant's expiry moves: 200 with the new expiresAt.
           expectStatus(written, trial === 0 ? 201 : 200);
-          expect(written.body.expiresAt).toBe(new Date(expiresAt).toISOString());
+          expect(written.body.expiresAt).toBe(apiTime(expiresAt));
         },
         before: () =>
           [reader, writer].flatMap((replica) =>

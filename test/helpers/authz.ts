@@ -62,6 +62,12 @@ export const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, PERMISSION_DENIED: 7, F
 
 const REL = "/api/v1/authorization/relationships";
 
+/**
+ * An instant as the API writes it (proto3 JSON's Timestamp): milliseconds
+ * when there are any, none for a whole second ("…:14Z", not "…:14.000Z").
+ */
+export const apiTime = (ms: number): string => new Date(ms).toISOString().replace(".000Z", "Z");
+
 export const queryString = (params: Record<string, string | number | undefined>): string => {
   const search = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined) search.set(k, String(v));
