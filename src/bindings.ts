@@ -78,7 +78,7 @@ export function serviceBindings(
   const checker = new Checker(data, replicas, telemetry);
   const questions = {
     checker,
-    explainer: new Explainer(data, replicas, telemetry),
+    explainer: new Explainer(data, replicas, telemetry, checker),
     // Lookup and who can ask the check's statement which conditions could allow their candidates.
     lookup: new Lookup(data, replicas, telemetry, checker),
     whoCan: new WhoCan(data, replicas, telemetry, checker),

@@ -26,6 +26,8 @@ interface RelationJson {
   builtIn?: boolean;
   subjects?: string[];
   inherits?: unknown[];
+  requires?: unknown[];
+  unless?: unknown[];
 }
 interface EntryJson {
   resource: string;
@@ -45,9 +47,11 @@ function expectError(res: RestAnswer, status: number, code: string, ...fragments
 }
 
 /** An entry's relations by name, each with its actions sorted and builtIn as sent (order-free comparison). */
-function relationsOf(entry: EntryJson): Record<string, { actions: string[]; builtIn: boolean | undefined; subjects: string[] | undefined; inherits: unknown[] | undefined }> {
+function relationsOf(
+  entry: EntryJson,
+): Record<string, { actions: string[]; builtIn: boolean | undefined; subjects: string[] | undefined; inherits: unknown[] | undefined; requires: unknown[] | undefined; unless: unknown[] | undefined }> {
   return Object.fromEntries(
-    (entry.relations ?? []).map((r) => [r.name, { actions: [...r.actions].sort(), builtIn: r.builtIn, subjects: r.subjects, inherits: r.inherits }]),
+    (entry.relations ?? []).map((r) => [r.name, { actions: [...r.actions].sort(), builtIn: r.builtIn, subjects: r.subjects, inherits: r.inherits, requires: r.requires, unless: r.unless }]),
   );
 }
 
@@ -104,7 +108,7 @@ const invalidCatalogs: { name: string; body: unknown; field: string; fragments: 
   },
   {
     name: "builtIn: true on a name that is not built in",
-    body: { resources: [doc({ relations: [{ name: "reviewer", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] }] })] },
+    body: { resources: [doc({ relations: [{ name: "reviewer", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] }] })] },
     field: "resources[0].relations[0].builtIn",
     fragments: ['"reviewer"'],
   },
@@ -159,17 +163,17 @@ describe.each(oneEngine(import.meta.url))("catalog API on %s", (engine) => {
     expect(get.body).toEqual(put.body);
     const [document, invoice] = get.body.resources;
     expect(document.relations).toEqual([
-      { name: "owner", actions: ["create", "read", "update", "delete", "comment", "list"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "editor", actions: ["create", "read", "update"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "viewer", actions: ["read", "list"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "commenter", actions: ["read", "comment"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "reviewer", actions: ["read", "comment"], builtIn: false, subjects: ["user"], inherits: [] },
+      { name: "owner", actions: ["create", "read", "update", "delete", "comment", "list"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "editor", actions: ["create", "read", "update"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "viewer", actions: ["read", "list"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "commenter", actions: ["read", "comment"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "reviewer", actions: ["read", "comment"], builtIn: false, subjects: ["user"], inherits: [], requires: [], unless: [] },
     ]);
     expect(invoice.relations).toEqual([
-      { name: "owner", actions: ["read", "send", "approve"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "editor", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "viewer", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "commenter", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "owner", actions: ["read", "send", "approve"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "editor", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "viewer", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "commenter", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
     ]);
   });
 
@@ -296,37 +300,37 @@ describe.each(oneEngine(import.meta.url))("catalog API on %s", (engine) => {
 
     it("built-ins are limited to the resource's actions; owner implies every action", () => {
       expect(relationsOf(entries.report!)).toEqual({
-        owner: { actions: sorted(["create", "read", "update", "list", "export"]), builtIn: true, subjects: ["user"], inherits: [] },
-        editor: { actions: sorted(["create", "read", "update"]), builtIn: true, subjects: ["user"], inherits: [] },
-        viewer: { actions: sorted(["read", "list"]), builtIn: true, subjects: ["user"], inherits: [] },
-        commenter: { actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
+        owner: { actions: sorted(["create", "read", "update", "list", "export"]), builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        editor: { actions: sorted(["create", "read", "update"]), builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        viewer: { actions: sorted(["read", "list"]), builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        commenter: { actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
       });
     });
 
     it("commenter on a resource without `comment` implies read only", () => {
-      expect(relationsOf(entries.invoice!).commenter).toEqual({ actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] });
-      expect(relationsOf(entries.invoice!).owner).toEqual({ actions: sorted(["read", "send"]), builtIn: true, subjects: ["user"], inherits: [] });
+      expect(relationsOf(entries.invoice!).commenter).toEqual({ actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] });
+      expect(relationsOf(entries.invoice!).owner).toEqual({ actions: sorted(["read", "send"]), builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] });
     });
 
     it("a resource with none of a built-in's actions still lists it, implying nothing (owner: its every action)", () => {
       expect(relationsOf(entries.payment!)).toEqual({
-        owner: { actions: ["send"], builtIn: true, subjects: ["user"], inherits: [] },
-        editor: { actions: [], builtIn: true, subjects: ["user"], inherits: [] },
-        viewer: { actions: [], builtIn: true, subjects: ["user"], inherits: [] },
-        commenter: { actions: [], builtIn: true, subjects: ["user"], inherits: [] },
+        owner: { actions: ["send"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        editor: { actions: [], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        viewer: { actions: [], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        commenter: { actions: [], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
       });
     });
 
     it("a custom relation named like a built-in replaces it, with builtIn false", () => {
       const ticket = relationsOf(entries.ticket!);
       expect(ticket).toEqual({
-        owner: { actions: sorted(["read", "update", "comment", "close"]), builtIn: true, subjects: ["user"], inherits: [] },
-        editor: { actions: sorted(["read", "update", "close"]), builtIn: false, subjects: ["user"], inherits: [] },
-        viewer: { actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
-        commenter: { actions: sorted(["read", "comment"]), builtIn: true, subjects: ["user"], inherits: [] },
-        assignee: { actions: ["close"], builtIn: false, subjects: ["user"], inherits: [] },
+        owner: { actions: sorted(["read", "update", "comment", "close"]), builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        editor: { actions: sorted(["read", "update", "close"]), builtIn: false, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        viewer: { actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        commenter: { actions: sorted(["read", "comment"]), builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        assignee: { actions: ["close"], builtIn: false, subjects: ["user"], inherits: [], requires: [], unless: [] },
       });
-      expect(relationsOf(entries.note!).commenter).toEqual({ actions: ["comment"], builtIn: false, subjects: ["user"], inherits: [] });
+      expect(relationsOf(entries.note!).commenter).toEqual({ actions: ["comment"], builtIn: false, subjects: ["user"], inherits: [], requires: [], unless: [] });
       // Each relation name appears once.
       const names = entries.ticket!.relations!.map((r) => r.name);
       expect(new Set(names).size).toBe(names.length);
@@ -367,11 +371,11 @@ describe.each(oneEngine(import.meta.url))("catalog API on %s", (engine) => {
     it("built-ins sent back with stale actions are ignored: their actions are derived", async () => {
       await newApp("stale-builtins");
       const body = {
-        resources: [inv({ relations: [{ name: "owner", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] }, { name: "viewer", actions: [], builtIn: true, subjects: ["user"], inherits: [] }] })],
+        resources: [inv({ relations: [{ name: "owner", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] }, { name: "viewer", actions: [], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] }] })],
       };
       const stored = await putOk("stale-builtins", body);
-      expect(relationsOf(stored.resources[0]!).owner).toEqual({ actions: sorted(["read", "send", "approve"]), builtIn: true, subjects: ["user"], inherits: [] });
-      expect(relationsOf(stored.resources[0]!).viewer).toEqual({ actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] });
+      expect(relationsOf(stored.resources[0]!).owner).toEqual({ actions: sorted(["read", "send", "approve"]), builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] });
+      expect(relationsOf(stored.resources[0]!).viewer).toEqual({ actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] });
     });
   });
 
@@ -413,7 +417,7 @@ describe.each(oneEngine(import.meta.url))("catalog API on %s", (engine) => {
       });
       expect(wide.resources[0]!.actions).toHaveLength(100);
       expect(wide.resources[0]!.description).toHaveLength(2000);
-      expect(relationsOf(wide.resources[0]!)[name64]).toEqual({ actions: [name64], builtIn: false, subjects: ["user"], inherits: [] });
+      expect(relationsOf(wide.resources[0]!)[name64]).toEqual({ actions: [name64], builtIn: false, subjects: ["user"], inherits: [], requires: [], unless: [] });
 
       // Characters, not UTF-16 units or bytes: 2000 emoji fit, 2001 do not.
       const emoji = "\u{1F600}";

@@ -187,36 +187,36 @@ describe("effectiveCatalog", () => {
       name: "a resource with every built-in action",
       actions: ["create", "read", "update", "delete", "comment", "list"],
       expected: [
-        { name: "owner", actions: ["create", "read", "update", "delete", "comment", "list"], builtIn: true, subjects: ["user"], inherits: [] },
-        { name: "editor", actions: ["create", "read", "update"], builtIn: true, subjects: ["user"], inherits: [] },
-        { name: "viewer", actions: ["read", "list"], builtIn: true, subjects: ["user"], inherits: [] },
-        { name: "commenter", actions: ["read", "comment"], builtIn: true, subjects: ["user"], inherits: [] },
+        { name: "owner", actions: ["create", "read", "update", "delete", "comment", "list"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "editor", actions: ["create", "read", "update"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "viewer", actions: ["read", "list"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "commenter", actions: ["read", "comment"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
       ],
     },
     {
       name: "commenter without comment implies read only; owner implies everything the resource has",
       actions: ["read", "send", "approve"],
       expected: [
-        { name: "owner", actions: ["read", "send", "approve"], builtIn: true, subjects: ["user"], inherits: [] },
-        { name: "editor", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
-        { name: "viewer", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
-        { name: "commenter", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
+        { name: "owner", actions: ["read", "send", "approve"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "editor", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "viewer", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "commenter", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
       ],
     },
     {
       name: "built-in actions follow the resource's order, not the built-in's",
       actions: ["list", "update", "comment", "read", "create"],
       expected: [
-        { name: "owner", actions: ["list", "update", "comment", "read", "create"], builtIn: true, subjects: ["user"], inherits: [] },
-        { name: "editor", actions: ["update", "read", "create"], builtIn: true, subjects: ["user"], inherits: [] },
-        { name: "viewer", actions: ["list", "read"], builtIn: true, subjects: ["user"], inherits: [] },
-        { name: "commenter", actions: ["comment", "read"], builtIn: true, subjects: ["user"], inherits: [] },
+        { name: "owner", actions: ["list", "update", "comment", "read", "create"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "editor", actions: ["update", "read", "create"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "viewer", actions: ["list", "read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "commenter", actions: ["comment", "read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
       ],
     },
     {
       name: "no actions: every built-in implies nothing",
       actions: [],
-      expected: ["owner", "editor", "viewer", "commenter"].map((name) => ({ name, actions: [], builtIn: true, subjects: ["user"], inherits: [] })),
+      expected: ["owner", "editor", "viewer", "commenter"].map((name) => ({ name, actions: [], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] })),
     },
   ])("built-ins: $name", ({ actions, expected }) => {
     expect(builtInsOf(actions)).toEqual(expected);
@@ -231,12 +231,12 @@ describe("effectiveCatalog", () => {
       description: "Docs",
       actions: ["read", "comment", "delete"],
       relations: [
-        { name: "owner", actions: ["read", "comment", "delete"], builtIn: true, subjects: ["user"], inherits: [] },
-        { name: "editor", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
-        { name: "viewer", actions: ["comment"], builtIn: false, subjects: ["user"], inherits: [] },
-        { name: "commenter", actions: ["read", "comment"], builtIn: true, subjects: ["user"], inherits: [] },
-        { name: "zeta", actions: ["read"], builtIn: false, subjects: ["user"], inherits: [] },
-        { name: "alpha", actions: ["delete", "read"], builtIn: false, subjects: ["user"], inherits: [] },
+        { name: "owner", actions: ["read", "comment", "delete"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "editor", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "viewer", actions: ["comment"], builtIn: false, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "commenter", actions: ["read", "comment"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "zeta", actions: ["read"], builtIn: false, subjects: ["user"], inherits: [], requires: [], unless: [] },
+        { name: "alpha", actions: ["delete", "read"], builtIn: false, subjects: ["user"], inherits: [], requires: [], unless: [] },
       ],
     });
   });

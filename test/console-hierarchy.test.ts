@@ -3,7 +3,8 @@
  * Chromium through the real service, as
  * test/console-e2e.test.ts does the rest: the catalog editor's holders
  * (subjects) and inheritance rules (through a link and within the instance),
- * with the API's field errors beside them;
+ * requirements and exclusions (requires, unless), with the API's field
+ * errors beside them;
  * grants held by a subject set or a linked instance (written, listed, found by
  * their holder, deleted one by one and by holder); the explain path as a
  * chain and the "who can" list, paged; the tree of an instance's parents
@@ -193,12 +194,12 @@ describe("groups and hierarchy in the console, in Chromium", { timeout: 180_000 
         .find((r) => r.resource === resource)!
         .relations.filter((r) => !r.builtIn)
         .map((r) => ({ ...r, inherits: r.inherits ?? [] }));
-    expect(custom("folder")).toEqual([{ name: "parent", actions: [], builtIn: false, subjects: ["folder"], inherits: [] }]);
+    expect(custom("folder")).toEqual([{ name: "parent", actions: [], builtIn: false, subjects: ["folder"], inherits: [], requires: [], unless: [] }]);
     expect(custom("document")).toHaveLength(2);
     expect(custom("document")).toEqual(
       expect.arrayContaining([
-        { name: "viewer", actions: ["read"], builtIn: false, subjects: ["user", "team#member"], inherits: [{ through: "parent", relation: "viewer" }] },
-        { name: "parent", actions: [], builtIn: false, subjects: ["folder"], inherits: [] },
+        { name: "viewer", actions: ["read"], builtIn: false, subjects: ["user", "team#member"], inherits: [{ through: "parent", relation: "viewer" }], requires: [], unless: [] },
+        { name: "parent", actions: [], builtIn: false, subjects: ["folder"], inherits: [], requires: [], unless: [] },
       ]),
     );
     // What is stored is what the form shows: nothing left to save.
@@ -242,6 +243,76 @@ describe("groups and hierarchy in the console, in Chromium", { timeout: 180_000 
     expect(await backSelect.getAttribute("aria-invalid")).toBe("true");
     expect(await viewerRules()).toHaveLength(2);
     await expectClean(tab, "catalog-same-instance");
+  });
+
+  it("catalog: a requirement and an exclusion edited like inheritance rules, saved; a cycle through an exclusion refused beside its rule", async () => {
+    const catalog = [
+      { resource: "org", description: "", actions: ["read"], relations: [{ name: "member", actions: ["read"] }] },
+      {
+        resource: "document",
+        description: "",
+        actions: ["read"],
+        relations: [
+          { name: "org", actions: [], subjects: ["org"] },
+          { name: "blocked", actions: [] },
+          { name: "viewer", actions: ["read"] },
+        ],
+      },
+    ];
+    const key = await createApp(service, "rules", catalog);
+    const ops = admin(service, "rules");
+    const tab = await open(key, "rules", "catalog");
+    const { page } = tab;
+    const document = page.getByRole("group", { name: "document", exact: true });
+    const viewer = document.getByRole("group", { name: "Relation viewer", exact: true });
+    const blocked = document.getByRole("group", { name: "Relation blocked", exact: true });
+    expect(await viewer.getByRole("group", { name: "Requires (and)" }).textContent()).toContain("Nothing more");
+    expect(await viewer.getByRole("group", { name: "Unless (but not)" }).textContent()).toContain("Nothing takes it away.");
+
+    // viewer requires member of an org the document is linked to, unless blocked on the document.
+    await viewer.getByRole("button", { name: "Add a requirement" }).click();
+    const requirement = viewer.getByRole("group", { name: "Requirement 1 of viewer" });
+    expect(await requirement.getByLabel("on", { exact: true }).inputValue()).toBe("org");
+    expect(await requirement.getByLabel("on", { exact: true }).locator("option").allTextContents()).toEqual(["this instance", "an instance linked by org"]);
+    await requirement.getByLabel("Only who also holds").selectOption("member");
+    await viewer.getByRole("button", { name: "Add an exclusion" }).click();
+    const exclusion = viewer.getByRole("group", { name: "Exclusion 1 of viewer" });
+    await exclusion.getByLabel("on", { exact: true }).selectOption({ label: "this instance" });
+    expect(await exclusion.getByLabel("Whoever holds").locator("option").allTextContents()).toEqual(expect.arrayContaining(["blocked", "owner"]));
+    expect(await exclusion.getByLabel("Whoever holds").locator("option").allTextContents()).not.toContain("viewer");
+    await exclusion.getByLabel("Whoever holds").selectOption("blocked");
+    await expectClean(tab, "catalog-requires-unless");
+
+    // blocked unless viewer closes a cycle through an exclusion: refused, the error beside that rule, nothing saved.
+    await blocked.getByRole("button", { name: "Add an exclusion" }).click();
+    const cycle = blocked.getByRole("group", { name: "Exclusion 1 of blocked" });
+    await cycle.getByLabel("on", { exact: true }).selectOption({ label: "this instance" });
+    await cycle.getByLabel("Whoever holds").selectOption("viewer");
+    await page.getByRole("button", { name: "Save the catalog" }).click();
+    const cycleSelect = cycle.getByLabel("Whoever holds");
+    await expect.poll(() => describedText(page, cycleSelect)).toMatch(/own negation/);
+    expect(await cycleSelect.getAttribute("aria-invalid")).toBe("true");
+    const unsaved = (await ops.getCatalog()) as { resource: string; relations: { name: string; unless: unknown[] }[] }[];
+    expect(unsaved.find((r) => r.resource === "document")!.relations.find((r) => r.name === "viewer")!.unless).toEqual([]);
+    await expectClean(tab);
+
+    // The cycle's rule removed: saved as edited, and the check follows it.
+    await blocked.getByRole("button", { name: "Remove the rule: viewer on this instance, from blocked's unless" }).click();
+    await page.getByRole("button", { name: "Save the catalog" }).click();
+    await expect.poll(() => page.getByRole("status").filter({ hasText: "Catalog saved." }).isVisible()).toBe(true);
+    const stored = (await ops.getCatalog()) as { resource: string; relations: { name: string; requires: unknown[]; unless: unknown[] }[] }[];
+    const storedViewer = stored.find((r) => r.resource === "document")!.relations.find((r) => r.name === "viewer")!;
+    expect(storedViewer.requires).toEqual([{ through: "org", relation: "member" }]);
+    expect(storedViewer.unless).toEqual([{ through: "", relation: "blocked" }]);
+    await expect.poll(() => page.getByRole("button", { name: "Save the catalog" }).isDisabled()).toBe(true);
+    await grant(key, "ann", "document", "d1", "viewer");
+    await grant(key, { resource: "org", resourceId: "acme" }, "document", "d1", "org");
+    await grant(key, "ann", "org", "acme", "member");
+    const check = async () => (await service.call("POST", "/api/v1/authorization/check", { key, body: { userId: "ann", resource: "document", resourceId: "d1", action: "read" } })).body.allowed;
+    expect(await check()).toBe(true);
+    await grant(key, "ann", "document", "d1", "blocked");
+    expect(await check()).toBe(false);
+    await expectClean(tab);
   });
 
   it("grants: to a subject set and to a linked instance; listed with their holder, found by holder, deleted one by one and by holder", async () => {

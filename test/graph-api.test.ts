@@ -295,12 +295,12 @@ describe.each(engines)("groups and hierarchy on %s", (engine) => {
     const res = await a.putCatalog(without);
     expectError(res, 409, "failed_precondition", "team#member", "document#viewer");
     const noLink = structuredClone(GRAPH_CATALOG);
-    noLink[2]!.relations = noLink[2]!.relations.filter((r) => r.name !== "parent").map((r) => ({ ...r, inherits: [] }));
+    noLink[2]!.relations = noLink[2]!.relations.filter((r) => r.name !== "parent").map((r) => ({ ...r, inherits: [], requires: [], unless: [] }));
     expectError(await a.putCatalog(noLink), 409, "failed_precondition", "document#parent");
     // The catalog round-trips: subjects and inherits as written.
     const got = (await a.getCatalog()) as { resource: string; relations: { name: string; subjects: string[]; inherits?: unknown[] }[] }[];
     const doc = got.find((e) => e.resource === "document")!;
     expect(doc.relations.find((r) => r.name === "viewer")).toMatchObject({ subjects: ["user", "team#member"], inherits: [{ through: "parent", relation: "viewer" }] });
-    expect(doc.relations.find((r) => r.name === "owner")).toMatchObject({ subjects: ["user"], inherits: [] });
+    expect(doc.relations.find((r) => r.name === "owner")).toMatchObject({ subjects: ["user"], inherits: [], requires: [], unless: [] });
   });
 });

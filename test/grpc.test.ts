@@ -461,10 +461,10 @@ describe.each(oneEngine(import.meta.url))("gRPC (grpc-js over h2c) on %s", (engi
     const grpcCatalog = await api.call("CatalogService", "GetCatalog", { appId: "both-ways" }, key.key);
     expect(grpcCatalog).toEqual(restPut.body);
     expect(grpcCatalog.resources[0].relations).toEqual([
-      { name: "owner", actions: ["list", "read"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "editor", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "viewer", actions: ["list", "read"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "commenter", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "owner", actions: ["list", "read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "editor", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "viewer", actions: ["list", "read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "commenter", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
     ]);
 
     const restCreated = await service.call("POST", "/api/v1/applications", { body: { appId: "from-rest" } });

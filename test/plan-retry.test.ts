@@ -29,7 +29,7 @@ type Entry = { resource: string; description: string; actions: string[]; relatio
 
 const CATALOG = (GRAPH_CATALOG as unknown as Entry[]).map((e) => ({ ...e, relations: e.relations.map((r) => ({ ...r, builtIn: false })) }));
 const without = (resource: string, relation: string): ModelInput => ({
-  catalog: CATALOG.map((e) => (e.resource !== resource ? e : { ...e, relations: e.relations.map((r) => (r.name === relation ? { ...r, inherits: [] } : r)) })),
+  catalog: CATALOG.map((e) => (e.resource !== resource ? e : { ...e, relations: e.relations.map((r) => (r.name === relation ? { ...r, inherits: [], requires: [], unless: [] } : r)) })),
   policies: [],
   roles: [],
 });

@@ -19,6 +19,7 @@ import { AccessModel } from "../src/domain/access-model.js";
 import { checkFunction, functionBody, generationOf, type CheckFunction } from "../src/store/check-functions.js";
 import { CHECK_FUNCTIONS, CheckStatements, type CheckInput } from "../src/store/check-store.js";
 import { THROUGH_PATHS_SQL } from "../src/store/graph-store.js";
+import { DECISION_SQL } from "../src/store/decision-store.js";
 import { loadMigrations, migrate } from "../src/store/migrate.js";
 import { modelStore } from "../src/store/model-store.js";
 import { sqlRuleViolations } from "./support/sql-rules.js";
@@ -231,6 +232,27 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     ok("graph delete by instance", await asKey("POST", "/api/v1/authorization/relationships/delete", { resource: "folder", resourceId: "f1" }));
     ok("graph delete by subject", await asKey("POST", "/api/v1/authorization/relationships/delete", { subject: { resource: "folder", resourceId: "f1" } }));
     await new ExpirySweep(service.db, { intervalMs: 60_000, batchSize: 10, onError: (e) => { throw e; } }).sweepOnce();
+    // requires and unless (docs/exclusion.md): the decision's statement, for the check, permissions, lookup and who can.
+    const opsCatalog = GRAPH_CATALOG.map((entry) =>
+      entry.resource !== "document"
+        ? entry
+        : {
+            ...entry,
+            relations: [
+              ...entry.relations.map((r) => (r.name === "viewer" ? { ...r, unless: [{ relation: "blocked" }], requires: [{ through: "parent", relation: "viewer" }] } : r)),
+              { name: "blocked", actions: [], subjects: ["user", "team#member"] },
+            ],
+          },
+    );
+    const opsKey = await createApp(service, "rules-ops", opsCatalog);
+    const asOps = (path: string, body: unknown) => call("POST", path, { key: opsKey, body });
+    ok("ops bulk", await asOps("/api/v1/authorization/relationships/bulk", {
+      writes: [user("alice", "team", "eng", "member"), set("team:eng#member", "folder", "f1", "viewer"), set("folder:f1", "document", "d1", "parent"), user("bob", "document", "d1", "blocked")],
+    }));
+    ok("ops check", await asOps("/api/v1/authorization/check", q));
+    ok("ops permissions", await asOps("/api/v1/authorization/permissions", { userId: "bob", resource: "document", resourceId: "d1" }));
+    ok("ops lookup", await asOps("/api/v1/authorization/lookup", { userId: "alice", resource: "document", action: "read", pageSize: 1 }));
+    ok("ops who can", await asOps("/api/v1/authorization/subjects", { resource: "document", resourceId: "d1", action: "read", pageSize: 1 }));
     // Stored user properties: written, replaced, read, cleared (the row deleted), read when there are none.
     const properties = "/api/v1/applications/rules-graph/users/alice/properties";
     ok("set properties", await call("PUT", properties, { body: { plan: "pro", tags: ["beta"] } }));
@@ -261,6 +283,8 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     // And the pages through conditional paths (graph-store.ts), lookup's and who can's.
     expect(statements.has(THROUGH_PATHS_SQL.lookup)).toBe(true);
     expect(statements.has(THROUGH_PATHS_SQL.whoCan)).toBe(true);
+    // And the decision's, where the catalog has requires or unless.
+    expect(statements.has(DECISION_SQL)).toBe(true);
   });
 
   it("every statement keeps the rules", () => {
@@ -396,7 +420,7 @@ describe.each(engines)("the check's functions on %s", (engine) => {
       ]) {
         await fresh.db.query(`CREATE FUNCTION ${name}(${types}) RETURNS integer LANGUAGE sql STABLE AS 'SELECT 1'`);
       }
-      expect(await migrate(fresh.db)).toEqual([22]);
+      expect(await migrate(fresh.db)).toEqual([22, 23]);
       const mine = CHECK_FUNCTIONS.map((f) => f.name);
       const v2 = ["portcullis_check_facts_v2", "portcullis_graph_check_v2"];
       expect(await checkFunctionsIn(fresh.db)).toEqual([...mine, ...v2].sort());

@@ -43,7 +43,7 @@ async function findKeyByHash(db: Queryable, secretHash: string) {
 }
 
 /** The migrations this build has. */
-const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22];
+const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23];
 const ALL = ["check", "read", "write"];
 const POSTGRES_ONLY = "Postgres only (PGlite is a single in-process connection: no second pool, no concurrent transactions)";
 
@@ -145,6 +145,7 @@ describe.each(engines)("store on %s", (engine) => {
         { version: 20, name: "check_functions_v2" },
         { version: 21, name: "change_commits" },
         { version: 22, name: "check_functions" },
+        { version: 23, name: "relation_operators" },
       ]);
       expect(rows[0]!.applied_at).toBeInstanceOf(Date);
       expect(Math.abs(Date.now() - rows[0]!.applied_at.getTime())).toBeLessThan(10 * 60_000);
@@ -701,7 +702,7 @@ describe.each(engines)("store on %s", (engine) => {
       expect(loaded[0]!.actions).toEqual(["update", "read", "create", "delete", "comment"]);
       expect(loaded[0]!.relations.map((r) => r.name)).toEqual(["owner", "editor", "viewer", "commenter", "zreviewer", "approver"]);
       // Empty action lists stay empty lists (not null).
-      expect(loaded[1]!.relations.find((r) => r.name === "editor")).toEqual({ name: "editor", actions: [], builtIn: true, subjects: ["user"], inherits: [] });
+      expect(loaded[1]!.relations.find((r) => r.name === "editor")).toEqual({ name: "editor", actions: [], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] });
       expect(loaded[2]!.actions).toEqual([]);
     });
 

@@ -3,6 +3,8 @@ import type { Db, Queryable } from "../store/db.js";
 import { modelStore, type ModelRows } from "../store/model-store.js";
 import type { GraphGroups, InwardStep } from "../store/graph-store.js";
 import { isUserSubject } from "./subjects.js";
+import { DecisionRules } from "./relation-decision.js";
+import type { RelationShape } from "./relation-strata.js";
 
 interface ResourceModel {
   actions: Set<string>;
@@ -12,6 +14,8 @@ interface ResourceModel {
   subjects: Map<string, string[]>;
   /** relation → its inheritance rules */
   inherits: Map<string, { through: string; relation: string }[]>;
+  /** relation → its `requires` and `unless` entries (none: absent) */
+  operators: Map<string, { requires: { through: string; relation: string }[]; unless: { through: string; relation: string }[] }>;
 }
 
 interface RoleModel {
@@ -42,10 +46,45 @@ export class AccessModel {
     readonly policyConditions: boolean,
   ) {}
 
+  /**
+   * Some relation has a `requires` or an `unless`: the walks' answers are
+   * then a superset, and the relations held are decided over the rows a
+   * question reaches (operator-answers.ts).
+   */
+  get operators(): boolean {
+    return (this.operatorsOf ??= [...this.resources.values()].some((m) => m.operators.size > 0));
+  }
+
+  private operatorsOf: boolean | undefined;
+
+  /** The rules as the decision reads them (relation-decision.ts), built on first use. */
+  get decisionRules(): DecisionRules {
+    if (this.rulesOf !== undefined) return this.rulesOf;
+    const shape = new Map(
+      [...this.resources].map(([resource, m]) => [
+        resource,
+        new Map(
+          [...m.relations.keys()].map((relation): [string, RelationShape] => [
+            relation,
+            {
+              subjects: m.subjects.get(relation) ?? [],
+              inherits: m.inherits.get(relation) ?? [],
+              requires: m.operators.get(relation)?.requires ?? [],
+              unless: m.operators.get(relation)?.unless ?? [],
+            },
+          ]),
+        ),
+      ]),
+    );
+    return (this.rulesOf = new DecisionRules(shape));
+  }
+
+  private rulesOf: DecisionRules | undefined;
+
   static from(rows: ModelRows): AccessModel {
     const resources = new Map<string, ResourceModel>();
     for (const [resource, actions] of rows.resources) {
-      resources.set(resource, { actions: new Set(actions), relations: new Map(), subjects: new Map(), inherits: new Map() });
+      resources.set(resource, { actions: new Set(actions), relations: new Map(), subjects: new Map(), inherits: new Map(), operators: new Map() });
     }
     let hierarchical = rows.inherits.length > 0;
     for (const [resource, relation, actions, subjects] of rows.relations) {
@@ -61,6 +100,14 @@ export class AccessModel {
       let rules = model.inherits.get(relation);
       if (rules === undefined) model.inherits.set(relation, (rules = []));
       rules.push({ through, relation: inherited });
+    }
+    for (const [resource, relation, operator, through, target] of rows.operators ?? []) {
+      const model = resources.get(resource);
+      if (model === undefined) continue;
+      let entries = model.operators.get(relation);
+      if (entries === undefined) model.operators.set(relation, (entries = { requires: [], unless: [] }));
+      entries[operator].push({ through, relation: target });
+      hierarchical = true;
     }
     const roles = new Map<string, RoleModel>();
     let policyConditions = false;

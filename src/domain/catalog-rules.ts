@@ -6,6 +6,7 @@ import { Violations } from "./errors.js";
 import { check, descriptionProblem, LIMITS, tokenProblem } from "./formats.js";
 import type { CatalogEntry, EffectiveRelation, Inherit } from "../store/catalog-store.js";
 import { parseSubjectType, USER_SUBJECTS } from "./subjects.js";
+import { strataOf, type CatalogShape } from "./relation-strata.js";
 
 export type { CatalogEntry, EffectiveRelation, Inherit };
 
@@ -17,6 +18,10 @@ export interface RelationInput {
   /** What a grant may name as holder; empty or absent: users only. */
   subjects?: string[] | undefined;
   inherits?: Inherit[] | undefined;
+  /** Intersection: each entry must hold too. */
+  requires?: Inherit[] | undefined;
+  /** Exclusion: no entry may hold. */
+  unless?: Inherit[] | undefined;
 }
 
 export interface CatalogEntryInput {
@@ -98,6 +103,7 @@ export function catalogViolations(v: Violations, entries: CatalogEntryInput[], r
   // every resource's relations are known.
   if (v.empty) validateGraph(v, entries, root);
   if (v.empty) sameInstanceCycles(v, entries, root);
+  if (v.empty) negationCycles(v, entries, root);
 }
 
 /** Every relation name of each resource once effective: the built-ins and the custom ones. */
@@ -168,10 +174,14 @@ function validateGraph(v: Violations, entries: CatalogEntryInput[], root: string
       const link = links > 0 && links === subjects.length;
       if (link && relation.actions.length > 0) v.add(`${rat}.actions`, "a link relation implies no actions");
       if (link && (relation.inherits ?? []).length > 0) v.add(`${rat}.inherits`, "a link relation inherits nothing: its holders are instances");
+      for (const list of ["requires", "unless"] as const) {
+        if (link && (relation[list] ?? []).length > 0) v.add(`${rat}.${list}`, `a link relation has no ${list}: its holders are instances`);
+      }
       const rules = relation.inherits ?? [];
       if (rules.length > LIMITS.inheritsPerRelation) {
         v.add(`${rat}.inherits`, `at most ${LIMITS.inheritsPerRelation} inherits are allowed, got ${rules.length}`);
       }
+      for (const list of ["requires", "unless"] as const) operatorEntries(v, relation[list] ?? [], `${rat}.${list}`, entry.resource, names, byResource, isLink);
       const seenRules = new Set<string>();
       rules.forEach((rule, j) => {
         const at = `${rat}.inherits[${j}]`;
@@ -216,6 +226,86 @@ function validateGraph(v: Violations, entries: CatalogEntryInput[], root: string
       });
     });
   });
+}
+
+/**
+ * A relation's `requires` or `unless` entries (API.md, "Round 4
+ * additions"): each names a relation of this resource that is no link, or
+ * goes through a link relation of this resource to a relation every linked
+ * resource has and that is no link; none is listed twice. A relation may
+ * name itself here: within the instance it either closes a cycle through
+ * an `unless` (refused by negationCycles) or requires what it is, which
+ * holds nothing, as any cycle of `requires` (the least answer).
+ */
+function operatorEntries(
+  v: Violations,
+  entries: Inherit[],
+  at: string,
+  resource: string,
+  names: Map<string, Set<string>>,
+  byResource: Map<string, Map<string, RelationInput>>,
+  isLink: (resource: string, relation: string) => boolean,
+): void {
+  if (entries.length > LIMITS.inheritsPerRelation) v.add(at, `at most ${LIMITS.inheritsPerRelation} entries are allowed, got ${entries.length}`);
+  const seen = new Set<string>();
+  entries.forEach((entry, j) => {
+    const eat = `${at}[${j}]`;
+    const throughOk = entry.through === "" || check(v, `${eat}.through`, tokenProblem(entry.through));
+    if (!check(v, `${eat}.relation`, tokenProblem(entry.relation)) || !throughOk) return;
+    const key = `${entry.through}#${entry.relation}`;
+    if (seen.has(key)) v.add(eat, entry.through === "" ? `{relation: "${entry.relation}"} is listed twice` : `{through: "${entry.through}", relation: "${entry.relation}"} is listed twice`);
+    seen.add(key);
+    if (entry.through === "") {
+      if (names.get(resource)?.has(entry.relation) !== true) v.add(`${eat}.relation`, `"${entry.relation}" is not a relation of resource "${resource}"`);
+      else if (isLink(resource, entry.relation)) v.add(`${eat}.relation`, `"${resource}#${entry.relation}" is a link relation: it holds instances, not users`);
+      return;
+    }
+    const through = byResource.get(resource)?.get(entry.through);
+    const targets = through === undefined ? undefined : linkTargets(through);
+    if (targets === undefined) {
+      v.add(
+        `${eat}.through`,
+        through === undefined && !BUILT_IN_RELATIONS.has(entry.through)
+          ? `"${entry.through}" is not a relation of resource "${resource}"`
+          : `"${entry.through}" is not a link relation of resource "${resource}" (a link relation's subjects name resources only)`,
+      );
+      return;
+    }
+    for (const target of targets) {
+      if (names.get(target)?.has(entry.relation) !== true) {
+        v.add(`${eat}.relation`, `"${entry.relation}" is not a relation of resource "${target}", which "${entry.through}" links to`);
+      } else if (isLink(target, entry.relation)) {
+        v.add(`${eat}.relation`, `"${target}#${entry.relation}" is a link relation: it holds instances, not users`);
+      }
+    }
+  });
+}
+
+/** The catalog's relations as the strata read them (relation-strata.ts), built-ins included. */
+export function catalogShape(entries: readonly CatalogEntry[]): CatalogShape {
+  return new Map(entries.map((e) => [e.resource, new Map(e.relations.map((r) => [r.name, r]))]));
+}
+
+/**
+ * A cycle of relations that passes through an `unless` would make a
+ * relation depend on its own negation (viewer unless blocked, blocked
+ * granted to `document#viewer`): refused, naming the `unless` entry and
+ * the cycle.
+ */
+function negationCycles(v: Violations, entries: CatalogEntryInput[], root: string): void {
+  const { negativeCycles } = strataOf(catalogShape(effectiveCatalog(entries)));
+  const named = new Set<string>();
+  for (const { source, cycle } of negativeCycles) {
+    const i = entries.findIndex((e) => e.resource === source.resource);
+    const k = entries[i]!.relations.findIndex((r) => !r.builtIn && r.name === source.relation);
+    const at = `${root}[${i}].relations[${k}].unless[${source.index}].relation`;
+    if (named.has(at)) continue; // an entry through a link to several types closes a cycle through each
+    named.add(at);
+    v.add(
+      at,
+      `"${source.resource}#${source.relation}" would depend on its own negation: ${cycle.join(" → ")}`,
+    );
+  }
 }
 
 /**
@@ -271,7 +361,7 @@ export function effectiveCatalog(entries: CatalogEntryInput[]): CatalogEntry[] {
         custom.delete(name);
       } else {
         const actions = implied === "all" ? [...entry.actions] : entry.actions.filter((a) => implied.includes(a));
-        relations.push({ name, actions, builtIn: true, subjects: [...USER_SUBJECTS], inherits: [] });
+        relations.push({ name, actions, builtIn: true, subjects: [...USER_SUBJECTS], inherits: [], requires: [], unless: [] });
       }
     }
     for (const relation of custom.values()) relations.push(effectiveCustom(relation));
@@ -285,6 +375,8 @@ const effectiveCustom = (r: RelationInput): EffectiveRelation => ({
   builtIn: false,
   subjects: subjectsOf(r),
   inherits: (r.inherits ?? []).map(({ through, relation }) => ({ through, relation })),
+  requires: (r.requires ?? []).map(({ through, relation }) => ({ through, relation })),
+  unless: (r.unless ?? []).map(({ through, relation }) => ({ through, relation })),
 });
 
 export interface CatalogChange {

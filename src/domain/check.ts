@@ -15,6 +15,7 @@ import { CONDITION_LIMITS, ConditionCache, type Condition } from "./conditions.j
 import { PROCESS_CPU } from "./fair-cpu.js";
 import { settleWays } from "./decided-ways.js";
 import { bindingsOf, checkQuestionFacts, NO_FACTS, withStoredProperties, type QuestionFacts } from "./question-facts.js";
+import { conditionTruths, mayHold, OperatorAnswers, rolesOnly, type Evaluate } from "./operator-answers.js";
 
 /** May the user perform the action on the instance? */
 export interface CheckQuestion {
@@ -90,6 +91,8 @@ export class Checker {
   private readonly models: AccessModels;
   private readonly statements = new CheckStatements();
   private readonly conditions = new ConditionCache();
+  /** Where the catalog has `requires` or `unless`: the relations held, decided (operator-answers.ts). */
+  private readonly operatorAnswers: OperatorAnswers;
 
   constructor(
     private readonly db: Db,
@@ -104,6 +107,12 @@ export class Checker {
       telemetry,
     });
     this.conditionalPaths = exactReads(db, replicas, conditionalPathsStore.paths, { maxBatch: LIMITS.batchChecks, reads: "conditional paths", telemetry });
+    this.operatorAnswers = new OperatorAnswers(db, replicas, telemetry, this.models);
+  }
+
+  /** The application's model at `version` (the one a page's statement read); undefined when the application is gone. */
+  async modelAt(appId: string, version: string): Promise<AccessModel | undefined> {
+    return this.models.cached(appId, version) ?? (await this.models.load(appId));
   }
 
   async check(caller: Caller, question: CheckQuestion): Promise<boolean> {
@@ -114,6 +123,7 @@ export class Checker {
     const model = liveModel(facts);
     known(v, model, question, (field) => field);
     v.throwIfAny();
+    if (model.operators) return (await this.withOperators(caller, [[model, question, facts]]))[0]!;
     return syncAnswer(model, question, facts) ?? (await this.decide(caller, [[model, question, facts]], [undefined]))[0]!;
   }
 
@@ -123,6 +133,7 @@ export class Checker {
     const v = new Violations();
     all.forEach(([model, q], i) => known(v, model, q, (field) => `checks[${i}].${field}`));
     v.throwIfAny();
+    if (all[0]?.[0].operators === true) return this.withOperators(caller, all);
     // No promise per question unless one has a condition to evaluate.
     const answers = all.map(([model, q, facts]) => syncAnswer(model, q, facts));
     if (!answers.includes(undefined)) return answers as boolean[];
@@ -160,6 +171,7 @@ export class Checker {
     const model = liveModel(facts);
     knownResource(v, model, question, (field) => field);
     v.throwIfAny();
+    if (model.operators) return (await this.permissionsWithOperators(caller, [[model, question, facts]]))[0]!;
     if (plain(model, facts)) return model.actionsAllowed(question, facts.relations, facts.roles);
     return (await this.permissionsWithConditions(caller, [[model, question, facts]]))[0]!;
   }
@@ -170,6 +182,7 @@ export class Checker {
     const v = new Violations();
     all.forEach(([model, q], i) => knownResource(v, model, q, (field) => `requests[${i}].${field}`));
     v.throwIfAny();
+    if (all[0]?.[0].operators === true) return this.permissionsWithOperators(caller, all);
     if (all.every(([model, , facts]) => plain(model, facts))) return all.map(([model, q, facts]) => model.actionsAllowed(q, facts.relations, facts.roles));
     return this.permissionsWithConditions(caller, all);
   }
@@ -196,6 +209,38 @@ export class Checker {
       }),
     );
     return allowed;
+  }
+
+  /** Checks where the catalog has `requires` or `unless`: roles as always, the relations held decided (operator-answers.ts). */
+  private async withOperators(caller: Caller, all: [AccessModel, CheckQuestion, Facts][]): Promise<boolean[]> {
+    const asked: StoredReads = new Map();
+    const allowed = await Promise.all(all.map(([model, q, facts]) => model.allows(q, [], facts.roles) || this.allows(caller, model, q, rolesOnly(facts), asked)));
+    const open = all.flatMap(([model, q, facts], i) => (!allowed[i] && mayHold(model, q.resource, [q.action], facts) ? [i] : []));
+    const items = open.map((i) => ({ model: all[i]![0], question: all[i]![1], action: all[i]![1].action, actions: [all[i]![1].action] }));
+    const byRelations = await this.operatorAnswers.allowed(caller.appId, items, this.evaluate(caller, asked));
+    open.forEach((i, k) => (allowed[i] = byRelations[k]!.length > 0));
+    return allowed;
+  }
+
+  /** Permissions where the catalog has `requires` or `unless`: the actions roles allow, and those the relations decided imply. */
+  private async permissionsWithOperators(caller: Caller, all: [AccessModel, PermissionsQuestion, Facts][]): Promise<string[][]> {
+    const asked: StoredReads = new Map();
+    const allowed = await Promise.all(all.map(([model, q, facts]) => this.actionsAllowed(caller, model, q, rolesOnly(facts), asked)));
+    const items = all.flatMap(([model, question, facts], i) => {
+      const actions = model.catalogActions(question.resource).filter((a) => !allowed[i]!.includes(a));
+      return actions.length > 0 && mayHold(model, question.resource, actions, facts) ? [{ i, model, question, action: null, actions }] : [];
+    });
+    const byRelations = await this.operatorAnswers.allowed(caller.appId, items, this.evaluate(caller, asked));
+    items.forEach(({ i, model, question }, k) => (allowed[i] = orderedLike(model, question, new Set([...allowed[i]!, ...byRelations[k]!]))));
+    return allowed;
+  }
+
+  /** Each condition's truth for a question and action, with its facts (operator-answers.ts). */
+  private evaluate<Q extends PermissionsQuestion>(caller: Caller, asked: StoredReads): Evaluate<Q> {
+    return async (q, action, sources, nowMs) => {
+      const compiled = sources.map((source) => this.conditions.get(source));
+      return conditionTruths(caller.appId, compiled, bindingsOf(q, action, await this.factsFor(caller, q, compiled, asked), nowMs));
+    };
   }
 
   /**

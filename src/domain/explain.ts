@@ -5,8 +5,8 @@ import type { Db } from "../store/db.js";
 import { explainStore, type ExplainInput, type ExplainRow } from "../store/explain-store.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
 import type { Caller, CheckQuestion } from "./check.js";
-import { validateQuestion } from "./check.js";
-import { Violations } from "./errors.js";
+import { Checker, validateQuestion } from "./check.js";
+import { failedPrecondition, Violations } from "./errors.js";
 import { exactReads, requireAnswerable } from "./exact-read.js";
 import { LIMITS } from "./formats.js";
 import type { Subject } from "./subjects.js";
@@ -95,6 +95,7 @@ export class Explainer {
     private readonly db: Db,
     replicas?: ReadReplicas,
     telemetry: Telemetry = NO_TELEMETRY,
+    private readonly checker: Checker = new Checker(db, replicas, telemetry),
   ) {
     this.coalesced = exactReads(db, replicas, explainStore.explain, { maxBatch: 100, reads: "explain", telemetry });
   }
@@ -105,6 +106,10 @@ export class Explainer {
     v.throwIfAny();
     const row = await this.coalesced.call({ appId: caller.appId, keyHash: caller.keyHash, ...q });
     requireAnswerable(row, q);
+    // Its walks do not follow `requires` and `unless`: refused rather than a reason they would cancel.
+    if (row.version === null || (await this.checker.modelAt(caller.appId, row.version))?.operators !== false) {
+      throw failedPrecondition("explain does not yet follow requires and unless, which this application's catalog has: ask the check (docs/exclusion.md)");
+    }
     // The user's stored properties, when a condition it may evaluate may read them.
     const sources = [
       ...row.grants.map((g) => g[9]),

@@ -15,6 +15,7 @@ import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
 import { lowerReplay } from "../store/lsn.js";
+import { allowedPage, type ReadIds } from "./operator-pages.js";
 
 export interface LookupQuestion {
   userId: string;
@@ -151,6 +152,8 @@ export class Lookup {
     const input = { appId: caller.appId, keyHash: caller.keyHash, userId: q.userId, resource: q.resource, action: q.action, tenantId: q.tenantId, after, limit: limit + 1 };
     const row = await this.coalesced.call(input);
     requireAnswerable(row, q);
+    const model = row.version === null ? undefined : await this.checker.modelAt(caller.appId, row.version);
+    if (model === undefined || model.version !== row.version || model.operators) return this.lookupWithOperators(caller, q, input, row, limit);
     const merged = splitPage(row.pathsPossible && row.graph !== undefined ? await this.withPaths(row.graph, row.resourceIds) : row.resourceIds);
     const more = merged.length > limit;
     const ids = merged.slice(0, limit);
@@ -171,6 +174,37 @@ export class Lookup {
       conditional: page.flatMap((e) => (e.conditions === undefined ? [] : [{ id: e.id, conditions: e.conditions }])),
       page,
       nextPageToken: more ? encodePageToken({ resourceId: ids[ids.length - 1]!.id }) : "",
+    };
+  }
+
+  /**
+   * A page where the catalog has `requires` or `unless` (operator-pages.ts):
+   * the walk's ids, each asked as the batch check asks it, with the
+   * question's facts; what is allowed is listed plainly, and nothing is
+   * listed apart as conditional (docs/exclusion.md). Roles answer
+   * allInstances as they do everywhere: the rules do not touch them.
+   */
+  private async lookupWithOperators(caller: Caller, q: LookupQuestion, input: LookupInput, first: PlainPage, limit: number): Promise<LookupAnswer> {
+    const read: ReadIds = async (after, chunk) => {
+      const row = after === input.after && chunk === input.limit ? first : await this.coalesced.call({ ...input, after, limit: chunk });
+      requireAnswerable(row, q);
+      const ids = splitPage(row.pathsPossible && row.graph !== undefined ? await this.withPaths(row.graph, row.resourceIds) : row.resourceIds).map((e) => e.id);
+      return { ids: ids.slice(0, chunk), full: ids.length >= chunk };
+    };
+    const everyInstance = !first.allInstances && first.conditionalRole;
+    const [page, roles] = await Promise.all([
+      allowedPage(limit, input.after, read, (ids) =>
+        this.checker.batch(caller, ids.map((resourceId) => ({ ...question(q), resourceId, facts: q.facts }))),
+      ),
+      everyInstance ? this.checker.ways(caller, [{ ...question(q), rolesOnly: true }]).then((w) => w[0]!) : undefined,
+    ]);
+    return {
+      allInstances: first.allInstances || roles?.outright === true,
+      allInstancesConditions: roles === undefined || roles.outright ? [] : roles.conditions,
+      resourceIds: page.ids,
+      conditional: [],
+      page: page.ids.map((id) => ({ id })),
+      nextPageToken: page.more ? encodePageToken({ resourceId: page.ids[page.ids.length - 1]! }) : "",
     };
   }
 }

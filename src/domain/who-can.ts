@@ -12,6 +12,7 @@ import { exactReads, requireAnswerable, requireKey } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
+import { allowedPage, type ReadIds } from "./operator-pages.js";
 
 export interface WhoCanQuestion {
   resource: string;
@@ -95,6 +96,8 @@ export class WhoCan {
     };
     const row = await this.coalesced.call(input);
     requireAnswerable(row, q);
+    const model = row.version === null ? undefined : await this.checker.modelAt(caller.appId, row.version);
+    if (model === undefined || model.version !== row.version || model.operators) return this.whoCanWithOperators(caller, q, input, row, limit);
     // Users reachable only through paths with conditional rows: the same page read again along every live row, merged with this one.
     const [paths, everyone] = await Promise.all([
       row.pathsPossible ? this.throughPaths.call({ ...input, prior: row.userIds }) : undefined,
@@ -117,6 +120,39 @@ export class WhoCan {
       nextPageToken: more ? encodePageToken({ userId: ids[ids.length - 1]!.id }) : "",
       allUsers: row.allUsers,
       allUsersConditions: everyone,
+    };
+  }
+
+  /**
+   * A page where the catalog has `requires` or `unless` (operator-pages.ts):
+   * the walk's users, each asked as the batch check asks it, with the
+   * question's facts. `allUsers` stays false and `allUsersConditions`
+   * empty: an allUsers grant behind an `unless` gives everyone but some,
+   * which no flag says; the users it reaches are not listed either, as
+   * everywhere (docs/exclusion.md).
+   */
+  private async whoCanWithOperators(caller: Caller, q: WhoCanQuestion, input: WhoCanInput, first: WhoCanRow, limit: number): Promise<WhoCanAnswer> {
+    const read: ReadIds = async (after, chunk) => {
+      const row = after === input.after && chunk === input.limit ? first : await this.coalesced.call({ ...input, after, limit: chunk });
+      requireAnswerable(row, q);
+      const paths = row.pathsPossible ? await this.throughPaths.call({ ...input, after, limit: chunk, prior: row.userIds }) : undefined;
+      if (paths !== undefined) requireKey(paths);
+      const ids = splitPage(paths?.ids ?? row.userIds).map((e) => e.id);
+      return { ids: ids.slice(0, chunk), full: ids.length >= chunk };
+    };
+    const page = await allowedPage(limit, input.after, read, (ids) =>
+      this.checker.batch(
+        caller,
+        ids.map((userId) => ({ userId, resource: q.resource, resourceId: q.resourceId, action: q.action, tenantId: q.tenantId, facts: q.facts })),
+      ),
+    );
+    return {
+      userIds: page.ids,
+      conditional: [],
+      page: page.ids.map((id) => ({ id })),
+      nextPageToken: page.more ? encodePageToken({ userId: page.ids[page.ids.length - 1]! }) : "",
+      allUsers: false,
+      allUsersConditions: [],
     };
   }
 }

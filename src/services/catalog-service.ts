@@ -16,6 +16,8 @@ const toProto = (entries: CatalogEntry[]) =>
       builtIn: r.builtIn,
       subjects: r.subjects,
       inherits: r.inherits,
+      requires: r.requires,
+      unless: r.unless,
     })),
   }));
 
@@ -31,6 +33,8 @@ export const catalogFromProto = (resources: CatalogResource[]) =>
       builtIn: x.builtIn,
       subjects: x.subjects,
       inherits: x.inherits.map((i) => ({ through: i.through, relation: i.relation })),
+      requires: x.requires.map((i) => ({ through: i.through, relation: i.relation })),
+      unless: x.unless.map((i) => ({ through: i.through, relation: i.relation })),
     })),
   }));
 

@@ -12,7 +12,14 @@ const catalogToProto = (doc: ModelDocument["catalog"]) =>
     resource: e.resource,
     description: e.description,
     actions: e.actions,
-    relations: e.relations.map((r) => ({ name: r.name, actions: r.actions, subjects: r.subjects ?? [], inherits: r.inherits ?? [] })),
+    relations: e.relations.map((r) => ({
+      name: r.name,
+      actions: r.actions,
+      subjects: r.subjects ?? [],
+      inherits: r.inherits ?? [],
+      requires: r.requires ?? [],
+      unless: r.unless ?? [],
+    })),
   }));
 
 const inputOf = (req: { catalog: CatalogResource[]; policies: ModelPolicy[]; roles: ModelRole[] }): ModelInput => ({

@@ -10,9 +10,13 @@ export interface EffectiveRelation {
   /** "user", "<resource>#<relation>" or "<resource>" (see domain/subjects.ts). */
   subjects: string[];
   inherits: Inherit[];
+  /** Each must hold too (intersection). */
+  requires: Inherit[];
+  /** None may hold (exclusion). */
+  unless: Inherit[];
 }
 
-/** Whoever holds `relation` on the instance linked by `through` holds the relation here. */
+/** A rule's target: `relation` on this instance (`through` ""), or on the instances it links to by `through`. */
 export interface Inherit {
   through: string;
   relation: string;
@@ -39,7 +43,14 @@ interface RelationRow {
   builtIn: boolean;
   subjects: string[];
   inherits: Inherit[];
+  requires: Inherit[];
+  unless: Inherit[];
 }
+
+/** A relation's `requires` or `unless` entries, in order, as JSON. */
+const operatorEntries = (operator: "requires" | "unless") =>
+  `(SELECT coalesce(json_agg(json_build_object('through', o.through, 'relation', o.target) ORDER BY o.position), '[]')
+               FROM catalog_operators o WHERE o.app_id = $1 AND o.resource = r.resource AND o.relation = r.relation AND o.operator = '${operator}') AS ${operator}`;
 
 /** SQL for the catalog. */
 export const catalogStore = {
@@ -51,7 +62,9 @@ export const catalogStore = {
     const relations = await q.query<RelationRow>(
       `SELECT r.resource, r.relation, r.actions, r.built_in AS "builtIn", r.subjects,
               (SELECT coalesce(json_agg(json_build_object('through', i.through, 'relation', i.inherited) ORDER BY i.position), '[]')
-               FROM catalog_inherits i WHERE i.app_id = $1 AND i.resource = r.resource AND i.relation = r.relation) AS inherits
+               FROM catalog_inherits i WHERE i.app_id = $1 AND i.resource = r.resource AND i.relation = r.relation) AS inherits,
+              ${operatorEntries("requires")},
+              ${operatorEntries("unless")}
        FROM catalog_relations r
        WHERE r.app_id = $1 ORDER BY r.resource, r.position`,
       [appId],
@@ -63,7 +76,7 @@ export const catalogStore = {
       return entry;
     });
     for (const r of relations.rows) {
-      byResource.get(r.resource)?.relations.push({ name: r.relation, actions: r.actions, builtIn: r.builtIn, subjects: r.subjects, inherits: r.inherits });
+      byResource.get(r.resource)?.relations.push({ name: r.relation, actions: r.actions, builtIn: r.builtIn, subjects: r.subjects, inherits: r.inherits, requires: r.requires, unless: r.unless });
     }
     return entries;
   },
@@ -103,13 +116,29 @@ export const catalogStore = {
     const inherits = entries.flatMap((e) =>
       e.relations.flatMap((r) => r.inherits.map((i, position) => ({ resource: e.resource, relation: r.name, position, through: i.through, inherited: i.relation }))),
     );
-    if (inherits.length === 0) return;
-    await q.query(
-      `INSERT INTO catalog_inherits (app_id, resource, relation, position, through, inherited)
-       SELECT $1, i->>'resource', i->>'relation', (i->>'position')::int, i->>'through', i->>'inherited'
-       FROM jsonb_array_elements($2::jsonb) AS t(i)`,
-      [appId, JSON.stringify(inherits)],
+    if (inherits.length > 0) {
+      await q.query(
+        `INSERT INTO catalog_inherits (app_id, resource, relation, position, through, inherited)
+         SELECT $1, i->>'resource', i->>'relation', (i->>'position')::int, i->>'through', i->>'inherited'
+         FROM jsonb_array_elements($2::jsonb) AS t(i)`,
+        [appId, JSON.stringify(inherits)],
+      );
+    }
+    const operators = entries.flatMap((e) =>
+      e.relations.flatMap((r) =>
+        (["requires", "unless"] as const).flatMap((operator) =>
+          r[operator].map((o, position) => ({ resource: e.resource, relation: r.name, operator, position, through: o.through, target: o.relation })),
+        ),
+      ),
     );
+    if (operators.length > 0) {
+      await q.query(
+        `INSERT INTO catalog_operators (app_id, resource, relation, operator, position, through, target)
+         SELECT $1, o->>'resource', o->>'relation', o->>'operator', (o->>'position')::int, o->>'through', o->>'target'
+         FROM jsonb_array_elements($2::jsonb) AS t(o)`,
+        [appId, JSON.stringify(operators)],
+      );
+    }
   },
 
   /** The policies holding any of `permissions` ("resource:action"). */

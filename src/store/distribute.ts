@@ -24,6 +24,7 @@ export const DISTRIBUTED_TABLES = [
   "catalog_resources",
   "catalog_relations",
   "catalog_inherits",
+  "catalog_operators",
   "policies",
   "policy_permissions",
   "roles",

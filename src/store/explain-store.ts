@@ -83,6 +83,8 @@ export interface ExplainRoleRow {
 
 export interface ExplainRow {
   keyValid: boolean;
+  /** The model version the statement read. */
+  version: string | null;
   /** The resource's actions; null when the catalog has no such resource. */
   actions: string[] | null;
   /** Every relation of the resource, in catalog order. */
@@ -113,6 +115,7 @@ type QuestionRow = [
 
 interface StatementRow {
   keys: boolean[] | null;
+  version: string | null;
   rows: QuestionRow[] | null;
   replayed?: string | null;
 }
@@ -138,6 +141,7 @@ const explainSql = (replayed: boolean) => `
   ${EXPLAIN_WALK}
   SELECT
     ${KEYS_VALID} AS keys,
+    (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
         (SELECT coalesce(json_agg(json_build_array(cr.relation, cr.actions) ORDER BY cr.position), '[]')
@@ -181,6 +185,7 @@ async function explainApplication(q: Queryable, appId: string, inputs: readonly 
   return {
     rows: (row.rows ?? []).map(([actions, relations, edges, grants, roles, nowMs], i) => ({
       keyValid: keyRows[keyOf[i]!] === true,
+      version: row.version,
       actions,
       relations: relations.map(([relation, implied]) => ({ relation, actions: implied })),
       edges,

@@ -217,6 +217,8 @@ export interface WhoCanInput {
 
 export interface WhoCanRow {
   keyValid: boolean;
+  /** The model version the statement read. */
+  version: string | null;
   /** The resource's actions; null when the catalog has no such resource. */
   actions: string[] | null;
   userIds: string[];
@@ -332,6 +334,7 @@ const whoCanSql = (replayed: boolean, grants: Grants) => `
   ),${PAGE_CTES(holderIds(grants))}
   SELECT
     ${KEYS_VALID} AS keys,
+    (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(${
       grants === PLAIN_GRANT
         ? `json_build_array(
@@ -523,7 +526,7 @@ export const graphStore = {
     return perApplication(inputs, async (appId, ofApp) => {
       const { keys, keyOf } = distinctKeys(ofApp);
       const { json, at } = distinctQuestions(ofApp.map(whoCanQuestion));
-      const { rows } = await q.query<{ keys: boolean[] | null; rows: [string[] | null, string[], boolean, boolean, boolean][] | null } & Replayed>(
+      const { rows } = await q.query<{ keys: boolean[] | null; version: string | null; rows: [string[] | null, string[], boolean, boolean, boolean][] | null } & Replayed>(
         options.replayed === true ? WHO_CAN.replayed : WHO_CAN.plain,
         [appId, keys, json],
       );
@@ -532,7 +535,7 @@ export const graphStore = {
       return {
         rows: ofApp.map((_, i): WhoCanRow => {
           const [actions, userIds, allUsers, pathsPossible, allUsersPathsPossible] = answers[at[i]!]!;
-          return { keyValid: row.keys?.[keyOf[i]!] === true, actions, userIds, allUsers, pathsPossible, allUsersPathsPossible };
+          return { keyValid: row.keys?.[keyOf[i]!] === true, version: row.version, actions, userIds, allUsers, pathsPossible, allUsersPathsPossible };
         }),
         replayed: row.replayed ?? null,
       };

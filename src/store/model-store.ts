@@ -9,6 +9,8 @@ export interface ModelRows {
   relations: [string, string, string[], string[]][];
   /** [resource, relation, through, inherited], in each relation's order */
   inherits: [string, string, string, string][];
+  /** [resource, relation, "requires" | "unless", through, target], in each relation's order */
+  operators: [string, string, "requires" | "unless", string, string][];
   /**
    * [roleId, tenantId, resource, action, conditions]: what each role holds
    * through its policies; conditions null when it holds outright, else the
@@ -49,6 +51,8 @@ export const modelStore = {
           FROM catalog_relations r WHERE r.app_id = $1) AS relations,
          (SELECT coalesce(json_agg(json_build_array(i.resource, i.relation, i.through, i.inherited) ORDER BY i.resource, i.relation, i.position), '[]')
           FROM catalog_inherits i WHERE i.app_id = $1) AS inherits,
+         (SELECT coalesce(json_agg(json_build_array(o.resource, o.relation, o.operator, o.through, o.target) ORDER BY o.resource, o.relation, o.operator, o.position), '[]')
+          FROM catalog_operators o WHERE o.app_id = $1) AS operators,
          (SELECT coalesce(json_agg(json_build_array(p.role_id, p.tenant_id, p.resource, p.action, p.conditions)), '[]')
           FROM role_permissions p WHERE p.app_id = $1) AS permissions
        FROM model_versions v WHERE v.app_id = $1`,

@@ -19,11 +19,11 @@ export const sampleEffectiveResources = [
     description: "A text document",
     actions: ["read", "update", "comment"],
     relations: [
-      { name: "owner", actions: ["read", "update", "comment"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "editor", actions: ["read", "update"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "viewer", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "commenter", actions: ["read", "comment"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "reviewer", actions: ["read", "comment"], builtIn: false, subjects: ["user"], inherits: [] },
+      { name: "owner", actions: ["read", "update", "comment"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "editor", actions: ["read", "update"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "viewer", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "commenter", actions: ["read", "comment"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "reviewer", actions: ["read", "comment"], builtIn: false, subjects: ["user"], inherits: [], requires: [], unless: [] },
     ],
   },
   {
@@ -31,10 +31,10 @@ export const sampleEffectiveResources = [
     description: "",
     actions: ["read", "approve"],
     relations: [
-      { name: "owner", actions: ["read", "approve"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "editor", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "viewer", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
-      { name: "commenter", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [] },
+      { name: "owner", actions: ["read", "approve"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "editor", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "viewer", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
+      { name: "commenter", actions: ["read"], builtIn: true, subjects: ["user"], inherits: [], requires: [], unless: [] },
     ],
   },
 ];

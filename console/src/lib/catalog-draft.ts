@@ -29,7 +29,14 @@ export interface RelationDraft {
   /** Who may hold it: "user", "team#member" (a subject set), "folder" (a link). */
   subjects: string[];
   inherits: InheritDraft[];
+  /** Intersection: each must be held too (API.md, "Round 4 additions"). */
+  requires: InheritDraft[];
+  /** Exclusion: none may be held. */
+  unless: InheritDraft[];
 }
+
+/** A relation's rule lists, each edited alike. */
+export type RuleListName = "inherits" | "requires" | "unless";
 
 export interface ResourceDraft {
   key: string;
@@ -46,6 +53,8 @@ interface StoredRelation {
   builtIn: boolean;
   subjects?: string[];
   inherits?: { through: string; relation: string }[];
+  requires?: { through: string; relation: string }[];
+  unless?: { through: string; relation: string }[];
 }
 
 interface StoredResource {
@@ -61,7 +70,11 @@ export const nextKey = (): string => `k${++counter}`;
 
 export const splitTokens = (text: string): string[] => text.split(/[\s,]+/).filter((t) => t !== "");
 
-export const newRelation = (): RelationDraft => ({ key: nextKey(), name: "", actions: [], subjects: ["user"], inherits: [] });
+export const newRelation = (): RelationDraft => ({ key: nextKey(), name: "", actions: [], subjects: ["user"], inherits: [], requires: [], unless: [] });
+
+const ruleDrafts = (rules: { through: string; relation: string }[] | undefined): InheritDraft[] =>
+  (rules ?? []).map((i) => ({ key: nextKey(), through: i.through, relation: i.relation }));
+const ruleRequests = (rules: InheritDraft[]) => rules.map((i) => ({ through: i.through, relation: i.relation }));
 
 export function draftFromCatalog(resources: readonly StoredResource[]): ResourceDraft[] {
   return resources.map((r) => ({
@@ -76,7 +89,9 @@ export function draftFromCatalog(resources: readonly StoredResource[]): Resource
         name: x.name,
         actions: [...x.actions],
         subjects: effectiveSubjects(x.subjects),
-        inherits: (x.inherits ?? []).map((i) => ({ key: nextKey(), through: i.through, relation: i.relation })),
+        inherits: ruleDrafts(x.inherits),
+        requires: ruleDrafts(x.requires),
+        unless: ruleDrafts(x.unless),
       })),
   }));
 }
@@ -97,7 +112,9 @@ export function draftToRequest(draft: readonly ResourceDraft[]): RequestResource
         builtIn: false,
         // None chosen is the API's default: users.
         subjects: effectiveSubjects(x.subjects),
-        inherits: x.inherits.map((i) => ({ through: i.through, relation: i.relation })),
+        inherits: ruleRequests(x.inherits),
+        requires: ruleRequests(x.requires),
+        unless: ruleRequests(x.unless),
       })),
     };
   });

@@ -19,18 +19,17 @@ import { apiProblem, reasonAt, type ApiProblem } from "../lib/errors";
 import {
   draftFromCatalog,
   draftToRequest,
-  inheritableRelations,
   linkRelationsOf,
   newRelation,
   nextKey,
   sameCatalog,
-  sameInstanceRelations,
   splitTokens,
   subjectChoices,
   type RelationDraft,
   type ResourceDraft,
 } from "../lib/catalog-draft";
 import { ALL_USERS_SUBJECT, describeSubjectType, isLinkSubjects } from "../lib/holders";
+import { RuleList } from "./catalog/rule-list";
 
 export function CatalogPage({ appId }: { appId: string; caller: GetCurrentKeyResponse }) {
   const queryClient = useQueryClient();
@@ -65,7 +64,14 @@ export function CatalogPage({ appId }: { appId: string; caller: GetCurrentKeyRes
       resources: draftToRequest(draft).map((r) =>
         create(CatalogResourceSchema, {
           ...r,
-          relations: r.relations.map((x) => create(RelationSchema, { ...x, inherits: x.inherits.map((i) => create(InheritSchema, i)) })),
+          relations: r.relations.map((x) =>
+            create(RelationSchema, {
+              ...x,
+              inherits: x.inherits.map((i) => create(InheritSchema, i)),
+              requires: x.requires.map((i) => create(InheritSchema, i)),
+              unless: x.unless.map((i) => create(InheritSchema, i)),
+            }),
+          ),
         }),
       ),
     });
@@ -282,8 +288,9 @@ function ResourceEditor({
 
 /**
  * One custom relation: its name; who may hold it (its subjects); the actions
- * it implies (none for a link); and what it inherits, from another relation
- * of the same instance or through a link of the same resource. Each part shows the API's field errors beside it.
+ * it implies (none for a link); and its rules (catalog/rule-list.tsx): what
+ * it inherits, requires and is taken away by, each a relation of the same
+ * instance or through a link of the same resource. Each part shows the API's field errors beside it.
  */
 function RelationEditor({
   idPrefix: rid,
@@ -313,8 +320,6 @@ function RelationEditor({
   const label = relation.name.trim() === "" ? "the new relation" : relation.name.trim();
   const choices = subjectChoices(catalog).map((g) => ({ ...g, choices: g.choices.filter((c) => !relation.subjects.includes(c)) }));
   const links = linkRelationsOf(resource).filter((x) => x.key !== relation.key);
-  const setInherit = (n: number, change: Partial<RelationDraft["inherits"][number]>) =>
-    onChange({ inherits: relation.inherits.map((x, j) => (j === n ? { ...x, ...change } : x)) });
   const addHolder = () => {
     if (adding === "" || relation.subjects.includes(adding)) return;
     onChange({ subjects: [...relation.subjects, adding] });
@@ -393,86 +398,26 @@ function RelationEditor({
           <FieldError id={`${rid}-actions-error`} reason={actionsError} />
         </fieldset>
       )}
-      {(!link || relation.inherits.length > 0) && (
-        <fieldset className="inherits" aria-describedby={`${rid}-inherits-error`}>
-          <legend>Inherits</legend>
-          {relation.inherits.length === 0 && (
-            <p className="muted">Nothing: only its own grants give it.</p>
-          )}
-          {relation.inherits.map((rule, n) => {
-            const iid = `${rid}-inherit-${rule.key}`;
-            const iat = `${rat}.inherits[${n}]`;
-            const throughOptions = withCurrent(links.map((x) => x.name.trim()), rule.through);
-            const sameInstance = rule.through === "";
-            const relationOptions = withCurrent(sameInstance ? sameInstanceRelations(resource, relation) : inheritableRelations(catalog, resource, rule.through), rule.relation);
-            const throughError = problem?.fields.get(`${iat}.through`) ?? problem?.fields.get(iat);
-            const relationError = problem?.fields.get(`${iat}.relation`);
-            return (
-              <div key={rule.key} className="inherit-rule inline-form" role="group" aria-label={`Inheritance rule ${n + 1} of ${label}`}>
-                <div className="field">
-                  <label htmlFor={`${iid}-relation`}>Whoever holds</label>
-                  <select
-                    id={`${iid}-relation`}
-                    value={rule.relation}
-                    onChange={(e) => setInherit(n, { relation: e.target.value })}
-                    aria-invalid={relationError !== undefined}
-                    aria-describedby={`${iid}-relation-error`}
-                  >
-                    <option value="">Choose a relation</option>
-                    {relationOptions.map((o) => (
-                      <option key={o.value} value={o.value}>
-                        {o.stale ? `${o.value} (not in the catalog)` : o.value}
-                      </option>
-                    ))}
-                  </select>
-                  <FieldError id={`${iid}-relation-error`} reason={relationError} />
-                </div>
-                <div className="field">
-                  <label htmlFor={`${iid}-through`}>on</label>
-                  <select
-                    id={`${iid}-through`}
-                    value={rule.through}
-                    onChange={(e) => setInherit(n, { through: e.target.value, relation: "" })}
-                    aria-invalid={throughError !== undefined}
-                    aria-describedby={`${iid}-through-error`}
-                  >
-                    <option value="">this instance</option>
-                    {throughOptions.map((o) => (
-                      <option key={o.value} value={o.value}>
-                        the instance linked by {o.stale ? `${o.value} (not a link of ${resource.resource || "this resource"})` : o.value}
-                      </option>
-                    ))}
-                  </select>
-                  <FieldError id={`${iid}-through-error`} reason={throughError} />
-                </div>
-                <span className="muted inherit-sentence">holds {label} here.</span>
-                <DangerButton
-                  aria-label={`Remove the rule: ${rule.relation || "?"} ${sameInstance ? "on this instance" : `through ${rule.through}`}, from ${label}`}
-                  onClick={() => onChange({ inherits: relation.inherits.filter((_, j) => j !== n) })}
-                >
-                  Remove rule
-                </DangerButton>
-              </div>
-            );
-          })}
-          <button
-            type="button"
-            className="secondary"
-            // The one link when there is one; else this instance (the select offers the links).
-            onClick={() => onChange({ inherits: [...relation.inherits, { key: nextKey(), through: links.length === 1 ? links[0]!.name.trim() : "", relation: "" }] })}
-          >
-            Add an inheritance rule
-          </button>
-          <FieldError id={`${rid}-inherits-error`} reason={problem?.fields.get(`${rat}.inherits`)} />
-        </fieldset>
+      {(["inherits", "requires", "unless"] as const).map(
+        (list) =>
+          (!link || relation[list].length > 0) && (
+            <RuleList
+              key={list}
+              list={list}
+              idPrefix={rid}
+              at={rat}
+              label={label}
+              relation={relation}
+              resource={resource}
+              catalog={catalog}
+              links={links}
+              problem={problem}
+              onChange={onChange}
+            />
+          ),
       )}
       <DangerButton onClick={onRemove}>Remove relation {relation.name}</DangerButton>
     </div>
   );
 }
 
-/** A select's options, with the current value kept (and marked) when the draft no longer offers it, so what is stored stays visible. */
-function withCurrent(options: string[], current: string): { value: string; stale: boolean }[] {
-  const all = options.map((value) => ({ value, stale: false }));
-  return current === "" || options.includes(current) ? all : [...all, { value: current, stale: true }];
-}

@@ -35,7 +35,7 @@ import {
 import { ErrorNote } from "../components/error-note";
 import { useNotify } from "../components/notice";
 import { apiProblem } from "../lib/errors";
-import { fileForm, fileRules } from "../../../src/lib/model-file.js";
+import { fileForm, fileRelation } from "../../../src/lib/model-file.js";
 
 /** The REST export's JSON: every field, empty lists and strings included (a rule's empty `through` aside: fileForm), so a download equals `model export`. */
 const EXPORT_JSON = { alwaysEmitImplicit: true } as const;
@@ -399,7 +399,7 @@ function normalise(item: Json): Json {
   if (Array.isArray(out.relations)) {
     out.relations = (out.relations as Json[])
       .filter((r) => r.builtIn !== true)
-      .map((r) => ({ ...r, builtIn: undefined, subjects: r.subjects ?? [], inherits: fileRules(r.inherits ?? []) }));
+      .map((r) => fileRelation({ ...r, builtIn: undefined, subjects: r.subjects ?? [], inherits: r.inherits ?? [] }));
   }
   return JSON.parse(JSON.stringify(out)) as Json;
 }

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/catalog.proto.
  */
 export const file_authz_v1_catalog: GenFile = /*@__PURE__*/
-  fileDesc("ChZhdXRoei92MS9jYXRhbG9nLnByb3RvEghhdXRoei52MSJwCg9DYXRhbG9nUmVzb3VyY2USEAoIcmVzb3VyY2UYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDwoHYWN0aW9ucxgDIAMoCRIlCglyZWxhdGlvbnMYBCADKAsyEi5hdXRoei52MS5SZWxhdGlvbiJyCghSZWxhdGlvbhIMCgRuYW1lGAEgASgJEg8KB2FjdGlvbnMYAiADKAkSEAoIYnVpbHRfaW4YAyABKAgSEAoIc3ViamVjdHMYBCADKAkSIwoIaW5oZXJpdHMYBSADKAsyES5hdXRoei52MS5Jbmhlcml0IiwKB0luaGVyaXQSDwoHdGhyb3VnaBgBIAEoCRIQCghyZWxhdGlvbhgCIAEoCSJWChFQdXRDYXRhbG9nUmVxdWVzdBIOCgZhcHBfaWQYASABKAkSMQoJcmVzb3VyY2VzGAIgAygLMhkuYXV0aHoudjEuQ2F0YWxvZ1Jlc291cmNlQgPgQQIiQgoSUHV0Q2F0YWxvZ1Jlc3BvbnNlEiwKCXJlc291cmNlcxgBIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZSIjChFHZXRDYXRhbG9nUmVxdWVzdBIOCgZhcHBfaWQYASABKAkiQgoSR2V0Q2F0YWxvZ1Jlc3BvbnNlEiwKCXJlc291cmNlcxgBIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZTKHAgoOQ2F0YWxvZ1NlcnZpY2USewoKUHV0Q2F0YWxvZxIbLmF1dGh6LnYxLlB1dENhdGFsb2dSZXF1ZXN0GhwuYXV0aHoudjEuUHV0Q2F0YWxvZ1Jlc3BvbnNlIjKC0+STAiw6ASoaJy9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3Jlc291cmNlcxJ4CgpHZXRDYXRhbG9nEhsuYXV0aHoudjEuR2V0Q2F0YWxvZ1JlcXVlc3QaHC5hdXRoei52MS5HZXRDYXRhbG9nUmVzcG9uc2UiL4LT5JMCKRInL2FwaS92MS9hcHBsaWNhdGlvbnMve2FwcF9pZH0vcmVzb3VyY2VzYgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior]);
+  fileDesc("ChZhdXRoei92MS9jYXRhbG9nLnByb3RvEghhdXRoei52MSJwCg9DYXRhbG9nUmVzb3VyY2USEAoIcmVzb3VyY2UYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDwoHYWN0aW9ucxgDIAMoCRIlCglyZWxhdGlvbnMYBCADKAsyEi5hdXRoei52MS5SZWxhdGlvbiK6AQoIUmVsYXRpb24SDAoEbmFtZRgBIAEoCRIPCgdhY3Rpb25zGAIgAygJEhAKCGJ1aWx0X2luGAMgASgIEhAKCHN1YmplY3RzGAQgAygJEiMKCGluaGVyaXRzGAUgAygLMhEuYXV0aHoudjEuSW5oZXJpdBIjCghyZXF1aXJlcxgGIAMoCzIRLmF1dGh6LnYxLkluaGVyaXQSIQoGdW5sZXNzGAcgAygLMhEuYXV0aHoudjEuSW5oZXJpdCIsCgdJbmhlcml0Eg8KB3Rocm91Z2gYASABKAkSEAoIcmVsYXRpb24YAiABKAkiVgoRUHV0Q2F0YWxvZ1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJEjEKCXJlc291cmNlcxgCIAMoCzIZLmF1dGh6LnYxLkNhdGFsb2dSZXNvdXJjZUID4EECIkIKElB1dENhdGFsb2dSZXNwb25zZRIsCglyZXNvdXJjZXMYASADKAsyGS5hdXRoei52MS5DYXRhbG9nUmVzb3VyY2UiIwoRR2V0Q2F0YWxvZ1JlcXVlc3QSDgoGYXBwX2lkGAEgASgJIkIKEkdldENhdGFsb2dSZXNwb25zZRIsCglyZXNvdXJjZXMYASADKAsyGS5hdXRoei52MS5DYXRhbG9nUmVzb3VyY2UyhwIKDkNhdGFsb2dTZXJ2aWNlEnsKClB1dENhdGFsb2cSGy5hdXRoei52MS5QdXRDYXRhbG9nUmVxdWVzdBocLmF1dGh6LnYxLlB1dENhdGFsb2dSZXNwb25zZSIygtPkkwIsOgEqGicvYXBpL3YxL2FwcGxpY2F0aW9ucy97YXBwX2lkfS9yZXNvdXJjZXMSeAoKR2V0Q2F0YWxvZxIbLmF1dGh6LnYxLkdldENhdGFsb2dSZXF1ZXN0GhwuYXV0aHoudjEuR2V0Q2F0YWxvZ1Jlc3BvbnNlIi+C0+STAikSJy9hcGkvdjEvYXBwbGljYXRpb25zL3thcHBfaWR9L3Jlc291cmNlc2IGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior]);
 
 /**
  * One resource type.
@@ -114,6 +114,27 @@ export type Relation = Message<"authz.v1.Relation"> & {
    * @generated from field: repeated authz.v1.Inherit inherits = 5;
    */
   inherits: Inherit[];
+
+  /**
+   * Intersection: a holder by the rules above holds this relation only if
+   * they also hold each entry's relation, on this same instance (`through`
+   * empty) or on at least one instance linked by `through` (none linked:
+   * it does not hold). Each entry is decided with its own bound of hops.
+   *
+   * @generated from field: repeated authz.v1.Inherit requires = 6;
+   */
+  requires: Inherit[];
+
+  /**
+   * Exclusion: a holder by the rules above does not hold this relation if
+   * they hold any entry's relation, on this same instance or on any
+   * instance linked by `through` (none linked: it blocks nothing). A cycle
+   * of relations through an entry here (a relation depending on its own
+   * negation) is refused.
+   *
+   * @generated from field: repeated authz.v1.Inherit unless = 7;
+   */
+  unless: Inherit[];
 };
 
 /**
@@ -124,8 +145,9 @@ export const RelationSchema: GenMessage<Relation> = /*@__PURE__*/
   messageDesc(file_authz_v1_catalog, 1);
 
 /**
- * One inheritance rule of a relation: {through: "parent", relation: "viewer"}
- * (the parent's viewers), or {relation: "editor"} (this instance's editors).
+ * One rule of a relation (inherits, requires, unless): {through: "parent",
+ * relation: "viewer"} (the parent's viewers), or {relation: "editor"} (this
+ * instance's editors).
  *
  * @generated from message authz.v1.Inherit
  */

@@ -1,0 +1,38 @@
+/**
+ * Lookup's and who can's pages where the catalog has `requires` or `unless`
+ * (docs/exclusion.md): the walks' pages are a superset (a rule can only
+ * take away), read in id order after the cursor; each id of them is asked
+ * as a batch check asks it (exact: operator-answers.ts), and the pages go
+ * on from the last id read until a page and one more are allowed or the
+ * walk has no more ids. Never cut: a page is complete up to its last id.
+ * Each further read takes four times as many ids as the one before (at
+ * most MAX_CHUNK), so a page behind many excluded ids costs a few
+ * statements, not one per page.
+ */
+
+/** Ids one read and its checks take at most: a batch check's limit. */
+export const MAX_CHUNK = 1_000;
+
+/** One read of the superset: up to `limit` ids after `after`, in order, and whether it stopped at `limit`. */
+export type ReadIds = (after: string, limit: number) => Promise<{ ids: string[]; full: boolean }>;
+
+/** Which of the ids are allowed, as the check answers each. */
+export type Allowed = (ids: string[]) => Promise<boolean[]>;
+
+/** The first `limit` allowed ids after `after`, and whether more follow. */
+export async function allowedPage(limit: number, after: string, read: ReadIds, allowed: Allowed): Promise<{ ids: string[]; more: boolean }> {
+  const out: string[] = [];
+  let cursor = after;
+  let chunk = Math.min(MAX_CHUNK, limit + 1);
+  for (;;) {
+    const { ids, full } = await read(cursor, chunk);
+    if (ids.length > 0) {
+      const answers = await allowed(ids);
+      ids.forEach((id, i) => answers[i] === true && out.push(id));
+    }
+    if (out.length > limit || !full || ids.length === 0) break;
+    cursor = ids[ids.length - 1]!;
+    chunk = Math.min(MAX_CHUNK, chunk * 4);
+  }
+  return { ids: out.slice(0, limit), more: out.length > limit };
+}

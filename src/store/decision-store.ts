@@ -1,0 +1,169 @@
+/**
+ * The rows a decision with `requires` and `unless` reads (API.md, "Round
+ * 4 additions"; docs/exclusion.md): one statement per application for a
+ * batch of questions, which walks outward from each question's instance as
+ * the check's walk does, and also into each `requires` and `unless` entry
+ * of every relation it reaches (on the instance, or on each one linked by
+ * the entry's `through`), each entry's walk starting again at depth 0: its
+ * own bound of hops. Exclusion is that second walk; the domain cancels the
+ * first with it (relation-decision.ts), and intersection is a walk that
+ * must meet.
+ *
+ * It returns what the decision needs of the nodes it reached, every live
+ * row with its condition (the domain evaluates them with each question's
+ * facts): the grants of each node to subject sets (for a node reached below
+ * the bound), the links its rules go through, and each question's user's
+ * (and every user's) grants on each node. The walk's rows are read lazily
+ * up to DECISION_LIMITS.walkRows per instance of the batch; a batch that
+ * reaches the cap is answered as if nothing were held through its walks
+ * (`truncated`), so a cut can deny but never allow.
+ *
+ * Every table is named with app_id = $1: on Citus a router query, the one
+ * kind in which Citus runs a recursive query.
+ */
+import type { Queryable } from "./db.js";
+import { EACH_HOLDER } from "./all-users.js";
+import { perApplication, REPLAYED, type ReadRows } from "./per-application.js";
+import { MAX_HOPS, outwardHop } from "./outward-hop.js";
+import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
+
+export const DECISION_LIMITS = {
+  /** Rows of the walk read per instance (and action) of a statement's questions. */
+  walkRows: 10_000,
+} as const;
+
+export interface DecisionInput {
+  appId: string;
+  userId: string;
+  resource: string;
+  resourceId: string;
+  /** The action asked; null for a permissions question (every relation is a root). */
+  action: string | null;
+}
+
+/** [resource, id, relation, subject resource, subject id, subject relation, condition] */
+export type SetRow = [string, string, string, string, string, string, string | null];
+/** [resource, id, link relation, linked resource, linked id, condition] */
+export type LinkRow = [string, string, string, string, string, string | null];
+/** [resource, id, relation, condition]: a grant of the node to the question's user, or to every user */
+export type HeldRow = [string, string, string, string | null];
+
+export interface DecisionRows {
+  /** The walk reached DECISION_LIMITS.walkRows per instance: nothing may be taken as held through it. */
+  truncated: boolean;
+  /** The model version the statement read: the rules it followed are that version's. */
+  version: string | null;
+  nowMs: number;
+  sets: SetRow[];
+  links: LinkRow[];
+  /** The question's user's (and every user's) grants on the nodes of its walk. */
+  held: HeldRow[];
+}
+
+const decisionSql = (replayed: boolean) => `
+  WITH RECURSIVE
+  q AS (SELECT q.*, dense_rank() OVER (ORDER BY q.resource, q.resource_id, q.action) AS k
+        FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (u text, r text, i text, a text))
+             WITH ORDINALITY AS q(user_id, resource, resource_id, action, n)),
+  walk(k, resource, resource_id, relation, depth) AS (
+    SELECT s.k, s.resource, s.resource_id, cr.relation, 0
+    FROM (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action FROM q) s
+    JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = s.resource
+    WHERE s.action IS NULL OR s.action = ANY (cr.actions)
+    UNION
+    SELECT w.k, e.resource, e.resource_id, e.relation, e.depth
+    FROM walk w CROSS JOIN LATERAL (
+      SELECT x.resource, x.resource_id, x.relation, w.depth + x.hops
+      FROM (${outwardHop(LIVE_GRANT)}) x(resource, resource_id, relation, hops)
+      UNION ALL
+      SELECT w.resource, w.resource_id, o.target, 0
+      FROM catalog_operators o
+      WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through = ''
+      UNION ALL
+      SELECT s.subject_resource, s.subject_id, o.target, 0
+      FROM catalog_operators o
+      JOIN subject_relationships s
+        ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = o.through
+       AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
+      WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through <> ''
+    ) e(resource, resource_id, relation, depth)
+  ),
+  capped AS MATERIALIZED (SELECT * FROM walk LIMIT $3 + 1),
+  nodes AS MATERIALIZED (
+    SELECT c.k, c.resource, c.resource_id, c.relation, min(c.depth) AS depth
+    FROM capped c GROUP BY c.k, c.resource, c.resource_id, c.relation
+  ),
+  distinct_nodes AS MATERIALIZED (
+    SELECT d.resource, d.resource_id, d.relation, min(d.depth) AS depth
+    FROM nodes d GROUP BY d.resource, d.resource_id, d.relation
+  ),
+  links AS (
+    SELECT DISTINCT d.resource, d.resource_id, r.through
+    FROM distinct_nodes d
+    JOIN (SELECT ci.resource, ci.relation, ci.through FROM catalog_inherits ci WHERE ci.app_id = $1 AND ci.through <> ''
+          UNION
+          SELECT o.resource, o.relation, o.through FROM catalog_operators o WHERE o.app_id = $1 AND o.through <> '') r
+      ON r.resource = d.resource AND r.relation = d.relation
+  )
+  SELECT
+    (SELECT count(*) > $3 FROM capped) AS truncated,
+    (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
+    ${NOW_MS} AS now_ms,
+    (SELECT coalesce(json_agg(json_build_array(d.resource, d.resource_id, d.relation, s.subject_resource, s.subject_id, s.subject_relation, s.condition)), '[]')
+     FROM distinct_nodes d
+     JOIN subject_relationships s
+       ON s.app_id = $1 AND s.resource = d.resource AND s.resource_id = d.resource_id AND s.relation = d.relation
+      AND s.subject_relation <> '' AND ${LIVE_GRANT("s")}
+     WHERE d.depth < ${MAX_HOPS}) AS sets,
+    (SELECT coalesce(json_agg(json_build_array(l.resource, l.resource_id, l.through, s.subject_resource, s.subject_id, s.condition)), '[]')
+     FROM links l
+     JOIN subject_relationships s
+       ON s.app_id = $1 AND s.resource = l.resource AND s.resource_id = l.resource_id AND s.relation = l.through
+      AND s.subject_relation = '' AND ${LIVE_GRANT("s")}) AS links,
+    (SELECT json_agg(
+        (SELECT coalesce(json_agg(json_build_array(d.resource, d.resource_id, d.relation, g.condition)), '[]')
+         FROM nodes d
+         CROSS JOIN LATERAL (${EACH_HOLDER("q.user_id", (holder) => `SELECT g.condition FROM relationships g
+           WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = d.resource AND g.resource_id = d.resource_id
+             AND g.relation = d.relation AND ${LIVE_GRANT("g")}`)}) g
+         WHERE d.k = q.k)
+      ORDER BY q.n)
+     FROM q) AS held${replayed ? REPLAYED : ""}`;
+
+const STATEMENTS = { plain: decisionSql(false), replayed: decisionSql(true) };
+
+interface StatementRow {
+  truncated: boolean;
+  version: string | null;
+  now_ms: number;
+  sets: SetRow[];
+  links: LinkRow[];
+  held: HeldRow[][] | null;
+  replayed?: string | null;
+}
+
+export const decisionStore = {
+  /**
+   * The rows each question's decision reads: one result per input, in input
+   * order (the questions of one application share theirs but for `held`).
+   */
+  async rows(q: Queryable, inputs: readonly DecisionInput[], options: { replayed?: boolean } = {}): Promise<ReadRows<DecisionRows>> {
+    return perApplication(inputs, async (appId, ofApp) => {
+      const questions = ofApp.map((i) => ({ u: i.userId, r: i.resource, i: i.resourceId, a: i.action }));
+      const instances = new Set(ofApp.map((i) => JSON.stringify([i.resource, i.resourceId, i.action]))).size;
+      const sql = options.replayed === true ? STATEMENTS.replayed : STATEMENTS.plain;
+      const { rows } = await q.query<StatementRow>(sql, [appId, JSON.stringify(questions), DECISION_LIMITS.walkRows * instances]);
+      const row = rows[0]!;
+      const held = row.held ?? [];
+      return {
+        rows: ofApp.map(
+          (_, i): DecisionRows => ({ truncated: row.truncated, version: row.version, nowMs: row.now_ms, sets: row.sets, links: row.links, held: held[i] ?? [] }),
+        ),
+        replayed: row.replayed ?? null,
+      };
+    });
+  },
+};
+
+/** The statement's text, for the SQL rules' test. */
+export const DECISION_SQL = STATEMENTS.plain;
