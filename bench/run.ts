@@ -31,6 +31,7 @@ import { conditions } from "./groups/conditions.js";
 import { external } from "./groups/external.js";
 import { grpc } from "./groups/grpc.js";
 import { hierarchy } from "./groups/hierarchy.js";
+import { exclusion } from "./groups/exclusion.js";
 import { isolation } from "./groups/isolation.js";
 import { list } from "./groups/list.js";
 import { models } from "./groups/models.js";
@@ -62,6 +63,7 @@ const GROUPS: readonly Group[] = [
   { name: "batch", run: batch },
   { name: "list", run: list },
   { name: "hierarchy", run: hierarchy },
+  { name: "exclusion", run: exclusion },
   { name: "models", run: models },
   { name: "changes", run: changesDelay, restarted: changesRestarted },
   { name: "isolation", run: isolation },

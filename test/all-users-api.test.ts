@@ -267,6 +267,7 @@ describe.each(engines)("allUsers grants on %s", (engine) => {
           relation: "viewer",
           grant: expect.objectContaining({ userId: "", allUsers: true, resource: "doc", resourceId: "q-pub", relation: "viewer" }),
           path: [expect.objectContaining({ userId: "", allUsers: true })],
+          requires: [],
         },
       ]);
       expect(pub.considered).toMatchObject({ relations: [{ relation: "viewer", actions: ["read"] }] });

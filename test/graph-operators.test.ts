@@ -6,8 +6,8 @@
  * subject sets and links, each whose condition holds, fails or cannot be
  * decided with the question's facts) written as a catalog and grants, then
  * every relation of every instance asked for every user by the batch
- * check, every lookup and who can read page by page, each compared with
- * the independent model. Each relation implies one action of its own
+ * check (and a fifth of them by explain), every lookup and who can read
+ * page by page, each compared with the independent model. Each relation implies one action of its own
  * (`do_<relation>`), so a check asks exactly one relation.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -125,6 +125,14 @@ describe.each(engines)("requires and unless against the model through the API on
     const wrong = checks.filter((c, i) => answers[i]!.allowed !== (truths.get(c.userId)!(c.resource, c.resourceId, c.relation) === T));
     expect(wrong.map((c) => `${c.userId} ${c.resource}:${c.resourceId}#${c.relation}`)).toEqual([]);
     expect(answers.some((a) => a.allowed)).toBe(true);
+
+    // Explain, on every fifth question: allowed exactly where the model holds; a relation held has a reason, one denied none.
+    for (const c of checks.filter((_, i) => i % 5 === 0)) {
+      const explained = await post("/api/v1/authorization/check/explain", { userId: c.userId, resource: c.resource, resourceId: c.resourceId, action: action(c.relation), context: CONTEXT });
+      const holds = truths.get(c.userId)!(c.resource, c.resourceId, c.relation) === T;
+      expect(explained.allowed, `explain ${c.userId} ${c.resource}:${c.resourceId}#${c.relation}`).toBe(holds);
+      expect((explained.reasons as { relation: string }[]).some((r) => r.relation === c.relation)).toBe(holds);
+    }
 
     // Lookup, two ids a page: exactly the instances the model holds true.
     for (const userId of USERS) {

@@ -75,21 +75,21 @@ describe.each(oneEngine(import.meta.url))("explain, permissions and lookup on %s
     it("every way the action is allowed: grants by relation, then roles by name, a reason per policy", async () => {
       const res = await service.call("POST", EXPLAIN, { key, body: { userId: "ann", resource: "document", resourceId: "d1", action: "read", tenantId: "acme" } });
       expectStatus(res, 200);
-      expect(Object.keys(res.body).sort()).toEqual(["allowed", "conditions", "considered", "reasons"]);
+      expect(Object.keys(res.body).sort()).toEqual(["allowed", "blocked", "conditions", "considered", "reasons"]);
       expect(res.body.allowed).toBe(true);
       const grantOf = (relation: string) => {
         const grant = { userId: "ann", allUsers: false, resource: "document", resourceId: "d1", relation, createdAt: expect.stringMatching(ISO) };
         // The user's own grant on the instance: a path of one grant.
-        return { kind: "relation", relation, grant, path: [grant] };
+        return { kind: "relation", relation, grant, path: [grant], requires: [] };
       };
       expect(res.body.reasons).toEqual([
         grantOf("reviewer"),
         grantOf("viewer"),
         // "Admins" < "Editors"; the acme one counts (tenant acme), the globex one does not.
-        // A role's reason has no path (REST writes every repeated field, so `path: []`).
-        { kind: "role", roleId: ids.acmeAdmins, roleName: "Admins", tenantId: "acme", policyId: ids.acmeDelete, policyName: "Acme delete", permission: "document:read", path: [] },
-        { kind: "role", roleId: ids.editors, roleName: "Editors", policyId: ids.edit, policyName: "Edit documents", permission: "document:read", path: [] },
-        { kind: "role", roleId: ids.editors, roleName: "Editors", policyId: ids.read, policyName: "Read documents", permission: "document:read", path: [] },
+        // A role's reason has no path nor requires (REST writes every repeated field, so `path: []`).
+        { kind: "role", roleId: ids.acmeAdmins, roleName: "Admins", tenantId: "acme", policyId: ids.acmeDelete, policyName: "Acme delete", permission: "document:read", path: [], requires: [] },
+        { kind: "role", roleId: ids.editors, roleName: "Editors", policyId: ids.edit, policyName: "Edit documents", permission: "document:read", path: [], requires: [] },
+        { kind: "role", roleId: ids.editors, roleName: "Editors", policyId: ids.read, policyName: "Read documents", permission: "document:read", path: [], requires: [] },
       ]);
       expect(res.body.considered).toEqual({
         relations: [
@@ -123,12 +123,13 @@ describe.each(oneEngine(import.meta.url))("explain, permissions and lookup on %s
         },
         // No grant or assignment here has a condition: none was evaluated.
         conditions: [],
+        blocked: [],
       });
     });
 
     it("a user with nothing: allowed false, empty lists, every field present", async () => {
       const res = await service.call("POST", EXPLAIN, { key, body: { userId: "nobody", resource: "folder", resourceId: "f1", action: "read" } });
-      expect(res.body).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] }, conditions: [] });
+      expect(res.body).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] }, conditions: [], blocked: [] });
     });
 
     it("tenants: a role of another tenant never counts, as a reason or as considered", async () => {
@@ -137,7 +138,7 @@ describe.each(oneEngine(import.meta.url))("explain, permissions and lookup on %s
           key,
           body: { userId: "bea", resource: "document", resourceId: "d9", action: "delete", ...(tenantId ? { tenantId } : {}) },
         });
-        expect(res.body, String(tenantId)).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] }, conditions: [] });
+        expect(res.body, String(tenantId)).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] }, conditions: [], blocked: [] });
       }
       const acme = await service.call("POST", EXPLAIN, { key, body: { userId: "bea", resource: "document", resourceId: "d9", action: "delete", tenantId: "acme" } });
       expect(acme.body.allowed).toBe(true);
@@ -303,7 +304,7 @@ describe.each(oneEngine(import.meta.url))("explain, permissions and lookup on %s
     it("another application's key sees only its own application", async () => {
       const other = await createApp(service, "q-other", CATALOG);
       const res = await service.call("POST", EXPLAIN, { key: other, body: { userId: "ann", resource: "document", resourceId: "d1", action: "read" } });
-      expect(res.body).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] }, conditions: [] });
+      expect(res.body).toEqual({ allowed: false, reasons: [], considered: { relations: [], roles: [] }, conditions: [], blocked: [] });
       const lookup = await service.call("POST", LOOKUP, { key: other, body: { userId: "dan", resource: "document", action: "read" } });
       expect(lookup.body).toEqual({ allInstances: false, resourceIds: [], nextPageToken: "", conditional: [], allInstancesConditions: [] });
     });

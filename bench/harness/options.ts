@@ -8,7 +8,7 @@ import { ROOT } from "./processes.js";
 
 export const USAGE = `npm run bench -- [--grants 100000 | --grants 10000,1000000] [--seconds 10]
                  [--connections 50] [--profile] [--out FILE] [--keep]
-                 [--only ceiling,rest,grpc,external,batch,list,hierarchy,models,changes,isolation,conditions,bulk,questions,upkeep,telemetry]
+                 [--only ceiling,rest,grpc,external,batch,list,hierarchy,exclusion,models,changes,isolation,conditions,bulk,questions,upkeep,telemetry]
                  [--ratio-rounds 3] [--hierarchy-rounds 2] [--hierarchy-pages 1000]
                  [--model-grants 1000000] [--model-connections 10] [--model-cycles 6] [--model-test-runs 3]
                  [--changes-rate 1000] [--changes-idle-seconds 20] [--changes-streams 100] [--changes-connections 32]
@@ -36,11 +36,12 @@ export const KEEP = process.argv.includes("--keep");
  * Figure groups to measure (default all): ceiling, rest, grpc, external (wrk
  * and h2load, when installed), batch, list, bulk, questions (permissions,
  * explain and lookup, as ratios to a single check measured in the same run),
- * hierarchy (groups and hierarchy: groups/hierarchy.ts), models (models as
+ * hierarchy (groups and hierarchy: groups/hierarchy.ts), exclusion (requires
+ * and unless: groups/exclusion.ts), models (models as
  * files: groups/models.ts), changes (the change feed: groups/changes.ts),
  * isolation, conditions, upkeep, telemetry.
  */
-export const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,hierarchy,models,changes,isolation,conditions,bulk,questions,upkeep,telemetry").split(","));
+export const ONLY = new Set(arg("only", "ceiling,rest,grpc,external,batch,list,hierarchy,exclusion,models,changes,isolation,conditions,bulk,questions,upkeep,telemetry").split(","));
 /**
  * Whether any group selected measures the bench application (its catalog,
  * roles, users and grants): the ceiling needs no data and the models,

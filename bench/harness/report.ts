@@ -18,6 +18,7 @@ const TABLES: readonly (readonly [group: string, key: string])[] = [
   ["upkeep", "upkeep"],
   ["telemetry", "telemetry"],
   ["hierarchy", "hierarchy"],
+  ["exclusion", "exclusion"],
   ["models", "models"],
   ["changes", "changes"],
   ["compare", "compare"],

@@ -61,6 +61,24 @@ const sentence = (g: ExplainGrant): string => {
   return `${holder} is ${g.relation} of ${g.resource}:${g.resourceId}`;
 };
 
+/** A `requires` or `unless` entry as explain shows it (docs/exclusion.md). */
+interface RuleEntry {
+  rule: string;
+  through?: string;
+  relation: string;
+  holds: string;
+  resource?: string;
+  resourceId?: string;
+  path?: ExplainGrant[];
+}
+
+/** An entry for people: "unless blocked", "requires member through org", and where it held, by which path. */
+const entryText = (e: RuleEntry): string => {
+  const what = `${e.rule} ${e.relation}${e.through ? ` through ${e.through}` : ""}`;
+  if (e.holds !== "true") return `${what}: ${e.holds === "unknown" ? "cannot be decided (a condition lacks its facts)" : "does not hold"}`;
+  return `${what}: holds on ${e.resource}:${e.resourceId}${(e.path ?? []).length > 0 ? ` (${e.path!.map(sentence).join(" → ")})` : ""}`;
+};
+
 export interface ExplainAnswer {
   allowed?: boolean;
   reasons?: {
@@ -74,7 +92,9 @@ export interface ExplainAnswer {
     policyId?: string;
     policyName?: string;
     permission?: string;
+    requires?: RuleEntry[];
   }[];
+  blocked?: { relation: string; entry?: RuleEntry }[];
   considered?: {
     relations?: { relation: string; actions?: string[] }[];
     roles?: { roleId: string; roleName: string; tenantId?: string }[];
@@ -112,9 +132,15 @@ export function explainLines(q: Question, answer: ExplainAnswer): string[] {
         const since = g?.createdAt === undefined ? "" : ` (granted ${g.createdAt}${expiry})`;
         lines.push(`  grant: ${g?.allUsers === true ? `${EVERY_USER} (allUsers)` : q.userId} is ${r.relation} of ${q.resource}:${q.resourceId}${since}`);
       }
+      for (const e of r.requires ?? []) lines.push(`    and ${entryText(e)}`);
     }
-  } else if (!allowed) {
+  } else if (!allowed && (answer.blocked ?? []).length === 0) {
     lines.push("no grant or role allows it");
+  }
+  const blocked = answer.blocked ?? [];
+  if (blocked.length > 0) {
+    lines.push("taken away:");
+    for (const b of blocked) if (b.entry !== undefined) lines.push(`  ${b.relation}: ${entryText(b.entry)}`);
   }
   const relations = answer.considered?.relations ?? [];
   const roles = answer.considered?.roles ?? [];

@@ -6,7 +6,9 @@ import { explainStore, type ExplainInput, type ExplainRow } from "../store/expla
 import type { ReadReplicas } from "../store/read-replicas.js";
 import type { Caller, CheckQuestion } from "./check.js";
 import { Checker, validateQuestion } from "./check.js";
-import { failedPrecondition, Violations } from "./errors.js";
+import { unavailable, Violations } from "./errors.js";
+import { Decision, FALSE, TRUE, UNKNOWN, type DecisionGraph, type DecisionRules, type Held, type Linked, type Node, type SetGrant, type Truth } from "./relation-decision.js";
+import type { ConditionOutcome } from "./conditions.js";
 import { exactReads, requireAnswerable } from "./exact-read.js";
 import { LIMITS } from "./formats.js";
 import type { Subject } from "./subjects.js";
@@ -53,6 +55,8 @@ export type ExplainReason =
       grant: ExplainedGrant;
       /** From the user's own grant to `grant`, a path with the fewest hops. */
       path: ExplainedGrant[];
+      /** Each `requires` entry of the relation, which held (docs/exclusion.md). */
+      requires?: ExplainedRuleEntry[];
     }
   | {
       kind: "role";
@@ -64,9 +68,24 @@ export type ExplainReason =
       permission: string;
     };
 
+/** A `requires` or `unless` entry as it decided a relation: whether it holds, and where, by which path. */
+export interface ExplainedRuleEntry {
+  rule: "requires" | "unless";
+  index: number;
+  through: string;
+  relation: string;
+  holds: "true" | "false" | "unknown";
+  /** Where it holds ("" where it does not). */
+  resource: string;
+  resourceId: string;
+  path: ExplainedGrant[];
+}
+
 export interface Explanation {
   allowed: boolean;
   reasons: ExplainReason[];
+  /** Relations implying the action that a `requires` or `unless` entry took away. */
+  blocked: { relation: string; entry: ExplainedRuleEntry }[];
   /**
    * Every condition evaluated: of grants on paths (the instance's and those on the way) to a
    * relation implying the action that no path without conditions gives, of assignments and of
@@ -106,10 +125,9 @@ export class Explainer {
     v.throwIfAny();
     const row = await this.coalesced.call({ appId: caller.appId, keyHash: caller.keyHash, ...q });
     requireAnswerable(row, q);
-    // Its walks do not follow `requires` and `unless`: refused rather than a reason they would cancel.
-    if (row.version === null || (await this.checker.modelAt(caller.appId, row.version))?.operators !== false) {
-      throw failedPrecondition("explain does not yet follow requires and unless, which this application's catalog has: ask the check (docs/exclusion.md)");
-    }
+    // With requires and unless, what is held is decided over the walk's rows, by the rules of the version the statement read.
+    const model = row.version === null ? undefined : await this.checker.modelAt(caller.appId, row.version);
+    if (model === undefined || model.version !== row.version) throw unavailable("the access model changed under explain; try again");
     // The user's stored properties, when a condition it may evaluate may read them.
     const sources = [
       ...row.grants.map((g) => g[9]),
@@ -119,7 +137,7 @@ export class Explainer {
     const facts = sources.some((c) => this.conditions.get(c).readsSubjectProperties)
       ? await withStoredProperties(this.db, caller.appId, q.userId, q.facts ?? NO_FACTS)
       : (q.facts ?? NO_FACTS);
-    return explanation({ ...q, facts }, row, this.conditions);
+    return explanation({ ...q, facts }, row, this.conditions, model.operators ? model.decisionRules : undefined);
   }
 
   private readonly conditions = new ConditionCache();
@@ -138,7 +156,7 @@ const grantOf = ([resource, resourceId, relation, userId, sResource, sId, sRelat
   condition: condition ?? null,
 });
 
-const nodeKey = (resource: string, resourceId: string, relation: string) => JSON.stringify([resource, resourceId, relation]);
+export const nodeKey = (resource: string, resourceId: string, relation: string) => JSON.stringify([resource, resourceId, relation]);
 
 /**
  * For each relation of the instance, a path with the fewest hops from the
@@ -150,12 +168,16 @@ const nodeKey = (resource: string, resourceId: string, relation: string) => JSON
  * in breadth-first order: a condition is evaluated only when the search
  * reaches its grant). The path lists grants only.
  */
-function shortestPaths(
+export function shortestPaths(
   q: CheckQuestion,
   relations: string[],
   edges: WalkEdgeRow[],
   grants: PathGrantRow[],
   usable: (g: PathGrantRow) => boolean,
+  /** Whether a node may be on a path (with requires and unless: only a node the user holds). */
+  nodeOk: (node: string) => boolean = () => true,
+  /** The node a relation's path starts from: the instance's, unless said otherwise. */
+  startOf: (relation: string) => string = (relation) => nodeKey(q.resource, q.resourceId, relation),
 ): Map<string, PathGrantRow[]> {
   const out = new Map<string, [string, PathGrantRow | null][]>();
   for (const [from, grant, to] of edges) {
@@ -176,10 +198,10 @@ function shortestPaths(
     if (list === undefined) own.set(key, [g]);
     else list.push(g);
   }
-  const heldBy = (node: string) => own.get(node)?.find(usable);
+  const heldBy = (node: string) => (nodeOk(node) ? own.get(node)?.find(usable) : undefined);
   const paths = new Map<string, PathGrantRow[]>();
   for (const relation of relations) {
-    const start = nodeKey(q.resource, q.resourceId, relation);
+    const start = startOf(relation);
     // Each node's way back: the node before it and the grant between (null: a step within the instance).
     const back = new Map<string, [string, PathGrantRow | null] | null>([[start, null]]);
     /** `nodes` and every node they reach by steps within an instance, each once. */
@@ -187,7 +209,7 @@ function shortestPaths(
       const all = [...nodes];
       for (let i = 0; i < all.length; i++) {
         for (const [to, grant] of out.get(all[i]!) ?? []) {
-          if (grant !== null || back.has(to)) continue;
+          if (grant !== null || back.has(to) || !nodeOk(to)) continue;
           back.set(to, [all[i]!, null]);
           all.push(to);
         }
@@ -210,7 +232,7 @@ function shortestPaths(
       const next: string[] = [];
       for (const node of frontier) {
         for (const [to, grant] of out.get(node) ?? []) {
-          if (grant === null || back.has(to) || !usable(grant)) continue;
+          if (grant === null || back.has(to) || !usable(grant) || !nodeOk(to)) continue;
           back.set(to, [node, grant]);
           next.push(to);
         }
@@ -236,41 +258,56 @@ function shortestPaths(
  * about). Each condition is evaluated once, when the search first reaches
  * a grant carrying it, and listed with its outcome and the values it read.
  */
-function explanation(q: CheckQuestion, row: ExplainRow, cache: ConditionCache): Explanation {
+function explanation(q: CheckQuestion, row: ExplainRow, cache: ConditionCache, rules: DecisionRules | undefined): Explanation {
   const reasons: ExplainReason[] = [];
   const conditions: EvaluatedCondition[] = [];
-  const relations = row.relations.map((r) => r.relation);
-  const paths = shortestPaths(q, relations, row.edges, row.grants, (g) => g[9] === null);
-  const outcomes = new Map<string, boolean>();
-  const holds = (g: PathGrantRow): boolean => {
-    if (g[9] === null) return true;
+  const blocked: Explanation["blocked"] = [];
+  // The relations' own steps: those into `requires` and `unless` entries are read by the decision only.
+  const edges = row.edges.filter((e) => e[3] === "");
+  const outcomes = new Map<string, ConditionOutcome>();
+  const outcomeOf = (g: PathGrantRow): ConditionOutcome => {
+    if (g[9] === null) return { holds: true };
     const key = `${g[2]}\n${g[9]}`;
     let outcome = outcomes.get(key);
     if (outcome !== undefined) return outcome;
     const reads: ConditionRead[] = [];
     const condition = cache.get(g[9]);
-    const evaluated = condition.evaluate(bindingsOf(q, q.action, q.facts ?? NO_FACTS, row.nowMs, reads));
+    outcome = condition.evaluate(bindingsOf(q, q.action, q.facts ?? NO_FACTS, row.nowMs, reads));
     conditions.push({
       relation: g[2],
       condition: g[9],
-      holds: evaluated.holds,
-      outcome: evaluated.holds ? "true" : evaluated.reason,
-      message: evaluated.holds ? "" : evaluated.message,
+      holds: outcome.holds,
+      outcome: outcome.holds ? "true" : outcome.reason,
+      message: outcome.holds ? "" : outcome.message,
       reads,
       ...(condition.readsNow ? { now: new Date(row.nowMs) } : {}),
     });
-    outcomes.set(key, (outcome = evaluated.holds));
+    outcomes.set(key, outcome);
     return outcome;
   };
-  const open = row.relations.filter((r) => !paths.has(r.relation) && r.actions.includes(q.action)).map((r) => r.relation);
-  if (open.length > 0 && (row.grants.some((g) => g[9] !== null) || row.edges.some((e) => e[1] !== null && e[1][9] !== null))) {
-    for (const [relation, path] of shortestPaths(q, open, row.edges, row.grants, holds)) paths.set(relation, path);
+  const holds = (g: PathGrantRow): boolean => outcomeOf(g).holds;
+  let paths: Map<string, PathGrantRow[]>;
+  let requires = new Map<string, ExplainedRuleEntry[]>();
+  if (rules === undefined) {
+    const relations = row.relations.map((r) => r.relation);
+    paths = shortestPaths(q, relations, edges, row.grants, (g) => g[9] === null);
+    const open = row.relations.filter((r) => !paths.has(r.relation) && r.actions.includes(q.action)).map((r) => r.relation);
+    if (open.length > 0 && (row.grants.some((g) => g[9] !== null) || edges.some((e) => e[1] !== null && e[1][9] !== null))) {
+      for (const [relation, path] of shortestPaths(q, open, edges, row.grants, holds)) paths.set(relation, path);
+    }
+  } else {
+    const truthOf = (g: PathGrantRow): Truth => {
+      const outcome = outcomeOf(g);
+      return outcome.holds ? TRUE : outcome.reason === "false" ? FALSE : UNKNOWN;
+    };
+    ({ paths, requires } = decided(q, row, edges, rules, truthOf, blocked));
   }
   const held = row.relations.filter((r) => paths.has(r.relation)).sort((a, b) => (a.relation < b.relation ? -1 : a.relation > b.relation ? 1 : 0));
   for (const r of held) {
     if (!r.actions.includes(q.action)) continue;
     const path = paths.get(r.relation)!.map(grantOf);
-    reasons.push({ kind: "relation", relation: r.relation, grant: path[path.length - 1]!, path });
+    const entries = requires.get(r.relation);
+    reasons.push({ kind: "relation", relation: r.relation, grant: path[path.length - 1]!, path, ...(entries === undefined ? {} : { requires: entries }) });
   }
   const evaluate = (source: string, where: { roleId: string; policyId?: string }) => {
     const reads: ConditionRead[] = [];
@@ -309,10 +346,96 @@ function explanation(q: CheckQuestion, row: ExplainRow, cache: ConditionCache): 
   return {
     allowed: reasons.length > 0,
     reasons,
+    blocked,
     conditions,
     considered: {
       relations: held.map((r) => ({ relation: r.relation, actions: r.actions })),
       roles: row.roles.map((r) => ({ roleId: r.roleId, roleName: r.name, tenantId: r.tenantId ?? undefined })),
     },
   };
+}
+
+const TRUTH_WORD = { [TRUE]: "true", [FALSE]: "false", [UNKNOWN]: "unknown" } as const;
+const keyOf = (n: Node) => nodeKey(n.resource, n.id, n.relation);
+const nodeOf = (key: string): Node => {
+  const [resource, id, relation] = JSON.parse(key) as [string, string, string];
+  return { resource, id, relation };
+};
+
+/**
+ * Where the catalog has `requires` and `unless` (docs/exclusion.md): the
+ * relations held, decided over the walk's rows (each condition's truth with
+ * the question's facts) as the check decides them; for each, a path with
+ * the fewest hops through nodes the user holds, and the `requires` entries
+ * that held, each with where and by which path; each relation implying the
+ * action that an entry took away goes to `blocked` with that entry.
+ */
+function decided(
+  q: CheckQuestion,
+  row: ExplainRow,
+  edges: WalkEdgeRow[],
+  rules: DecisionRules,
+  truthOf: (g: PathGrantRow) => Truth,
+  blocked: Explanation["blocked"],
+): { paths: Map<string, PathGrantRow[]>; requires: Map<string, ExplainedRuleEntry[]> } {
+  const group = <V>(items: [string, V][]) => {
+    const out = new Map<string, V[]>();
+    for (const [k, v] of items) out.set(k, [...(out.get(k) ?? []), v]);
+    return out;
+  };
+  const grants = group(row.grants.map((g) => [nodeKey(g[0], g[1], g[2]), g]));
+  const sets = group(edges.flatMap((e) => (e[1] !== null && e[1][6] !== null && e[1][6] !== "" ? [[nodeKey(...e[0]), e[1]] as [string, PathGrantRow]] : [])));
+  // A link's grant is (instance, link relation → linked instance), whichever rule walked it.
+  const linkRows = new Map<string, PathGrantRow>();
+  for (const e of row.edges) if (e[1] !== null && e[1][6] === "") linkRows.set(JSON.stringify(e[1].slice(0, 6)), e[1]);
+  const links = group([...linkRows.values()].map((g) => [nodeKey(g[0], g[1], g[2]), g]));
+  const graph: DecisionGraph = {
+    held: (n) => (grants.get(keyOf(n)) ?? []).map((g): Held => ({ truth: truthOf(g), hops: 0 })),
+    sets: (n) => (sets.get(keyOf(n)) ?? []).map((g): SetGrant => ({ resource: g[4]!, id: g[5]!, relation: g[6]!, truth: truthOf(g) })),
+    links: (resource, id, link) => (links.get(nodeKey(resource, id, link)) ?? []).map((g): Linked => ({ resource: g[4]!, id: g[5]!, truth: truthOf(g) })),
+  };
+  const decision = new Decision(rules, graph);
+  const holdsNode = (key: string) => decision.truth(nodeOf(key)) === TRUE;
+  const usable = (g: PathGrantRow) => truthOf(g) === TRUE;
+  const pathFrom = (start: string) => shortestPaths(q, [""], edges, row.grants, usable, holdsNode, () => start).get("") ?? [];
+  const entryOf = (node: Node, rule: "requires" | "unless", index: number): ExplainedRuleEntry => {
+    const ref = rules.shape(node.resource, node.relation)![rule][index]!;
+    const targets =
+      ref.through === ""
+        ? [{ resource: node.resource, id: node.id, truth: TRUE as Truth }]
+        : [...graph.links(node.resource, node.id, ref.through)].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    let truth: Truth = FALSE;
+    let where: { resource: string; id: string } | undefined;
+    for (const t of targets) {
+      const here = Math.min(t.truth, decision.truth({ resource: t.resource, id: t.id, relation: ref.relation })) as Truth;
+      if (here === TRUE && where === undefined) where = t;
+      if (here > truth) truth = here;
+    }
+    return {
+      rule,
+      index,
+      through: ref.through,
+      relation: ref.relation,
+      holds: TRUTH_WORD[truth],
+      resource: where?.resource ?? "",
+      resourceId: where?.id ?? "",
+      path: where === undefined ? [] : pathFrom(nodeKey(where.resource, where.id, ref.relation)).map(grantOf),
+    };
+  };
+  const paths = new Map<string, PathGrantRow[]>();
+  const requires = new Map<string, ExplainedRuleEntry[]>();
+  for (const r of row.relations) {
+    const node = { resource: q.resource, id: q.resourceId, relation: r.relation };
+    if (decision.truth(node) === TRUE) {
+      const path = pathFrom(keyOf(node));
+      if (path.length === 0) continue;
+      paths.set(r.relation, path);
+      const entries = (rules.shape(q.resource, r.relation)?.requires ?? []).map((_, j) => entryOf(node, "requires", j));
+      if (entries.length > 0) requires.set(r.relation, entries);
+      continue;
+    }
+    const why = decision.why(node);
+    if (why.kind === "blocked" && r.actions.includes(q.action)) blocked.push({ relation: r.relation, entry: entryOf(node, why.list, why.index) });
+  }
+  return { paths, requires };
 }

@@ -5,7 +5,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { CheckService } from "../../gen/authz/v1/check_pb.js";
 import type { CheckQuestion, Checker, PermissionsQuestion } from "../domain/check.js";
 import type { QuestionFacts } from "../domain/question-facts.js";
-import type { ExplainedGrant, Explainer, ExplainReason } from "../domain/explain.js";
+import type { ExplainedGrant, ExplainedRuleEntry, Explainer, ExplainReason } from "../domain/explain.js";
 import type { Lookup } from "../domain/lookup.js";
 import type { WhoCan } from "../domain/who-can.js";
 import { Metrics } from "../lib/metrics.js";
@@ -60,9 +60,11 @@ const explainGrant = (grant: ExplainedGrant) => ({
   ...(grant.condition === null ? {} : { condition: grant.condition }),
 });
 
+const ruleEntry = (e: ExplainedRuleEntry) => ({ ...e, path: e.path.map(explainGrant) });
+
 const reason = (r: ExplainReason) => {
   if (r.kind !== "relation") return r;
-  return { kind: r.kind, relation: r.relation, grant: explainGrant(r.grant), path: r.path.map(explainGrant) };
+  return { kind: r.kind, relation: r.relation, grant: explainGrant(r.grant), path: r.path.map(explainGrant), requires: (r.requires ?? []).map(ruleEntry) };
 };
 
 export interface Questions {
@@ -94,6 +96,7 @@ export function checkService({ checker, explainer, lookup, whoCan }: Questions, 
       return {
         allowed: answer.allowed,
         reasons: answer.reasons.map(reason),
+        blocked: answer.blocked.map((b) => ({ relation: b.relation, entry: ruleEntry(b.entry) })),
         considered: answer.considered,
         conditions: answer.conditions.map((c) => ({
           ...c,

@@ -10,9 +10,12 @@ export type PathGrantRow = [string, string, string, string, string | null, strin
 /**
  * One edge of the outward walk: the node it leaves (resource, id, relation),
  * the grant it follows (null for a step within the instance, which follows
- * none and is no hop), and the node it reaches.
+ * none and is no hop), the node it reaches, and its kind: "" for a step of
+ * the relation's own (a subject set, a link, an inherits rule), "requires"
+ * or "unless" for a step into one of those entries (docs/exclusion.md),
+ * which starts its own bound of hops.
  */
-export type WalkEdgeRow = [from: [string, string, string], grant: PathGrantRow | null, to: [string, string, string]];
+export type WalkEdgeRow = [from: [string, string, string], grant: PathGrantRow | null, to: [string, string, string], kind: "" | "requires" | "unless"];
 
 const grantRow = (g: string, subject: boolean) =>
   `jsonb_build_array(${g}.resource, ${g}.resource_id, ${g}.relation, ${subject ? "''" : `${g}.user_id`},
@@ -27,21 +30,38 @@ const grantRow = (g: string, subject: boolean) =>
  * hops. `EXPLAIN_EDGES(n)` and `EXPLAIN_GRANTS(n, user)` read it per question.
  * Edges with a condition are walked too: the domain follows one
  * only where its condition holds with the question's facts, as the check's
- * conditional phase counts it (conditional-paths-store.ts).
+ * conditional phase counts it (conditional-paths-store.ts). The walk also
+ * goes into each `requires` and `unless` entry of a relation it reaches
+ * (on the instance, or through each link of the entry's `through`),
+ * starting again at depth 0, as the decision's statement does
+ * (decision-store.ts): with them the domain decides what is held.
  */
 export const EXPLAIN_WALK = `
   walk(n, resource, resource_id, relation, depth, edge) AS (
     SELECT q.n, q.resource, q.resource_id, cr.relation, 0, NULL::jsonb
     FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
     UNION
-    SELECT w.n, e.resource, e.resource_id, e.relation, w.depth + e.hops,
-           jsonb_build_array(jsonb_build_array(w.resource, w.resource_id, w.relation), e.grant_row)
-    FROM walk w CROSS JOIN LATERAL (${outwardHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}
-    ) e(resource, resource_id, relation, hops, grant_row)
+    SELECT w.n, e.resource, e.resource_id, e.relation, e.depth,
+           jsonb_build_array(jsonb_build_array(w.resource, w.resource_id, w.relation), e.grant_row, e.kind)
+    FROM walk w CROSS JOIN LATERAL (
+      SELECT x.resource, x.resource_id, x.relation, w.depth + x.hops, x.grant_row, ''
+      FROM (${outwardHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}) x(resource, resource_id, relation, hops, grant_row)
+      UNION ALL
+      SELECT w.resource, w.resource_id, o.target, 0, NULL::jsonb, o.operator
+      FROM catalog_operators o
+      WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through = ''
+      UNION ALL
+      SELECT s.subject_resource, s.subject_id, o.target, 0, ${grantRow("s", true)}, o.operator
+      FROM catalog_operators o
+      JOIN subject_relationships s
+        ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = o.through
+       AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
+      WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through <> ''
+    ) e(resource, resource_id, relation, depth, grant_row, kind)
   )`;
 
 export const EXPLAIN_EDGES = (n: string) => `
-  (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_array(w.edge->0, w.edge->1, jsonb_build_array(w.resource, w.resource_id, w.relation))), '[]')
+  (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_array(w.edge->0, w.edge->1, jsonb_build_array(w.resource, w.resource_id, w.relation), w.edge->2)), '[]')
    FROM walk w WHERE w.n = ${n} AND w.edge IS NOT NULL)`;
 
 /** The user's own grants on the walk's nodes, conditional ones included (explain evaluates those on its paths, as the check does). */

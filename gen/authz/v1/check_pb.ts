@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file authz/v1/check.proto.
  */
 export const file_authz_v1_check: GenFile = /*@__PURE__*/
-  fileDesc("ChRhdXRoei92MS9jaGVjay5wcm90bxIIYXV0aHoudjEixQIKDENoZWNrUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARIoCgdjb250ZXh0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIzChJzdWJqZWN0X3Byb3BlcnRpZXMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKE3Jlc291cmNlX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjIKEWFjdGlvbl9wcm9wZXJ0aWVzGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIMCgpfdGVuYW50X2lkIiAKDUNoZWNrUmVzcG9uc2USDwoHYWxsb3dlZBgBIAEoCCLHAgoOQmF0Y2hDaGVja0l0ZW0SDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIOCgZhY3Rpb24YBCABKAkSFgoJdGVuYW50X2lkGAUgASgJSACIAQESKAoHY29udGV4dBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoSc3ViamVjdF9wcm9wZXJ0aWVzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI0ChNyZXNvdXJjZV9wcm9wZXJ0aWVzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyChFhY3Rpb25fcHJvcGVydGllcxgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3RlbmFudF9pZCI9ChFCYXRjaENoZWNrUmVxdWVzdBIoCgZjaGVja3MYASADKAsyGC5hdXRoei52MS5CYXRjaENoZWNrSXRlbSIjChBCYXRjaENoZWNrUmVzdWx0Eg8KB2FsbG93ZWQYASABKAgiQQoSQmF0Y2hDaGVja1Jlc3BvbnNlEisKB3Jlc3VsdHMYASADKAsyGi5hdXRoei52MS5CYXRjaENoZWNrUmVzdWx0IscCCg5FeHBsYWluUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARIoCgdjb250ZXh0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIzChJzdWJqZWN0X3Byb3BlcnRpZXMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKE3Jlc291cmNlX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjIKEWFjdGlvbl9wcm9wZXJ0aWVzGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIMCgpfdGVuYW50X2lkIpUCCgxFeHBsYWluR3JhbnQSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgdzdWJqZWN0GAcgASgLMhEuYXV0aHoudjEuU3ViamVjdBIWCgljb25kaXRpb24YCCABKAlIAIgBARIRCglhbGxfdXNlcnMYCSABKAhCDAoKX2NvbmRpdGlvbiKDAgoSRXZhbHVhdGVkQ29uZGl0aW9uEhAKCHJlbGF0aW9uGAEgASgJEhEKCWNvbmRpdGlvbhgCIAEoCRINCgVob2xkcxgDIAEoCBIPCgdvdXRjb21lGAQgASgJEg8KB21lc3NhZ2UYBSABKAkSJgoFcmVhZHMYBiADKAsyFy5hdXRoei52MS5Db25kaXRpb25SZWFkEhQKB3JvbGVfaWQYByABKAlIAIgBARIWCglwb2xpY3lfaWQYCCABKAlIAYgBARInCgNub3cYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgoKCF9yb2xlX2lkQgwKCl9wb2xpY3lfaWQiUwoNQ29uZGl0aW9uUmVhZBIMCgRwYXRoGAEgASgJEg0KBWZvdW5kGAIgASgIEiUKBXZhbHVlGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIoMDCg1FeHBsYWluUmVhc29uEgwKBGtpbmQYASABKAkSFQoIcmVsYXRpb24YAiABKAlIAIgBARIqCgVncmFudBgDIAEoCzIWLmF1dGh6LnYxLkV4cGxhaW5HcmFudEgBiAEBEhQKB3JvbGVfaWQYBCABKAlIAogBARIWCglyb2xlX25hbWUYBSABKAlIA4gBARIWCgl0ZW5hbnRfaWQYBiABKAlIBIgBARIWCglwb2xpY3lfaWQYByABKAlIBYgBARIYCgtwb2xpY3lfbmFtZRgIIAEoCUgGiAEBEhcKCnBlcm1pc3Npb24YCSABKAlIB4gBARIkCgRwYXRoGAogAygLMhYuYXV0aHoudjEuRXhwbGFpbkdyYW50QgsKCV9yZWxhdGlvbkIICgZfZ3JhbnRCCgoIX3JvbGVfaWRCDAoKX3JvbGVfbmFtZUIMCgpfdGVuYW50X2lkQgwKCl9wb2xpY3lfaWRCDgoMX3BvbGljeV9uYW1lQg0KC19wZXJtaXNzaW9uIjcKEkNvbnNpZGVyZWRSZWxhdGlvbhIQCghyZWxhdGlvbhgBIAEoCRIPCgdhY3Rpb25zGAIgAygJIloKDkNvbnNpZGVyZWRSb2xlEg8KB3JvbGVfaWQYASABKAkSEQoJcm9sZV9uYW1lGAIgASgJEhYKCXRlbmFudF9pZBgDIAEoCUgAiAEBQgwKCl90ZW5hbnRfaWQiZgoKQ29uc2lkZXJlZBIvCglyZWxhdGlvbnMYASADKAsyHC5hdXRoei52MS5Db25zaWRlcmVkUmVsYXRpb24SJwoFcm9sZXMYAiADKAsyGC5hdXRoei52MS5Db25zaWRlcmVkUm9sZSKoAQoPRXhwbGFpblJlc3BvbnNlEg8KB2FsbG93ZWQYASABKAgSKAoHcmVhc29ucxgCIAMoCzIXLmF1dGh6LnYxLkV4cGxhaW5SZWFzb24SKAoKY29uc2lkZXJlZBgDIAEoCzIULmF1dGh6LnYxLkNvbnNpZGVyZWQSMAoKY29uZGl0aW9ucxgEIAMoCzIcLmF1dGh6LnYxLkV2YWx1YXRlZENvbmRpdGlvbiK7AgoSUGVybWlzc2lvbnNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESKAoHY29udGV4dBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoSc3ViamVjdF9wcm9wZXJ0aWVzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI0ChNyZXNvdXJjZV9wcm9wZXJ0aWVzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyChFhY3Rpb25fcHJvcGVydGllcxgIIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3RlbmFudF9pZCImChNQZXJtaXNzaW9uc1Jlc3BvbnNlEg8KB2FjdGlvbnMYASADKAkiuAIKD1Blcm1pc3Npb25zSXRlbRIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEigKB2NvbnRleHQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjMKEnN1YmplY3RfcHJvcGVydGllcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSNAoTcmVzb3VyY2VfcHJvcGVydGllcxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMgoRYWN0aW9uX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgwKCl90ZW5hbnRfaWQiRgoXQmF0Y2hQZXJtaXNzaW9uc1JlcXVlc3QSKwoIcmVxdWVzdHMYASADKAsyGS5hdXRoei52MS5QZXJtaXNzaW9uc0l0ZW0iJAoRUGVybWlzc2lvbnNSZXN1bHQSDwoHYWN0aW9ucxgBIAMoCSJIChhCYXRjaFBlcm1pc3Npb25zUmVzcG9uc2USLAoHcmVzdWx0cxgBIAMoCzIbLmF1dGh6LnYxLlBlcm1pc3Npb25zUmVzdWx0IusCCg1Mb29rdXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDgoGYWN0aW9uGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEhYKCXBhZ2Vfc2l6ZRgFIAEoBUgBiAEBEhIKCnBhZ2VfdG9rZW4YBiABKAkSKAoHY29udGV4dBgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoSc3ViamVjdF9wcm9wZXJ0aWVzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI0ChNyZXNvdXJjZV9wcm9wZXJ0aWVzGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyChFhY3Rpb25fcHJvcGVydGllcxgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3RlbmFudF9pZEIMCgpfcGFnZV9zaXplIqwBCg5Mb29rdXBSZXNwb25zZRIVCg1hbGxfaW5zdGFuY2VzGAEgASgIEhQKDHJlc291cmNlX2lkcxgCIAMoCRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkSMgoLY29uZGl0aW9uYWwYBCADKAsyHS5hdXRoei52MS5Db25kaXRpb25hbFJlc291cmNlEiAKGGFsbF9pbnN0YW5jZXNfY29uZGl0aW9ucxgFIAMoCSI+ChNDb25kaXRpb25hbFJlc291cmNlEhMKC3Jlc291cmNlX2lkGAEgASgJEhIKCmNvbmRpdGlvbnMYAiADKAkiNgoPQ29uZGl0aW9uYWxVc2VyEg8KB3VzZXJfaWQYASABKAkSEgoKY29uZGl0aW9ucxgCIAMoCSLvAgoNV2hvQ2FuUmVxdWVzdBIQCghyZXNvdXJjZRgBIAEoCRITCgtyZXNvdXJjZV9pZBgCIAEoCRIOCgZhY3Rpb24YAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESFgoJcGFnZV9zaXplGAUgASgFSAGIAQESEgoKcGFnZV90b2tlbhgGIAEoCRIoCgdjb250ZXh0GAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIzChJzdWJqZWN0X3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKE3Jlc291cmNlX3Byb3BlcnRpZXMYCSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjIKEWFjdGlvbl9wcm9wZXJ0aWVzGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIMCgpfdGVuYW50X2lkQgwKCl9wYWdlX3NpemUinAEKDldob0NhblJlc3BvbnNlEhAKCHVzZXJfaWRzGAEgAygJEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIRCglhbGxfdXNlcnMYAyABKAgSLgoLY29uZGl0aW9uYWwYBCADKAsyGS5hdXRoei52MS5Db25kaXRpb25hbFVzZXISHAoUYWxsX3VzZXJzX2NvbmRpdGlvbnMYBSADKAkyrwYKDENoZWNrU2VydmljZRJgCgVDaGVjaxIWLmF1dGh6LnYxLkNoZWNrUmVxdWVzdBoXLmF1dGh6LnYxLkNoZWNrUmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9hdXRob3JpemF0aW9uL2NoZWNrEnUKCkJhdGNoQ2hlY2sSGy5hdXRoei52MS5CYXRjaENoZWNrUmVxdWVzdBocLmF1dGh6LnYxLkJhdGNoQ2hlY2tSZXNwb25zZSIsgtPkkwImOgEqIiEvYXBpL3YxL2F1dGhvcml6YXRpb24vY2hlY2svYmF0Y2gSbgoHRXhwbGFpbhIYLmF1dGh6LnYxLkV4cGxhaW5SZXF1ZXN0GhkuYXV0aHoudjEuRXhwbGFpblJlc3BvbnNlIi6C0+STAig6ASoiIy9hcGkvdjEvYXV0aG9yaXphdGlvbi9jaGVjay9leHBsYWluEngKC1Blcm1pc3Npb25zEhwuYXV0aHoudjEuUGVybWlzc2lvbnNSZXF1ZXN0Gh0uYXV0aHoudjEuUGVybWlzc2lvbnNSZXNwb25zZSIsgtPkkwImOgEqIiEvYXBpL3YxL2F1dGhvcml6YXRpb24vcGVybWlzc2lvbnMSjQEKEEJhdGNoUGVybWlzc2lvbnMSIS5hdXRoei52MS5CYXRjaFBlcm1pc3Npb25zUmVxdWVzdBoiLmF1dGh6LnYxLkJhdGNoUGVybWlzc2lvbnNSZXNwb25zZSIygtPkkwIsOgEqIicvYXBpL3YxL2F1dGhvcml6YXRpb24vcGVybWlzc2lvbnMvYmF0Y2gSZAoGTG9va3VwEhcuYXV0aHoudjEuTG9va3VwUmVxdWVzdBoYLmF1dGh6LnYxLkxvb2t1cFJlc3BvbnNlIieC0+STAiE6ASoiHC9hcGkvdjEvYXV0aG9yaXphdGlvbi9sb29rdXASZgoGV2hvQ2FuEhcuYXV0aHoudjEuV2hvQ2FuUmVxdWVzdBoYLmF1dGh6LnYxLldob0NhblJlc3BvbnNlIimC0+STAiM6ASoiHi9hcGkvdjEvYXV0aG9yaXphdGlvbi9zdWJqZWN0c2IGcHJvdG8z", [file_google_api_annotations, file_authz_v1_relationships, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChRhdXRoei92MS9jaGVjay5wcm90bxIIYXV0aHoudjEixQIKDENoZWNrUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARIoCgdjb250ZXh0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIzChJzdWJqZWN0X3Byb3BlcnRpZXMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKE3Jlc291cmNlX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjIKEWFjdGlvbl9wcm9wZXJ0aWVzGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIMCgpfdGVuYW50X2lkIiAKDUNoZWNrUmVzcG9uc2USDwoHYWxsb3dlZBgBIAEoCCLHAgoOQmF0Y2hDaGVja0l0ZW0SDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIOCgZhY3Rpb24YBCABKAkSFgoJdGVuYW50X2lkGAUgASgJSACIAQESKAoHY29udGV4dBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoSc3ViamVjdF9wcm9wZXJ0aWVzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI0ChNyZXNvdXJjZV9wcm9wZXJ0aWVzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyChFhY3Rpb25fcHJvcGVydGllcxgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3RlbmFudF9pZCI9ChFCYXRjaENoZWNrUmVxdWVzdBIoCgZjaGVja3MYASADKAsyGC5hdXRoei52MS5CYXRjaENoZWNrSXRlbSIjChBCYXRjaENoZWNrUmVzdWx0Eg8KB2FsbG93ZWQYASABKAgiQQoSQmF0Y2hDaGVja1Jlc3BvbnNlEisKB3Jlc3VsdHMYASADKAsyGi5hdXRoei52MS5CYXRjaENoZWNrUmVzdWx0IscCCg5FeHBsYWluUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIWCgl0ZW5hbnRfaWQYBSABKAlIAIgBARIoCgdjb250ZXh0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIzChJzdWJqZWN0X3Byb3BlcnRpZXMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKE3Jlc291cmNlX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjIKEWFjdGlvbl9wcm9wZXJ0aWVzGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIMCgpfdGVuYW50X2lkIpUCCgxFeHBsYWluR3JhbnQSDwoHdXNlcl9pZBgBIAEoCRIQCghyZXNvdXJjZRgCIAEoCRITCgtyZXNvdXJjZV9pZBgDIAEoCRIQCghyZWxhdGlvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgdzdWJqZWN0GAcgASgLMhEuYXV0aHoudjEuU3ViamVjdBIWCgljb25kaXRpb24YCCABKAlIAIgBARIRCglhbGxfdXNlcnMYCSABKAhCDAoKX2NvbmRpdGlvbiKDAgoSRXZhbHVhdGVkQ29uZGl0aW9uEhAKCHJlbGF0aW9uGAEgASgJEhEKCWNvbmRpdGlvbhgCIAEoCRINCgVob2xkcxgDIAEoCBIPCgdvdXRjb21lGAQgASgJEg8KB21lc3NhZ2UYBSABKAkSJgoFcmVhZHMYBiADKAsyFy5hdXRoei52MS5Db25kaXRpb25SZWFkEhQKB3JvbGVfaWQYByABKAlIAIgBARIWCglwb2xpY3lfaWQYCCABKAlIAYgBARInCgNub3cYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgoKCF9yb2xlX2lkQgwKCl9wb2xpY3lfaWQiUwoNQ29uZGl0aW9uUmVhZBIMCgRwYXRoGAEgASgJEg0KBWZvdW5kGAIgASgIEiUKBXZhbHVlGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIrEDCg1FeHBsYWluUmVhc29uEgwKBGtpbmQYASABKAkSFQoIcmVsYXRpb24YAiABKAlIAIgBARIqCgVncmFudBgDIAEoCzIWLmF1dGh6LnYxLkV4cGxhaW5HcmFudEgBiAEBEhQKB3JvbGVfaWQYBCABKAlIAogBARIWCglyb2xlX25hbWUYBSABKAlIA4gBARIWCgl0ZW5hbnRfaWQYBiABKAlIBIgBARIWCglwb2xpY3lfaWQYByABKAlIBYgBARIYCgtwb2xpY3lfbmFtZRgIIAEoCUgGiAEBEhcKCnBlcm1pc3Npb24YCSABKAlIB4gBARIkCgRwYXRoGAogAygLMhYuYXV0aHoudjEuRXhwbGFpbkdyYW50EiwKCHJlcXVpcmVzGAsgAygLMhouYXV0aHoudjEuRXhwbGFpblJ1bGVFbnRyeUILCglfcmVsYXRpb25CCAoGX2dyYW50QgoKCF9yb2xlX2lkQgwKCl9yb2xlX25hbWVCDAoKX3RlbmFudF9pZEIMCgpfcG9saWN5X2lkQg4KDF9wb2xpY3lfbmFtZUINCgtfcGVybWlzc2lvbiKuAQoQRXhwbGFpblJ1bGVFbnRyeRIMCgRydWxlGAEgASgJEg0KBWluZGV4GAIgASgFEg8KB3Rocm91Z2gYAyABKAkSEAoIcmVsYXRpb24YBCABKAkSDQoFaG9sZHMYBSABKAkSEAoIcmVzb3VyY2UYBiABKAkSEwoLcmVzb3VyY2VfaWQYByABKAkSJAoEcGF0aBgIIAMoCzIWLmF1dGh6LnYxLkV4cGxhaW5HcmFudCJNCg5FeHBsYWluQmxvY2tlZBIQCghyZWxhdGlvbhgBIAEoCRIpCgVlbnRyeRgCIAEoCzIaLmF1dGh6LnYxLkV4cGxhaW5SdWxlRW50cnkiNwoSQ29uc2lkZXJlZFJlbGF0aW9uEhAKCHJlbGF0aW9uGAEgASgJEg8KB2FjdGlvbnMYAiADKAkiWgoOQ29uc2lkZXJlZFJvbGUSDwoHcm9sZV9pZBgBIAEoCRIRCglyb2xlX25hbWUYAiABKAkSFgoJdGVuYW50X2lkGAMgASgJSACIAQFCDAoKX3RlbmFudF9pZCJmCgpDb25zaWRlcmVkEi8KCXJlbGF0aW9ucxgBIAMoCzIcLmF1dGh6LnYxLkNvbnNpZGVyZWRSZWxhdGlvbhInCgVyb2xlcxgCIAMoCzIYLmF1dGh6LnYxLkNvbnNpZGVyZWRSb2xlItMBCg9FeHBsYWluUmVzcG9uc2USDwoHYWxsb3dlZBgBIAEoCBIoCgdyZWFzb25zGAIgAygLMhcuYXV0aHoudjEuRXhwbGFpblJlYXNvbhIoCgpjb25zaWRlcmVkGAMgASgLMhQuYXV0aHoudjEuQ29uc2lkZXJlZBIwCgpjb25kaXRpb25zGAQgAygLMhwuYXV0aHoudjEuRXZhbHVhdGVkQ29uZGl0aW9uEikKB2Jsb2NrZWQYBSADKAsyGC5hdXRoei52MS5FeHBsYWluQmxvY2tlZCK7AgoSUGVybWlzc2lvbnNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSEwoLcmVzb3VyY2VfaWQYAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESKAoHY29udGV4dBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoSc3ViamVjdF9wcm9wZXJ0aWVzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI0ChNyZXNvdXJjZV9wcm9wZXJ0aWVzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyChFhY3Rpb25fcHJvcGVydGllcxgIIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3RlbmFudF9pZCImChNQZXJtaXNzaW9uc1Jlc3BvbnNlEg8KB2FjdGlvbnMYASADKAkiuAIKD1Blcm1pc3Npb25zSXRlbRIPCgd1c2VyX2lkGAEgASgJEhAKCHJlc291cmNlGAIgASgJEhMKC3Jlc291cmNlX2lkGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEigKB2NvbnRleHQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjMKEnN1YmplY3RfcHJvcGVydGllcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSNAoTcmVzb3VyY2VfcHJvcGVydGllcxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMgoRYWN0aW9uX3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgwKCl90ZW5hbnRfaWQiRgoXQmF0Y2hQZXJtaXNzaW9uc1JlcXVlc3QSKwoIcmVxdWVzdHMYASADKAsyGS5hdXRoei52MS5QZXJtaXNzaW9uc0l0ZW0iJAoRUGVybWlzc2lvbnNSZXN1bHQSDwoHYWN0aW9ucxgBIAMoCSJIChhCYXRjaFBlcm1pc3Npb25zUmVzcG9uc2USLAoHcmVzdWx0cxgBIAMoCzIbLmF1dGh6LnYxLlBlcm1pc3Npb25zUmVzdWx0IusCCg1Mb29rdXBSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEAoIcmVzb3VyY2UYAiABKAkSDgoGYWN0aW9uGAMgASgJEhYKCXRlbmFudF9pZBgEIAEoCUgAiAEBEhYKCXBhZ2Vfc2l6ZRgFIAEoBUgBiAEBEhIKCnBhZ2VfdG9rZW4YBiABKAkSKAoHY29udGV4dBgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoSc3ViamVjdF9wcm9wZXJ0aWVzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBI0ChNyZXNvdXJjZV9wcm9wZXJ0aWVzGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIyChFhY3Rpb25fcHJvcGVydGllcxgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3RlbmFudF9pZEIMCgpfcGFnZV9zaXplIqwBCg5Mb29rdXBSZXNwb25zZRIVCg1hbGxfaW5zdGFuY2VzGAEgASgIEhQKDHJlc291cmNlX2lkcxgCIAMoCRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkSMgoLY29uZGl0aW9uYWwYBCADKAsyHS5hdXRoei52MS5Db25kaXRpb25hbFJlc291cmNlEiAKGGFsbF9pbnN0YW5jZXNfY29uZGl0aW9ucxgFIAMoCSI+ChNDb25kaXRpb25hbFJlc291cmNlEhMKC3Jlc291cmNlX2lkGAEgASgJEhIKCmNvbmRpdGlvbnMYAiADKAkiNgoPQ29uZGl0aW9uYWxVc2VyEg8KB3VzZXJfaWQYASABKAkSEgoKY29uZGl0aW9ucxgCIAMoCSLvAgoNV2hvQ2FuUmVxdWVzdBIQCghyZXNvdXJjZRgBIAEoCRITCgtyZXNvdXJjZV9pZBgCIAEoCRIOCgZhY3Rpb24YAyABKAkSFgoJdGVuYW50X2lkGAQgASgJSACIAQESFgoJcGFnZV9zaXplGAUgASgFSAGIAQESEgoKcGFnZV90b2tlbhgGIAEoCRIoCgdjb250ZXh0GAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIzChJzdWJqZWN0X3Byb3BlcnRpZXMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjQKE3Jlc291cmNlX3Byb3BlcnRpZXMYCSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjIKEWFjdGlvbl9wcm9wZXJ0aWVzGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIMCgpfdGVuYW50X2lkQgwKCl9wYWdlX3NpemUinAEKDldob0NhblJlc3BvbnNlEhAKCHVzZXJfaWRzGAEgAygJEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIRCglhbGxfdXNlcnMYAyABKAgSLgoLY29uZGl0aW9uYWwYBCADKAsyGS5hdXRoei52MS5Db25kaXRpb25hbFVzZXISHAoUYWxsX3VzZXJzX2NvbmRpdGlvbnMYBSADKAkyrwYKDENoZWNrU2VydmljZRJgCgVDaGVjaxIWLmF1dGh6LnYxLkNoZWNrUmVxdWVzdBoXLmF1dGh6LnYxLkNoZWNrUmVzcG9uc2UiJoLT5JMCIDoBKiIbL2FwaS92MS9hdXRob3JpemF0aW9uL2NoZWNrEnUKCkJhdGNoQ2hlY2sSGy5hdXRoei52MS5CYXRjaENoZWNrUmVxdWVzdBocLmF1dGh6LnYxLkJhdGNoQ2hlY2tSZXNwb25zZSIsgtPkkwImOgEqIiEvYXBpL3YxL2F1dGhvcml6YXRpb24vY2hlY2svYmF0Y2gSbgoHRXhwbGFpbhIYLmF1dGh6LnYxLkV4cGxhaW5SZXF1ZXN0GhkuYXV0aHoudjEuRXhwbGFpblJlc3BvbnNlIi6C0+STAig6ASoiIy9hcGkvdjEvYXV0aG9yaXphdGlvbi9jaGVjay9leHBsYWluEngKC1Blcm1pc3Npb25zEhwuYXV0aHoudjEuUGVybWlzc2lvbnNSZXF1ZXN0Gh0uYXV0aHoudjEuUGVybWlzc2lvbnNSZXNwb25zZSIsgtPkkwImOgEqIiEvYXBpL3YxL2F1dGhvcml6YXRpb24vcGVybWlzc2lvbnMSjQEKEEJhdGNoUGVybWlzc2lvbnMSIS5hdXRoei52MS5CYXRjaFBlcm1pc3Npb25zUmVxdWVzdBoiLmF1dGh6LnYxLkJhdGNoUGVybWlzc2lvbnNSZXNwb25zZSIygtPkkwIsOgEqIicvYXBpL3YxL2F1dGhvcml6YXRpb24vcGVybWlzc2lvbnMvYmF0Y2gSZAoGTG9va3VwEhcuYXV0aHoudjEuTG9va3VwUmVxdWVzdBoYLmF1dGh6LnYxLkxvb2t1cFJlc3BvbnNlIieC0+STAiE6ASoiHC9hcGkvdjEvYXV0aG9yaXphdGlvbi9sb29rdXASZgoGV2hvQ2FuEhcuYXV0aHoudjEuV2hvQ2FuUmVxdWVzdBoYLmF1dGh6LnYxLldob0NhblJlc3BvbnNlIimC0+STAiM6ASoiHi9hcGkvdjEvYXV0aG9yaXphdGlvbi9zdWJqZWN0c2IGcHJvdG8z", [file_google_api_annotations, file_authz_v1_relationships, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message authz.v1.CheckRequest
@@ -513,6 +513,14 @@ export type ExplainReason = Message<"authz.v1.ExplainReason"> & {
    * @generated from field: repeated authz.v1.ExplainGrant path = 10;
    */
   path: ExplainGrant[];
+
+  /**
+   * kind "relation": each `requires` entry of the relation, which held,
+   * with where and by which path.
+   *
+   * @generated from field: repeated authz.v1.ExplainRuleEntry requires = 11;
+   */
+  requires: ExplainRuleEntry[];
 };
 
 /**
@@ -521,6 +529,99 @@ export type ExplainReason = Message<"authz.v1.ExplainReason"> & {
  */
 export const ExplainReasonSchema: GenMessage<ExplainReason> = /*@__PURE__*/
   messageDesc(file_authz_v1_check, 10);
+
+/**
+ * A `requires` or `unless` entry of a relation as it decided the question.
+ *
+ * @generated from message authz.v1.ExplainRuleEntry
+ */
+export type ExplainRuleEntry = Message<"authz.v1.ExplainRuleEntry"> & {
+  /**
+   * "requires" or "unless".
+   *
+   * @generated from field: string rule = 1;
+   */
+  rule: string;
+
+  /**
+   * The entry's place in the relation's list.
+   *
+   * @generated from field: int32 index = 2;
+   */
+  index: number;
+
+  /**
+   * The entry: `relation` on this instance (`through` empty) or on an
+   * instance linked by `through`.
+   *
+   * @generated from field: string through = 3;
+   */
+  through: string;
+
+  /**
+   * @generated from field: string relation = 4;
+   */
+  relation: string;
+
+  /**
+   * Whether the user holds the entry's relation there: "true", "false", or
+   * "unknown" (it rests on a condition that could not be decided, which
+   * denies on either side).
+   *
+   * @generated from field: string holds = 5;
+   */
+  holds: string;
+
+  /**
+   * Where it holds: the instance, and a path from the user's own grant to
+   * the grant on it (fewest hops). Empty where it does not hold.
+   *
+   * @generated from field: string resource = 6;
+   */
+  resource: string;
+
+  /**
+   * @generated from field: string resource_id = 7;
+   */
+  resourceId: string;
+
+  /**
+   * @generated from field: repeated authz.v1.ExplainGrant path = 8;
+   */
+  path: ExplainGrant[];
+};
+
+/**
+ * Describes the message authz.v1.ExplainRuleEntry.
+ * Use `create(ExplainRuleEntrySchema)` to create a new message.
+ */
+export const ExplainRuleEntrySchema: GenMessage<ExplainRuleEntry> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 11);
+
+/**
+ * A relation the user would hold by its grants and inherits, taken away by
+ * a `requires` entry that does not hold or an `unless` entry that does.
+ *
+ * @generated from message authz.v1.ExplainBlocked
+ */
+export type ExplainBlocked = Message<"authz.v1.ExplainBlocked"> & {
+  /**
+   * @generated from field: string relation = 1;
+   */
+  relation: string;
+
+  /**
+   * @generated from field: authz.v1.ExplainRuleEntry entry = 2;
+   */
+  entry?: ExplainRuleEntry | undefined;
+};
+
+/**
+ * Describes the message authz.v1.ExplainBlocked.
+ * Use `create(ExplainBlockedSchema)` to create a new message.
+ */
+export const ExplainBlockedSchema: GenMessage<ExplainBlocked> = /*@__PURE__*/
+  messageDesc(file_authz_v1_check, 12);
 
 /**
  * A relation the user holds on the instance, with every action it implies.
@@ -544,7 +645,7 @@ export type ConsideredRelation = Message<"authz.v1.ConsideredRelation"> & {
  * Use `create(ConsideredRelationSchema)` to create a new message.
  */
 export const ConsideredRelationSchema: GenMessage<ConsideredRelation> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 11);
+  messageDesc(file_authz_v1_check, 13);
 
 /**
  * A role of the user that applies to the question: application-wide, or of
@@ -574,7 +675,7 @@ export type ConsideredRole = Message<"authz.v1.ConsideredRole"> & {
  * Use `create(ConsideredRoleSchema)` to create a new message.
  */
 export const ConsideredRoleSchema: GenMessage<ConsideredRole> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 12);
+  messageDesc(file_authz_v1_check, 14);
 
 /**
  * @generated from message authz.v1.Considered
@@ -596,7 +697,7 @@ export type Considered = Message<"authz.v1.Considered"> & {
  * Use `create(ConsideredSchema)` to create a new message.
  */
 export const ConsideredSchema: GenMessage<Considered> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 13);
+  messageDesc(file_authz_v1_check, 15);
 
 /**
  * @generated from message authz.v1.ExplainResponse
@@ -625,6 +726,14 @@ export type ExplainResponse = Message<"authz.v1.ExplainResponse"> & {
    * @generated from field: repeated authz.v1.EvaluatedCondition conditions = 4;
    */
   conditions: EvaluatedCondition[];
+
+  /**
+   * The relations implying the action that a `requires` or `unless` entry
+   * took away, each with the entry that decided it.
+   *
+   * @generated from field: repeated authz.v1.ExplainBlocked blocked = 5;
+   */
+  blocked: ExplainBlocked[];
 };
 
 /**
@@ -632,7 +741,7 @@ export type ExplainResponse = Message<"authz.v1.ExplainResponse"> & {
  * Use `create(ExplainResponseSchema)` to create a new message.
  */
 export const ExplainResponseSchema: GenMessage<ExplainResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 14);
+  messageDesc(file_authz_v1_check, 16);
 
 /**
  * @generated from message authz.v1.PermissionsRequest
@@ -689,7 +798,7 @@ export type PermissionsRequest = Message<"authz.v1.PermissionsRequest"> & {
  * Use `create(PermissionsRequestSchema)` to create a new message.
  */
 export const PermissionsRequestSchema: GenMessage<PermissionsRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 15);
+  messageDesc(file_authz_v1_check, 17);
 
 /**
  * @generated from message authz.v1.PermissionsResponse
@@ -706,7 +815,7 @@ export type PermissionsResponse = Message<"authz.v1.PermissionsResponse"> & {
  * Use `create(PermissionsResponseSchema)` to create a new message.
  */
 export const PermissionsResponseSchema: GenMessage<PermissionsResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 16);
+  messageDesc(file_authz_v1_check, 18);
 
 /**
  * @generated from message authz.v1.PermissionsItem
@@ -761,7 +870,7 @@ export type PermissionsItem = Message<"authz.v1.PermissionsItem"> & {
  * Use `create(PermissionsItemSchema)` to create a new message.
  */
 export const PermissionsItemSchema: GenMessage<PermissionsItem> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 17);
+  messageDesc(file_authz_v1_check, 19);
 
 /**
  * @generated from message authz.v1.BatchPermissionsRequest
@@ -778,7 +887,7 @@ export type BatchPermissionsRequest = Message<"authz.v1.BatchPermissionsRequest"
  * Use `create(BatchPermissionsRequestSchema)` to create a new message.
  */
 export const BatchPermissionsRequestSchema: GenMessage<BatchPermissionsRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 18);
+  messageDesc(file_authz_v1_check, 20);
 
 /**
  * @generated from message authz.v1.PermissionsResult
@@ -795,7 +904,7 @@ export type PermissionsResult = Message<"authz.v1.PermissionsResult"> & {
  * Use `create(PermissionsResultSchema)` to create a new message.
  */
 export const PermissionsResultSchema: GenMessage<PermissionsResult> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 19);
+  messageDesc(file_authz_v1_check, 21);
 
 /**
  * @generated from message authz.v1.BatchPermissionsResponse
@@ -812,7 +921,7 @@ export type BatchPermissionsResponse = Message<"authz.v1.BatchPermissionsRespons
  * Use `create(BatchPermissionsResponseSchema)` to create a new message.
  */
 export const BatchPermissionsResponseSchema: GenMessage<BatchPermissionsResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 20);
+  messageDesc(file_authz_v1_check, 22);
 
 /**
  * @generated from message authz.v1.LookupRequest
@@ -882,7 +991,7 @@ export type LookupRequest = Message<"authz.v1.LookupRequest"> & {
  * Use `create(LookupRequestSchema)` to create a new message.
  */
 export const LookupRequestSchema: GenMessage<LookupRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 21);
+  messageDesc(file_authz_v1_check, 23);
 
 /**
  * @generated from message authz.v1.LookupResponse
@@ -930,7 +1039,7 @@ export type LookupResponse = Message<"authz.v1.LookupResponse"> & {
  * Use `create(LookupResponseSchema)` to create a new message.
  */
 export const LookupResponseSchema: GenMessage<LookupResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 22);
+  messageDesc(file_authz_v1_check, 24);
 
 /**
  * An instance allowed only where one of the conditions holds.
@@ -957,7 +1066,7 @@ export type ConditionalResource = Message<"authz.v1.ConditionalResource"> & {
  * Use `create(ConditionalResourceSchema)` to create a new message.
  */
 export const ConditionalResourceSchema: GenMessage<ConditionalResource> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 23);
+  messageDesc(file_authz_v1_check, 25);
 
 /**
  * A user allowed only where one of the conditions holds.
@@ -983,7 +1092,7 @@ export type ConditionalUser = Message<"authz.v1.ConditionalUser"> & {
  * Use `create(ConditionalUserSchema)` to create a new message.
  */
 export const ConditionalUserSchema: GenMessage<ConditionalUser> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 24);
+  messageDesc(file_authz_v1_check, 26);
 
 /**
  * @generated from message authz.v1.WhoCanRequest
@@ -1057,7 +1166,7 @@ export type WhoCanRequest = Message<"authz.v1.WhoCanRequest"> & {
  * Use `create(WhoCanRequestSchema)` to create a new message.
  */
 export const WhoCanRequestSchema: GenMessage<WhoCanRequest> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 25);
+  messageDesc(file_authz_v1_check, 27);
 
 /**
  * @generated from message authz.v1.WhoCanResponse
@@ -1109,7 +1218,7 @@ export type WhoCanResponse = Message<"authz.v1.WhoCanResponse"> & {
  * Use `create(WhoCanResponseSchema)` to create a new message.
  */
 export const WhoCanResponseSchema: GenMessage<WhoCanResponse> = /*@__PURE__*/
-  messageDesc(file_authz_v1_check, 26);
+  messageDesc(file_authz_v1_check, 28);
 
 /**
  * The permission check. Acts on the calling key's own application.
