@@ -19,7 +19,7 @@ import { AccessModel } from "../src/domain/access-model.js";
 import { checkFunction, functionBody, generationOf, type CheckFunction } from "../src/store/check-functions.js";
 import { CHECK_FUNCTIONS, CheckStatements, type CheckInput } from "../src/store/check-store.js";
 import { THROUGH_PATHS_SQL } from "../src/store/graph-store.js";
-import { DECISION_SQL } from "../src/store/decision-store.js";
+import { DECISION_FUNCTION, DECISION_SQL, DecisionStatements } from "../src/store/decision-store.js";
 import { loadMigrations, migrate } from "../src/store/migrate.js";
 import { modelStore } from "../src/store/model-store.js";
 import { sqlRuleViolations } from "./support/sql-rules.js";
@@ -73,7 +73,7 @@ describe("the SQL rule checker", () => {
   });
 
   it("reads the statements of the check's functions, and flags one of them when it breaks a rule", () => {
-    expect(CHECK_FUNCTIONS.map((f) => f.kind)).toEqual(["check", "graph check", "graph check with no inherits within an instance"]);
+    expect(CHECK_FUNCTIONS.map((f) => f.kind)).toEqual(["check", "graph check", "graph check with no inherits within an instance", "decision rows"]);
     for (const f of CHECK_FUNCTIONS) {
       expect(sqlRuleViolations(f.statement)).toEqual([]);
       expect(withFunctions(f.call.plain)).toContain(f.statement);
@@ -283,8 +283,8 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     // And the pages through conditional paths (graph-store.ts), lookup's and who can's.
     expect(statements.has(THROUGH_PATHS_SQL.lookup)).toBe(true);
     expect(statements.has(THROUGH_PATHS_SQL.whoCan)).toBe(true);
-    // And the decision's, where the catalog has requires or unless.
-    expect(statements.has(DECISION_SQL)).toBe(true);
+    // And the decision's, where the catalog has requires or unless (its function's call, or inline on Citus).
+    expect([...statements].some((sql) => sql === DECISION_SQL || sql.includes(`${DECISION_FUNCTION.name}(`))).toBe(true);
   });
 
   it("every statement keeps the rules", () => {
@@ -323,6 +323,26 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
       expect(viaFunction.filter((r) => r.keyValid && r.relations.length > 0).length).toBeGreaterThan(graph === undefined ? 1 : 3);
       expect(viaFunction.some((r) => r.conditional.length > 0)).toBe(true);
     }
+  });
+
+  it("the decision's function answers as its inline statement does", async () => {
+    const asks = ["alice", "bob", "carol"].flatMap((userId) => [null, "read"].map((action) => ({ appId: "rules-ops", userId, resource: "document", resourceId: "d1", action })));
+    const viaFunction = await new DecisionStatements().rows(service.db, asks);
+    const inline = await service.db.query<Record<string, unknown>>(DECISION_SQL, [
+      "rules-ops",
+      JSON.stringify(asks.map((a) => ({ u: a.userId, r: a.resource, i: a.resourceId, a: a.action }))),
+      10_000,
+    ]);
+    const row = inline.rows[0]!;
+    const sorted = (rows: unknown[]) => rows.map((r) => JSON.stringify(r)).sort();
+    for (const [i, answer] of viaFunction.rows.entries()) {
+      expect(answer.truncated).toBe(false);
+      expect(answer.version).toBe(row.version);
+      expect(sorted(answer.sets)).toEqual(sorted(row.sets as unknown[]));
+      expect(sorted(answer.links)).toEqual(sorted(row.links as unknown[]));
+      expect(sorted(answer.held)).toEqual(sorted((row.held as unknown[][])[i]!));
+    }
+    expect(viaFunction.rows.some((r) => r.sets.length > 0 && r.links.length > 0 && r.held.length > 0)).toBe(true);
   });
 
   it("reads or writes every table the layout distributes", () => {
@@ -382,7 +402,12 @@ describe.each(engines)("the check's functions on %s", (engine) => {
     await inline.check(recorded, ask);
     await inline.check(recorded, ask, { graph: () => ({ pairs: [], steps: [], within: true, key: "" }) });
     await inline.check(recorded, ask, { graph: () => ({ pairs: [], steps: [], within: false, key: "" }) });
-    expect(sent).toHaveLength(3);
+    // The decision's, as its store sends it inline where the database lacks its function (undefined_function).
+    const lacking: Queryable = {
+      query: (sql, params) => (sql.includes(`${DECISION_FUNCTION.name}(`) ? Promise.reject(Object.assign(new Error("no such function"), { code: "42883" })) : recorded.query(sql, params)),
+    };
+    await new DecisionStatements().rows(lacking, [{ appId: "none", userId: "u1", resource: "doc", resourceId: "d1", action: "read" }]);
+    expect(sent).toHaveLength(4);
     for (const [i, f] of CHECK_FUNCTIONS.entries()) {
       expect(f.statement).toBe(sent[i]);
       const { rows } = await database.db.query<{ body: string }>("SELECT prosrc AS body FROM pg_proc WHERE oid = to_regproc($1)::oid", [f.name]);

@@ -14,7 +14,7 @@ import type { Coalescer } from "../lib/coalescer.js";
 import type { Telemetry } from "../lib/telemetry.js";
 import type { Db } from "../store/db.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
-import { decisionStore, type DecisionInput, type DecisionRows } from "../store/decision-store.js";
+import { DecisionStatements, type DecisionInput, type DecisionRows } from "../store/decision-store.js";
 import { exactReads } from "./exact-read.js";
 import type { AccessModel, AccessModels } from "./access-model.js";
 import { CONDITION_LIMITS, type Condition, type ConditionBindings } from "./conditions.js";
@@ -74,7 +74,8 @@ export class OperatorAnswers {
     telemetry: Telemetry,
     private readonly models: AccessModels,
   ) {
-    this.reads = exactReads(db, replicas, decisionStore.rows, { maxBatch: LIMITS.batchChecks, reads: "decisions", telemetry });
+    const statements = new DecisionStatements();
+    this.reads = exactReads(db, replicas, (q, inputs, options) => statements.rows(q, inputs, options), { maxBatch: LIMITS.batchChecks, reads: "decisions", telemetry });
   }
 
   /** For each item, the actions among its `actions` that a relation the user holds on the instance implies. */

@@ -39,6 +39,7 @@
 import { createHash } from "node:crypto";
 import type { Queryable } from "./db.js";
 import { REPLAYED } from "./per-application.js";
+import { sqlState, SqlState } from "./sqlstate.js";
 
 /** One of the check's statements as a function. */
 export interface CheckFunction {
@@ -56,8 +57,13 @@ export interface CheckFunction {
   call: { plain: string; replayed: string };
 }
 
-/** What a check statement answers, one row (check-store.ts, StatementRow). */
-const COLUMNS = "keys json, version text, now_ms float8, rows json";
+/** What a check statement answers, one row (check-store.ts, StatementRow): the columns of its function, by default. */
+const CHECK_COLUMNS: readonly (readonly [name: string, type: string])[] = [
+  ["keys", "json"],
+  ["version", "text"],
+  ["now_ms", "float8"],
+  ["rows", "json"],
+];
 
 /**
  * The PL/pgSQL body around a statement: the statement's rows returned as they
@@ -71,21 +77,52 @@ BEGIN
 END
 `;
 
-const definitionOf = (name: string, parameters: readonly string[], statement: string) => `CREATE OR REPLACE FUNCTION ${name}(${parameters.join(", ")})
-RETURNS TABLE (${COLUMNS})
+const definitionOf = (name: string, parameters: readonly string[], statement: string, columns: typeof CHECK_COLUMNS) => `CREATE OR REPLACE FUNCTION ${name}(${parameters.join(", ")})
+RETURNS TABLE (${columns.map(([column, type]) => `${column} ${type}`).join(", ")})
 LANGUAGE plpgsql STABLE ROWS 1
 SET plan_cache_mode = force_generic_plan
 AS $$${functionBody(statement)}$$`;
 
 const shortHash = (text: string) => createHash("sha256").update(text).digest("hex").slice(0, 12);
 
-/** A statement's function: `parameters` are the types of its $1, $2... */
-export function checkFunction(prefix: string, kind: string, parameters: readonly string[], statement: string): CheckFunction {
+/** A statement's function: `parameters` are the types of its $1, $2..., `columns` those of the row it answers. */
+export function checkFunction(prefix: string, kind: string, parameters: readonly string[], statement: string, columns = CHECK_COLUMNS): CheckFunction {
   if (statement.includes("$$")) throw new Error(`${kind}: a statement made a function may not hold $$`);
-  const name = `${prefix}_${shortHash(definitionOf(prefix, parameters, statement))}`;
+  const name = `${prefix}_${shortHash(definitionOf(prefix, parameters, statement, columns))}`;
   const args = parameters.map((type, i) => `$${i + 1}::${type}`).join(", ");
-  const call = (replayed: boolean) => `SELECT f.keys, f.version, f.now_ms, f.rows${replayed ? REPLAYED : ""} FROM ${name}(${args}) AS f`;
-  return { kind, name, parameters, statement, definition: definitionOf(name, parameters, statement), call: { plain: call(false), replayed: call(true) } };
+  const call = (replayed: boolean) => `SELECT ${columns.map(([column]) => `f.${column}`).join(", ")}${replayed ? REPLAYED : ""} FROM ${name}(${args}) AS f`;
+  return { kind, name, parameters, statement, definition: definitionOf(name, parameters, statement, columns), call: { plain: call(false), replayed: call(true) } };
+}
+
+/**
+ * A statement sent as its function (planned once per connection) until a
+ * database refuses it: feature_not_supported (Citus, which cannot
+ * distribute the function's generic plan) sends the inline statement from
+ * then on; undefined_function (a standby that has not replayed this build's
+ * functions yet) sends it this time. The call that met the refusal is
+ * answered by the inline statement.
+ */
+export class PlannedStatement {
+  private planOnce = true;
+
+  constructor(
+    private readonly fn: CheckFunction,
+    private readonly inline: { plain: string; replayed: string },
+  ) {}
+
+  async row<R>(q: Queryable, replayed: boolean, params: unknown[]): Promise<R> {
+    const which = replayed ? "replayed" : "plain";
+    if (this.planOnce) {
+      try {
+        return (await q.query<R & object>(this.fn.call[which], params)).rows[0]!;
+      } catch (error) {
+        const state = sqlState(error);
+        if (state === SqlState.featureNotSupported) this.planOnce = false;
+        else if (state !== SqlState.undefinedFunction) throw error;
+      }
+    }
+    return (await q.query<R & object>(this.inline[which], params)).rows[0]!;
+  }
 }
 
 /** A build's functions by one name: a hash of their names. */

@@ -1,3 +1,4 @@
+import { DECISION_FUNCTION } from "./decision-store.js";
 import { EACH_HOLDER } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { checkFunction, type CheckFunction } from "./check-functions.js";
@@ -99,8 +100,8 @@ const CHECK_FUNCTION = checkFunction("portcullis_check_facts", "check", ["text",
 const GRAPH_CHECK_FUNCTION = checkFunction("portcullis_graph_check", "graph check", ["text", "text[]", "jsonb", "jsonb", "jsonb"], GRAPH_CHECK_SQL.plain);
 const GRAPH_CHECK_FLAT_FUNCTION = checkFunction("portcullis_graph_check", "graph check with no inherits within an instance", ["text", "text[]", "jsonb", "jsonb", "jsonb"], GRAPH_CHECK_FLAT_SQL.plain);
 
-/** This build's functions, which migrate() creates (installCheckFunctions). */
-export const CHECK_FUNCTIONS: readonly CheckFunction[] = [CHECK_FUNCTION, GRAPH_CHECK_FUNCTION, GRAPH_CHECK_FLAT_FUNCTION];
+/** This build's functions, which migrate() creates (installCheckFunctions): the check's, and the decision's with requires and unless. */
+export const CHECK_FUNCTIONS: readonly CheckFunction[] = [CHECK_FUNCTION, GRAPH_CHECK_FUNCTION, GRAPH_CHECK_FLAT_FUNCTION, DECISION_FUNCTION];
 
 interface Statements {
   planned: { plain: string; replayed: string };
