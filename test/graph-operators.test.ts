@@ -17,8 +17,8 @@ import { createApp } from "./helpers/authz.js";
 import { chainWorld, F, IDS, isLink, model, randomWorld, T, U, USERS, type Truth, type World } from "./support/relation-model.js";
 
 /** Worlds per engine: each asks every question of its own (a few hundred calls); fewer on Citus, where each call costs more. */
-const WORLDS = 10;
-const CITUS_WORLDS = 4;
+const WORLDS = 8;
+const CITUS_WORLDS = 3;
 const CONTEXT = { x: 1 };
 /** A condition that holds with CONTEXT, one that is false, one that errs (a missing key): the model's T, F and U. */
 const conditionFor = (truth: Truth): string | undefined => (truth === T ? undefined : truth === U ? "context.missing == 1" : "context.x == 2");

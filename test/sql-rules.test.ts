@@ -326,11 +326,11 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
   });
 
   it("the decision's function answers as its inline statement does", async () => {
-    const asks = ["alice", "bob", "carol"].flatMap((userId) => [null, "read"].map((action) => ({ appId: "rules-ops", userId, resource: "document", resourceId: "d1", action })));
+    const asks = ["alice", "bob", "carol"].flatMap((userId) => [["viewer"], ["viewer", "editor", "owner"]].map((roots) => ({ appId: "rules-ops", userId, resource: "document", resourceId: "d1", roots })));
     const viaFunction = await new DecisionStatements().rows(service.db, asks);
     const inline = await service.db.query<Record<string, unknown>>(DECISION_SQL, [
       "rules-ops",
-      JSON.stringify(asks.map((a) => ({ u: a.userId, r: a.resource, i: a.resourceId, a: a.action }))),
+      JSON.stringify(asks.map((a) => ({ u: a.userId, r: a.resource, i: a.resourceId, o: a.roots }))),
       10_000,
     ]);
     const row = inline.rows[0]!;
@@ -406,7 +406,7 @@ describe.each(engines)("the check's functions on %s", (engine) => {
     const lacking: Queryable = {
       query: (sql, params) => (sql.includes(`${DECISION_FUNCTION.name}(`) ? Promise.reject(Object.assign(new Error("no such function"), { code: "42883" })) : recorded.query(sql, params)),
     };
-    await new DecisionStatements().rows(lacking, [{ appId: "none", userId: "u1", resource: "doc", resourceId: "d1", action: "read" }]);
+    await new DecisionStatements().rows(lacking, [{ appId: "none", userId: "u1", resource: "doc", resourceId: "d1", roots: ["viewer"] }]);
     expect(sent).toHaveLength(4);
     for (const [i, f] of CHECK_FUNCTIONS.entries()) {
       expect(f.statement).toBe(sent[i]);

@@ -15,7 +15,7 @@ import { CONDITION_LIMITS, ConditionCache, type Condition } from "./conditions.j
 import { PROCESS_CPU } from "./fair-cpu.js";
 import { settleWays } from "./decided-ways.js";
 import { bindingsOf, checkQuestionFacts, NO_FACTS, withStoredProperties, type QuestionFacts } from "./question-facts.js";
-import { conditionTruths, mayHold, OperatorAnswers, rolesOnly, type Evaluate } from "./operator-answers.js";
+import { candidateRoots, conditionTruths, OperatorAnswers, rolesOnly, type Evaluate } from "./operator-answers.js";
 
 /** May the user perform the action on the instance? */
 export interface CheckQuestion {
@@ -215,10 +215,12 @@ export class Checker {
   private async withOperators(caller: Caller, all: [AccessModel, CheckQuestion, Facts][]): Promise<boolean[]> {
     const asked: StoredReads = new Map();
     const allowed = await Promise.all(all.map(([model, q, facts]) => model.allows(q, [], facts.roles) || this.allows(caller, model, q, rolesOnly(facts), asked)));
-    const open = all.flatMap(([model, q, facts], i) => (!allowed[i] && mayHold(model, q.resource, [q.action], facts) ? [i] : []));
-    const items = open.map((i) => ({ model: all[i]![0], question: all[i]![1], action: all[i]![1].action, actions: [all[i]![1].action] }));
+    const items = all.flatMap(([model, question, facts], i) => {
+      const roots = allowed[i] ? [] : candidateRoots(model, question.resource, [question.action], facts);
+      return roots.length > 0 ? [{ i, model, question, roots, actions: [question.action] }] : [];
+    });
     const byRelations = await this.operatorAnswers.allowed(caller.appId, items, this.evaluate(caller, asked));
-    open.forEach((i, k) => (allowed[i] = byRelations[k]!.length > 0));
+    items.forEach(({ i }, k) => (allowed[i] = byRelations[k]!.length > 0));
     return allowed;
   }
 
@@ -228,7 +230,8 @@ export class Checker {
     const allowed = await Promise.all(all.map(([model, q, facts]) => this.actionsAllowed(caller, model, q, rolesOnly(facts), asked)));
     const items = all.flatMap(([model, question, facts], i) => {
       const actions = model.catalogActions(question.resource).filter((a) => !allowed[i]!.includes(a));
-      return actions.length > 0 && mayHold(model, question.resource, actions, facts) ? [{ i, model, question, action: null, actions }] : [];
+      const roots = candidateRoots(model, question.resource, actions, facts);
+      return roots.length > 0 ? [{ i, model, question, roots, actions }] : [];
     });
     const byRelations = await this.operatorAnswers.allowed(caller.appId, items, this.evaluate(caller, asked));
     items.forEach(({ i, model, question }, k) => (allowed[i] = orderedLike(model, question, new Set([...allowed[i]!, ...byRelations[k]!]))));

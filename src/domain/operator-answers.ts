@@ -27,8 +27,8 @@ import { Decision, FALSE, TRUE, UNKNOWN, type DecisionGraph, type Held, type Lin
 export interface OperatorItem<Q extends Instance = Instance> {
   model: AccessModel;
   question: Q;
-  /** The action asked; null for a permissions question. */
-  action: string | null;
+  /** The relations of the instance to decide (candidateRoots): no other is held. */
+  roots: readonly string[];
   actions: readonly string[];
 }
 
@@ -42,19 +42,22 @@ interface Instance {
 export type Evaluate<Q extends Instance> = (question: Q, action: string, sources: readonly string[], nowMs: number) => Promise<ReadonlyMap<string, Truth>>;
 
 /**
- * Whether the user could hold, with these rules, a relation implying one of
- * `actions`: the check's statement found one held (with no condition, or by
- * a conditional grant on the instance), or a conditional row could lie on a
- * path. Otherwise the walks found nothing, and the rules can only take away.
+ * The relations implying one of `actions` the user could hold, with these
+ * rules: those the check's statement found held (with no condition, or by a
+ * conditional grant on the instance), or every one where a conditional row
+ * could lie on a path. The walks follow no `requires` or `unless`, and
+ * those can only take away: a relation they did not find is not held, and
+ * none found is a denial with no second statement.
  */
-export function mayHold(
+export function candidateRoots(
   model: AccessModel,
   resource: string,
   actions: readonly string[],
   facts: { relations: readonly string[]; conditional: readonly { relation: string }[]; pathsPossible: boolean },
-): boolean {
-  const implies = (relation: string) => actions.some((a) => model.actionsOf(resource, relation).has(a));
-  return facts.pathsPossible || facts.relations.some(implies) || facts.conditional.some((c) => implies(c.relation));
+): string[] {
+  const implying = [...new Set(actions.flatMap((a) => model.relationsImplying(resource, a)))];
+  if (facts.pathsPossible) return implying;
+  return implying.filter((r) => facts.relations.includes(r) || facts.conditional.some((c) => c.relation === r));
 }
 
 /** A question's facts with what its roles give alone: the relations are decided apart. */
@@ -82,7 +85,7 @@ export class OperatorAnswers {
   async allowed<Q extends Instance>(appId: string, items: readonly OperatorItem<Q>[], evaluate: Evaluate<Q>): Promise<string[][]> {
     if (items.length === 0) return [];
     const rows = await this.reads.callAll(
-      items.map(({ question: q, action }) => ({ appId, userId: q.userId, resource: q.resource, resourceId: q.resourceId, action })),
+      items.map(({ question: q, roots }) => ({ appId, userId: q.userId, resource: q.resource, resourceId: q.resourceId, roots })),
     );
     return Promise.all(items.map((item, k) => this.allowedOne(appId, item, rows[k]!, evaluate)));
   }

@@ -1,7 +1,8 @@
 /**
  * The rows a decision with `requires` and `unless` reads (API.md, "Round
  * 4 additions"; docs/exclusion.md): one statement per application for a
- * batch of questions, which walks outward from each question's instance as
+ * batch of questions, which walks outward from each question's instance
+ * (from the relations it asks to decide, the union of its questions'), as
  * the check's walk does, and also into each `requires` and `unless` entry
  * of every relation it reaches (on the instance, or on each one linked by
  * the entry's `through`), each entry's walk starting again at depth 0: its
@@ -32,7 +33,7 @@ import { MAX_HOPS, outwardHop } from "./outward-hop.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
 
 export const DECISION_LIMITS = {
-  /** Rows of the walk read per instance (and action) of a statement's questions. */
+  /** Rows of the walk read per instance of a statement's questions. */
   walkRows: 10_000,
 } as const;
 
@@ -41,8 +42,12 @@ export interface DecisionInput {
   userId: string;
   resource: string;
   resourceId: string;
-  /** The action asked; null for a permissions question (every relation is a root). */
-  action: string | null;
+  /**
+   * The relations of the instance to decide: those the check's own walks
+   * found the user may hold (a superset of what is held), so the walk starts
+   * from no relation that cannot be.
+   */
+  roots: readonly string[];
 }
 
 /** [resource, id, relation, subject resource, subject id, subject relation, condition] */
@@ -66,14 +71,12 @@ export interface DecisionRows {
 
 const decisionSql = (replayed: boolean) => `
   WITH RECURSIVE
-  q AS (SELECT q.*, dense_rank() OVER (ORDER BY q.resource, q.resource_id, q.action) AS k
-        FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (u text, r text, i text, a text))
-             WITH ORDINALITY AS q(user_id, resource, resource_id, action, n)),
+  q AS (SELECT q.*, dense_rank() OVER (ORDER BY q.resource, q.resource_id) AS k
+        FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (u text, r text, i text, o text[]))
+             WITH ORDINALITY AS q(user_id, resource, resource_id, roots, n)),
   walk(k, resource, resource_id, relation, depth) AS (
-    SELECT s.k, s.resource, s.resource_id, cr.relation, 0
-    FROM (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action FROM q) s
-    JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = s.resource
-    WHERE s.action IS NULL OR s.action = ANY (cr.actions)
+    SELECT DISTINCT q.k, q.resource, q.resource_id, root.relation, 0
+    FROM q CROSS JOIN unnest(q.roots) AS root(relation)
     UNION
     SELECT w.k, e.resource, e.resource_id, e.relation, e.depth
     FROM walk w CROSS JOIN LATERAL (
@@ -170,8 +173,8 @@ export class DecisionStatements {
    */
   async rows(q: Queryable, inputs: readonly DecisionInput[], options: { replayed?: boolean } = {}): Promise<ReadRows<DecisionRows>> {
     return perApplication(inputs, async (appId, ofApp) => {
-      const questions = ofApp.map((i) => ({ u: i.userId, r: i.resource, i: i.resourceId, a: i.action }));
-      const instances = new Set(ofApp.map((i) => JSON.stringify([i.resource, i.resourceId, i.action]))).size;
+      const questions = ofApp.map((i) => ({ u: i.userId, r: i.resource, i: i.resourceId, o: i.roots }));
+      const instances = new Set(ofApp.map((i) => JSON.stringify([i.resource, i.resourceId]))).size;
       const row = await this.statement.row<StatementRow>(q, options.replayed === true, [appId, JSON.stringify(questions), DECISION_LIMITS.walkRows * instances]);
       const held = row.held ?? [];
       return {
