@@ -100,25 +100,25 @@ export function checkFunction(prefix: string, kind: string, parameters: readonly
  * distribute the function's generic plan) sends the inline statement from
  * then on; undefined_function (a standby that has not replayed this build's
  * functions yet) sends it this time. The call that met the refusal is
- * answered by the inline statement.
+ * answered by the inline statement. Statements may share their `state`:
+ * one refusal then sends all of them inline.
  */
 export class PlannedStatement {
-  private planOnce = true;
-
   constructor(
     private readonly fn: CheckFunction,
     private readonly inline: { plain: string; replayed: string },
+    private readonly state: { planOnce: boolean } = { planOnce: true },
   ) {}
 
   async row<R>(q: Queryable, replayed: boolean, params: unknown[]): Promise<R> {
     const which = replayed ? "replayed" : "plain";
-    if (this.planOnce) {
+    if (this.state.planOnce) {
       try {
         return (await q.query<R & object>(this.fn.call[which], params)).rows[0]!;
       } catch (error) {
-        const state = sqlState(error);
-        if (state === SqlState.featureNotSupported) this.planOnce = false;
-        else if (state !== SqlState.undefinedFunction) throw error;
+        const code = sqlState(error);
+        if (code === SqlState.featureNotSupported) this.state.planOnce = false;
+        else if (code !== SqlState.undefinedFunction) throw error;
       }
     }
     return (await q.query<R & object>(this.inline[which], params)).rows[0]!;

@@ -1,10 +1,9 @@
 import { DECISION_FUNCTION } from "./decision-store.js";
 import { EACH_HOLDER } from "./all-users.js";
 import type { Queryable } from "./db.js";
-import { checkFunction, type CheckFunction } from "./check-functions.js";
+import { checkFunction, PlannedStatement, type CheckFunction } from "./check-functions.js";
 import { distinctKeys, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
-import { sqlState, SqlState } from "./sqlstate.js";
 import { GRAPH_CHECK_FLAT_SQL, GRAPH_CHECK_SQL, type GraphGroups } from "./graph-store.js";
 
 /** Whose facts on which instance: what a check, or a permissions question, asks the database. */
@@ -103,26 +102,11 @@ const GRAPH_CHECK_FLAT_FUNCTION = checkFunction("portcullis_graph_check", "graph
 /** This build's functions, which migrate() creates (installCheckFunctions): the check's, and the decision's with requires and unless. */
 export const CHECK_FUNCTIONS: readonly CheckFunction[] = [CHECK_FUNCTION, GRAPH_CHECK_FUNCTION, GRAPH_CHECK_FLAT_FUNCTION, DECISION_FUNCTION];
 
-interface Statements {
-  planned: { plain: string; replayed: string };
-  inline: { plain: string; replayed: string };
-}
-
-const STATEMENTS: Statements = {
-  planned: CHECK_FUNCTION.call,
-  inline: { plain: checkSql(false), replayed: checkSql(true) },
-};
-
-const GRAPH_STATEMENTS: Statements = {
-  planned: GRAPH_CHECK_FUNCTION.call,
-  inline: GRAPH_CHECK_SQL,
-};
-
+/** Each statement and its function (check-functions.ts). */
+const STATEMENTS = { fn: CHECK_FUNCTION, inline: { plain: checkSql(false), replayed: checkSql(true) } };
+const GRAPH_STATEMENTS = { fn: GRAPH_CHECK_FUNCTION, inline: GRAPH_CHECK_SQL };
 /** For a catalog with no inherits rule within an instance: one probe of the rules a node less. */
-const GRAPH_FLAT_STATEMENTS: Statements = {
-  planned: GRAPH_CHECK_FLAT_FUNCTION.call,
-  inline: GRAPH_CHECK_FLAT_SQL,
-};
+const GRAPH_FLAT_STATEMENTS = { fn: GRAPH_CHECK_FLAT_FUNCTION, inline: GRAPH_CHECK_FLAT_SQL };
 
 type QuestionRow = [relations: string[], roles: string[], pathsPossible?: boolean];
 interface StatementRow {
@@ -140,14 +124,15 @@ interface StatementRow {
  * decoding that is a fraction of what text arrays in and a row per question
  * out cost the driver.
  *
- * The statement planned once is used until the database refuses it with
- * feature_not_supported: Citus cannot distribute the function's generic plan
- * (its parameters are unknown when it plans), and there the statement is sent
- * inline, planned with its values at every call. The call that met the
- * refusal is answered by the inline statement, as is a call to a database
- * that lacks the function (undefined_function: a read replica that has not
- * yet replayed the functions of this build's migrate(), or a build whose
- * functions two newer builds replaced: check-functions.ts).
+ * The statement planned once is used until the database refuses it
+ * (PlannedStatement, check-functions.ts) with feature_not_supported: Citus
+ * cannot distribute the function's generic plan (its parameters are unknown
+ * when it plans), and there the statement is sent inline, planned with its
+ * values at every call. The call that met the refusal is answered by the
+ * inline statement, as is a call to a database that lacks the function
+ * (undefined_function: a read replica that has not yet replayed the
+ * functions of this build's migrate(), or a build whose functions two newer
+ * builds replaced).
  */
 export class CheckStatements {
   /**
@@ -155,11 +140,23 @@ export class CheckStatements {
    * a transaction of its own, where a refusal of the function would abort
    * the transaction before the inline statement could answer.
    */
-  constructor(private planOnce = true) {}
+  constructor(planOnce = true) {
+    this.state = { planOnce };
+    const planned = (s: typeof STATEMENTS) => new PlannedStatement(s.fn, s.inline, this.state);
+    this.direct = planned(STATEMENTS);
+    this.graph = planned(GRAPH_STATEMENTS);
+    this.graphFlat = planned(GRAPH_FLAT_STATEMENTS);
+  }
+
+  /** Shared by the three statements: a refusal of one function sends them all inline. */
+  private readonly state: { planOnce: boolean };
+  private readonly direct: PlannedStatement;
+  private readonly graph: PlannedStatement;
+  private readonly graphFlat: PlannedStatement;
 
   /** Whether the statement planned once is still used (false once a database refused it). */
   get plannedOnce(): boolean {
-    return this.planOnce;
+    return this.state.planOnce;
   }
 
   /**
@@ -184,14 +181,14 @@ export class CheckStatements {
   ): Promise<CheckRows> {
     const { keys, keyOf } = distinctKeys(checks);
     const row = graph !== undefined
-      ? await this.statement(graph.within ? GRAPH_STATEMENTS : GRAPH_FLAT_STATEMENTS, q, replayed, [
+      ? await (graph.within ? this.graph : this.graphFlat).row<StatementRow>(q, replayed, [
           appId,
           keys,
           JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId, a: c.action ?? null }))),
           JSON.stringify(graph.pairs),
           JSON.stringify(graph.steps),
         ])
-      : await this.statement(STATEMENTS, q, replayed, [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))]);
+      : await this.direct.row<StatementRow>(q, replayed, [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))]);
     const keyRows = row.keys ?? [];
     return {
       rows: (row.rows ?? []).map(([encoded, encodedRoles, pathsPossible], i) => {
@@ -211,23 +208,6 @@ export class CheckStatements {
       }),
       replayed: row.replayed ?? null,
     };
-  }
-
-  private async statement(statements: Statements, q: Queryable, replayed: boolean, params: unknown[]): Promise<StatementRow> {
-    const which = replayed ? "replayed" : "plain";
-    if (this.planOnce) {
-      try {
-        return (await q.query<StatementRow>(statements.planned[which], params)).rows[0]!;
-      } catch (error) {
-        const state = sqlState(error);
-        // Citus: never the function. A database without it yet (a standby
-        // that has not replayed this build's migrate() during an upgrade):
-        // not this time.
-        if (state === SqlState.featureNotSupported) this.planOnce = false;
-        else if (state !== SqlState.undefinedFunction) throw error;
-      }
-    }
-    return (await q.query<StatementRow>(statements.inline[which], params)).rows[0]!;
   }
 }
 
