@@ -7,11 +7,17 @@
  * walk has no more ids. Never cut: a page is complete up to its last id.
  * Each further read takes four times as many ids as the one before (at
  * most MAX_CHUNK), so a page behind many excluded ids costs a few
- * statements, not one per page.
+ * statements, not one per page. A page that has read MAX_SCANNED ids and
+ * is still not full fails (resource_exhausted) rather than be cut or run on:
+ * each id read is a check's work, and a request's work is bounded.
  */
+import { resourceExhausted } from "./errors.js";
 
 /** Ids one read and its checks take at most: a batch check's limit. */
 export const MAX_CHUNK = 1_000;
+
+/** Ids a page reads at most before it fails: about twenty batch checks of a thousand. */
+export const MAX_SCANNED = 20_000;
 
 /** One read of the superset: up to `limit` ids after `after`, in order, and whether it stopped at `limit`. */
 export type ReadIds = (after: string, limit: number) => Promise<{ ids: string[]; full: boolean }>;
@@ -24,8 +30,15 @@ export async function allowedPage(limit: number, after: string, read: ReadIds, a
   const out: string[] = [];
   let cursor = after;
   let chunk = Math.min(MAX_CHUNK, limit + 1);
+  let scanned = 0;
   for (;;) {
+    if (scanned >= MAX_SCANNED) {
+      throw resourceExhausted(
+        `this page read ${scanned} ids and is not full yet (requires or unless take most of them away); at most ${MAX_SCANNED} are read for one page: ask a smaller pageSize, or narrow the rules that exclude (docs/exclusion.md)`,
+      );
+    }
     const { ids, full } = await read(cursor, chunk);
+    scanned += ids.length;
     if (ids.length > 0) {
       const answers = await allowed(ids);
       ids.forEach((id, i) => answers[i] === true && out.push(id));

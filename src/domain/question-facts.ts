@@ -26,6 +26,7 @@ const FIELDS = ["context", "subjectProperties", "resourceProperties", "actionPro
 
 /** Adds a violation when the question's objects weigh more than the limit together, naming the heaviest. */
 export function checkQuestionFacts(v: Violations, facts: QuestionFacts, at: (field: string) => string): void {
+  if (WEIGHED.has(facts)) return;
   let total = 0;
   let heaviest: { field: string; bytes: number } = { field: FIELDS[0], bytes: 0 };
   for (const field of FIELDS) {
@@ -40,8 +41,16 @@ export function checkQuestionFacts(v: Violations, facts: QuestionFacts, at: (fie
       at(heaviest.field),
       `context, subjectProperties, resourceProperties and actionProperties weigh ${total} bytes of JSON together; at most ${QUESTION_FACTS_MAX_BYTES} (${heaviest.field}: ${heaviest.bytes})`,
     );
-  }
+  } else WEIGHED.add(facts);
 }
+
+/**
+ * Facts already weighed and within the bound, by identity: a lookup or who
+ * can where the catalog has requires and unless asks its one facts object
+ * with each id it checks (operator-pages.ts), up to 1,000 a batch, and is
+ * not made to weigh 64 KiB a thousand times.
+ */
+const WEIGHED = new WeakSet<QuestionFacts>();
 
 /** A question's values as conditions see them, for the action `action`. */
 export function bindingsOf(
