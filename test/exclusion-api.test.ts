@@ -303,6 +303,26 @@ describe.each(engines)("requires and unless on %s", (engine) => {
     }
   });
 
+  it("a catalog that gains or loses an unless is followed by the very next check, explain, lookup and who can", async () => {
+    const setCatalog = async (viewer: Partial<RelationJson>) => {
+      const res = await service.call("PUT", catalogPath, { key, body: { resources: [team, org, folder, document(viewer)] } });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+    };
+    const lookup = async (userId: string) => (await call("/api/v1/authorization/lookup", { userId, resource: "document", action: "read" })).resourceIds;
+    const whoCan = async () => (await call("/api/v1/authorization/subjects", { resource: "document", resourceId: "d1", action: "read" })).userIds;
+    expect(await allowed("bob", "d1")).toBe(false);
+    await setCatalog({ unless: [] });
+    expect(await allowed("bob", "d1")).toBe(true);
+    expect((await call("/api/v1/authorization/check/explain", { userId: "bob", resource: "document", resourceId: "d1", action: "read" })).allowed).toBe(true);
+    expect(await lookup("bob")).toEqual(["d1", "d2"]);
+    expect(await whoCan()).toContain("bob");
+    await setCatalog({});
+    expect(await allowed("bob", "d1")).toBe(false);
+    expect((await call("/api/v1/authorization/check/explain", { userId: "bob", resource: "document", resourceId: "d1", action: "read" })).allowed).toBe(false);
+    expect(await lookup("bob")).toEqual(["d2"]);
+    expect(await whoCan()).not.toContain("bob");
+  });
+
   it("a plan of a catalog change is refused rather than counted without the rules", async () => {
     const plan = await service.call("POST", "/api/v1/applications/excl/model/plan", { key, body: { catalog: [team, org, folder, document({ unless: [] })] } });
     expectError(plan, 409, "failed_precondition", "does not yet count the impact of requires and unless");

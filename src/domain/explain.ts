@@ -6,6 +6,7 @@ import { explainStore, type ExplainInput, type ExplainRow } from "../store/expla
 import type { ReadReplicas } from "../store/read-replicas.js";
 import type { Caller, CheckQuestion } from "./check.js";
 import { Checker, validateQuestion } from "./check.js";
+import type { AccessModel } from "./access-model.js";
 import { unavailable, Violations } from "./errors.js";
 import { Decision, FALSE, TRUE, UNKNOWN, type DecisionGraph, type DecisionRules, type Held, type Linked, type Node, type SetGrant, type Truth } from "./relation-decision.js";
 import type { ConditionOutcome } from "./conditions.js";
@@ -123,11 +124,17 @@ export class Explainer {
     const v = new Violations();
     validateQuestion(v, q, (field) => field);
     v.throwIfAny();
-    const row = await this.coalesced.call({ appId: caller.appId, keyHash: caller.keyHash, ...q });
-    requireAnswerable(row, q);
-    // With requires and unless, what is held is decided over the walk's rows, by the rules of the version the statement read.
-    const model = row.version === null ? undefined : await this.checker.modelAt(caller.appId, row.version);
-    if (model === undefined || model.version !== row.version) throw unavailable("the access model changed under explain; try again");
+    // With requires and unless, what is held is decided over the walk's rows, by the rules of the version the statement read:
+    // that model, or the statement asked again with the newer one.
+    let row: ExplainRow;
+    let model: AccessModel | undefined;
+    for (let reads = 1; ; reads++) {
+      row = await this.coalesced.call({ appId: caller.appId, keyHash: caller.keyHash, ...q });
+      requireAnswerable(row, q);
+      model = row.version === null ? undefined : await this.checker.modelAt(caller.appId, row.version);
+      if (model !== undefined && model.version === row.version) break;
+      if (reads >= 3) throw unavailable("the access model kept changing under explain; try again");
+    }
     // The user's stored properties, when a condition it may evaluate may read them.
     const sources = [
       ...row.grants.map((g) => g[9]),

@@ -90,11 +90,19 @@ export class OperatorAnswers {
     return Promise.all(items.map((item, k) => this.allowedOne(appId, item, rows[k]!, evaluate)));
   }
 
-  private async allowedOne<Q extends Instance>(appId: string, item: OperatorItem<Q>, rows: DecisionRows, evaluate: Evaluate<Q>): Promise<string[]> {
-    const { resource, resourceId } = item.question;
-    // A walk cut at its bound could have missed an `unless`: nothing is taken as held.
-    if (rows.truncated || rows.version === null) return [];
-    const model = await this.modelAt(appId, item.model, rows.version);
+  private async allowedOne<Q extends Instance>(appId: string, item: OperatorItem<Q>, first: DecisionRows, evaluate: Evaluate<Q>): Promise<string[]> {
+    const { resource, resourceId, userId } = item.question;
+    let rows = first;
+    let model: AccessModel | undefined;
+    // The rules the walk followed are those of the version it read: that model, or the rows read again with the newer one.
+    for (let reads = 1; ; reads++) {
+      // A walk cut at its bound could have missed an `unless`: nothing is taken as held.
+      if (rows.truncated || rows.version === null) return [];
+      model = item.model.version === rows.version ? item.model : (this.models.cached(appId, rows.version) ?? (await this.models.load(appId)));
+      if (model?.version === rows.version) break;
+      if (reads >= MAX_READS) throw unavailable("the access model kept changing under the check; try again");
+      rows = await this.reads.call({ appId, userId, resource, resourceId, roots: item.roots });
+    }
     const sources = conditionsOf(rows);
     const out: string[] = [];
     let shared: Decision | undefined;
@@ -111,14 +119,10 @@ export class OperatorAnswers {
     return out;
   }
 
-  /** The model of the version the statement read: its rules are the ones the walk followed. */
-  private async modelAt(appId: string, model: AccessModel, version: string): Promise<AccessModel> {
-    if (model.version === version) return model;
-    const loaded = this.models.cached(appId, version) ?? (await this.models.load(appId));
-    if (loaded?.version !== version) throw unavailable("the access model changed under the check; try again");
-    return loaded;
-  }
 }
+
+/** Reads of a question's rows before it gives up on a model that keeps changing. */
+const MAX_READS = 3;
 
 /** The distinct conditions of the rows a decision reads. */
 export function conditionsOf(rows: DecisionRows): string[] {
