@@ -14,7 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { startTestService, type TestService } from "./support/service.js";
 import { createApp } from "./helpers/authz.js";
-import { chainWorld, F, IDS, isLink, model, randomWorld, T, U, USERS, type Truth, type World } from "./support/relation-model.js";
+import { chainWorld, F, IDS, isLink, model, modelStrata, POOL, randomWorld, T, U, USERS, type Catalog, type Truth, type World } from "./support/relation-model.js";
+import { random } from "../bench/random.js";
 
 /** Worlds per engine: each asks every question of its own (a few hundred calls); fewer on Citus, where each call costs more. */
 const WORLDS = 8;
@@ -164,5 +165,50 @@ describe.each(engines)("requires and unless against the model through the API on
         else expect(users, `who can ${resource}:${resourceId}#${relation}`).toEqual(holding);
       }
     }
+  });
+
+  // A plan's impact, against the model before and after: each catalog change toggles one rule of the pool.
+  it.each(worlds.slice(0, engine === "citus" ? 1 : 3).map((world, n) => ({ world, n })))("world $n: a plan's impact is the model's before and after", async ({ world, n }) => {
+    const appId = `ops-plan-${n}`;
+    const key = await createApp(service, appId, catalogOf(world));
+    const write = await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes: grantsOf(world) } });
+    expect(write.status, JSON.stringify(write.body)).toBeLessThan(300);
+    // A plan counts "by a check with no condition holding": every conditional row as false.
+    const plain = (w: World): World => {
+      const off = <V extends { truth: Truth }>(m: Map<string, V[]>) => new Map([...m].map(([k, vs]) => [k, vs.map((v) => ({ ...v, truth: v.truth === T ? T : F }))]));
+      return { ...w, held: off(w.held), sets: off(w.sets), links: off(w.links) };
+    };
+    const r = random(7_000 + n);
+    let planned = 0;
+    for (let tries = 0; planned < 3 && tries < 20; tries++) {
+      const rule = r.pick(POOL);
+      const catalog = JSON.parse(JSON.stringify(world.catalog)) as Catalog;
+      const list = catalog[rule.resource]![rule.relation]![rule.list];
+      const at = list.findIndex((x) => x.through === rule.ref.through && x.relation === rule.ref.relation);
+      if (at >= 0) list.splice(at, 1);
+      else list.push(rule.ref);
+      if (modelStrata(catalog) === undefined) continue;
+      planned++;
+      const after: World = { ...world, catalog };
+      const res = await service.call("POST", `/api/v1/applications/${appId}/model/plan`, { key, body: { catalog: catalogOf(after) } });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      const impact = new Map(((res.body.impact ?? []) as { permission: string; gainingPairs: { userId: string; resourceId: string }[]; losingPairs: { userId: string; resourceId: string }[]; atLeast: boolean }[]).map((i) => [i.permission, i]));
+      const was = new Map(USERS.map((u) => [u, model(plain(world), u)]));
+      const is = new Map(USERS.map((u) => [u, model(plain(after), u)]));
+      for (const [resource, relations] of Object.entries(world.catalog)) {
+        for (const [relation, rel] of Object.entries(relations)) {
+          if (isLink(rel)) continue;
+          const permission = `${resource}:${action(relation)}`;
+          const got = impact.get(permission);
+          if (got?.atLeast === true) continue; // an allUsers grant's change: counted as a lower bound
+          const moved = (gained: boolean) =>
+            USERS.flatMap((u) => IDS.filter((id) => (is.get(u)!(resource, id, relation) === T) === gained && (was.get(u)!(resource, id, relation) === T) !== gained).map((id) => `${u}@${id}`));
+          const pairs = (list: { userId: string; resourceId: string }[] | undefined) => (list ?? []).map((p) => `${p.userId}@${p.resourceId}`);
+          expect(pairs(got?.gainingPairs), `${JSON.stringify(rule)} gaining ${permission}`).toEqual(moved(true));
+          expect(pairs(got?.losingPairs), `${JSON.stringify(rule)} losing ${permission}`).toEqual(moved(false));
+        }
+      }
+    }
+    expect(planned).toBeGreaterThan(0);
   });
 });

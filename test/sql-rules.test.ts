@@ -332,6 +332,7 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
       "rules-ops",
       JSON.stringify(asks.map((a) => ({ u: a.userId, r: a.resource, i: a.resourceId, o: a.roots }))),
       10_000,
+      "[]",
     ]);
     const row = inline.rows[0]!;
     const sorted = (rows: unknown[]) => rows.map((r) => JSON.stringify(r)).sort();

@@ -21,6 +21,10 @@
 import type { Queryable } from "../store/db.js";
 import type { CatalogEntry } from "../store/catalog-store.js";
 import { grantImpactStore, type InheritRule, type ModelRule, type Models, type RelationPair, type RootPair } from "../store/grant-impact-store.js";
+import { DecisionStatements, type ExtraRule } from "../store/decision-store.js";
+import { catalogShape } from "./catalog-rules.js";
+import { conditionsOf, graphOf } from "./operator-answers.js";
+import { Decision, DecisionRules, FALSE, TRUE } from "./relation-decision.js";
 
 /** Candidate (user, instance) pairs, and instances reached, examined at most: beyond it counts are lower bounds. */
 export const GRANT_IMPACT_BOUND = 2_000;
@@ -45,21 +49,25 @@ export interface GrantImpact {
 
 interface Rules {
   actions: Map<string, Set<string>>;
+  /** "T#R" → its inherits, requires and unless, as one text: a relation whose text differs has holders that may. */
   inherits: Map<string, string>;
   rules: InheritRule[];
+  /** The `requires` and `unless` entries, as rules: a relation is fed by what they name as by what it inherits. */
+  operators: InheritRule[];
   /** "T#R" → the subjects entries of R */
   subjects: Map<string, string[]>;
 }
 
 const rulesOf = (catalog: readonly CatalogEntry[]): Rules => {
-  const out: Rules = { actions: new Map(), inherits: new Map(), rules: [], subjects: new Map() };
+  const out: Rules = { actions: new Map(), inherits: new Map(), rules: [], operators: [], subjects: new Map() };
   for (const e of catalog) {
     for (const r of e.relations) {
       const key = `${e.resource}#${r.name}`;
       out.actions.set(key, new Set(r.actions));
-      out.inherits.set(key, JSON.stringify(r.inherits.map((i) => [i.through, i.relation])));
+      out.inherits.set(key, JSON.stringify([r.inherits, r.requires, r.unless].map((rules) => rules.map((i) => [i.through, i.relation]))));
       out.subjects.set(key, r.subjects);
       for (const i of r.inherits) out.rules.push({ r: e.resource, l: r.name, t: i.through, i: i.relation });
+      for (const i of [...r.requires, ...r.unless]) out.operators.push({ r: e.resource, l: r.name, t: i.through, i: i.relation });
     }
   }
   return out;
@@ -88,7 +96,8 @@ export function touchedBy(before: readonly CatalogEntry[], after: readonly Catal
   const a = rulesOf(after);
   const keys = new Set([...b.actions.keys(), ...a.actions.keys()]);
   const split = (key: string) => key.split("#") as [string, string];
-  const dirty = new Set([...keys].filter((k) => (b.inherits.get(k) ?? "[]") !== (a.inherits.get(k) ?? "[]")));
+  const none = JSON.stringify([[], [], []]);
+  const dirty = new Set([...keys].filter((k) => (b.inherits.get(k) ?? none) !== (a.inherits.get(k) ?? none)));
   const subjectsOf = (k: string) => [...(b.subjects.get(k) ?? []), ...(a.subjects.get(k) ?? [])];
   for (let grew = dirty.size > 0; grew; ) {
     grew = false;
@@ -103,7 +112,16 @@ export function touchedBy(before: readonly CatalogEntry[], after: readonly Catal
           subjectsOf(`${resource}#${rule.t}`).some((linked) => !linked.includes("#") && !linked.includes(":") && dirty.has(`${linked}#${rule.i}`)),
       );
       const fedByInstance = [...b.rules, ...a.rules].some((rule) => rule.r === resource && rule.l === relation && rule.t === "" && dirty.has(`${resource}#${rule.i}`));
-      if (fedBySet || fedByLink || fedByInstance) {
+      // A requires or unless entry naming a relation whose holders may change, on this instance or a linked one.
+      const fedByEntry = [...b.operators, ...a.operators].some(
+        (rule) =>
+          rule.r === resource &&
+          rule.l === relation &&
+          (rule.t === ""
+            ? dirty.has(`${resource}#${rule.i}`)
+            : subjectsOf(`${resource}#${rule.t}`).some((linked) => !linked.includes("#") && !linked.includes(":") && dirty.has(`${linked}#${rule.i}`))),
+      );
+      if (fedBySet || fedByLink || fedByInstance || fedByEntry) {
         dirty.add(k);
         grew = true;
       }
@@ -201,7 +219,9 @@ export async function grantImpact(q: Queryable, appId: string, before: CatalogEn
   const rulesBefore = rulesOf(before);
   const rulesAfter = rulesOf(after);
   const walk = walkOf(rulesBefore, rulesAfter, touched);
-  const { held, roles } = await grantImpactStore.held(q, appId, candidates, walk.roots, walk.rules);
+  const { held: walked, roles } = await grantImpactStore.held(q, appId, candidates, walk.roots, walk.rules);
+  // With requires or unless on either side, the walks' relations are a superset: each candidate's decided under each catalog.
+  const held = hasOperators(before) || hasOperators(after) ? await decidedBoth(q, appId, candidates, walked, before, after, atLeast, touched) : walked;
 
   const implies = (actions: Map<string, Set<string>>, resource: string, relations: ReadonlyMap<string, Models>, bit: Models, action: string) =>
     [...relations].some(([r, m]) => (m & bit) !== 0 && actions.get(`${resource}#${r}`)?.has(action) === true);
@@ -220,6 +240,61 @@ export async function grantImpact(q: Queryable, appId: string, before: CatalogEn
     }
   });
   return { changes, atLeast };
+}
+
+const hasOperators = (catalog: readonly CatalogEntry[]) => catalog.some((e) => e.relations.some((r) => r.requires.length + r.unless.length > 0));
+
+/**
+ * Where either catalog has `requires` or `unless` (docs/exclusion.md): each
+ * candidate's relations decided under the catalog before and after, as the
+ * check decides them, over the rows its instance can reach (one statement,
+ * inline: it runs in the plan's transaction), the walk following the rules
+ * of both catalogs, so one read serves both decisions; a condition counts
+ * as not holding ("by a check with no condition holding"). The walks'
+ * relations (either side) are the roots: no other can be held. A candidate
+ * whose walk was cut makes its resource's touched permissions lower bounds.
+ */
+async function decidedBoth(
+  q: Queryable,
+  appId: string,
+  candidates: readonly { userId: string; resource: string; resourceId: string }[],
+  walked: readonly ReadonlyMap<string, Models>[],
+  before: readonly CatalogEntry[],
+  after: readonly CatalogEntry[],
+  atLeast: Set<string>,
+  touched: Touched,
+): Promise<Map<string, Models>[]> {
+  const rulesBefore = new DecisionRules(catalogShape(before));
+  const rulesAfter = new DecisionRules(catalogShape(after));
+  const extra: ExtraRule[] = after.flatMap((e) =>
+    e.relations.flatMap((r) => [
+      ...r.inherits.map((i) => ({ resource: e.resource, relation: r.name, through: i.through, target: i.relation, fresh: false })),
+      ...[...r.requires, ...r.unless].map((i) => ({ resource: e.resource, relation: r.name, through: i.through, target: i.relation, fresh: true })),
+    ]),
+  );
+  const { rows } = await new DecisionStatements(false, extra).rows(
+    q,
+    candidates.map((c, n) => ({ appId, userId: c.userId, resource: c.resource, resourceId: c.resourceId, roots: [...walked[n]!.keys()] })),
+  );
+  return candidates.map((c, n) => {
+    const read = rows[n]!;
+    const out = new Map<string, Models>();
+    if (read.truncated) {
+      for (const action of touched.actions.get(c.resource) ?? []) atLeast.add(`${c.resource}:${action}`);
+      return out;
+    }
+    const graph = graphOf(read, new Map(conditionsOf(read).map((source) => [source, FALSE])));
+    const sides = [
+      [new Decision(rulesBefore, graph), 1],
+      [new Decision(rulesAfter, graph), 2],
+    ] as const;
+    for (const relation of walked[n]!.keys()) {
+      let m = 0;
+      for (const [decision, bit] of sides) if (decision.truth({ resource: c.resource, id: c.resourceId, relation }) === TRUE) m |= bit;
+      if (m !== 0) out.set(relation, m as Models);
+    }
+    return out;
+  });
 }
 
 /** One instance on which a user gains or loses a permission through grants. */

@@ -377,14 +377,6 @@ async function planOf(q: Queryable, appId: string, state: State, target: Target)
     changed: sorted([...catalogAfter].filter(([r, e]) => catalogBefore.has(r) && !same(canonical(catalogBefore.get(r)!), canonical(e))).map(([r]) => r)),
     removed: sorted([...catalogBefore.keys()].filter((r) => !catalogAfter.has(r))),
   };
-  // The impact through grants follows inherits, not requires and unless: a
-  // catalog change where either side has them would be counted wrong.
-  const operators = (entries: readonly CatalogEntry[]) => entries.some((e) => e.relations.some((r) => r.requires.length + r.unless.length > 0));
-  if (catalog.created.length + catalog.changed.length + catalog.removed.length > 0 && (operators(state.catalog) || operators(target.catalog))) {
-    throw failedPrecondition(
-      "a plan of a catalog change does not yet count the impact of requires and unless, which the catalog before or after has: replace the catalog with PUT .../resources, which needs no plan (docs/exclusion.md)",
-    );
-  }
 
   // Policies, by name.
   const policiesBefore = new Map(state.policies.map((p) => [p.name, p]));

@@ -74,6 +74,7 @@ const decisionSql = (replayed: boolean) => `
   q AS (SELECT q.*, dense_rank() OVER (ORDER BY q.resource, q.resource_id) AS k
         FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (u text, r text, i text, o text[]))
              WITH ORDINALITY AS q(user_id, resource, resource_id, roots, n)),
+  extra AS (SELECT * FROM jsonb_to_recordset($4::jsonb) AS x(resource text, relation text, through text, target text, fresh boolean)),
   walk(k, resource, resource_id, relation, depth) AS (
     SELECT DISTINCT q.k, q.resource, q.resource_id, root.relation, 0
     FROM q CROSS JOIN unnest(q.roots) AS root(relation)
@@ -93,6 +94,16 @@ const decisionSql = (replayed: boolean) => `
         ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = o.through
        AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
       WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through <> ''
+      UNION ALL
+      SELECT w.resource, w.resource_id, x.target, CASE WHEN x.fresh THEN 0 ELSE w.depth END
+      FROM extra x WHERE x.resource = w.resource AND x.relation = w.relation AND x.through = ''
+      UNION ALL
+      SELECT s.subject_resource, s.subject_id, x.target, CASE WHEN x.fresh THEN 0 ELSE w.depth + 1 END
+      FROM extra x
+      JOIN subject_relationships s
+        ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = x.through
+       AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
+      WHERE x.resource = w.resource AND x.relation = w.relation AND x.through <> '' AND (x.fresh OR w.depth < ${MAX_HOPS})
     ) e(resource, resource_id, relation, depth)
   ),
   capped AS MATERIALIZED (SELECT * FROM walk LIMIT $3 + 1),
@@ -109,7 +120,9 @@ const decisionSql = (replayed: boolean) => `
     FROM distinct_nodes d
     JOIN (SELECT ci.resource, ci.relation, ci.through FROM catalog_inherits ci WHERE ci.app_id = $1 AND ci.through <> ''
           UNION
-          SELECT o.resource, o.relation, o.through FROM catalog_operators o WHERE o.app_id = $1 AND o.through <> '') r
+          SELECT o.resource, o.relation, o.through FROM catalog_operators o WHERE o.app_id = $1 AND o.through <> ''
+          UNION
+          SELECT x.resource, x.relation, x.through FROM extra x WHERE x.through <> '') r
       ON r.resource = d.resource AND r.relation = d.relation
   )
   SELECT
@@ -144,7 +157,7 @@ const decisionSql = (replayed: boolean) => `
 const STATEMENTS = { plain: decisionSql(false), replayed: decisionSql(true) };
 
 /** The statement as a function planned once per connection (check-functions.ts): planned at every call, its planning cost more than its run. */
-export const DECISION_FUNCTION = checkFunction("portcullis_decision_rows", "decision rows", ["text", "jsonb", "bigint"], STATEMENTS.plain, [
+export const DECISION_FUNCTION = checkFunction("portcullis_decision_rows", "decision rows", ["text", "jsonb", "bigint", "jsonb"], STATEMENTS.plain, [
   ["truncated", "boolean"],
   ["version", "text"],
   ["now_ms", "float8"],
@@ -163,9 +176,32 @@ interface StatementRow {
   replayed?: string | null;
 }
 
+/**
+ * A rule to follow beyond the catalog's (a plan's catalog after its change:
+ * grant-impact.ts): `fresh` for a `requires` or `unless` entry, which starts
+ * its own bound; an `inherits` rule's step is a hop through a link and none
+ * within the instance.
+ */
+export interface ExtraRule {
+  resource: string;
+  relation: string;
+  through: string;
+  target: string;
+  fresh: boolean;
+}
+
 /** The decision's statement, planned once per connection where the database takes its function. */
 export class DecisionStatements {
-  private readonly statement = new PlannedStatement(DECISION_FUNCTION, STATEMENTS);
+  private readonly statement: PlannedStatement;
+
+  /**
+   * @param planOnce false: always the inline statement (inside a transaction
+   * of the caller's, where the function's refusal would abort it).
+   * @param extra rules the walk follows beyond the catalog's.
+   */
+  constructor(planOnce = true, private readonly extra: readonly ExtraRule[] = []) {
+    this.statement = new PlannedStatement(DECISION_FUNCTION, STATEMENTS, { planOnce });
+  }
 
   /**
    * The rows each question's decision reads: one result per input, in input
@@ -175,7 +211,12 @@ export class DecisionStatements {
     return perApplication(inputs, async (appId, ofApp) => {
       const questions = ofApp.map((i) => ({ u: i.userId, r: i.resource, i: i.resourceId, o: i.roots }));
       const instances = new Set(ofApp.map((i) => JSON.stringify([i.resource, i.resourceId]))).size;
-      const row = await this.statement.row<StatementRow>(q, options.replayed === true, [appId, JSON.stringify(questions), DECISION_LIMITS.walkRows * instances]);
+      const row = await this.statement.row<StatementRow>(q, options.replayed === true, [
+        appId,
+        JSON.stringify(questions),
+        DECISION_LIMITS.walkRows * instances,
+        JSON.stringify(this.extra),
+      ]);
       const held = row.held ?? [];
       return {
         rows: ofApp.map(
