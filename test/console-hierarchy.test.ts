@@ -313,6 +313,21 @@ describe("groups and hierarchy in the console, in Chromium", { timeout: 180_000 
     await grant(key, "ann", "document", "d1", "blocked");
     expect(await check()).toBe(false);
     await expectClean(tab);
+
+    // The Check page explains it: the exclusion that took viewer away, with ann's path to blocked.
+    await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Check" }).click();
+    await expect.poll(() => page.getByRole("heading", { level: 1, name: "Check" }).isVisible()).toBe(true);
+    await page.getByLabel("User").fill("ann");
+    await page.getByLabel("Resource", { exact: true }).selectOption("document");
+    await page.getByLabel("Instance", { exact: true }).fill("d1");
+    await page.getByLabel("Action", { exact: true }).selectOption("read");
+    await page.getByRole("button", { name: "Check", exact: true }).click();
+    const denied = page.getByRole("region", { name: "Denied" });
+    await expect.poll(() => denied.isVisible()).toBe(true);
+    await expect.poll(() => denied.getByRole("list", { name: "Taken away" }).textContent()).toBe(
+      "Relation viewer: unless blocked on this instance: holds on document:d1, by ann is blocked of document:d1",
+    );
+    await expectClean(tab);
   });
 
   it("grants: to a subject set and to a linked instance; listed with their holder, found by holder, deleted one by one and by holder", async () => {

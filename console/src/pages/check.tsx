@@ -15,7 +15,7 @@ import { skipToken, useMutation, useQuery } from "@connectrpc/connect-query";
 import { useState, type FormEvent } from "react";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
 import { CatalogService } from "../../../gen/authz/v1/catalog_pb.js";
-import { CheckService, type ExplainGrant, type ExplainResponse } from "../../../gen/authz/v1/check_pb.js";
+import { CheckService, type ExplainGrant, type ExplainResponse, type ExplainRuleEntry } from "../../../gen/authz/v1/check_pb.js";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { EvaluatedConditions } from "../components/evaluated-conditions";
 import { PagerControls } from "../components/pager";
@@ -259,6 +259,7 @@ function Answer({ appId, answer }: { appId: string; answer: ExplainResponse }) {
                   <li key={i}>
                     Relation <strong>{r.relation}</strong> on this instance, through {r.path.length} grants:{" "}
                     <GrantPath path={r.path} />
+                    <RuleEntries entries={r.requires} />
                   </li>
                 ) : (
                   <li key={i}>
@@ -269,6 +270,7 @@ function Answer({ appId, answer }: { appId: string; answer: ExplainResponse }) {
                         , where <code className="condition">{r.grant.condition}</code> held
                       </>
                     )}
+                    <RuleEntries entries={r.requires} />
                   </li>
                 )
               ) : (
@@ -295,12 +297,60 @@ function Answer({ appId, answer }: { appId: string; answer: ExplainResponse }) {
                 {r.tenantId !== undefined && <> (tenant {r.tenantId})</>}, whose policies do not hold this permission
               </li>
             ))}
-            {(answer.considered?.relations.length ?? 0) + (answer.considered?.roles.length ?? 0) === 0 && <li>Nothing: no grant on this instance and no role in scope.</li>}
+            {(answer.considered?.relations.length ?? 0) + (answer.considered?.roles.length ?? 0) === 0 && answer.blocked.length === 0 && (
+              <li>Nothing: no grant on this instance and no role in scope.</li>
+            )}
+          </ul>
+        </>
+      )}
+      {answer.blocked.length > 0 && (
+        <>
+          <p>Taken away by a rule of the catalog:</p>
+          <ul className="blocked" aria-label="Taken away">
+            {answer.blocked.map((b) => (
+              <li key={b.relation}>
+                Relation <strong>{b.relation}</strong>: {b.entry === undefined ? "" : <RuleEntryText entry={b.entry} />}
+              </li>
+            ))}
           </ul>
         </>
       )}
       <EvaluatedConditions appId={appId} answer={answer} />
     </section>
+  );
+}
+
+/** A relation's requires entries that held, each with where and its path (docs/exclusion.md). */
+function RuleEntries({ entries }: { entries: ExplainRuleEntry[] }) {
+  if (entries.length === 0) return null;
+  return (
+    <ul className="rule-entries" aria-label="Requires">
+      {entries.map((e) => (
+        <li key={e.index}>
+          <RuleEntryText entry={e} />
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/** "unless blocked on this instance: holds on document:d1, by bob is blocked of document:d1". */
+function RuleEntryText({ entry: e }: { entry: ExplainRuleEntry }) {
+  const what = (
+    <>
+      {e.rule} <strong>{e.relation}</strong> {e.through === "" ? "on this instance" : `on an instance linked by ${e.through}`}
+    </>
+  );
+  if (e.holds !== "true") return <>{what}: {e.holds === "unknown" ? "cannot be decided (a condition lacks its facts)" : "does not hold"}</>;
+  return (
+    <>
+      {what}: holds on {e.resource}:{e.resourceId}
+      {e.path.length > 0 && (
+        <>
+          , by <GrantPath path={e.path} />
+        </>
+      )}
+    </>
   );
 }
 
