@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { startTestService, type TestService } from "./support/service.js";
 import { createApp } from "./helpers/authz.js";
-import { chainWorld, F, IDS, isLink, model, modelStrata, POOL, randomWorld, T, U, USERS, type Catalog, type Truth, type World } from "./support/relation-model.js";
+import { CHAIN_CASES, chainWorld, F, IDS, isLink, model, modelStrata, POOL, randomWorld, T, U, USERS, type Catalog, type Truth, type World } from "./support/relation-model.js";
 import { random } from "../bench/random.js";
 
 /** Worlds per engine: each asks every question of its own (a few hundred calls); fewer on Citus, where each call costs more. */
@@ -85,13 +85,7 @@ describe.each(engines)("requires and unless against the model through the API on
     await database?.dispose();
   });
 
-  it.each([
-    { viewerTeam: 15, blockedTeam: undefined, orgTeam: 15, held: T, why: "16 hops to the viewer, 16 from the org" },
-    { viewerTeam: 16, blockedTeam: undefined, orgTeam: 15, held: F, why: "17 hops to the viewer" },
-    { viewerTeam: 15, blockedTeam: undefined, orgTeam: 16, held: F, why: "17 hops from the org: the requires fails" },
-    { viewerTeam: 15, blockedTeam: 15, orgTeam: 15, held: F, why: "blocked 16 hops away: the unless blocks" },
-    { viewerTeam: 15, blockedTeam: 16, orgTeam: 15, held: T, why: "blocked 17 hops away: too far to block" },
-  ])("the bound, fresh for each entry: $why", async ({ viewerTeam, blockedTeam, orgTeam, held }) => {
+  it.each(CHAIN_CASES)("the bound, fresh for each entry: $why", async ({ viewerTeam, blockedTeam, orgTeam, held }) => {
     const world = chainWorld(viewerTeam, blockedTeam, orgTeam);
     expect(model(world, "ann")("document", "1", "viewer")).toBe(held);
     const appId = `ops-chain-${viewerTeam}-${blockedTeam ?? "none"}-${orgTeam}`;

@@ -22,7 +22,7 @@ import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import * as service from "../src/domain/relation-decision.js";
 import type { CatalogShape, RelationShape } from "../src/domain/relation-strata.js";
-import { chainWorld, F, HOPS, IDS, isLink, model, nodeKey, randomWorld, T, U, USERS, type Catalog, type World } from "./support/relation-model.js";
+import { CHAIN_CASES, chainWorld, F, HOPS, IDS, isLink, model, nodeKey, randomWorld, T, U, USERS, type Catalog, type World } from "./support/relation-model.js";
 
 function toShape(catalog: Catalog): CatalogShape {
   return new Map(Object.entries(catalog).map(([resource, relations]) => [resource, new Map(Object.entries(relations).map(([name, rel]): [string, RelationShape] => [name, rel]))]));
@@ -121,13 +121,7 @@ describe("the decision with requires and unless, against an independent model", 
 });
 
 describe("the bound of 16 hops, fresh for each requires and unless entry", () => {
-  it.each([
-    { viewerTeam: 15, blockedTeam: undefined, orgTeam: 15, held: T, why: "16 hops to the viewer, 16 from the org" },
-    { viewerTeam: 16, blockedTeam: undefined, orgTeam: 15, held: F, why: "17 hops to the viewer" },
-    { viewerTeam: 15, blockedTeam: undefined, orgTeam: 16, held: F, why: "17 hops from the org: the requires fails" },
-    { viewerTeam: 15, blockedTeam: 15, orgTeam: 15, held: F, why: "blocked 16 hops away: the unless blocks" },
-    { viewerTeam: 15, blockedTeam: 16, orgTeam: 15, held: T, why: "blocked 17 hops away: too far to block" },
-  ])("$why", ({ viewerTeam, blockedTeam, orgTeam, held }) => {
+  it.each(CHAIN_CASES)("$why", ({ viewerTeam, blockedTeam, orgTeam, held }) => {
     const world = chainWorld(viewerTeam, blockedTeam, orgTeam);
     expect(decisionOf(service, world, "ann").truth({ resource: "document", id: "1", relation: "viewer" })).toBe(held);
     expect(model(world, "ann")("document", "1", "viewer")).toBe(held);

@@ -205,24 +205,7 @@ function validateGraph(v: Violations, entries: CatalogEntryInput[], root: string
           }
           return;
         }
-        const through = byResource.get(entry.resource)?.get(rule.through);
-        const targets = through === undefined ? undefined : linkTargets(through);
-        if (targets === undefined) {
-          v.add(
-            `${at}.through`,
-            through === undefined && !BUILT_IN_RELATIONS.has(rule.through)
-              ? `"${rule.through}" is not a relation of resource "${entry.resource}"`
-              : `"${rule.through}" is not a link relation of resource "${entry.resource}" (a link relation's subjects name resources only)`,
-          );
-          return;
-        }
-        for (const target of targets) {
-          if (names.get(target)?.has(rule.relation) !== true) {
-            v.add(`${at}.relation`, `"${rule.relation}" is not a relation of resource "${target}", which "${rule.through}" links to`);
-          } else if (isLink(target, rule.relation)) {
-            v.add(`${at}.relation`, `"${target}#${rule.relation}" is a link relation: it holds instances, not users`);
-          }
-        }
+        throughLink(v, at, entry.resource, rule, names, byResource, isLink);
       });
     });
   });
@@ -260,25 +243,42 @@ function operatorEntries(
       else if (isLink(resource, entry.relation)) v.add(`${eat}.relation`, `"${resource}#${entry.relation}" is a link relation: it holds instances, not users`);
       return;
     }
-    const through = byResource.get(resource)?.get(entry.through);
-    const targets = through === undefined ? undefined : linkTargets(through);
-    if (targets === undefined) {
-      v.add(
-        `${eat}.through`,
-        through === undefined && !BUILT_IN_RELATIONS.has(entry.through)
-          ? `"${entry.through}" is not a relation of resource "${resource}"`
-          : `"${entry.through}" is not a link relation of resource "${resource}" (a link relation's subjects name resources only)`,
-      );
-      return;
-    }
-    for (const target of targets) {
-      if (names.get(target)?.has(entry.relation) !== true) {
-        v.add(`${eat}.relation`, `"${entry.relation}" is not a relation of resource "${target}", which "${entry.through}" links to`);
-      } else if (isLink(target, entry.relation)) {
-        v.add(`${eat}.relation`, `"${target}#${entry.relation}" is a link relation: it holds instances, not users`);
-      }
-    }
+    throughLink(v, eat, resource, entry, names, byResource, isLink);
   });
+}
+
+/**
+ * A rule through a link (`inherits`, `requires` or `unless` at `at`): its
+ * `through` is a link relation of the resource, and every resource the link
+ * reaches has its `relation`, which is no link there.
+ */
+function throughLink(
+  v: Violations,
+  at: string,
+  resource: string,
+  rule: Inherit,
+  names: Map<string, Set<string>>,
+  byResource: Map<string, Map<string, RelationInput>>,
+  isLink: (resource: string, relation: string) => boolean,
+): void {
+  const through = byResource.get(resource)?.get(rule.through);
+  const targets = through === undefined ? undefined : linkTargets(through);
+  if (targets === undefined) {
+    v.add(
+      `${at}.through`,
+      through === undefined && !BUILT_IN_RELATIONS.has(rule.through)
+        ? `"${rule.through}" is not a relation of resource "${resource}"`
+        : `"${rule.through}" is not a link relation of resource "${resource}" (a link relation's subjects name resources only)`,
+    );
+    return;
+  }
+  for (const target of targets) {
+    if (names.get(target)?.has(rule.relation) !== true) {
+      v.add(`${at}.relation`, `"${rule.relation}" is not a relation of resource "${target}", which "${rule.through}" links to`);
+    } else if (isLink(target, rule.relation)) {
+      v.add(`${at}.relation`, `"${target}#${rule.relation}" is a link relation: it holds instances, not users`);
+    }
+  }
 }
 
 /** The catalog's relations as the strata read them (relation-strata.ts), built-ins included. */

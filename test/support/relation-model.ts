@@ -220,3 +220,12 @@ export function chainWorld(viewerTeam: number, blockedTeam: number | undefined, 
   push(world.sets, nodeKey("org", "7", "member"), { resource: "team", id: String(orgTeam), relation: "member", truth: T });
   return world;
 }
+
+/** The chains' cases: where the teams hold the viewer, the blocked list and the org's members, and whether ann then views. */
+export const CHAIN_CASES: { viewerTeam: number; blockedTeam: number | undefined; orgTeam: number; held: Truth; why: string }[] = [
+  { viewerTeam: 15, blockedTeam: undefined, orgTeam: 15, held: T, why: "16 hops to the viewer, 16 from the org" },
+  { viewerTeam: 16, blockedTeam: undefined, orgTeam: 15, held: F, why: "17 hops to the viewer" },
+  { viewerTeam: 15, blockedTeam: undefined, orgTeam: 16, held: F, why: "17 hops from the org: the requires fails" },
+  { viewerTeam: 15, blockedTeam: 15, orgTeam: 15, held: F, why: "blocked 16 hops away: the unless blocks" },
+  { viewerTeam: 15, blockedTeam: 16, orgTeam: 15, held: T, why: "blocked 17 hops away: too far to block" },
+];
