@@ -126,8 +126,7 @@ describe("a question about a shared instance reads the user's grants, not every 
   ];
   it.each(cases)("$statement: allowed, denied and by nobody's grant alike", async ({ app, planned }) => {
     const groups = app === "graph" ? AccessModel.from((await modelStore.load(t.db, app))!).groups() : undefined;
-    const statements = new CheckStatements();
-    if (!planned) (statements as unknown as { planOnce: boolean }).planOnce = false;
+    const statements = new CheckStatements(planned);
     for (const [userId, action, allowed] of [
       ["ann", "update", true],
       ["bob", "read", false],
