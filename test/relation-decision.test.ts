@@ -22,7 +22,7 @@ import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import * as service from "../src/domain/relation-decision.js";
 import type { CatalogShape, RelationShape } from "../src/domain/relation-strata.js";
-import { CHAIN_CASES, chainWorld, F, HOPS, IDS, isLink, model, nodeKey, randomWorld, T, U, USERS, type Catalog, type World } from "./support/relation-model.js";
+import { CHAIN_CASES, chainWorld, HOPS, IDS, isLink, model, nodeKey, randomWorld, T, U, USERS, type Catalog, type World } from "./support/relation-model.js";
 
 function toShape(catalog: Catalog): CatalogShape {
   return new Map(Object.entries(catalog).map(([resource, relations]) => [resource, new Map(Object.entries(relations).map(([name, rel]): [string, RelationShape] => [name, rel]))]));
@@ -132,7 +132,7 @@ describe("the bound of 16 hops, fresh for each requires and unless entry", () =>
 // ------------------------------------------------------------ mutants
 
 const SOURCE = resolve(import.meta.dirname, "../src/domain/relation-decision.ts");
-const STRATA = pathToFileURL(resolve(import.meta.dirname, "../src/domain/relation-strata.ts")).href;
+const DOMAIN = resolve(import.meta.dirname, "../src/domain");
 const mutantDir = mkdtempSync(join(tmpdir(), "portcullis-mutants-"));
 afterAll(() => rmSync(mutantDir, { recursive: true, force: true }));
 
@@ -141,7 +141,9 @@ async function mutant(name: string, from: string, to: string): Promise<DecisionM
   const text = readFileSync(SOURCE, "utf8");
   expect(text.split(from).length - 1, `the text "${from}" occurs once`).toBe(1);
   const file = join(mutantDir, `${name}.ts`);
-  writeFileSync(file, text.replace(from, to).replace('"./relation-strata.js"', JSON.stringify(STRATA)));
+  // Its imports of its neighbours, made absolute: the mutant lives elsewhere.
+  const imports = text.replace(from, to).replace(/"\.\/([a-z-]+)\.js"/g, (_, name: string) => JSON.stringify(pathToFileURL(join(DOMAIN, `${name}.ts`)).href));
+  writeFileSync(file, imports);
   return (await import(pathToFileURL(file).href)) as DecisionModule;
 }
 

@@ -9,6 +9,7 @@ import { Checker, validateQuestion } from "./check.js";
 import type { AccessModel } from "./access-model.js";
 import { unavailable, Violations } from "./errors.js";
 import { Decision, FALSE, TRUE, UNKNOWN, type DecisionGraph, type DecisionRules, type Held, type Linked, type Node, type SetGrant, type Truth } from "./relation-decision.js";
+import { grouped } from "./operator-answers.js";
 import type { ConditionOutcome } from "./conditions.js";
 import { exactReads, requireAnswerable } from "./exact-read.js";
 import { LIMITS } from "./formats.js";
@@ -385,17 +386,12 @@ function decided(
   truthOf: (g: PathGrantRow) => Truth,
   blocked: Explanation["blocked"],
 ): { paths: Map<string, PathGrantRow[]>; requires: Map<string, ExplainedRuleEntry[]> } {
-  const group = <V>(items: [string, V][]) => {
-    const out = new Map<string, V[]>();
-    for (const [k, v] of items) out.set(k, [...(out.get(k) ?? []), v]);
-    return out;
-  };
-  const grants = group(row.grants.map((g) => [nodeKey(g[0], g[1], g[2]), g]));
-  const sets = group(edges.flatMap((e) => (e[1] !== null && e[1][6] !== null && e[1][6] !== "" ? [[nodeKey(...e[0]), e[1]] as [string, PathGrantRow]] : [])));
+  const grants = grouped(row.grants.map((g): [string, PathGrantRow] => [nodeKey(g[0], g[1], g[2]), g]));
+  const sets = grouped(edges.flatMap((e) => (e[1] !== null && e[1][6] !== null && e[1][6] !== "" ? [[nodeKey(...e[0]), e[1]] as [string, PathGrantRow]] : [])));
   // A link's grant is (instance, link relation → linked instance), whichever rule walked it.
   const linkRows = new Map<string, PathGrantRow>();
   for (const e of row.edges) if (e[1] !== null && e[1][6] === "") linkRows.set(JSON.stringify(e[1].slice(0, 6)), e[1]);
-  const links = group([...linkRows.values()].map((g) => [nodeKey(g[0], g[1], g[2]), g]));
+  const links = grouped([...linkRows.values()].map((g): [string, PathGrantRow] => [nodeKey(g[0], g[1], g[2]), g]));
   const graph: DecisionGraph = {
     held: (n) => (grants.get(keyOf(n)) ?? []).map((g): Held => ({ truth: truthOf(g), hops: 0 })),
     sets: (n) => (sets.get(keyOf(n)) ?? []).map((g): SetGrant => ({ resource: g[4]!, id: g[5]!, relation: g[6]!, truth: truthOf(g) })),
@@ -407,17 +403,7 @@ function decided(
   const pathFrom = (start: string) => shortestPaths(q, [""], edges, row.grants, usable, holdsNode, () => start).get("") ?? [];
   const entryOf = (node: Node, rule: "requires" | "unless", index: number): ExplainedRuleEntry => {
     const ref = rules.shape(node.resource, node.relation)![rule][index]!;
-    const targets =
-      ref.through === ""
-        ? [{ resource: node.resource, id: node.id, truth: TRUE as Truth }]
-        : [...graph.links(node.resource, node.id, ref.through)].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    let truth: Truth = FALSE;
-    let where: { resource: string; id: string } | undefined;
-    for (const t of targets) {
-      const here = Math.min(t.truth, decision.truth({ resource: t.resource, id: t.id, relation: ref.relation })) as Truth;
-      if (here === TRUE && where === undefined) where = t;
-      if (here > truth) truth = here;
-    }
+    const { truth, where } = decision.entry(node, ref);
     return {
       rule,
       index,

@@ -152,8 +152,9 @@ export class Lookup {
     const input = { appId: caller.appId, keyHash: caller.keyHash, userId: q.userId, resource: q.resource, action: q.action, tenantId: q.tenantId, after, limit: limit + 1 };
     const row = await this.coalesced.call(input);
     requireAnswerable(row, q);
-    const model = row.version === null ? undefined : await this.checker.modelAt(caller.appId, row.version);
-    if (model === undefined || model.version !== row.version || model.operators) return this.lookupWithOperators(caller, q, input, row, limit);
+    // The model the page was read by (read() leaves it cached): without it, the exact path.
+    const model = row.version === null ? undefined : this.models.cached(caller.appId, row.version);
+    if (model === undefined || model.operators) return this.lookupWithOperators(caller, q, input, row, limit);
     const merged = splitPage(row.pathsPossible && row.graph !== undefined ? await this.withPaths(row.graph, row.resourceIds) : row.resourceIds);
     const more = merged.length > limit;
     const ids = merged.slice(0, limit);

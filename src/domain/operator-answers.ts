@@ -135,7 +135,8 @@ export function conditionsOf(rows: DecisionRows): string[] {
 
 const nodeKey = (resource: string, id: string, relation: string) => `${resource}\0${id}\0${relation}`;
 
-function grouped<V>(entries: Iterable<[string, V]>): Map<string, V[]> {
+/** Values by key, in the order given. */
+export function grouped<V>(entries: Iterable<[string, V]>): Map<string, V[]> {
   const out = new Map<string, V[]>();
   for (const [k, v] of entries) {
     const list = out.get(k);

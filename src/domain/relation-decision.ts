@@ -29,15 +29,16 @@
  * before its readers are settled, so a negation never reads a value that
  * could still change.
  */
-import { pairKey, refTargets, strataOf, type CatalogShape, type RelationRef, type RelationShape } from "./relation-strata.js";
+import { LIMITS } from "./formats.js";
+import { pairKey, strataOf, type CatalogShape, type RelationRef, type RelationShape } from "./relation-strata.js";
 
 export const FALSE = 0;
 export const UNKNOWN = 1;
 export const TRUE = 2;
 export type Truth = typeof FALSE | typeof UNKNOWN | typeof TRUE;
 
-/** Hops from an instance asked, and from each `requires` and `unless` entry's instance. */
-export const DECISION_HOPS = 16;
+/** Hops from an instance asked, and from each `requires` and `unless` entry's instance: the walks' bound. */
+const DECISION_HOPS = LIMITS.hops;
 
 export interface Node {
   resource: string;
@@ -86,15 +87,6 @@ export class DecisionRules {
     return this.strata.get(pairKey(resource, relation)) ?? 0;
   }
 
-  /** Whether some relation has a `requires` or an `unless`: only then is a decision needed beyond the walks. */
-  get hasOperators(): boolean {
-    for (const relations of this.catalog.values()) for (const shape of relations.values()) if (shape.requires.length > 0 || shape.unless.length > 0) return true;
-    return false;
-  }
-
-  targets(resource: string, ref: RelationRef): string[] {
-    return refTargets(this.catalog, resource, ref);
-  }
 }
 
 /** Why a relation is or is not held on a node. */
@@ -207,15 +199,30 @@ export class Decision {
     return s.t <= DECISION_HOPS ? TRUE : s.u <= DECISION_HOPS ? UNKNOWN : FALSE;
   }
 
-  /** A `requires` or `unless` entry's truth: the user holds its relation on this instance, or on one linked by its `through` (the link holding too). */
-  private anyOf(node: Node, ref: RelationRef): Truth {
-    if (ref.through === "") return this.full({ resource: node.resource, id: node.id, relation: ref.relation });
+  /**
+   * A `requires` or `unless` entry of a settled node: the truth that the
+   * user holds its relation on this instance, or on one linked by its
+   * `through` (the link holding too), and the first instance, by id, where
+   * it is true.
+   */
+  entry(node: Node, ref: RelationRef): { truth: Truth; where?: { resource: string; id: string } } {
+    this.settled(node);
+    return this.anyOf(node, ref);
+  }
+
+  private anyOf(node: Node, ref: RelationRef): { truth: Truth; where?: { resource: string; id: string } } {
+    if (ref.through === "") {
+      const truth = this.full({ resource: node.resource, id: node.id, relation: ref.relation });
+      return truth === TRUE ? { truth, where: { resource: node.resource, id: node.id } } : { truth };
+    }
     let best: Truth = FALSE;
+    let where: { resource: string; id: string } | undefined;
     for (const l of this.graph.links(node.resource, node.id, ref.through)) {
       const t = min3(l.truth, this.full({ resource: l.resource, id: l.id, relation: ref.relation }));
+      if (t === TRUE && (where === undefined || l.id < where.id)) where = { resource: l.resource, id: l.id };
       if (t > best) best = t;
     }
-    return best;
+    return where === undefined ? { truth: best } : { truth: best, where };
   }
 
   /** The node's `requires` and `unless`, each with a fresh bound: the truth that they let it be held. */
@@ -229,8 +236,8 @@ export class Decision {
         blame = { list, index };
       }
     };
-    shape?.requires.forEach((ref, index) => meet(this.anyOf(node, ref), "requires", index));
-    shape?.unless.forEach((ref, index) => meet(not3(this.anyOf(node, ref)), "unless", index));
+    shape?.requires.forEach((ref, index) => meet(this.anyOf(node, ref).truth, "requires", index));
+    shape?.unless.forEach((ref, index) => meet(not3(this.anyOf(node, ref).truth), "unless", index));
     return { truth, ...blame };
   }
 

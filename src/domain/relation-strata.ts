@@ -8,6 +8,7 @@
  * `unless` reading a stratum already final, so that what is held is the
  * least set the rules give.
  */
+import { parseSubjectType } from "./subjects.js";
 
 /** A rule's target: a relation of this instance (`through` "") or of the instances linked by `through`. */
 export interface RelationRef {
@@ -45,13 +46,13 @@ interface Dependency {
 export const pairKey = (resource: string, relation: string) => `${resource}#${relation}`;
 
 /** The resources a link relation links to (its subjects, each a bare resource); [] for any other relation. */
-export function linkTargets(shape: RelationShape | undefined): string[] {
-  if (shape === undefined || shape.subjects.length === 0) return [];
-  return shape.subjects.every((s) => !s.includes("#") && !s.includes(":") && s !== "user") ? [...shape.subjects] : [];
+function linkTargets(shape: RelationShape | undefined): string[] {
+  const parsed = (shape?.subjects ?? []).map(parseSubjectType);
+  return parsed.length > 0 && parsed.every((s) => s?.kind === "link") ? parsed.map((s) => (s as { resource: string }).resource) : [];
 }
 
 /** The pairs a rule's target names: this resource's relation, or the relation on each type `through` links to. */
-export function refTargets(catalog: CatalogShape, resource: string, ref: RelationRef): string[] {
+function refTargets(catalog: CatalogShape, resource: string, ref: RelationRef): string[] {
   if (ref.through === "") return [pairKey(resource, ref.relation)];
   return linkTargets(catalog.get(resource)?.get(ref.through)).map((target) => pairKey(target, ref.relation));
 }

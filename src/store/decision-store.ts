@@ -29,7 +29,7 @@ import type { Queryable } from "./db.js";
 import { EACH_HOLDER } from "./all-users.js";
 import { perApplication, REPLAYED, type ReadRows } from "./per-application.js";
 import { checkFunction, PlannedStatement } from "./check-functions.js";
-import { MAX_HOPS, outwardHop } from "./outward-hop.js";
+import { MAX_HOPS, operatorHop, outwardHop } from "./outward-hop.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
 
 export const DECISION_LIMITS = {
@@ -81,30 +81,20 @@ const decisionSql = (replayed: boolean) => `
     UNION
     SELECT w.k, e.resource, e.resource_id, e.relation, e.depth
     FROM walk w CROSS JOIN LATERAL (
-      SELECT x.resource, x.resource_id, x.relation, w.depth + x.hops
+      SELECT x.resource, x.resource_id, x.relation, w.depth + x.hops, ''
       FROM (${outwardHop(LIVE_GRANT)}) x(resource, resource_id, relation, hops)
+      UNION ALL${operatorHop(LIVE_GRANT)}
       UNION ALL
-      SELECT w.resource, w.resource_id, o.target, 0
-      FROM catalog_operators o
-      WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through = ''
-      UNION ALL
-      SELECT s.subject_resource, s.subject_id, o.target, 0
-      FROM catalog_operators o
-      JOIN subject_relationships s
-        ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = o.through
-       AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
-      WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through <> ''
-      UNION ALL
-      SELECT w.resource, w.resource_id, x.target, CASE WHEN x.fresh THEN 0 ELSE w.depth END
+      SELECT w.resource, w.resource_id, x.target, CASE WHEN x.fresh THEN 0 ELSE w.depth END, ''
       FROM extra x WHERE x.resource = w.resource AND x.relation = w.relation AND x.through = ''
       UNION ALL
-      SELECT s.subject_resource, s.subject_id, x.target, CASE WHEN x.fresh THEN 0 ELSE w.depth + 1 END
+      SELECT s.subject_resource, s.subject_id, x.target, CASE WHEN x.fresh THEN 0 ELSE w.depth + 1 END, ''
       FROM extra x
       JOIN subject_relationships s
         ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = x.through
        AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
       WHERE x.resource = w.resource AND x.relation = w.relation AND x.through <> '' AND (x.fresh OR w.depth < ${MAX_HOPS})
-    ) e(resource, resource_id, relation, depth)
+    ) e(resource, resource_id, relation, depth, operator)
   ),
   capped AS MATERIALIZED (SELECT * FROM walk LIMIT $3 + 1),
   nodes AS MATERIALIZED (

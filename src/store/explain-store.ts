@@ -1,6 +1,6 @@
 import type { Queryable } from "./db.js";
 import { EACH_HOLDER } from "./all-users.js";
-import { outwardHop } from "./outward-hop.js";
+import { operatorHop, outwardHop } from "./outward-hop.js";
 import { distinctKeys, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
 
@@ -46,17 +46,7 @@ export const EXPLAIN_WALK = `
     FROM walk w CROSS JOIN LATERAL (
       SELECT x.resource, x.resource_id, x.relation, w.depth + x.hops, x.grant_row, ''
       FROM (${outwardHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}) x(resource, resource_id, relation, hops, grant_row)
-      UNION ALL
-      SELECT w.resource, w.resource_id, o.target, 0, NULL::jsonb, o.operator
-      FROM catalog_operators o
-      WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through = ''
-      UNION ALL
-      SELECT s.subject_resource, s.subject_id, o.target, 0, ${grantRow("s", true)}, o.operator
-      FROM catalog_operators o
-      JOIN subject_relationships s
-        ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = o.through
-       AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
-      WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through <> ''
+      UNION ALL${operatorHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}
     ) e(resource, resource_id, relation, depth, grant_row, kind)
   )`;
 

@@ -44,3 +44,25 @@ export const outwardHop = (grants: (s: string) => string, carried = "", none = "
     WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation AND ci.through = ''`
         : ""
     }`;
+
+/**
+ * One step from the walk's row `w` into each `requires` and `unless` entry
+ * of w's relation (docs/exclusion.md): the same instance with the entry's
+ * relation, or each instance w's instance links to by the entry's
+ * `through` (a live link), with it. Each row starts its own bound (its
+ * depth is 0), and ends with the entry's operator ("requires" or
+ * "unless"). `grants`, `carried` and `none` as outwardHop's: which links
+ * are followed, what a step through one carries of its row `s`, and what a
+ * step within the instance carries instead.
+ */
+export const operatorHop = (grants: (s: string) => string, carried = "", none = "") => `
+    SELECT w.resource, w.resource_id, o.target, 0${none}, o.operator
+    FROM catalog_operators o
+    WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through = ''
+    UNION ALL
+    SELECT s.subject_resource, s.subject_id, o.target, 0${carried}, o.operator
+    FROM catalog_operators o
+    JOIN subject_relationships s
+      ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = o.through
+     AND s.subject_relation = '' AND ${grants("s")}
+    WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through <> ''`;
