@@ -1,6 +1,6 @@
 /**
- * Intersection (`requires`) and exclusion (`unless`), API.md's "Round 4
- * additions", through the real REST API on every engine: the catalog takes
+ * Intersection (`requires`) and exclusion (`unless`), API.md's "Relations within an instance,
+ * intersection and exclusion", through the real REST API on every engine: the catalog takes
  * them, reads them back and refuses, naming the path and changing nothing,
  * every case the contract lists; the check, batch check, permissions,
  * lookup and who can follow them exactly (a blocked user, a blocked team

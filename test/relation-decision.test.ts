@@ -1,6 +1,6 @@
 /**
  * Differential test of the decision with `requires` and `unless` (API.md,
- * "Round 4 additions"; src/domain/relation-decision.ts): random catalogs
+ * "Relations within an instance, intersection and exclusion"; src/domain/relation-decision.ts): random catalogs
  * built from a pool of rules (exclusions within the instance and through
  * links, intersections through links and within, teams whose membership
  * has its own exclusion, relations that require each other in a cycle) and

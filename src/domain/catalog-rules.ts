@@ -212,8 +212,8 @@ function validateGraph(v: Violations, entries: CatalogEntryInput[], root: string
 }
 
 /**
- * A relation's `requires` or `unless` entries (API.md, "Round 4
- * additions"): each names a relation of this resource that is no link, or
+ * A relation's `requires` or `unless` entries (API.md, "Relations within an instance,
+ * intersection and exclusion"): each names a relation of this resource that is no link, or
  * goes through a link relation of this resource to a relation every linked
  * resource has and that is no link; none is listed twice. A relation may
  * name itself here: within the instance it either closes a cycle through

@@ -1,6 +1,6 @@
 /**
  * The check's answers where the catalog has `requires` or `unless` (API.md,
- * "Round 4 additions"; docs/exclusion.md). The check's own statement walks
+ * "Relations within an instance, intersection and exclusion"; docs/exclusion.md). The check's own statement walks
  * grants, subject sets, links and `inherits` as before: with these rules
  * in the catalog what it finds held is a superset of what is (a rule can
  * only take away), so a question it finds nothing for is denied as it

@@ -1,6 +1,6 @@
 /**
  * Who holds a relation when relations may require others and be cancelled
- * by others (API.md, "Round 4 additions"), decided over the part of the
+ * by others (API.md, "Relations within an instance, intersection and exclusion"), decided over the part of the
  * graph a question can reach: the grants, subject sets and links a store
  * read in one statement (DecisionGraph), and the catalog's rules.
  *

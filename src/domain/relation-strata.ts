@@ -1,6 +1,6 @@
 /**
- * The dependencies between a catalog's relations (API.md, "Round 4
- * additions"): which (resource, relation) pairs each one's holders are
+ * The dependencies between a catalog's relations (API.md, "Relations within an instance,
+ * intersection and exclusion"): which (resource, relation) pairs each one's holders are
  * decided from, and whether through an `unless` (negatively). Two uses:
  * the catalog refuses a cycle that passes through an `unless` (a relation
  * that would depend on its own negation), and the decision

@@ -1,6 +1,6 @@
 /**
- * An independent model of API.md's rules for requires and unless ("Round 4
- * additions"), written from the text and sharing no code with the service,
+ * An independent model of API.md's rules for requires and unless ("Relations within an instance,
+ * intersection and exclusion"), written from the text and sharing no code with the service,
  * and the random worlds the differential tests draw: catalogs built from a
  * pool of rules over teams in teams, orgs, folders in folders and
  * documents; grants to users, every user, subject sets and links, each

@@ -29,7 +29,7 @@ export interface RelationDraft {
   /** Who may hold it: "user", "team#member" (a subject set), "folder" (a link). */
   subjects: string[];
   inherits: InheritDraft[];
-  /** Intersection: each must be held too (API.md, "Round 4 additions"). */
+  /** Intersection: each must be held too (API.md, "Relations within an instance, intersection and exclusion"). */
   requires: InheritDraft[];
   /** Exclusion: none may be held. */
   unless: InheritDraft[];

@@ -1,4 +1,4 @@
--- Intersection and exclusion (API.md, "Round 4 additions";
+-- Intersection and exclusion (API.md, "Relations within an instance, intersection and exclusion";
 -- docs/exclusion.md): a relation's `requires` and `unless` entries, in the
 -- catalog's order. Whoever holds the relation by its grants and `inherits`
 -- holds it only if they also hold each `requires` entry's relation and no
