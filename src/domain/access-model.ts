@@ -307,6 +307,13 @@ export class AccessModel {
     });
   }
 
+  /** resource → relation → what its grants may name as holder: what a grant is checked against (relationships.ts's checkGrant). */
+  get grantSubjects(): ReadonlyMap<string, ReadonlyMap<string, string[]>> {
+    return (this.subjectsOf ??= new Map([...this.resources].map(([resource, m]) => [resource, m.subjects])));
+  }
+
+  private subjectsOf: Map<string, Map<string, string[]>> | undefined;
+
   hasResource(resource: string): boolean {
     return this.resources.has(resource);
   }

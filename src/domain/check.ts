@@ -10,26 +10,15 @@ import { conditionalPathsStore, type ConditionalPath, type ConditionalPathInput 
 import { exactReads } from "./exact-read.js";
 import { AccessModels, type AccessModel } from "./access-model.js";
 import { invalidArgument, unauthenticated, unavailable, Violations } from "./errors.js";
-import { check, identifierProblem, LIMITS, tokenProblem } from "./formats.js";
+import { LIMITS } from "./formats.js";
 import { CONDITION_LIMITS, ConditionCache, type Condition } from "./conditions.js";
 import { PROCESS_CPU } from "./fair-cpu.js";
 import { settleWays } from "./decided-ways.js";
-import { bindingsOf, checkQuestionFacts, NO_FACTS, withStoredProperties, type QuestionFacts } from "./question-facts.js";
+import { bindingsOf, NO_FACTS, withStoredProperties, type QuestionFacts } from "./question-facts.js";
 import { candidateRoots, conditionTruths, OperatorAnswers, rolesOnly, type Evaluate } from "./operator-answers.js";
+import { byDecision, known, knownInstance, openFacts, validateInstance, validateQuestion, type CheckQuestion, type PermissionsQuestion } from "./check-questions.js";
 
-/** May the user perform the action on the instance? */
-export interface CheckQuestion {
-  userId: string;
-  resource: string;
-  resourceId: string;
-  action: string;
-  tenantId: string | undefined;
-  /** What conditions may read beyond the ids (none: empty objects). */
-  facts?: QuestionFacts | undefined;
-}
-
-/** Every action the user may perform on the instance. */
-export type PermissionsQuestion = Omit<CheckQuestion, "action">;
+export type { CheckQuestion, PermissionsQuestion } from "./check-questions.js";
 
 /** How a question would be answered without evaluating a condition (Checker.ways). */
 export type Ways = { outright: true } | { outright: false; conditions: string[] };
@@ -121,9 +110,9 @@ export class Checker {
     v.throwIfAny();
     const facts = await this.coalesced.call(inputOf(caller, question));
     const model = liveModel(facts);
-    known(v, model, question, (field) => field);
+    known(v, model, question, facts.nowMs, (field) => field);
     v.throwIfAny();
-    if (model.operators) return (await this.withOperators(caller, [[model, question, facts]]))[0]!;
+    if (byDecision(model, question)) return (await this.withOperators(caller, [[model, question, facts]]))[0]!;
     return syncAnswer(model, question, facts) ?? (await this.decide(caller, [[model, question, facts]], [undefined]))[0]!;
   }
 
@@ -131,9 +120,9 @@ export class Checker {
   async batch(caller: Caller, questions: CheckQuestion[]): Promise<boolean[]> {
     const all = await this.batchFacts(caller, questions, "checks", validateQuestion);
     const v = new Violations();
-    all.forEach(([model, q], i) => known(v, model, q, (field) => `checks[${i}].${field}`));
+    all.forEach(([model, q, facts], i) => known(v, model, q, facts.nowMs, (field) => `checks[${i}].${field}`));
     v.throwIfAny();
-    if (all[0]?.[0].operators === true) return this.withOperators(caller, all);
+    if (all.some(([model, q]) => byDecision(model, q))) return this.withOperators(caller, all);
     // No promise per question unless one has a condition to evaluate.
     const answers = all.map(([model, q, facts]) => syncAnswer(model, q, facts));
     if (!answers.includes(undefined)) return answers as boolean[];
@@ -169,9 +158,9 @@ export class Checker {
     v.throwIfAny();
     const facts = await this.coalesced.call(inputOf(caller, question));
     const model = liveModel(facts);
-    knownResource(v, model, question, (field) => field);
+    knownInstance(v, model, question, facts.nowMs, (field) => field);
     v.throwIfAny();
-    if (model.operators) return (await this.permissionsWithOperators(caller, [[model, question, facts]]))[0]!;
+    if (byDecision(model, question)) return (await this.permissionsWithOperators(caller, [[model, question, facts]]))[0]!;
     if (plain(model, facts)) return model.actionsAllowed(question, facts.relations, facts.roles);
     return (await this.permissionsWithConditions(caller, [[model, question, facts]]))[0]!;
   }
@@ -180,9 +169,9 @@ export class Checker {
   async batchPermissions(caller: Caller, questions: PermissionsQuestion[]): Promise<string[][]> {
     const all = await this.batchFacts(caller, questions, "requests", validateInstance);
     const v = new Violations();
-    all.forEach(([model, q], i) => knownResource(v, model, q, (field) => `requests[${i}].${field}`));
+    all.forEach(([model, q, facts], i) => knownInstance(v, model, q, facts.nowMs, (field) => `requests[${i}].${field}`));
     v.throwIfAny();
-    if (all[0]?.[0].operators === true) return this.permissionsWithOperators(caller, all);
+    if (all.some(([model, q]) => byDecision(model, q))) return this.permissionsWithOperators(caller, all);
     if (all.every(([model, , facts]) => plain(model, facts))) return all.map(([model, q, facts]) => model.actionsAllowed(q, facts.relations, facts.roles));
     return this.permissionsWithConditions(caller, all);
   }
@@ -216,8 +205,8 @@ export class Checker {
     const asked: StoredReads = new Map();
     const allowed = await Promise.all(all.map(([model, q, facts]) => model.allows(q, [], facts.roles) || this.allows(caller, model, q, rolesOnly(facts), asked)));
     const items = all.flatMap(([model, question, facts], i) => {
-      const roots = allowed[i] ? [] : candidateRoots(model, question.resource, [question.action], facts);
-      return roots.length > 0 ? [{ i, model, question, roots, actions: [question.action] }] : [];
+      const roots = allowed[i] ? [] : candidateRoots(model, question.resource, [question.action], openFacts(question, facts));
+      return roots.length > 0 ? [{ i, model, question, roots, actions: [question.action], contextual: question.contextualGrants }] : [];
     });
     const byRelations = await this.operatorAnswers.allowed(caller.appId, items, this.evaluate(caller, asked));
     items.forEach(({ i }, k) => (allowed[i] = byRelations[k]!.length > 0));
@@ -230,8 +219,8 @@ export class Checker {
     const allowed = await Promise.all(all.map(([model, q, facts]) => this.actionsAllowed(caller, model, q, rolesOnly(facts), asked)));
     const items = all.flatMap(([model, question, facts], i) => {
       const actions = model.catalogActions(question.resource).filter((a) => !allowed[i]!.includes(a));
-      const roots = candidateRoots(model, question.resource, actions, facts);
-      return roots.length > 0 ? [{ i, model, question, roots, actions }] : [];
+      const roots = candidateRoots(model, question.resource, actions, openFacts(question, facts));
+      return roots.length > 0 ? [{ i, model, question, roots, actions, contextual: question.contextualGrants }] : [];
     });
     const byRelations = await this.operatorAnswers.allowed(caller.appId, items, this.evaluate(caller, asked));
     items.forEach(({ i, model, question }, k) => (allowed[i] = orderedLike(model, question, new Set([...allowed[i]!, ...byRelations[k]!]))));
@@ -553,36 +542,6 @@ const revoked = () => unauthenticated("the API key is not valid: it is unknown o
 
 /** A placeholder question, for a batch of none: the answer only says whether the key holds. */
 const KEY_ONLY: PermissionsQuestion = { userId: "-", resource: "-", resourceId: "-", tenantId: undefined };
-
-export function validateInstance(v: Violations, q: PermissionsQuestion, at: (field: string) => string): void {
-  check(v, at("userId"), identifierProblem(q.userId));
-  check(v, at("resource"), tokenProblem(q.resource));
-  check(v, at("resourceId"), identifierProblem(q.resourceId));
-  if (q.tenantId !== undefined) check(v, at("tenantId"), identifierProblem(q.tenantId));
-  if (q.facts !== undefined) checkQuestionFacts(v, q.facts, at);
-}
-
-export function validateQuestion(v: Violations, q: CheckQuestion, at: (field: string) => string): void {
-  check(v, at("userId"), identifierProblem(q.userId));
-  check(v, at("resource"), tokenProblem(q.resource));
-  check(v, at("resourceId"), identifierProblem(q.resourceId));
-  check(v, at("action"), tokenProblem(q.action));
-  if (q.tenantId !== undefined) check(v, at("tenantId"), identifierProblem(q.tenantId));
-  if (q.facts !== undefined) checkQuestionFacts(v, q.facts, at);
-}
-
-/** The catalog half of the answer: an unknown resource or action is a 400. */
-function known(v: Violations, model: AccessModel, q: CheckQuestion, at: (field: string) => string): void {
-  if (knownResource(v, model, q, at) && !model.hasAction(q.resource, q.action)) {
-    v.add(at("action"), `"${q.action}" is not an action of resource "${q.resource}"`);
-  }
-}
-
-function knownResource(v: Violations, model: AccessModel, q: PermissionsQuestion, at: (field: string) => string): boolean {
-  if (model.hasResource(q.resource)) return true;
-  v.add(at("resource"), `"${q.resource}" is not a resource of the catalog`);
-  return false;
-}
 
 /** The allowed actions in the resource's catalog order. */
 function orderedLike(model: AccessModel, q: PermissionsQuestion, allowed: ReadonlySet<string>): string[] {

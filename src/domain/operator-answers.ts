@@ -16,6 +16,7 @@ import type { Db } from "../store/db.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
 import { DecisionStatements, type DecisionInput, type DecisionRows } from "../store/decision-store.js";
 import { exactReads } from "./exact-read.js";
+import { contextEdges, withContextual, type ContextualGrant } from "./contextual-grants.js";
 import type { AccessModel, AccessModels } from "./access-model.js";
 import { CONDITION_LIMITS, type Condition, type ConditionBindings } from "./conditions.js";
 import { unavailable } from "./errors.js";
@@ -30,6 +31,8 @@ export interface OperatorItem<Q extends Instance = Instance> {
   /** The relations of the instance to decide (candidateRoots): no other is held. */
   roots: readonly string[];
   actions: readonly string[];
+  /** The question's contextual grants (contextual-grants.ts): counted as if stored. */
+  contextual?: readonly ContextualGrant[] | undefined;
 }
 
 interface Instance {
@@ -85,7 +88,7 @@ export class OperatorAnswers {
   async allowed<Q extends Instance>(appId: string, items: readonly OperatorItem<Q>[], evaluate: Evaluate<Q>): Promise<string[][]> {
     if (items.length === 0) return [];
     const rows = await this.reads.callAll(
-      items.map(({ question: q, roots }) => ({ appId, userId: q.userId, resource: q.resource, resourceId: q.resourceId, roots })),
+      items.map(({ question: q, roots, contextual }) => ({ appId, userId: q.userId, resource: q.resource, resourceId: q.resourceId, roots, contextual: contextEdges(contextual) })),
     );
     return Promise.all(items.map((item, k) => this.allowedOne(appId, item, rows[k]!, evaluate)));
   }
@@ -101,8 +104,9 @@ export class OperatorAnswers {
       model = item.model.version === rows.version ? item.model : (this.models.cached(appId, rows.version) ?? (await this.models.load(appId)));
       if (model?.version === rows.version) break;
       if (reads >= MAX_READS) throw unavailable("the access model kept changing under the check; try again");
-      rows = await this.reads.call({ appId, userId, resource, resourceId, roots: item.roots });
+      rows = await this.reads.call({ appId, userId, resource, resourceId, roots: item.roots, contextual: contextEdges(item.contextual) });
     }
+    rows = withContextual(rows, userId, item.contextual);
     const sources = conditionsOf(rows);
     const out: string[] = [];
     let shared: Decision | undefined;

@@ -18,7 +18,7 @@ import { check, identifierProblem, instantProblem, LIMITS, pageSize, show, token
 import { decodePageToken, page } from "./paging.js";
 
 /** resource → relation → the relation's subjects (what its grants may name as holder). */
-type Relations = Map<string, Map<string, string[]>>;
+export type Relations = ReadonlyMap<string, ReadonlyMap<string, string[]>>;
 
 /**
  * Checks a holder's form: a userId, a subject, or allUsers (true; false is
@@ -126,6 +126,20 @@ function checkExpiryAhead(v: Violations, at: string, g: GrantInput, now: number)
   if (g.expiresAt !== undefined && g.expiresAt <= now) {
     v.add(`${at}expiresAt`, `${new Date(g.expiresAt).toISOString()} is not in the future (the database's clock reads ${new Date(now).toISOString()})`);
   }
+}
+
+/**
+ * Checks one grant as a write takes it (`at` the prefix of its fields:
+ * "writes[3]."): its form, that the catalog (`relations`, resource →
+ * relation → subjects) has its resource, relation and holder's type, its
+ * expiry ahead of the database's clock `now`, and its condition. The bulk
+ * write's check, and a question's contextual grants' (contextual-grants.ts).
+ */
+export function checkGrant(v: Violations, at: string, g: GrantInput, relations: Relations | undefined, now: number): void {
+  const formOk = checkExpiryForm(v, at, g);
+  checkTuple(v, at, g, relations);
+  if (formOk) checkExpiryAhead(v, at, g, now);
+  checkCondition(v, at, g);
 }
 
 const toWrite = (g: GrantInput): GrantWrite => ({
@@ -296,11 +310,7 @@ export class Relationships {
       const written = new Map<string, number>();
       const distinct: GrantInput[] = [];
       writes.forEach((g, i) => {
-        const at = `writes[${i}].`;
-        const formOk = checkExpiryForm(v, at, g);
-        checkTuple(v, at, g, relations);
-        if (formOk) checkExpiryAhead(v, at, g, now);
-        checkCondition(v, at, g);
+        checkGrant(v, `writes[${i}].`, g, relations, now);
         const first = written.get(tupleKey(g));
         if (first === undefined) {
           written.set(tupleKey(g), i);

@@ -3,6 +3,7 @@ import { timestampFromDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { CheckService } from "../../gen/authz/v1/check_pb.js";
+import type { RelationshipTuple } from "../../gen/authz/v1/relationships_pb.js";
 import type { CheckQuestion, Checker, PermissionsQuestion } from "../domain/check.js";
 import type { QuestionFacts } from "../domain/question-facts.js";
 import type { ExplainedGrant, ExplainedRuleEntry, Explainer, ExplainReason } from "../domain/explain.js";
@@ -10,6 +11,7 @@ import type { Lookup } from "../domain/lookup.js";
 import type { WhoCan } from "../domain/who-can.js";
 import { Metrics } from "../lib/metrics.js";
 import { callerKeyOf } from "./call-values.js";
+import { grantInputOf } from "./grant-inputs.js";
 
 /** A question's objects for conditions, when it carries any (most carry none: nothing to build). */
 interface FactFields {
@@ -31,21 +33,28 @@ function factsOf(c: FactFields): QuestionFacts | undefined {
   };
 }
 
-const question = (c: Omit<CheckQuestion, "tenantId" | "facts"> & { tenantId?: string } & FactFields): CheckQuestion => ({
+type Contextual = { contextualGrants: RelationshipTuple[] };
+
+/** A question's contextual grants, when it carries any. */
+const contextualOf = (c: Contextual) => (c.contextualGrants.length === 0 ? undefined : c.contextualGrants.map(grantInputOf));
+
+const question = (c: Omit<CheckQuestion, "tenantId" | "facts" | "contextualGrants"> & { tenantId?: string } & FactFields & Contextual): CheckQuestion => ({
   userId: c.userId,
   resource: c.resource,
   resourceId: c.resourceId,
   action: c.action,
   tenantId: c.tenantId,
   facts: factsOf(c),
+  contextualGrants: contextualOf(c),
 });
 
-const instance = (c: Omit<PermissionsQuestion, "tenantId" | "facts"> & { tenantId?: string } & FactFields): PermissionsQuestion => ({
+const instance = (c: Omit<PermissionsQuestion, "tenantId" | "facts" | "contextualGrants"> & { tenantId?: string } & FactFields & Contextual): PermissionsQuestion => ({
   userId: c.userId,
   resource: c.resource,
   resourceId: c.resourceId,
   tenantId: c.tenantId,
   facts: factsOf(c),
+  contextualGrants: contextualOf(c),
 });
 
 const explainGrant = (grant: ExplainedGrant) => ({

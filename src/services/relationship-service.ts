@@ -12,7 +12,7 @@ import type { DeleteFilter, GrantInput, ListQuery, Relationships } from "../doma
 import type { RelationshipRow, Tuple } from "../store/relationships-store.js";
 import { markCreated, ownAppOf } from "./call-values.js";
 import { callLimits } from "./call-limits.js";
-import { instantOf } from "./instants.js";
+import { grantInputOf as grant, subjectOf } from "./grant-inputs.js";
 
 export const relationshipMessage = (row: RelationshipRow) => ({
   userId: row.userId,
@@ -24,22 +24,6 @@ export const relationshipMessage = (row: RelationshipRow) => ({
   createdAt: timestampFromDate(row.createdAt),
   ...(row.expiresAt === null ? {} : { expiresAt: timestampFromDate(row.expiresAt) }),
   ...(row.condition === null || row.condition === undefined ? {} : { condition: row.condition }),
-});
-
-type SubjectMessage = { resource: string; resourceId: string; relation: string };
-
-const subjectOf = (s: SubjectMessage | undefined): Subject | undefined =>
-  s === undefined ? undefined : { resource: s.resource, resourceId: s.resourceId, relation: s.relation };
-
-const grant = (t: Omit<Tuple, "subject"> & { subject?: SubjectMessage | undefined; expiresAt?: Timestamp | undefined; condition?: string }): GrantInput => ({
-  userId: t.userId,
-  resource: t.resource,
-  resourceId: t.resourceId,
-  relation: t.relation,
-  subject: subjectOf(t.subject),
-  allUsers: t.allUsers === true,
-  expiresAt: instantOf(t.expiresAt),
-  condition: t.condition,
 });
 
 /** The single delete names a subject by query parameters: any of them given means a subject. */

@@ -48,6 +48,18 @@ export interface DecisionInput {
    * from no relation that cannot be.
    */
   roots: readonly string[];
+  /** The question's contextual subject sets and links (contextual-grants.ts): steps the walk follows besides the stored ones. */
+  contextual?: readonly ContextEdge[] | undefined;
+}
+
+/** A contextual grant to a subject set (sl the set's relation) or a link (sl ''): r:i#l held by sr:si#sl. */
+export interface ContextEdge {
+  r: string;
+  i: string;
+  l: string;
+  sr: string;
+  si: string;
+  sl: string;
 }
 
 /** [resource, id, relation, subject resource, subject id, subject relation, condition] */
@@ -75,6 +87,7 @@ const decisionSql = (replayed: boolean) => `
         FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (u text, r text, i text, o text[]))
              WITH ORDINALITY AS q(user_id, resource, resource_id, roots, n)),
   extra AS (SELECT * FROM jsonb_to_recordset($4::jsonb) AS x(resource text, relation text, through text, target text, fresh boolean)),
+  ctx AS (SELECT * FROM jsonb_to_recordset($5::jsonb) AS c(r text, i text, l text, sr text, si text, sl text)),
   walk(k, resource, resource_id, relation, depth) AS (
     SELECT DISTINCT q.k, q.resource, q.resource_id, root.relation, 0
     FROM q CROSS JOIN unnest(q.roots) AS root(relation)
@@ -94,6 +107,17 @@ const decisionSql = (replayed: boolean) => `
         ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = x.through
        AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
       WHERE x.resource = w.resource AND x.relation = w.relation AND x.through <> '' AND (x.fresh OR w.depth < ${MAX_HOPS})
+      UNION ALL
+      SELECT c.sr, c.si, c.sl, w.depth + 1, ''
+      FROM ctx c WHERE c.r = w.resource AND c.i = w.resource_id AND c.l = w.relation AND c.sl <> '' AND w.depth < ${MAX_HOPS}
+      UNION ALL
+      SELECT c.sr, c.si, ci.inherited, w.depth + 1, ''
+      FROM catalog_inherits ci JOIN ctx c ON c.r = w.resource AND c.i = w.resource_id AND c.l = ci.through AND c.sl = ''
+      WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation AND ci.through <> '' AND w.depth < ${MAX_HOPS}
+      UNION ALL
+      SELECT c.sr, c.si, o.target, 0, o.operator
+      FROM catalog_operators o JOIN ctx c ON c.r = w.resource AND c.i = w.resource_id AND c.l = o.through AND c.sl = ''
+      WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through <> ''
     ) e(resource, resource_id, relation, depth, operator)
   ),
   capped AS MATERIALIZED (SELECT * FROM walk LIMIT $3 + 1),
@@ -147,7 +171,7 @@ const decisionSql = (replayed: boolean) => `
 const STATEMENTS = { plain: decisionSql(false), replayed: decisionSql(true) };
 
 /** The statement as a function planned once per connection (check-functions.ts): planned at every call, its planning cost more than its run. */
-export const DECISION_FUNCTION = checkFunction("portcullis_decision_rows", "decision rows", ["text", "jsonb", "bigint", "jsonb"], STATEMENTS.plain, [
+export const DECISION_FUNCTION = checkFunction("portcullis_decision_rows", "decision rows", ["text", "jsonb", "bigint", "jsonb", "jsonb"], STATEMENTS.plain, [
   ["truncated", "boolean"],
   ["version", "text"],
   ["now_ms", "float8"],
@@ -206,6 +230,7 @@ export class DecisionStatements {
         JSON.stringify(questions),
         DECISION_LIMITS.walkRows * instances,
         JSON.stringify(this.extra),
+        JSON.stringify(contextEdgesOf(ofApp)),
       ]);
       const held = row.held ?? [];
       return {
@@ -216,6 +241,13 @@ export class DecisionStatements {
       };
     });
   }
+}
+
+/** The distinct contextual edges of a batch's questions: the walk follows them all, each question's decision only its own. */
+function contextEdgesOf(inputs: readonly DecisionInput[]): ContextEdge[] {
+  const out = new Map<string, ContextEdge>();
+  for (const i of inputs) for (const e of i.contextual ?? []) out.set(JSON.stringify(e), e);
+  return [...out.values()];
 }
 
 /** The statement's text, for the SQL rules' test. */

@@ -1,0 +1,79 @@
+/**
+ * Contextual grants (API.md, "Contextual grants"; docs/exclusion.md): up to
+ * 100 grants a question carries, in the bulk write's shape, counted for
+ * that question alone as if stored. Nothing is written and the feed sees
+ * nothing. A question that carries them is answered by the decision's path
+ * (operator-answers.ts): its statement's walk also follows their subject
+ * sets and links (ContextEdge), and the decision reads them beside the
+ * stored rows it returns (withContextual).
+ */
+import type { ContextEdge, DecisionRows } from "../store/decision-store.js";
+import type { AccessModel } from "./access-model.js";
+import type { Violations } from "./errors.js";
+import { checkGrant, type GrantInput } from "./relationships.js";
+
+export const CONTEXTUAL_LIMITS = {
+  /** Contextual grants a question may carry. */
+  grants: 100,
+} as const;
+
+/** A question's contextual grants, as the caller sent them. */
+export type ContextualGrant = GrantInput;
+
+/** Whether a question carries contextual grants. */
+export const hasContextual = (q: { contextualGrants?: readonly ContextualGrant[] | undefined }): boolean => (q.contextualGrants?.length ?? 0) > 0;
+
+/** Refuses more than CONTEXTUAL_LIMITS.grants, before anything is read. */
+export function checkContextualCount(v: Violations, grants: readonly ContextualGrant[] | undefined, at: (field: string) => string): void {
+  if (grants !== undefined && grants.length > CONTEXTUAL_LIMITS.grants) {
+    v.add(at("contextualGrants"), `at most ${CONTEXTUAL_LIMITS.grants} contextual grants per question, got ${grants.length}`);
+  }
+}
+
+/**
+ * Checks each contextual grant as a write would be checked (relationships.ts,
+ * checkGrant): its form, the catalog of the model the question is answered
+ * by, its expiry ahead of the question's statement's clock (`nowMs`), and
+ * its condition. Fields are named `contextualGrants[3].relation` under `at`.
+ */
+export function checkContextualGrants(
+  v: Violations,
+  grants: readonly ContextualGrant[] | undefined,
+  model: AccessModel,
+  nowMs: number,
+  at: (field: string) => string,
+): void {
+  grants?.forEach((g, i) => checkGrant(v, at(`contextualGrants[${i}].`), g, model.grantSubjects, nowMs));
+}
+
+/** The grants' subject sets and links, the steps the decision's walk follows besides the stored ones. */
+export function contextEdges(grants: readonly ContextualGrant[] | undefined): ContextEdge[] {
+  return (grants ?? []).flatMap((g) =>
+    g.subject === undefined ? [] : [{ r: g.resource, i: g.resourceId, l: g.relation, sr: g.subject.resource, si: g.subject.resourceId, sl: g.subject.relation }],
+  );
+}
+
+/**
+ * The decision's rows with a question's contextual grants laid beside the
+ * stored ones: its user's grants (and allUsers ones) as held, subject sets
+ * and links as such; a grant whose expiry the statement's clock has passed
+ * counts as a stored one would, not at all.
+ */
+export function withContextual(rows: DecisionRows, userId: string, grants: readonly ContextualGrant[] | undefined): DecisionRows {
+  const live = (grants ?? []).filter((g) => g.expiresAt === undefined || g.expiresAt > rows.nowMs);
+  if (live.length === 0) return rows;
+  const condition = (g: ContextualGrant) => (g.condition === undefined || g.condition === "" ? null : g.condition);
+  const held = [...rows.held];
+  const sets = [...rows.sets];
+  const links = [...rows.links];
+  for (const g of live) {
+    if (g.subject === undefined) {
+      if (g.allUsers === true || g.userId === userId) held.push([g.resource, g.resourceId, g.relation, condition(g)]);
+    } else if (g.subject.relation === "") {
+      links.push([g.resource, g.resourceId, g.relation, g.subject.resource, g.subject.resourceId, condition(g)]);
+    } else {
+      sets.push([g.resource, g.resourceId, g.relation, g.subject.resource, g.subject.resourceId, g.subject.relation, condition(g)]);
+    }
+  }
+  return { ...rows, held, sets, links };
+}
