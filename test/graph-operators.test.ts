@@ -14,57 +14,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { startTestService, type TestService } from "./support/service.js";
 import { createApp } from "./helpers/authz.js";
-import { CHAIN_CASES, chainWorld, F, IDS, isLink, model, modelStrata, POOL, randomWorld, T, U, USERS, type Catalog, type Truth, type World } from "./support/relation-model.js";
+import { CHAIN_CASES, chainWorld, F, IDS, isLink, model, modelStrata, POOL, randomWorld, T, USERS, type Catalog, type Truth, type World } from "./support/relation-model.js";
+import { action, catalogOf, CONTEXT, grantsOf } from "./support/relation-api.js";
 import { random } from "../bench/random.js";
 
 /** Worlds per engine: each asks every question of its own (a few hundred calls); fewer on Citus, where each call costs more. */
 const WORLDS = 6;
 const CITUS_WORLDS = 2;
-const CONTEXT = { x: 1 };
-/** A condition that holds with CONTEXT, one that is false, one that errs (a missing key): the model's T, F and U. */
-const conditionFor = (truth: Truth): string | undefined => (truth === T ? undefined : truth === U ? "context.missing == 1" : "context.x == 2");
-const action = (relation: string) => `do_${relation}`;
-
-function catalogOf(world: World) {
-  return Object.entries(world.catalog).map(([resource, relations]) => ({
-    resource,
-    description: "",
-    actions: Object.entries(relations)
-      .filter(([, rel]) => !isLink(rel))
-      .map(([name]) => action(name)),
-    relations: Object.entries(relations).map(([name, rel]) => ({
-      name,
-      actions: isLink(rel) ? [] : [action(name)],
-      subjects: rel.subjects,
-      inherits: rel.inherits,
-      requires: rel.requires,
-      unless: rel.unless,
-    })),
-  }));
-}
-
-function grantsOf(world: World) {
-  const split = (k: string) => k.split("\0") as [string, string, string];
-  const withCondition = (truth: Truth) => {
-    const condition = conditionFor(truth);
-    return condition === undefined ? {} : { condition };
-  };
-  return [
-    ...[...world.held].flatMap(([k, grants]) => {
-      const [resource, resourceId, relation] = split(k);
-      return grants.map((g) => ({ ...(g.user === "" ? { allUsers: true } : { userId: g.user }), resource, resourceId, relation, ...withCondition(g.truth) }));
-    }),
-    ...[...world.sets].flatMap(([k, sets]) => {
-      const [resource, resourceId, relation] = split(k);
-      return sets.map((s) => ({ subject: { resource: s.resource, resourceId: s.id, relation: s.relation }, resource, resourceId, relation, ...withCondition(s.truth) }));
-    }),
-    ...[...world.links].flatMap(([k, links]) => {
-      const [resource, resourceId, relation] = split(k);
-      return links.map((l) => ({ subject: { resource: l.resource, resourceId: l.id }, resource, resourceId, relation, ...withCondition(l.truth) }));
-    }),
-  ];
-}
-
 /** Worlds with something to decide: at least one requires or unless in the catalog. */
 const worlds: World[] = [];
 for (let seed = 1000; worlds.length < WORLDS; seed++) {

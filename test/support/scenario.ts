@@ -13,6 +13,8 @@ export interface ScenarioCheck {
   resourceId: string;
   action: string;
   tenantId?: string;
+  /** Grants counted for this check alone (API.md, "Contextual grants"). */
+  contextualGrants?: unknown[];
 }
 
 export interface Scenario {
@@ -76,4 +78,5 @@ export const checkOf = (c: ScenarioCheck): ScenarioCheck => ({
   resourceId: c.resourceId,
   action: c.action,
   ...(c.tenantId === undefined ? {} : { tenantId: c.tenantId }),
+  ...(c.contextualGrants === undefined ? {} : { contextualGrants: c.contextualGrants }),
 });
