@@ -196,6 +196,10 @@ describe.each(engines)("contextual grants on %s", (engine) => {
     await refused(check, { ...ask, contextualGrants: [{ userId: "ann", resource: "doc", resourceId: "d1", relation: "writer", condition: "context.ok ==" }] }, "contextualGrants[0].condition");
     await refused(check, { ...ask, contextualGrants: [{ userId: "ann", resource: "doc", resourceId: "d1", relation: "writer", expiresAt: "2001-01-01T00:00:00Z" }] }, "contextualGrants[0].expiresAt");
     await refused(check, { ...ask, contextualGrants: Array.from({ length: 101 }, (_, i) => member(`u${i}`, "t1")) }, "contextualGrants");
+    // A call takes what a bulk write takes: 5,000 in all.
+    const hundred = Array.from({ length: 100 }, (_, i) => member(`u${i}`, "t1"));
+    await refused("/api/v1/authorization/check/batch", { checks: Array.from({ length: 51 }, () => ({ ...ask, contextualGrants: hundred })) }, "5000 contextual grants per call");
+    expect((await post("/api/v1/authorization/check/batch", { checks: Array.from({ length: 50 }, () => ({ ...ask, contextualGrants: hundred })) })).results).toHaveLength(50);
     await refused("/api/v1/authorization/check/batch", { checks: [ask, { ...ask, contextualGrants: [{ userId: "ann", resource: "doc", resourceId: "d1", relation: "nope" }] }] }, "checks[1].contextualGrants[0].relation");
     await refused("/api/v1/authorization/permissions", { userId: "ann", resource: "doc", resourceId: "d1", contextualGrants: [{ userId: "ann", resource: "doc", resourceId: "d1", relation: "nope" }] }, "contextualGrants[0].relation");
     await refused(

@@ -99,6 +99,19 @@ export class Checker {
     this.operatorAnswers = new OperatorAnswers(db, replicas, telemetry, this.models);
   }
 
+  /**
+   * Checks a batch's questions (`check` adds what it finds to `v`), then
+   * throws the 400 if any. Weighing facts and contextual grants is as dear
+   * as what they carry (64 KiB of facts, 100 grants with their conditions
+   * a question): then in the application's turn.
+   */
+  private async inTurn(caller: Caller, all: readonly (readonly [unknown, PermissionsQuestion, ...unknown[]])[], check: (v: Violations) => void): Promise<void> {
+    const v = new Violations();
+    if (all.some(([, q]) => q.facts !== undefined || q.contextualGrants !== undefined)) await PROCESS_CPU.run(caller.appId, () => check(v));
+    else check(v);
+    v.throwIfAny();
+  }
+
   /** The application's model at `version` (the one a page's statement read); undefined when the application is gone. */
   async modelAt(appId: string, version: string): Promise<AccessModel | undefined> {
     return this.models.cached(appId, version) ?? (await this.models.load(appId));
@@ -119,9 +132,7 @@ export class Checker {
   /** Up to 1,000 checks, answered from one statement; answers in request order. */
   async batch(caller: Caller, questions: CheckQuestion[]): Promise<boolean[]> {
     const all = await this.batchFacts(caller, questions, "checks", validateQuestion);
-    const v = new Violations();
-    all.forEach(([model, q, facts], i) => known(v, model, q, facts.nowMs, (field) => `checks[${i}].${field}`));
-    v.throwIfAny();
+    await this.inTurn(caller, all, (v) => all.forEach(([model, q, facts], i) => known(v, model, q, facts.nowMs, (field) => `checks[${i}].${field}`)));
     if (all.some(([model, q]) => byDecision(model, q))) return this.withOperators(caller, all);
     // No promise per question unless one has a condition to evaluate.
     const answers = all.map(([model, q, facts]) => syncAnswer(model, q, facts));
@@ -168,9 +179,7 @@ export class Checker {
   /** Up to 1,000 permissions questions, answered from one statement, in request order. */
   async batchPermissions(caller: Caller, questions: PermissionsQuestion[]): Promise<string[][]> {
     const all = await this.batchFacts(caller, questions, "requests", validateInstance);
-    const v = new Violations();
-    all.forEach(([model, q, facts], i) => knownInstance(v, model, q, facts.nowMs, (field) => `requests[${i}].${field}`));
-    v.throwIfAny();
+    await this.inTurn(caller, all, (v) => all.forEach(([model, q, facts], i) => knownInstance(v, model, q, facts.nowMs, (field) => `requests[${i}].${field}`)));
     if (all.some(([model, q]) => byDecision(model, q))) return this.permissionsWithOperators(caller, all);
     if (all.every(([model, , facts]) => plain(model, facts))) return all.map(([model, q, facts]) => model.actionsAllowed(q, facts.relations, facts.roles));
     return this.permissionsWithConditions(caller, all);
@@ -352,12 +361,13 @@ export class Checker {
         { field, reason: `${questions.length} ${field} exceed ${LIMITS.batchChecks}` },
       ]);
     }
-    const v = new Violations();
-    const validate = () => questions.forEach((q, i) => validateOne(v, q, (name) => `${field}[${i}].${name}`));
-    // Weighing the facts of a batch is as dear as what it carries (up to 64 KiB a question): in the application's turn.
-    if (questions.some((q) => q.facts !== undefined)) await PROCESS_CPU.run(caller.appId, validate);
-    else validate();
-    v.throwIfAny();
+    const contextual = questions.reduce((n, q) => n + (q.contextualGrants?.length ?? 0), 0);
+    if (contextual > LIMITS.bulkEntries) {
+      throw invalidArgument(`at most ${LIMITS.bulkEntries} contextual grants per call, as a bulk write takes, got ${contextual}`, [
+        { field, reason: `${contextual} contextual grants in all exceed ${LIMITS.bulkEntries}` },
+      ]);
+    }
+    await this.inTurn(caller, questions.map((q) => [undefined, q]), (v) => questions.forEach((q, i) => validateOne(v, q, (name) => `${field}[${i}].${name}`)));
     // An empty batch still asks the database, to verify the key.
     const asked: PermissionsQuestion[] = questions.length === 0 ? [KEY_ONLY] : questions;
     const facts = await this.coalesced.callAll(asked.map((q) => inputOf(caller, q)));

@@ -222,7 +222,12 @@ export class DecisionStatements {
    * order (the questions of one application share theirs but for `held`).
    */
   async rows(q: Queryable, inputs: readonly DecisionInput[], options: { replayed?: boolean } = {}): Promise<ReadRows<DecisionRows>> {
-    return perApplication(inputs, async (appId, ofApp) => {
+    // One statement per application and set of contextual edges: the walk probes every edge it carries at each row, so a batch's
+    // questions share a statement only where they share their edges (most often all or none), and each walk probes at most 100.
+    const grouped = inputs.map((input) => ({ appId: JSON.stringify([input.appId, input.contextual ?? []]), input }));
+    return perApplication(grouped, async (group, ofGroup) => {
+      const [appId, edges] = JSON.parse(group) as [string, ContextEdge[]];
+      const ofApp = ofGroup.map((g) => g.input);
       const questions = ofApp.map((i) => ({ u: i.userId, r: i.resource, i: i.resourceId, o: i.roots }));
       const instances = new Set(ofApp.map((i) => JSON.stringify([i.resource, i.resourceId]))).size;
       const row = await this.statement.row<StatementRow>(q, options.replayed === true, [
@@ -230,7 +235,7 @@ export class DecisionStatements {
         JSON.stringify(questions),
         DECISION_LIMITS.walkRows * instances,
         JSON.stringify(this.extra),
-        JSON.stringify(contextEdgesOf(ofApp)),
+        JSON.stringify(edges),
       ]);
       const held = row.held ?? [];
       return {
@@ -241,13 +246,6 @@ export class DecisionStatements {
       };
     });
   }
-}
-
-/** The distinct contextual edges of a batch's questions: the walk follows them all, each question's decision only its own. */
-function contextEdgesOf(inputs: readonly DecisionInput[]): ContextEdge[] {
-  const out = new Map<string, ContextEdge>();
-  for (const i of inputs) for (const e of i.contextual ?? []) out.set(JSON.stringify(e), e);
-  return [...out.values()];
 }
 
 /** The statement's text, for the SQL rules' test. */
