@@ -333,6 +333,7 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
       JSON.stringify(asks.map((a) => ({ u: a.userId, r: a.resource, i: a.resourceId, o: a.roots }))),
       10_000,
       "[]",
+      "[]",
     ]);
     const row = inline.rows[0]!;
     const sorted = (rows: unknown[]) => rows.map((r) => JSON.stringify(r)).sort();
@@ -401,8 +402,8 @@ describe.each(engines)("the check's functions on %s", (engine) => {
     const ask: CheckInput[] = [{ appId: "none", keyHash: "none", userId: "u1", resource: "doc", resourceId: "d1", action: "read" }];
     const inline = new CheckStatements(false);
     await inline.check(recorded, ask);
-    await inline.check(recorded, ask, { graph: () => ({ pairs: [], steps: [], within: true, key: "" }) });
-    await inline.check(recorded, ask, { graph: () => ({ pairs: [], steps: [], within: false, key: "" }) });
+    await inline.check(recorded, ask, { graph: () => ({ pairs: [], steps: [], within: true, walks: {}, key: "" }) });
+    await inline.check(recorded, ask, { graph: () => ({ pairs: [], steps: [], within: false, walks: {}, key: "" }) });
     // The decision's, as its store sends it inline where the database lacks its function (undefined_function).
     const lacking: Queryable = {
       query: (sql, params) => (sql.includes(`${DECISION_FUNCTION.name}(`) ? Promise.reject(Object.assign(new Error("no such function"), { code: "42883" })) : recorded.query(sql, params)),

@@ -18,6 +18,13 @@ interface ResourceModel {
   operators: Map<string, { requires: { through: string; relation: string }[]; unless: { through: string; relation: string }[] }>;
 }
 
+/** A relation implying the action, with the entries the check's walk decides (AccessModel.quickRules). */
+export interface QuickRule {
+  relation: string;
+  requires: string[];
+  unless: string[];
+}
+
 interface RoleModel {
   /** null: the role holds application-wide */
   tenantId: string | null;
@@ -200,6 +207,87 @@ export class AccessModel {
     return out;
   }
 
+  /**
+   * The relations implying `action` on `resource` with their `requires` and
+   * `unless` entries, where the check's own walk decides them: every entry
+   * is on the instance itself (no `through`), and no relation below the
+   * relation's own grants and inherits, nor below an entry, has entries of
+   * its own. The walk then gives each relation and each entry exactly (it
+   * follows grants, sets, links and inherits, and an entry's fresh bound is
+   * counted from the instance, as the walk's), and the answer is the rule
+   * applied to what it found (check.ts, quickAnswer). Undefined where some
+   * relation does not qualify: the decision's statement answers.
+   */
+  quickRules(resource: string, action: string): QuickRule[] | undefined {
+    const key = `${resource}\0${action}`;
+    if (this.quickOf.has(key)) return this.quickOf.get(key);
+    const model = this.resources.get(resource);
+    let out: QuickRule[] | undefined = [];
+    for (const relation of this.relationsImplying(resource, action)) {
+      const entries = model?.operators.get(relation) ?? { requires: [], unless: [] };
+      const all = [...entries.requires, ...entries.unless];
+      if (all.some((e) => e.through !== "") || !this.plainBelow([[resource, relation]], false) || !this.plainBelow(all.map((e) => [resource, e.relation]), true)) {
+        out = undefined;
+        break;
+      }
+      out.push({ relation, requires: entries.requires.map((e) => e.relation), unless: entries.unless.map((e) => e.relation) });
+    }
+    this.quickOf.set(key, out);
+    return out;
+  }
+
+  private readonly quickOf = new Map<string, QuickRule[] | undefined>();
+
+  /**
+   * Whether no relation reached from `starts` by subject sets and inherits
+   * (within the instance and through links) has `requires` or `unless`;
+   * the starts themselves are judged only with `startsToo` (or when reached
+   * again).
+   */
+  private plainBelow(starts: [string, string][], startsToo: boolean): boolean {
+    const seen = new Set<string>();
+    const queue: [string, string, boolean][] = starts.map(([r, l]) => [r, l, startsToo]);
+    while (queue.length > 0) {
+      const [resource, relation, judged] = queue.pop()!;
+      const k = `${resource}#${relation}`;
+      if (judged) {
+        if (seen.has(k)) continue;
+        seen.add(k);
+      }
+      const model = this.resources.get(resource);
+      if (model === undefined) continue;
+      if (judged && model.operators.has(relation)) return false;
+      for (const subject of model.subjects.get(relation) ?? []) {
+        const hash = subject.indexOf("#");
+        if (hash > 0) queue.push([subject.slice(0, hash), subject.slice(hash + 1), true]);
+      }
+      for (const rule of model.inherits.get(relation) ?? []) {
+        if (rule.through === "") queue.push([resource, rule.relation, true]);
+        else for (const linked of model.subjects.get(rule.through) ?? []) queue.push([linked, rule.relation, true]);
+      }
+    }
+    return true;
+  }
+
+  /**
+   * The entries of quickRules(resource, action) that imply no `action`:
+   * the check's walk starts from them too, so that it finds whether each
+   * holds. Keyed `resource\0action`.
+   */
+  private quickWalks(): Record<string, string[]> {
+    const out: Record<string, string[]> = {};
+    if (!this.operators) return out;
+    for (const [resource, model] of this.resources) {
+      for (const action of model.actions) {
+        const rules = this.quickRules(resource, action);
+        if (rules === undefined) continue;
+        const extra = [...new Set(rules.flatMap((r) => [...r.requires, ...r.unless]))].filter((relation) => !model.relations.get(relation)?.has(action));
+        if (extra.length > 0) out[`${resource}\0${action}`] = extra.sort();
+      }
+    }
+    return out;
+  }
+
   /** The relations of the resource that imply the action, in catalog order. */
   relationsImplying(resource: string, action: string): string[] {
     const relations = this.resources.get(resource)?.relations;
@@ -299,11 +387,14 @@ export class AccessModel {
       return this.withinInstance(r, [l]).map((h) => ({ r, l, h }));
     });
     const within = [...this.resources.values()].some((model) => [...model.inherits.values()].some((rules) => rules.some((rule) => rule.through === "")));
+    const walks = this.quickWalks();
     return (this.groupsOf = {
       pairs: groupPairs,
       steps: sorted.flatMap((pair) => into.get(pair) ?? []),
       within,
-      key: `${within ? "within:" : ""}${groupPairs.map((p) => `${p.r}#${p.l}#${p.h}`).join(",")}`,
+      walks,
+      // The walks' roots are part of the shape: facts read without an entry's root must not decide by it.
+      key: `${within ? "within:" : ""}${groupPairs.map((p) => `${p.r}#${p.l}#${p.h}`).join(",")}${Object.keys(walks).length === 0 ? "" : `;${JSON.stringify(walks)}`}`,
     });
   }
 

@@ -74,3 +74,26 @@ function knownResource(v: Violations, model: AccessModel, q: PermissionsQuestion
   return false;
 }
 
+
+/**
+ * A check answered from the check's own facts where the catalog's rules
+ * allow it (AccessModel.quickRules: every entry on the instance, nothing
+ * below with rules of its own) and nothing conditional is in the way (no
+ * conditional grant on the instance, no conditional row that could lie on
+ * a path, no contextual grant): some relation implying the action held,
+ * each of its `requires` held and none of its `unless`. The walk started
+ * from every entry too (GraphGroups.walks, part of the facts' shape), so
+ * an entry not among the relations found is not held. Undefined: the
+ * decision's statement answers.
+ */
+export function quickAnswer(
+  model: AccessModel,
+  q: CheckQuestion,
+  facts: { relations: readonly string[]; conditional: readonly unknown[]; pathsPossible: boolean },
+): boolean | undefined {
+  if (hasContextual(q) || facts.pathsPossible || facts.conditional.length > 0) return undefined;
+  const rules = model.quickRules(q.resource, q.action);
+  if (rules === undefined) return undefined;
+  const held = new Set(facts.relations);
+  return rules.some((r) => held.has(r.relation) && r.requires.every((e) => held.has(e)) && !r.unless.some((e) => held.has(e)));
+}

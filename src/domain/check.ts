@@ -16,7 +16,7 @@ import { PROCESS_CPU } from "./fair-cpu.js";
 import { settleWays } from "./decided-ways.js";
 import { bindingsOf, NO_FACTS, withStoredProperties, type QuestionFacts } from "./question-facts.js";
 import { candidateRoots, conditionTruths, OperatorAnswers, rolesOnly, type Evaluate } from "./operator-answers.js";
-import { byDecision, known, knownInstance, openFacts, validateInstance, validateQuestion, type CheckQuestion, type PermissionsQuestion } from "./check-questions.js";
+import { byDecision, known, knownInstance, openFacts, quickAnswer, validateInstance, validateQuestion, type CheckQuestion, type PermissionsQuestion } from "./check-questions.js";
 
 export type { CheckQuestion, PermissionsQuestion } from "./check-questions.js";
 
@@ -214,7 +214,14 @@ export class Checker {
     const asked: StoredReads = new Map();
     const allowed = await Promise.all(all.map(([model, q, facts]) => model.allows(q, [], facts.roles) || this.allows(caller, model, q, rolesOnly(facts), asked)));
     const items = all.flatMap(([model, question, facts], i) => {
-      const roots = allowed[i] ? [] : candidateRoots(model, question.resource, [question.action], openFacts(question, facts));
+      if (allowed[i]) return [];
+      // Entries the check's own walk decided: answered from its facts, with no second statement.
+      const quick = quickAnswer(model, question, facts);
+      if (quick !== undefined) {
+        allowed[i] = quick;
+        return [];
+      }
+      const roots = candidateRoots(model, question.resource, [question.action], openFacts(question, facts));
       return roots.length > 0 ? [{ i, model, question, roots, actions: [question.action], contextual: question.contextualGrants }] : [];
     });
     const byRelations = await this.operatorAnswers.allowed(caller.appId, items, this.evaluate(caller, asked));

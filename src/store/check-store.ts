@@ -184,7 +184,7 @@ export class CheckStatements {
       ? await (graph.within ? this.graph : this.graphFlat).row<StatementRow>(q, replayed, [
           appId,
           keys,
-          JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId, a: c.action ?? null }))),
+          JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId, a: c.action ?? null, x: c.action == null ? null : (graph.walks[`${c.resource}\0${c.action}`] ?? null) }))),
           JSON.stringify(graph.pairs),
           JSON.stringify(graph.steps),
         ])

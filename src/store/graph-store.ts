@@ -45,6 +45,8 @@ export interface GraphGroups {
   /** The catalog has an inherits rule within an instance: the check's statement takes those steps. */
   within: boolean;
   steps: InwardStep[];
+  /** By `resource\0action`: relations the walk starts from besides those implying the action (AccessModel.quickRules' entries). */
+  walks: Record<string, string[]>;
   key: string;
 }
 
@@ -118,14 +120,14 @@ const CONDITIONAL_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
 export const graphCheckSql = (replayed: boolean, within = true) => `
   WITH RECURSIVE
   q AS (SELECT q.*, dense_rank() OVER (ORDER BY q.resource, q.resource_id, q.action) AS k
-        FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text))
-             WITH ORDINALITY AS q(user_id, resource, resource_id, action, n)),
+        FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text, x text[]))
+             WITH ORDINALITY AS q(user_id, resource, resource_id, action, extra, n)),
   gp AS (SELECT * FROM jsonb_to_recordset($4::jsonb) AS gp(r text, l text, h text)),
   walk(k, root, resource, resource_id, relation, depth) AS (
     SELECT s.k, cr.relation, s.resource, s.resource_id, cr.relation, 0
-    FROM (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action FROM q) s
+    FROM (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action, q.extra FROM q) s
     JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = s.resource
-    WHERE s.action IS NULL OR s.action = ANY (cr.actions)
+    WHERE s.action IS NULL OR s.action = ANY (cr.actions) OR cr.relation = ANY (s.extra)
     UNION
     SELECT w.k, w.root, e.resource, e.resource_id, e.relation, w.depth + e.hops
     FROM walk w CROSS JOIN LATERAL (${outwardHop(PLAIN_GRANT, "", "", within)}) e(resource, resource_id, relation, hops)
