@@ -16,6 +16,9 @@ import { decodePageToken, encodePageToken } from "./paging.js";
 import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
 import { lowerReplay } from "../store/lsn.js";
 import { allowedPage, type ReadIds } from "./operator-pages.js";
+import { checkContextualCount, hasContextual, type ContextualGrant } from "./contextual-grants.js";
+import { graphLookupOf, lookupSeeds, requireContextualGrants } from "./contextual-pages.js";
+import { contextualPagesStore, type ContextualLookupInput } from "../store/contextual-pages-store.js";
 
 export interface LookupQuestion {
   userId: string;
@@ -26,6 +29,8 @@ export interface LookupQuestion {
   pageToken: string;
   /** What conditions read, as the check takes it: with it, conditional answers are evaluated (decided-ways.ts). */
   facts?: QuestionFacts | undefined;
+  /** Grants counted for this question alone, as if stored (docs/contextual-grants.md). */
+  contextualGrants?: readonly ContextualGrant[] | undefined;
 }
 
 export interface LookupAnswer {
@@ -70,6 +75,8 @@ export class Lookup {
   /** The second statement, through conditional paths: asked only when the plain page's says a conditional row could lie on one. */
   private readonly throughPaths: Coalescer<GraphLookupInput & ThroughPaths, ThroughPathsRow>;
   private readonly models: AccessModels;
+  /** The candidate pages of a question with contextual grants (contextual-pages-store.ts). */
+  private readonly contextual: Coalescer<ContextualLookupInput, ThroughPathsRow>;
 
   constructor(
     private readonly db: Db,
@@ -85,6 +92,7 @@ export class Lookup {
     );
     // Read as the plain pages are: on a replica that has replayed every commit before it, or the primary.
     this.throughPaths = exactReads(db, replicas, graphStore.lookupThroughPaths, { maxBatch: 50, reads: "lookup paths", telemetry });
+    this.contextual = exactReads(db, replicas, contextualPagesStore.lookup, { maxBatch: 50, reads: "lookup contextual", telemetry });
   }
 
   /**
@@ -146,6 +154,7 @@ export class Lookup {
     check(v, "action", tokenProblem(q.action));
     if (q.tenantId !== undefined) check(v, "tenantId", identifierProblem(q.tenantId));
     if (q.facts !== undefined) checkQuestionFacts(v, q.facts, (field) => field);
+    checkContextualCount(v, q.contextualGrants, (field) => field);
     v.throwIfAny();
     const limit = pageSize(q.pageSize);
     const after = decodePageToken(q.pageToken, { resourceId: "string" })?.resourceId ?? "";
@@ -154,6 +163,7 @@ export class Lookup {
     requireAnswerable(row, q);
     // The model the page was read by (read() leaves it cached): without it, the exact path.
     const model = row.version === null ? undefined : this.models.cached(caller.appId, row.version);
+    if (hasContextual(q)) return this.lookupWithContextual(caller, q, input, row, limit, model ?? (await this.models.load(caller.appId)));
     if (model === undefined || model.operators) return this.lookupWithOperators(caller, q, input, row, limit);
     const merged = splitPage(row.pathsPossible && row.graph !== undefined ? await this.withPaths(row.graph, row.resourceIds) : row.resourceIds);
     const more = merged.length > limit;
@@ -192,10 +202,46 @@ export class Lookup {
       const ids = splitPage(row.pathsPossible && row.graph !== undefined ? await this.withPaths(row.graph, row.resourceIds) : row.resourceIds).map((e) => e.id);
       return { ids: ids.slice(0, chunk), full: ids.length >= chunk };
     };
+    return this.allowedAnswer(caller, q, input, first, limit, read);
+  }
+
+  /**
+   * A page of a question with contextual grants (docs/contextual-grants.md):
+   * the grants checked as writes against the model the first page's
+   * statement read, then pages of candidates (contextual-pages-store.ts:
+   * the stored walk through live rows, and the nodes the grants give), each
+   * id asked as the batch check asks it with the grants, as where the
+   * catalog has `requires` or `unless`. The first read's plain page is
+   * merged in; the later reads need none, their walk covering its rows.
+   */
+  private async lookupWithContextual(
+    caller: Caller,
+    q: LookupQuestion,
+    input: LookupInput,
+    first: PlainPage,
+    limit: number,
+    model: AccessModel | undefined,
+  ): Promise<LookupAnswer> {
+    if (model === undefined) throw unavailable("the application's model could not be read; try again");
+    const grants = q.contextualGrants ?? [];
+    await requireContextualGrants(this.db, model, grants);
+    const graph = { ...graphLookupOf(model, input), seeds: lookupSeeds(model, q.userId, grants) };
+    const read: ReadIds = async (after, chunk) => {
+      const prior = after === input.after && chunk === input.limit ? first.resourceIds : [];
+      const row = await this.contextual.call({ ...graph, after, limit: chunk, prior });
+      requireKey(row);
+      const ids = splitPage(row.ids).map((e) => e.id);
+      return { ids: ids.slice(0, chunk), full: ids.length >= chunk };
+    };
+    return this.allowedAnswer(caller, q, input, first, limit, read);
+  }
+
+  /** The page of the allowed ids among those `read` gives, each asked as the batch check asks it; nothing listed apart. */
+  private async allowedAnswer(caller: Caller, q: LookupQuestion, input: LookupInput, first: PlainPage, limit: number, read: ReadIds): Promise<LookupAnswer> {
     const everyInstance = !first.allInstances && first.conditionalRole;
     const [page, roles] = await Promise.all([
       allowedPage(limit, input.after, read, (ids) =>
-        this.checker.batch(caller, ids.map((resourceId) => ({ ...question(q), resourceId, facts: q.facts }))),
+        this.checker.batch(caller, ids.map((resourceId) => ({ ...question(q), resourceId, facts: q.facts, contextualGrants: q.contextualGrants }))),
       ),
       everyInstance ? this.checker.ways(caller, [{ ...question(q), rolesOnly: true }]).then((w) => w[0]!) : undefined,
     ]);

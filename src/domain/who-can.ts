@@ -7,12 +7,16 @@ import type { ReadReplicas } from "../store/read-replicas.js";
 import { Checker, type Caller } from "./check.js";
 import { pageOf, type ConditionalAnswer, type PageEntry } from "./lookup.js";
 import { splitPage } from "../store/conditional-candidates.js";
-import { Violations } from "./errors.js";
+import { unavailable, Violations } from "./errors.js";
 import { exactReads, requireAnswerable, requireKey } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
 import { allowedPage, type ReadIds } from "./operator-pages.js";
+import { checkContextualCount, hasContextual, type ContextualGrant } from "./contextual-grants.js";
+import { requireContextualGrants, whoCanEdges, whoCanUsers } from "./contextual-pages.js";
+import { contextualPagesStore, type ContextualWhoCanInput } from "../store/contextual-pages-store.js";
+import type { AccessModel } from "./access-model.js";
 
 export interface WhoCanQuestion {
   resource: string;
@@ -23,6 +27,8 @@ export interface WhoCanQuestion {
   pageToken: string;
   /** What conditions read, as the check takes it: with it, conditional answers are evaluated (decided-ways.ts). */
   facts?: QuestionFacts | undefined;
+  /** Grants counted for this question alone, as if stored (docs/contextual-grants.md). */
+  contextualGrants?: readonly ContextualGrant[] | undefined;
 }
 
 export interface WhoCanAnswer {
@@ -61,9 +67,11 @@ export class WhoCan {
   private readonly coalesced: Coalescer<WhoCanInput, WhoCanRow>;
   /** The second statement, through conditional paths: asked only when the plain page's says a conditional row could lie on one. */
   private readonly throughPaths: Coalescer<WhoCanInput & ThroughPaths, ThroughPathsRow>;
+  /** The candidate pages of a question with contextual grants (contextual-pages-store.ts). */
+  private readonly contextual: Coalescer<ContextualWhoCanInput, ThroughPathsRow>;
 
   constructor(
-    db: Db,
+    private readonly db: Db,
     replicas?: ReadReplicas,
     telemetry: Telemetry = NO_TELEMETRY,
     private readonly checker: Checker = new Checker(db, replicas, telemetry),
@@ -72,6 +80,7 @@ export class WhoCan {
     this.coalesced = exactReads(db, replicas, graphStore.whoCan, { maxBatch: 50, reads: "who can", telemetry });
     // Read as the plain pages are: on a replica that has replayed every commit before it, or the primary.
     this.throughPaths = exactReads(db, replicas, graphStore.whoCanThroughPaths, { maxBatch: 50, reads: "who can paths", telemetry });
+    this.contextual = exactReads(db, replicas, contextualPagesStore.whoCan, { maxBatch: 50, reads: "who can contextual", telemetry });
   }
 
   async whoCan(caller: Caller, q: WhoCanQuestion): Promise<WhoCanAnswer> {
@@ -81,6 +90,7 @@ export class WhoCan {
     check(v, "action", tokenProblem(q.action));
     if (q.tenantId !== undefined) check(v, "tenantId", identifierProblem(q.tenantId));
     if (q.facts !== undefined) checkQuestionFacts(v, q.facts, (field) => field);
+    checkContextualCount(v, q.contextualGrants, (field) => field);
     v.throwIfAny();
     const limit = pageSize(q.pageSize);
     const after = decodePageToken(q.pageToken, { userId: "string" })?.userId ?? "";
@@ -97,6 +107,7 @@ export class WhoCan {
     const row = await this.coalesced.call(input);
     requireAnswerable(row, q);
     const model = row.version === null ? undefined : await this.checker.modelAt(caller.appId, row.version);
+    if (hasContextual(q)) return this.whoCanWithContextual(caller, q, input, row, limit, model);
     if (model === undefined || model.version !== row.version || model.operators) return this.whoCanWithOperators(caller, q, input, row, limit);
     // Users reachable only through paths with conditional rows: the same page read again along every live row, merged with this one.
     const [paths, everyone] = await Promise.all([
@@ -140,10 +151,68 @@ export class WhoCan {
       const ids = splitPage(paths?.ids ?? row.userIds).map((e) => e.id);
       return { ids: ids.slice(0, chunk), full: ids.length >= chunk };
     };
+    return this.allowedAnswer(caller, q, input, limit, read, { allUsers: false, allUsersConditions: [] });
+  }
+
+  /**
+   * A page of a question with contextual grants (docs/contextual-grants.md):
+   * the grants checked as writes against the model the first page's
+   * statement read, then pages of candidates (contextual-pages-store.ts:
+   * the holders of the outward walk through live rows and the grants'
+   * subject sets and links, and the users the grants name on it), each asked
+   * as the batch check asks it with the grants, as where the catalog has
+   * `requires` or `unless`. `allUsers` and `allUsersConditions` are the
+   * stored grants' (where no rule takes away, grants only add, so what they
+   * say still holds); where the catalog has `requires` or `unless`, false
+   * and none, as there.
+   */
+  private async whoCanWithContextual(
+    caller: Caller,
+    q: WhoCanQuestion,
+    input: WhoCanInput,
+    first: WhoCanRow,
+    limit: number,
+    model: AccessModel | undefined,
+  ): Promise<WhoCanAnswer> {
+    if (model === undefined || model.version !== first.version) throw unavailable("the application's model changed under the question; try again");
+    const grants = q.contextualGrants ?? [];
+    await requireContextualGrants(this.db, model, grants);
+    const asked = { ...input, edges: whoCanEdges(grants), users: whoCanUsers(grants) };
+    const read: ReadIds = async (after, chunk) => {
+      const prior = after === input.after && chunk === input.limit ? first.userIds : [];
+      const row = await this.contextual.call({ ...asked, after, limit: chunk, prior });
+      requireKey(row);
+      const ids = splitPage(row.ids).map((e) => e.id);
+      return { ids: ids.slice(0, chunk), full: ids.length >= chunk };
+    };
+    const everyone =
+      model.operators || first.allUsers
+        ? { allUsers: first.allUsers && !model.operators, allUsersConditions: [] }
+        : { allUsers: false, allUsersConditions: first.allUsersPathsPossible === true ? await this.checker.everyoneWays(caller, q) : [] };
+    return this.allowedAnswer(caller, q, input, limit, read, everyone);
+  }
+
+  /** The page of the allowed users among those `read` gives, each asked as the batch check asks it; nothing listed apart. */
+  private async allowedAnswer(
+    caller: Caller,
+    q: WhoCanQuestion,
+    input: WhoCanInput,
+    limit: number,
+    read: ReadIds,
+    everyone: Pick<WhoCanAnswer, "allUsers" | "allUsersConditions">,
+  ): Promise<WhoCanAnswer> {
     const page = await allowedPage(limit, input.after, read, (ids) =>
       this.checker.batch(
         caller,
-        ids.map((userId) => ({ userId, resource: q.resource, resourceId: q.resourceId, action: q.action, tenantId: q.tenantId, facts: q.facts })),
+        ids.map((userId) => ({
+          userId,
+          resource: q.resource,
+          resourceId: q.resourceId,
+          action: q.action,
+          tenantId: q.tenantId,
+          facts: q.facts,
+          contextualGrants: q.contextualGrants,
+        })),
       ),
     );
     return {
@@ -151,8 +220,7 @@ export class WhoCan {
       conditional: [],
       page: page.ids.map((id) => ({ id })),
       nextPageToken: page.more ? encodePageToken({ userId: page.ids[page.ids.length - 1]! }) : "",
-      allUsers: false,
-      allUsersConditions: [],
+      ...everyone,
     };
   }
 }

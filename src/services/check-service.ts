@@ -130,6 +130,7 @@ export function checkService({ checker, explainer, lookup, whoCan }: Questions, 
         pageSize: req.pageSize,
         pageToken: req.pageToken,
         facts: factsOf(req),
+        contextualGrants: contextualOf(req),
       });
       return {
         allInstances: answer.allInstances,
@@ -148,6 +149,7 @@ export function checkService({ checker, explainer, lookup, whoCan }: Questions, 
         pageSize: req.pageSize,
         pageToken: req.pageToken,
         facts: factsOf(req),
+        contextualGrants: contextualOf(req),
       });
       return {
         userIds: answer.userIds,

@@ -34,7 +34,7 @@ import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
 import { CONDITIONAL_ROLE, lookupPage, readThroughPaths, whoCanPage, withPathCandidates, type ThroughPaths } from "./conditional-candidates.js";
-import { PAGE_CTES, PAGE_OF_Q, type Probe } from "./keyset-pages.js";
+import { andExtra, NO_EXTRA, PAGE_CTES, PAGE_OF_Q, type PageExtra, type Probe } from "./keyset-pages.js";
 import { LIVE_GRANT, NOW_MS, PLAIN_GRANT } from "./relationships-store.js";
 import { MAX_HOPS, outwardHop } from "./outward-hop.js";
 
@@ -200,7 +200,7 @@ export const GRAPH_CHECK_FLAT_SQL = { plain: graphCheckSql(false, false), replay
  * page (with no condition), LIVE_GRANT for the page through conditional
  * paths (conditional-candidates.ts, withPathCandidates).
  */
-type Grants = (alias: string) => string;
+export type Grants = (alias: string) => string;
 
 // ------------------------------------------------------------------ who can
 
@@ -314,17 +314,17 @@ const WHO_CAN_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
  * merged with the plain one (withPathCandidates): asked only when the plain
  * statement's flag is set.
  */
-const whoCanSql = (replayed: boolean, grants: Grants) => `
+export const whoCanSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_EXTRA) => `
   WITH RECURSIVE
-  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (r text, i text, a text, t text, c text, l int, p text[]))
-             WITH ORDINALITY AS q(resource, resource_id, action, tenant_id, after, lim, prior, n)),
+  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (r text, i text, a text, t text, c text, l int, p text[]${x.columns}))
+             WITH ORDINALITY AS q(resource, resource_id, action, tenant_id, after, lim, prior${x.names}, n)),${x.ctes}
   walk(n, resource, resource_id, relation, depth) AS (
     SELECT q.n, q.resource, q.resource_id, cr.relation, 0
     FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
     WHERE q.action = ANY (cr.actions)
     UNION
     SELECT w.n, e.resource, e.resource_id, e.relation, w.depth + e.hops
-    FROM walk w CROSS JOIN LATERAL (${outwardHop(grants)}) e(resource, resource_id, relation, hops)
+    FROM walk w CROSS JOIN LATERAL (${outwardHop(grants)}${x.hops}) e(resource, resource_id, relation, hops)
   ),
   src AS (
     SELECT DISTINCT q.n, q.lim, q.after, 0 AS kind, w.resource AS a, w.resource_id AS b, w.relation AS c, '' AS res, '' AS rel
@@ -332,8 +332,8 @@ const whoCanSql = (replayed: boolean, grants: Grants) => `
     UNION
     SELECT q.n, q.lim, q.after, 1, p.role_id, '', '', '', ''
     FROM q JOIN role_permissions p ON p.app_id = $1 AND p.resource = q.resource AND p.action = q.action
-     AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id) AND p.conditions IS NULL
-  ),${PAGE_CTES(holderIds(grants))}
+     AND (p.tenant_id IS NULL OR p.tenant_id = q.tenant_id) AND p.conditions IS NULL${x.sources}
+  ),${PAGE_CTES(andExtra(holderIds(grants), x))}
   SELECT
     ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
@@ -452,10 +452,10 @@ const LOOKUP_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
  * condition, the page merged with the plain one (withPathCandidates):
  * asked only when the plain statement's flag is set.
  */
-const graphLookupSql = (replayed: boolean, grants: Grants) => `
+export const graphLookupSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_EXTRA) => `
   WITH RECURSIVE
-  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int, ans text[], st jsonb, ls jsonb, p text[]))
-             WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, answers, steps, last, prior, n)),
+  q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int, ans text[], st jsonb, ls jsonb, p text[]${x.columns}))
+             WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, answers, steps, last, prior${x.names}, n)),${x.ctes}
   pairs AS (SELECT DISTINCT q.n, e.fr AS resource, e.fl AS relation FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.steps || q.last) AS e(fr text, fl text)),
   steps AS (SELECT q.n, t.* FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.steps) AS t(fr text, fl text, sr text, r text, p text, g text)),
   walk(n, resource, resource_id, relation, depth) AS (
@@ -465,7 +465,7 @@ const graphLookupSql = (replayed: boolean, grants: Grants) => `
     CROSS JOIN LATERAL (
       SELECT g.resource_id FROM relationships g
       WHERE g.app_id = $1 AND g.user_id = h.user_id AND g.resource = p.resource AND g.relation = p.relation AND ${grants("g")}
-      OFFSET 0) e
+      OFFSET 0) e${x.start}
     UNION
     SELECT w.n, t.r, e.resource_id, t.g, w.depth + 1
     FROM walk w
@@ -483,8 +483,8 @@ const graphLookupSql = (replayed: boolean, grants: Grants) => `
     UNION
     SELECT q.n, q.lim, q.after, 1, w.resource, w.resource_id, t.sr, t.r, t.p
     FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.last) AS t(fr text, fl text, sr text, r text, p text, g text)
-    JOIN walk w ON w.n = q.n AND w.resource = t.fr AND w.relation = t.fl
-  ),${PAGE_CTES(sourceIds(grants))}
+    JOIN walk w ON w.n = q.n AND w.resource = t.fr AND w.relation = t.fl${x.sources}
+  ),${PAGE_CTES(andExtra(sourceIds(grants), x))}
   SELECT
     ${KEYS_VALID} AS keys,${
       grants === PLAIN_GRANT
@@ -509,8 +509,8 @@ type Replayed = { replayed?: string | null };
 /** The statements through conditional paths, for the SQL rules' test. */
 export const THROUGH_PATHS_SQL = { whoCan: WHO_CAN_THROUGH_PATHS.plain, lookup: GRAPH_LOOKUP_THROUGH_PATHS.plain };
 
-const whoCanQuestion = (i: WhoCanInput) => ({ r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit });
-const lookupQuestion = (i: GraphLookupInput) => ({
+export const whoCanQuestion = (i: WhoCanInput) => ({ r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit });
+export const lookupQuestion = (i: GraphLookupInput) => ({
   u: i.userId,
   r: i.resource,
   a: i.action,

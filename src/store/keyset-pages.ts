@@ -48,6 +48,27 @@
  */
 export type Probe = (limit: string, bounded: boolean, gate: string) => string;
 
+/**
+ * What a page's statement adds for questions with contextual grants
+ * (contextual-pages-store.ts, graph-store.ts): q's columns (`columns`, named `names`),
+ * CTEs after q, a term of the walk's start, steps of its hop, sources and
+ * their probe. Each starts with its separator; the other statements add none.
+ */
+export interface PageExtra {
+  columns: string;
+  names: string;
+  ctes: string;
+  start: string;
+  hops: string;
+  sources: string;
+  probe: Probe;
+}
+
+export const NO_EXTRA: PageExtra = { columns: "", names: "", ctes: "", start: "", hops: "", sources: "", probe: () => "" };
+
+/** A probe and the extra's after it. */
+export const andExtra = (probe: Probe, x: PageExtra): Probe => (limit, bounded, gate) => probe(limit, bounded, gate) + x.probe(limit, bounded, gate);
+
 export const PAGE_CTES = (probe: Probe) => `
   sources AS MATERIALIZED (
     SELECT src.*, dense_rank() OVER (ORDER BY src.kind, src.a, src.b, src.c, src.res, src.rel, src.after, src.lim) AS sid FROM src
