@@ -49,7 +49,12 @@ interface ExplainGrant {
   subject?: { resource: string; resourceId: string; relation?: string };
   createdAt?: string;
   expiresAt?: string;
+  /** One of the question's contextual grants: counted for it alone, never stored. */
+  contextual?: boolean;
 }
+
+/** How a contextual grant is told from a stored one. */
+const CONTEXTUAL = " (contextual)";
 
 /** Who an allUsers grant names, in a sentence. */
 const EVERY_USER = "every user";
@@ -58,7 +63,7 @@ const EVERY_USER = "every user";
 const sentence = (g: ExplainGrant): string => {
   const s = g.subject;
   const holder = g.allUsers === true ? EVERY_USER : s === undefined ? (g.userId ?? "") : `${s.resource}:${s.resourceId}${s.relation ? `#${s.relation}` : ""}`;
-  return `${holder} is ${g.relation} of ${g.resource}:${g.resourceId}`;
+  return `${holder} is ${g.relation} of ${g.resource}:${g.resourceId}${g.contextual === true ? CONTEXTUAL : ""}`;
 };
 
 /** A `requires` or `unless` entry as explain shows it (docs/exclusion.md). */
@@ -129,8 +134,10 @@ export function explainLines(q: Question, answer: ExplainAnswer): string[] {
       } else {
         const g = r.grant;
         const expiry = g?.expiresAt === undefined ? "" : `, until ${g.expiresAt}`;
-        const since = g?.createdAt === undefined ? "" : ` (granted ${g.createdAt}${expiry})`;
-        lines.push(`  grant: ${g?.allUsers === true ? `${EVERY_USER} (allUsers)` : q.userId} is ${r.relation} of ${q.resource}:${q.resourceId}${since}`);
+        // A contextual grant was never stored: no time granted, only its expiry.
+        const since = g?.createdAt !== undefined ? ` (granted ${g.createdAt}${expiry})` : expiry === "" ? "" : ` (${expiry.slice(2)})`;
+        const contextual = g?.contextual === true ? CONTEXTUAL : "";
+        lines.push(`  grant: ${g?.allUsers === true ? `${EVERY_USER} (allUsers)` : q.userId} is ${r.relation} of ${q.resource}:${q.resourceId}${contextual}${since}`);
       }
       for (const e of r.requires ?? []) lines.push(`    and ${entryText(e)}`);
     }

@@ -7,6 +7,8 @@ import type { ReadReplicas } from "../store/read-replicas.js";
 import type { Caller, CheckQuestion } from "./check.js";
 import { Checker } from "./check.js";
 import { validateQuestion } from "./check-questions.js";
+import { checkContextualGrants, hasContextual } from "./contextual-grants.js";
+import { contextualSteps, withContextualRows } from "./contextual-explain.js";
 import type { AccessModel } from "./access-model.js";
 import { unavailable, Violations } from "./errors.js";
 import { Decision, FALSE, TRUE, UNKNOWN, type DecisionGraph, type DecisionRules, type Held, type Linked, type Node, type SetGrant, type Truth } from "./relation-decision.js";
@@ -28,9 +30,12 @@ export interface ExplainedGrant {
   resourceId: string;
   relation: string;
   subject?: Subject;
-  createdAt: Date;
+  /** When it was stored; null for a contextual grant, which never is. */
+  createdAt: Date | null;
   expiresAt: Date | null;
   condition: string | null;
+  /** One of the question's contextual grants: counted for it alone, never stored. */
+  contextual?: true;
 }
 
 /** A condition explain evaluated, with what it came to and the values it read. */
@@ -108,7 +113,10 @@ export interface Explanation {
  * statement from the tables the check's own data derives from, so on the
  * same state `allowed` (some reason exists) equals the check's answer; the
  * differential tests hold the two together. Questions asked together share
- * one statement per application (see Coalescer).
+ * one statement per application (see Coalescer). A question's contextual
+ * grants count as the check counts them (contextual-explain.ts): it is
+ * decided over the rows, as where the catalog has `requires` or `unless`,
+ * and each of them on a path is marked `contextual`.
  */
 export class Explainer {
   private readonly coalesced: Coalescer<ExplainInput, ExplainRow>;
@@ -131,12 +139,17 @@ export class Explainer {
     let row: ExplainRow;
     let model: AccessModel | undefined;
     for (let reads = 1; ; reads++) {
-      row = await this.coalesced.call({ appId: caller.appId, keyHash: caller.keyHash, ...q });
+      row = await this.coalesced.call({ appId: caller.appId, keyHash: caller.keyHash, ...q, contextual: contextualSteps(q.contextualGrants) });
       requireAnswerable(row, q);
       model = row.version === null ? undefined : await this.checker.modelAt(caller.appId, row.version);
       if (model !== undefined && model.version === row.version) break;
       if (reads >= 3) throw unavailable("the access model kept changing under explain; try again");
     }
+    // The contextual grants, checked as the check checks them: as writes, against the model read, by the statement's clock.
+    checkContextualGrants(v, q.contextualGrants, model, row.nowMs, (field) => field);
+    v.throwIfAny();
+    const contextual = hasContextual(q);
+    if (contextual) row = withContextualRows(row, q.userId, q.contextualGrants);
     // The user's stored properties, when a condition it may evaluate may read them.
     const sources = [
       ...row.grants.map((g) => g[9]),
@@ -146,13 +159,14 @@ export class Explainer {
     const facts = sources.some((c) => this.conditions.get(c).readsSubjectProperties)
       ? await withStoredProperties(this.db, caller.appId, q.userId, q.facts ?? NO_FACTS)
       : (q.facts ?? NO_FACTS);
-    return explanation({ ...q, facts }, row, this.conditions, model.operators ? model.decisionRules : undefined);
+    // With contextual grants, as the check: decided over the rows, whatever the catalog's rules.
+    return explanation({ ...q, facts }, row, this.conditions, model.operators || contextual ? model.decisionRules : undefined);
   }
 
   private readonly conditions = new ConditionCache();
 }
 
-const grantOf = ([resource, resourceId, relation, userId, sResource, sId, sRelation, created, expires, condition]: PathGrantRow): ExplainedGrant => ({
+const grantOf = ([resource, resourceId, relation, userId, sResource, sId, sRelation, created, expires, condition, contextual]: PathGrantRow): ExplainedGrant => ({
   userId,
   // A row of relationships under the reserved id (store/all-users.ts).
   ...(sResource === null && userId === ALL_USERS_ID ? { allUsers: true } : {}),
@@ -160,9 +174,10 @@ const grantOf = ([resource, resourceId, relation, userId, sResource, sId, sRelat
   resourceId,
   relation,
   ...(sResource === null ? {} : { subject: { resource: sResource, resourceId: sId!, relation: sRelation! } }),
-  createdAt: new Date(Number(created)),
+  createdAt: created === null ? null : new Date(Number(created)),
   expiresAt: expires === null ? null : new Date(Number(expires)),
   condition: condition ?? null,
+  ...(contextual === true ? { contextual } : {}),
 });
 
 export const nodeKey = (resource: string, resourceId: string, relation: string) => JSON.stringify([resource, resourceId, relation]);

@@ -64,9 +64,10 @@ const explainGrant = (grant: ExplainedGrant) => ({
   resourceId: grant.resourceId,
   relation: grant.relation,
   ...(grant.subject === undefined ? {} : { subject: grant.subject }),
-  createdAt: timestampFromDate(grant.createdAt),
+  ...(grant.createdAt === null ? {} : { createdAt: timestampFromDate(grant.createdAt) }),
   ...(grant.expiresAt === null ? {} : { expiresAt: timestampFromDate(grant.expiresAt) }),
   ...(grant.condition === null ? {} : { condition: grant.condition }),
+  contextual: grant.contextual === true,
 });
 
 const ruleEntry = (e: ExplainedRuleEntry) => ({ ...e, path: e.path.map(explainGrant) });

@@ -1,11 +1,30 @@
 import type { Queryable } from "./db.js";
 import { EACH_HOLDER } from "./all-users.js";
-import { operatorHop, outwardHop } from "./outward-hop.js";
+import { MAX_HOPS, operatorHop, outwardHop } from "./outward-hop.js";
 import { distinctKeys, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
 
-/** A grant on a path: [resource, resourceId, relation, userId ("" for a subject's), subject resource, subject id, subject relation, created ms, expires ms, condition]. */
-export type PathGrantRow = [string, string, string, string, string | null, string | null, string | null, number, number | null, string | null];
+/**
+ * A grant on a path: [resource, resourceId, relation, userId ("" for a subject's), subject resource, subject id, subject relation,
+ * created ms (null for a contextual grant, which is never stored), expires ms, condition, and true for one of the question's
+ * contextual grants (absent for a stored one)].
+ */
+export type PathGrantRow = [string, string, string, string, string | null, string | null, string | null, number | null, number | null, string | null, true?];
+
+/**
+ * A question's contextual grant to a subject set (sl the set's relation) or
+ * a link (sl ''), r:i#l held by sr:si#sl, as explain's walk follows it
+ * beside the stored ones; `g` is the grant as its edges carry it.
+ */
+export interface ContextualStep {
+  r: string;
+  i: string;
+  l: string;
+  sr: string;
+  si: string;
+  sl: string;
+  g: PathGrantRow;
+}
 
 /**
  * One edge of the outward walk: the node it leaves (resource, id, relation),
@@ -34,9 +53,16 @@ const grantRow = (g: string, subject: boolean) =>
  * goes into each `requires` and `unless` entry of a relation it reaches
  * (on the instance, or through each link of the entry's `through`),
  * starting again at depth 0, as the decision's statement does
- * (decision-store.ts): with them the domain decides what is held.
+ * (decision-store.ts): with them the domain decides what is held. With
+ * `contextual`, it also follows the contextual subject sets and links its
+ * questions share (`ctx`, from $4: CONTEXTUAL_STEPS).
  */
-export const EXPLAIN_WALK = `
+const explainWalk = (contextual: boolean) => `${
+  contextual
+    ? `
+  ctx AS (SELECT * FROM jsonb_to_recordset($4::jsonb) AS c(r text, i text, l text, sr text, si text, sl text, g jsonb)),`
+    : ""
+}
   walk(n, resource, resource_id, relation, depth, edge) AS (
     SELECT q.n, q.resource, q.resource_id, cr.relation, 0, NULL::jsonb
     FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
@@ -46,9 +72,29 @@ export const EXPLAIN_WALK = `
     FROM walk w CROSS JOIN LATERAL (
       SELECT x.resource, x.resource_id, x.relation, w.depth + x.hops, x.grant_row, ''
       FROM (${outwardHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}) x(resource, resource_id, relation, hops, grant_row)
-      UNION ALL${operatorHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}
+      UNION ALL${operatorHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}${contextual ? CONTEXTUAL_STEPS : ""}
     ) e(resource, resource_id, relation, depth, grant_row, kind)
   )`;
+
+/**
+ * The walk's steps through the statement's contextual grants (`ctx`, the
+ * one set its questions carry), as outwardHop and operatorHop take stored ones
+ * and as the decision's statement takes them (decision-store.ts): a
+ * subject set one hop on, a link by a rule of the relation one hop on, a
+ * link into a `requires` or `unless` entry at depth 0.
+ */
+const CONTEXTUAL_STEPS = `
+      UNION ALL
+      SELECT c.sr, c.si, c.sl, w.depth + 1, c.g, ''
+      FROM ctx c WHERE c.r = w.resource AND c.i = w.resource_id AND c.l = w.relation AND c.sl <> '' AND w.depth < ${MAX_HOPS}
+      UNION ALL
+      SELECT c.sr, c.si, ci.inherited, w.depth + 1, c.g, ''
+      FROM catalog_inherits ci JOIN ctx c ON c.r = w.resource AND c.i = w.resource_id AND c.l = ci.through AND c.sl = ''
+      WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation AND ci.through <> '' AND w.depth < ${MAX_HOPS}
+      UNION ALL
+      SELECT c.sr, c.si, o.target, 0, c.g, o.operator
+      FROM catalog_operators o JOIN ctx c ON c.r = w.resource AND c.i = w.resource_id AND c.l = o.through AND c.sl = ''
+      WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through <> ''`;
 
 export const EXPLAIN_EDGES = (n: string) => `
   (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_array(w.edge->0, w.edge->1, jsonb_build_array(w.resource, w.resource_id, w.relation), w.edge->2)), '[]')
@@ -72,6 +118,8 @@ export interface ExplainInput {
   resourceId: string;
   action: string;
   tenantId: string | undefined;
+  /** The question's contextual subject sets and links: steps its walk follows besides the stored ones (a statement's questions share theirs). */
+  contextual?: readonly ContextualStep[] | undefined;
 }
 
 /** A relation of the resource and the actions it implies. */
@@ -144,11 +192,11 @@ interface StatementRow {
  * The order is the answer's: grants by relation, roles by name (an
  * application-wide role before a tenant's of the same name), policies by name.
  */
-const explainSql = (replayed: boolean) => `
+const explainSql = (replayed: boolean, contextual: boolean) => `
   WITH RECURSIVE
   q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text, t text))
              WITH ORDINALITY AS q(user_id, resource, resource_id, action, tenant_id, n)),
-  ${EXPLAIN_WALK}
+  ${explainWalk(contextual)}
   SELECT
     ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
@@ -172,8 +220,14 @@ const explainSql = (replayed: boolean) => `
         ${NOW_MS}
       ) ORDER BY q.n)
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
-const EXPLAIN_SQL = explainSql(false);
-const EXPLAIN_REPLAYED_SQL = explainSql(true);
+/** The statements, by replayed and by contextual: questions with no contextual step read without the `ctx` steps. */
+const STATEMENTS = {
+  plain: [explainSql(false, false), explainSql(false, true)],
+  replayed: [explainSql(true, false), explainSql(true, true)],
+} as const;
+
+/** The statement with the contextual steps, for the SQL rules' test. */
+export const EXPLAIN_CONTEXTUAL_SQL = STATEMENTS.plain[1];
 
 export const explainStore = {
   /**
@@ -182,14 +236,22 @@ export const explainStore = {
    * read-replicas.ts).
    */
   async explain(q: Queryable, inputs: readonly ExplainInput[], options: { replayed?: boolean } = {}): Promise<ExplainRows> {
-    return perApplication(inputs, (appId, ofApp) => explainApplication(q, appId, ofApp, options.replayed === true));
+    // One statement per application and set of contextual steps: the walk scans every step it carries at each row (a list has no
+    // index), so questions share a statement only where they share their steps (most often none), and each walk scans at most 100.
+    const grouped = inputs.map((input) => ({ appId: JSON.stringify([input.appId, input.contextual ?? []]), input }));
+    return perApplication(grouped, (group, ofGroup) => {
+      const [appId, steps] = JSON.parse(group) as [string, ContextualStep[]];
+      return explainApplication(q, appId, ofGroup.map((g) => g.input), steps, options.replayed === true);
+    });
   },
 };
 
-async function explainApplication(q: Queryable, appId: string, inputs: readonly ExplainInput[], replayed: boolean): Promise<ExplainRows> {
+async function explainApplication(q: Queryable, appId: string, inputs: readonly ExplainInput[], steps: readonly ContextualStep[], replayed: boolean): Promise<ExplainRows> {
   const { keys, keyOf } = distinctKeys(inputs);
   const questions = inputs.map((i) => ({ u: i.userId, r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null }));
-  const { rows } = await q.query<StatementRow>(replayed ? EXPLAIN_REPLAYED_SQL : EXPLAIN_SQL, [appId, keys, JSON.stringify(questions)]);
+  const statement = STATEMENTS[replayed ? "replayed" : "plain"][steps.length > 0 ? 1 : 0];
+  const params = [appId, keys, JSON.stringify(questions), ...(steps.length > 0 ? [JSON.stringify(steps)] : [])];
+  const { rows } = await q.query<StatementRow>(statement, params);
   const row = rows[0]!;
   const keyRows = row.keys ?? [];
   return {

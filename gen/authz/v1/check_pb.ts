@@ -323,6 +323,8 @@ export type ExplainGrant = Message<"authz.v1.ExplainGrant"> & {
   relation: string;
 
   /**
+   * When the grant was stored; absent for a contextual grant, which never is.
+   *
    * @generated from field: google.protobuf.Timestamp created_at = 5;
    */
   createdAt?: Timestamp | undefined;
