@@ -6,7 +6,7 @@
 // and every question's statement), AuthZEN's searches (lookup's and who can's merged pages, the known
 // instances and users), statements with their parameters as literals (a statement sent with BEGIN and
 // COMMIT, a transaction's last statements with COMMIT), requires and unless (the decision's statement
-// through every question) and every test/graph-*.test.ts
+// through every question), contextual grants (lookup's, who can's and explain's statements with them) and every test/graph-*.test.ts
 // with PORTCULLIS_TEST_ENGINES=citus; vitest's global setup
 // (test/support/global-setup.ts) starts a coordinator and two workers on free
 // loopback ports in a temporary folder and stops them when the run ends,
@@ -34,6 +34,8 @@ const files = [
   "test/authzen-search.test.ts",
   "test/sql-literals.test.ts",
   "test/exclusion-api.test.ts",
+  "test/contextual-pages.test.ts",
+  "test/contextual-explain.test.ts",
   ...readdirSync(join(root, "test"))
     .filter((f) => /^graph-.*\.test\.ts$/.test(f))
     .sort()

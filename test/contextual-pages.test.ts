@@ -243,7 +243,8 @@ describe.each(engines)("lookup and who can with contextual grants on %s", (engin
   }
 
   it("random worlds: every page with the contextual part equals the same question with everything stored", async () => {
-    for (let seed = 1; seed <= 8; seed++) {
+    // Fewer on Citus, where each call costs more.
+    for (let seed = 1; seed <= (engine === "citus" ? 2 : 8); seed++) {
       const all = world(seed * 7919);
       const r = random(seed);
       const contextual = all.filter(() => r.next() < 0.45);
