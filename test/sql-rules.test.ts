@@ -73,7 +73,7 @@ describe("the SQL rule checker", () => {
   });
 
   it("reads the statements of the check's functions, and flags one of them when it breaks a rule", () => {
-    expect(CHECK_FUNCTIONS.map((f) => f.kind)).toEqual(["check", "graph check", "graph check with no inherits within an instance", "decision rows"]);
+    expect(CHECK_FUNCTIONS.map((f) => f.kind)).toEqual(["check", "graph check", "graph check with no inherits within an instance", "graph check with requires and unless entries through links", "decision rows"]);
     for (const f of CHECK_FUNCTIONS) {
       expect(sqlRuleViolations(f.statement)).toEqual([]);
       expect(withFunctions(f.call.plain)).toContain(f.statement);
@@ -402,14 +402,17 @@ describe.each(engines)("the check's functions on %s", (engine) => {
     const ask: CheckInput[] = [{ appId: "none", keyHash: "none", userId: "u1", resource: "doc", resourceId: "d1", action: "read" }];
     const inline = new CheckStatements(false);
     await inline.check(recorded, ask);
-    await inline.check(recorded, ask, { graph: () => ({ pairs: [], steps: [], within: true, walks: {}, key: "" }) });
-    await inline.check(recorded, ask, { graph: () => ({ pairs: [], steps: [], within: false, walks: {}, key: "" }) });
+    await inline.check(recorded, ask, { graph: () => ({ pairs: [], steps: [], within: true, walks: {}, entries: [], key: "" }) });
+    await inline.check(recorded, ask, { graph: () => ({ pairs: [], steps: [], within: false, walks: {}, entries: [], key: "" }) });
+    await inline.check(recorded, ask, {
+      graph: () => ({ pairs: [], steps: [], within: true, walks: { "doc\0read": ["org>member"] }, entries: [{ r: "doc", n: "org>member", t: "org", l: "member" }], key: "" }),
+    });
     // The decision's, as its store sends it inline where the database lacks its function (undefined_function).
     const lacking: Queryable = {
       query: (sql, params) => (sql.includes(`${DECISION_FUNCTION.name}(`) ? Promise.reject(Object.assign(new Error("no such function"), { code: "42883" })) : recorded.query(sql, params)),
     };
     await new DecisionStatements().rows(lacking, [{ appId: "none", userId: "u1", resource: "doc", resourceId: "d1", roots: ["viewer"] }]);
-    expect(sent).toHaveLength(4);
+    expect(sent).toHaveLength(5);
     for (const [i, f] of CHECK_FUNCTIONS.entries()) {
       expect(f.statement).toBe(sent[i]);
       const { rows } = await database.db.query<{ body: string }>("SELECT prosrc AS body FROM pg_proc WHERE oid = to_regproc($1)::oid", [f.name]);

@@ -18,7 +18,14 @@ interface ResourceModel {
   operators: Map<string, { requires: { through: string; relation: string }[]; unless: { through: string; relation: string }[] }>;
 }
 
-/** A relation implying the action, with the entries the check's walk decides (AccessModel.quickRules). */
+/**
+ * An entry as the check's walk names the root it starts for it: its
+ * relation on the instance, or `through>relation` for one through a link
+ * (no relation is named so: names are lowercase letters, digits and "_").
+ */
+export const entryName = (e: { through: string; relation: string }): string => (e.through === "" ? e.relation : `${e.through}>${e.relation}`);
+
+/** A relation implying the action, with the entries the check's walk decides (AccessModel.quickRules), by entryName. */
 export interface QuickRule {
   relation: string;
   requires: string[];
@@ -209,14 +216,15 @@ export class AccessModel {
 
   /**
    * The relations implying `action` on `resource` with their `requires` and
-   * `unless` entries, where the check's own walk decides them: every entry
-   * is on the instance itself (no `through`), and no relation below the
-   * relation's own grants and inherits, nor below an entry, has entries of
+   * `unless` entries, where the check's own walk decides them: no relation
+   * below the relation's own grants and inherits, nor below an entry (on
+   * the instance, or on each type its `through` links to), has entries of
    * its own. The walk then gives each relation and each entry exactly (it
-   * follows grants, sets, links and inherits, and an entry's fresh bound is
-   * counted from the instance, as the walk's), and the answer is the rule
-   * applied to what it found (check.ts, quickAnswer). Undefined where some
-   * relation does not qualify: the decision's statement answers.
+   * follows grants, sets, links and inherits; an entry is a root of its own,
+   * named by entryName, whose walk starts its bound again where the entry
+   * is asked), and the answer is the rule applied to what it found
+   * (check-questions.ts, quickAnswer). Undefined where some relation does
+   * not qualify: the decision's statement answers.
    */
   quickRules(resource: string, action: string): QuickRule[] | undefined {
     const key = `${resource}\0${action}`;
@@ -226,11 +234,14 @@ export class AccessModel {
     for (const relation of this.relationsImplying(resource, action)) {
       const entries = model?.operators.get(relation) ?? { requires: [], unless: [] };
       const all = [...entries.requires, ...entries.unless];
-      if (all.some((e) => e.through !== "") || !this.plainBelow([[resource, relation]], false) || !this.plainBelow(all.map((e) => [resource, e.relation]), true)) {
+      const asked = all.flatMap((e): [string, string][] =>
+        e.through === "" ? [[resource, e.relation]] : (model?.subjects.get(e.through) ?? []).map((linked): [string, string] => [linked, e.relation]),
+      );
+      if (!this.plainBelow([[resource, relation]], false) || !this.plainBelow(asked, true)) {
         out = undefined;
         break;
       }
-      out.push({ relation, requires: entries.requires.map((e) => e.relation), unless: entries.unless.map((e) => e.relation) });
+      out.push({ relation, requires: entries.requires.map(entryName), unless: entries.unless.map(entryName) });
     }
     this.quickOf.set(key, out);
     return out;
@@ -270,22 +281,32 @@ export class AccessModel {
   }
 
   /**
-   * The entries of quickRules(resource, action) that imply no `action`:
-   * the check's walk starts from them too, so that it finds whether each
-   * holds. Keyed `resource\0action`.
+   * The entries of quickRules(resource, action) that imply no `action`, by
+   * their entryName: the check's walk starts from them too, so that it
+   * finds whether each holds (keyed `resource\0action`); and each entry
+   * through a link, as the rule its walk follows (`entries`: from r#n
+   * through the link t to l on the linked instances, its bound started
+   * again there).
    */
-  private quickWalks(): Record<string, string[]> {
-    const out: Record<string, string[]> = {};
-    if (!this.operators) return out;
+  private quickWalks(): { walks: Record<string, string[]>; entries: { r: string; n: string; t: string; l: string }[] } {
+    const walks: Record<string, string[]> = {};
+    const entries = new Map<string, { r: string; n: string; t: string; l: string }>();
+    if (!this.operators) return { walks, entries: [] };
     for (const [resource, model] of this.resources) {
       for (const action of model.actions) {
-        const rules = this.quickRules(resource, action);
-        if (rules === undefined) continue;
-        const extra = [...new Set(rules.flatMap((r) => [...r.requires, ...r.unless]))].filter((relation) => !model.relations.get(relation)?.has(action));
-        if (extra.length > 0) out[`${resource}\0${action}`] = extra.sort();
+        if (this.quickRules(resource, action) === undefined) continue;
+        const extra = new Set<string>();
+        for (const relation of this.relationsImplying(resource, action)) {
+          const ops = model.operators.get(relation);
+          for (const e of [...(ops?.requires ?? []), ...(ops?.unless ?? [])]) {
+            if (e.through !== "") entries.set(`${resource}#${entryName(e)}`, { r: resource, n: entryName(e), t: e.through, l: e.relation });
+            if (e.through !== "" || !model.relations.get(e.relation)?.has(action)) extra.add(entryName(e));
+          }
+        }
+        if (extra.size > 0) walks[`${resource}\0${action}`] = [...extra].sort();
       }
     }
-    return out;
+    return { walks, entries: [...entries.values()] };
   }
 
   /** The relations of the resource that imply the action, in catalog order. */
@@ -335,7 +356,7 @@ export class AccessModel {
   private groupsOf: GraphGroups | undefined;
 
   /**
-   * The groups the check meets from the user's side (store/graph-store.ts,
+   * The groups the check meets from the user's side (store/graph-check-sql.ts,
    * graphCheckSql): the (resource, relation) pairs named as subject sets
    * ("team#member") into which every edge comes from another such pair.
    * That is what makes the meeting exact: whoever holds a group holds it
@@ -387,14 +408,15 @@ export class AccessModel {
       return this.withinInstance(r, [l]).map((h) => ({ r, l, h }));
     });
     const within = [...this.resources.values()].some((model) => [...model.inherits.values()].some((rules) => rules.some((rule) => rule.through === "")));
-    const walks = this.quickWalks();
+    const { walks, entries } = this.quickWalks();
     return (this.groupsOf = {
       pairs: groupPairs,
       steps: sorted.flatMap((pair) => into.get(pair) ?? []),
       within,
       walks,
-      // The walks' roots are part of the shape: facts read without an entry's root must not decide by it.
-      key: `${within ? "within:" : ""}${groupPairs.map((p) => `${p.r}#${p.l}#${p.h}`).join(",")}${Object.keys(walks).length === 0 ? "" : `;${JSON.stringify(walks)}`}`,
+      entries,
+      // The walks' roots and rules are part of the shape: facts read without an entry's root must not decide by it.
+      key: `${within ? "within:" : ""}${groupPairs.map((p) => `${p.r}#${p.l}#${p.h}`).join(",")}${Object.keys(walks).length === 0 ? "" : `;${JSON.stringify([walks, entries])}`}`,
     });
   }
 

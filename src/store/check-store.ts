@@ -4,7 +4,7 @@ import type { Queryable } from "./db.js";
 import { checkFunction, PlannedStatement, type CheckFunction } from "./check-functions.js";
 import { distinctKeys, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
-import { GRAPH_CHECK_FLAT_SQL, GRAPH_CHECK_SQL, type GraphGroups } from "./graph-store.js";
+import { GRAPH_CHECK_ENTRIES_SQL, GRAPH_CHECK_FLAT_SQL, GRAPH_CHECK_SQL, type GraphGroups } from "./graph-check-sql.js";
 
 /** Whose facts on which instance: what a check, or a permissions question, asks the database. */
 export interface CheckInput {
@@ -98,15 +98,23 @@ const checkSql = (replayed: boolean) => `
 const CHECK_FUNCTION = checkFunction("portcullis_check_facts", "check", ["text", "text[]", "jsonb"], checkSql(false));
 const GRAPH_CHECK_FUNCTION = checkFunction("portcullis_graph_check", "graph check", ["text", "text[]", "jsonb", "jsonb", "jsonb"], GRAPH_CHECK_SQL.plain);
 const GRAPH_CHECK_FLAT_FUNCTION = checkFunction("portcullis_graph_check", "graph check with no inherits within an instance", ["text", "text[]", "jsonb", "jsonb", "jsonb"], GRAPH_CHECK_FLAT_SQL.plain);
+const GRAPH_CHECK_ENTRIES_FUNCTION = checkFunction(
+  "portcullis_graph_check",
+  "graph check with requires and unless entries through links",
+  ["text", "text[]", "jsonb", "jsonb", "jsonb", "jsonb"],
+  GRAPH_CHECK_ENTRIES_SQL.plain,
+);
 
 /** This build's functions, which migrate() creates (installCheckFunctions): the check's, and the decision's with requires and unless. */
-export const CHECK_FUNCTIONS: readonly CheckFunction[] = [CHECK_FUNCTION, GRAPH_CHECK_FUNCTION, GRAPH_CHECK_FLAT_FUNCTION, DECISION_FUNCTION];
+export const CHECK_FUNCTIONS: readonly CheckFunction[] = [CHECK_FUNCTION, GRAPH_CHECK_FUNCTION, GRAPH_CHECK_FLAT_FUNCTION, GRAPH_CHECK_ENTRIES_FUNCTION, DECISION_FUNCTION];
 
 /** Each statement and its function (check-functions.ts). */
 const STATEMENTS = { fn: CHECK_FUNCTION, inline: { plain: checkSql(false), replayed: checkSql(true) } };
 const GRAPH_STATEMENTS = { fn: GRAPH_CHECK_FUNCTION, inline: GRAPH_CHECK_SQL };
 /** For a catalog with no inherits rule within an instance: one probe of the rules a node less. */
 const GRAPH_FLAT_STATEMENTS = { fn: GRAPH_CHECK_FLAT_FUNCTION, inline: GRAPH_CHECK_FLAT_SQL };
+/** For a catalog whose quick rules have entries through links (AccessModel.quickRules): their steps too. */
+const GRAPH_ENTRIES_STATEMENTS = { fn: GRAPH_CHECK_ENTRIES_FUNCTION, inline: GRAPH_CHECK_ENTRIES_SQL };
 
 type QuestionRow = [relations: string[], roles: string[], pathsPossible?: boolean];
 interface StatementRow {
@@ -146,6 +154,7 @@ export class CheckStatements {
     this.direct = planned(STATEMENTS);
     this.graph = planned(GRAPH_STATEMENTS);
     this.graphFlat = planned(GRAPH_FLAT_STATEMENTS);
+    this.graphEntries = planned(GRAPH_ENTRIES_STATEMENTS);
   }
 
   /** Shared by the three statements: a refusal of one function sends them all inline. */
@@ -153,6 +162,7 @@ export class CheckStatements {
   private readonly direct: PlannedStatement;
   private readonly graph: PlannedStatement;
   private readonly graphFlat: PlannedStatement;
+  private readonly graphEntries: PlannedStatement;
 
   /** Whether the statement planned once is still used (false once a database refused it). */
   get plannedOnce(): boolean {
@@ -181,12 +191,13 @@ export class CheckStatements {
   ): Promise<CheckRows> {
     const { keys, keyOf } = distinctKeys(checks);
     const row = graph !== undefined
-      ? await (graph.within ? this.graph : this.graphFlat).row<StatementRow>(q, replayed, [
+      ? await (graph.entries.length > 0 ? this.graphEntries : graph.within ? this.graph : this.graphFlat).row<StatementRow>(q, replayed, [
           appId,
           keys,
           JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId, a: c.action ?? null, x: c.action == null ? null : (graph.walks[`${c.resource}\0${c.action}`] ?? null) }))),
           JSON.stringify(graph.pairs),
           JSON.stringify(graph.steps),
+          ...(graph.entries.length > 0 ? [JSON.stringify(graph.entries)] : []),
         ])
       : await this.direct.row<StatementRow>(q, replayed, [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))]);
     const keyRows = row.keys ?? [];

@@ -35,163 +35,12 @@ import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication, REPLAYED }
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
 import { CONDITIONAL_ROLE, lookupPage, readThroughPaths, whoCanPage, withPathCandidates, type ThroughPaths } from "./conditional-candidates.js";
 import { andExtra, NO_EXTRA, PAGE_CTES, PAGE_OF_Q, type PageExtra, type Probe } from "./keyset-pages.js";
-import { LIVE_GRANT, NOW_MS, PLAIN_GRANT } from "./relationships-store.js";
+import { LIVE_GRANT, PLAIN_GRANT } from "./relationships-store.js";
 import { MAX_HOPS, outwardHop } from "./outward-hop.js";
+import { CONDITIONAL_EDGES, type InwardStep } from "./graph-check-sql.js";
 
-/** The groups met from the user's side (AccessModel.groups): their pairs, the edges into them, a key telling sets apart. */
-export interface GraphGroups {
-  /** Each group (r, l) once for each relation `h` whose grants hold it: l, and those l inherits within the instance. */
-  pairs: { r: string; l: string; h: string }[];
-  /** The catalog has an inherits rule within an instance: the check's statement takes those steps. */
-  within: boolean;
-  steps: InwardStep[];
-  /** By `resource\0action`: relations the walk starts from besides those implying the action (AccessModel.quickRules' entries). */
-  walks: Record<string, string[]>;
-  key: string;
-}
+export type { GraphGroups, InwardStep } from "./graph-check-sql.js";
 
-/**
- * Whether the application has a live subject set or link with a condition:
- * one probe of the partial index subject_relationships_conditional_idx
- * (migration 018), once per statement (the subquery names no question).
- * Part of each "conditional paths possible" flag below: the plain walks
- * follow only edges with no condition.
- */
-const CONDITIONAL_EDGES = `EXISTS (SELECT 1 FROM subject_relationships s
-                 WHERE s.app_id = $1 AND s.condition IS NOT NULL AND ${LIVE_GRANT("s")})`;
-
-/**
- * Whether a conditional row could lie on one of question q's paths, so that
- * the walk above, which follows only rows with no condition,
- * may have missed a path that holds under conditions: the application has a
- * live subject set or link with a condition (CONDITIONAL_EDGES), or the
- * user, or every user, has a live conditional grant anywhere but on the
- * instance itself under a relation the question starts from (those are answered already, just below; two
- * probes of relationships_conditional_user_idx, migration 017). False for
- * an application with no conditional rows, and for a user with none where
- * its subject sets and links have none: then the check's answer is final
- * and no second statement is asked (conditional-paths-store.ts).
- */
-const CONDITIONAL_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
-         OR EXISTS (${EACH_HOLDER("q.user_id", (holder) => `SELECT 1 FROM relationships g
-                    WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}
-                      AND NOT (g.resource = q.resource AND g.resource_id = q.resource_id
-                               AND EXISTS (SELECT 1 FROM catalog_relations cr
-                                           WHERE cr.app_id = $1 AND cr.resource = q.resource AND cr.relation = g.relation
-                                             AND (q.action IS NULL OR q.action = ANY (cr.actions))))`)}))`;
-
-/**
- * The check's statement for an application whose catalog has subject sets
- * or inheritance: the same answer as the direct one (check-store.ts), each
- * question's relations on the instance now those the user holds through the
- * walk, limited to those that imply the question's action (all, for a
- * permissions question: action null).
- *
- * It meets in the middle. The walk from the instance stops at the groups
- * ($4, the pairs of AccessModel.groups: team#member): it keeps the node
- * but does not walk into the teams nested in it. From the user's side,
- * `member` walks up from the user's own grants of those pairs (and the
- * allUsers grants of them: a team everyone is in) along the
- * edges into them ($5), each one probe of subject_relationships_subject_idx:
- * the groups the user is in, directly or nested. A question holds a root
- * relation where the walk reached a node the user holds directly or that
- * an allUsers grant gives everyone (not a group), or a group the user is in
- * with the two depths within the bound. An allUsers grant is a user's grant
- * that every user has: it starts paths as a user's own grant does.
- * Exact: on any path from the user to the instance, take the group nearest
- * the instance; the nodes after it are not groups, so the walk reaches it,
- * and every edge into a group comes from a group, so every node before it
- * is one and the user's side reaches it. Walked down instead, a parent team
- * of 10 teams would cost 10 nodes, each probed for subject sets, links and
- * the user's grant: a 4-hop check would be about 40 probes, where this is
- * about 10.
- *
- * The walk is taken once per instance and action of the batch (`k`), not
- * once per question: a batch asking 14 users about 16 documents walks each
- * document once (its walk is the same for every user). The relations held
- * are gathered for the whole batch at once (`held`), each node walked
- * probed once per question, whatever the depths it was reached at, and
- * joined to the questions: read per question, each of 50 questions would
- * scan the whole batch's walk.
- *
- * Each question's row ends with CONDITIONAL_PATHS_POSSIBLE: whether its
- * conditional paths, which this walk does not follow, are worth asking.
- */
-export const graphCheckSql = (replayed: boolean, within = true) => `
-  WITH RECURSIVE
-  q AS (SELECT q.*, dense_rank() OVER (ORDER BY q.resource, q.resource_id, q.action) AS k
-        FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text, x text[]))
-             WITH ORDINALITY AS q(user_id, resource, resource_id, action, extra, n)),
-  gp AS (SELECT * FROM jsonb_to_recordset($4::jsonb) AS gp(r text, l text, h text)),
-  walk(k, root, resource, resource_id, relation, depth) AS (
-    SELECT s.k, cr.relation, s.resource, s.resource_id, cr.relation, 0
-    FROM (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action, q.extra FROM q) s
-    JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = s.resource
-    WHERE s.action IS NULL OR s.action = ANY (cr.actions) OR cr.relation = ANY (s.extra)
-    UNION
-    SELECT w.k, w.root, e.resource, e.resource_id, e.relation, w.depth + e.hops
-    FROM walk w CROSS JOIN LATERAL (${outwardHop(PLAIN_GRANT, "", "", within)}) e(resource, resource_id, relation, hops)
-    WHERE NOT EXISTS (SELECT 1 FROM gp WHERE gp.r = w.resource AND gp.l = w.relation)
-  ),
-  met AS (
-    SELECT w.k, w.root, w.resource, w.resource_id, w.relation, min(w.depth) AS depth
-    FROM walk w JOIN gp ON gp.r = w.resource AND gp.l = w.relation
-    GROUP BY w.k, w.root, w.resource, w.resource_id, w.relation
-  ),
-  member(user_id, resource, resource_id, relation, depth) AS (
-    SELECT u.user_id, gp.r, e.resource_id, gp.l, 0
-    FROM (SELECT DISTINCT q.user_id FROM q JOIN met ON met.k = q.k) u
-    CROSS JOIN gp
-    CROSS JOIN ${HOLDERS_OF("u.user_id")}
-    CROSS JOIN LATERAL (
-      SELECT g.resource_id FROM relationships g
-      WHERE g.app_id = $1 AND g.user_id = h.user_id AND g.resource = gp.r AND g.relation = gp.h AND ${PLAIN_GRANT("g")}
-      OFFSET 0) e
-    UNION
-    SELECT m.user_id, t.r, e.resource_id, t.g, m.depth + 1
-    FROM member m
-    JOIN jsonb_to_recordset($5::jsonb) AS t(fr text, fl text, sr text, r text, p text, g text) ON t.fr = m.resource AND t.fl = m.relation
-    CROSS JOIN LATERAL (
-      SELECT s.resource_id FROM subject_relationships s
-      WHERE s.app_id = $1 AND s.subject_resource = m.resource AND s.subject_id = m.resource_id AND s.subject_relation = t.sr
-        AND s.resource = t.r AND s.relation = t.p AND ${PLAIN_GRANT("s")}
-      OFFSET 0) e
-    WHERE m.depth < ${MAX_HOPS}
-  ),
-  held AS (
-    SELECT h.n, array_agg(DISTINCT h.root) AS roots
-    FROM (
-      SELECT q.n, w.root
-      FROM (SELECT DISTINCT w.k, w.root, w.resource, w.resource_id, w.relation FROM walk w
-            WHERE NOT EXISTS (SELECT 1 FROM gp WHERE gp.r = w.resource AND gp.l = w.relation)) w
-      JOIN q ON q.k = w.k
-      WHERE EXISTS (${EACH_HOLDER("q.user_id", (holder) => `SELECT 1 FROM relationships g
-                    WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = w.resource
-                      AND g.resource_id = w.resource_id AND g.relation = w.relation AND ${PLAIN_GRANT("g")}`)})
-      UNION ALL
-      SELECT q.n, m.root FROM met m JOIN q ON q.k = m.k
-      WHERE EXISTS (SELECT 1 FROM member i
-                    WHERE i.user_id = q.user_id AND i.resource = m.resource AND i.resource_id = m.resource_id
-                      AND i.relation = m.relation AND i.depth + m.depth <= ${MAX_HOPS})
-    ) h
-    GROUP BY h.n
-  )
-  SELECT
-    ${KEYS_VALID} AS keys,
-    (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
-    ${NOW_MS} AS now_ms,
-    (SELECT json_agg(json_build_array(
-        coalesce(h.roots, '{}') || ARRAY(${EACH_HOLDER("q.user_id", (holder) => `SELECT g.relation || chr(10) || g.condition FROM relationships g
-              WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = q.resource AND g.resource_id = q.resource_id
-                AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}`)}),
-        ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a WHERE a.app_id = $1 AND a.user_id = q.user_id),
-        ${CONDITIONAL_PATHS_POSSIBLE}
-      ) ORDER BY q.n)
-     FROM q LEFT JOIN held h ON h.n = q.n) AS rows${replayed ? REPLAYED : ""}`;
-
-/** The check's graph statement, with steps within an instance (`within`) and without. */
-export const GRAPH_CHECK_SQL = { plain: graphCheckSql(false), replayed: graphCheckSql(true) };
-export const GRAPH_CHECK_FLAT_SQL = { plain: graphCheckSql(false, false), replayed: graphCheckSql(true, false) };
 
 // ------------------------------------------------------------------ pages
 
@@ -355,21 +204,6 @@ const WHO_CAN_THROUGH_PATHS = { plain: whoCanSql(false, LIVE_GRANT), replayed: w
 
 // ------------------------------------------------------------------ lookup
 
-/**
- * One edge of the graph as the catalog allows it, read inward: a holder of
- * `fl` on an instance of `fr` holds `g` on every instance of `r` whose
- * grant of `p` names that instance as its subject, with subject relation
- * `sr` ("Y#r": a subject set, sr = fl; a link: sr = "", p the link relation,
- * g the relation that inherits fl through it).
- */
-export interface InwardStep {
-  fr: string;
-  fl: string;
-  sr: string;
-  r: string;
-  p: string;
-  g: string;
-}
 
 export interface GraphLookupInput extends LookupInput {
   /** The relations of `resource` that imply `action`: the answers. */
