@@ -29,6 +29,7 @@ import type { PageExtra, Probe } from "./keyset-pages.js";
 import type { Queryable } from "./db.js";
 import { perApplication } from "./per-application.js";
 import { LIVE_GRANT } from "./relationships-store.js";
+import type { ContextEdge } from "./decision-store.js";
 
 /** A node a contextual grant gives its holders: lookup's walk starts there too. */
 export interface Seed {
@@ -38,14 +39,7 @@ export interface Seed {
 }
 
 /** A contextual subject set (sl its relation) or link (sl ''): r:i#l held by sr:si#sl. */
-export interface SeedEdge {
-  r: string;
-  i: string;
-  l: string;
-  sr: string;
-  si: string;
-  sl: string;
-}
+export type SeedEdge = ContextEdge;
 
 /** A contextual grant to one user (u) of r:i#l. */
 export interface UserSeed {

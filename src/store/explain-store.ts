@@ -3,6 +3,7 @@ import { EACH_HOLDER } from "./all-users.js";
 import { MAX_HOPS, operatorHop, outwardHop } from "./outward-hop.js";
 import { distinctKeys, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
+import type { ContextEdge } from "./decision-store.js";
 
 /**
  * A grant on a path: [resource, resourceId, relation, userId ("" for a subject's), subject resource, subject id, subject relation,
@@ -16,13 +17,7 @@ export type PathGrantRow = [string, string, string, string, string | null, strin
  * a link (sl ''), r:i#l held by sr:si#sl, as explain's walk follows it
  * beside the stored ones; `g` is the grant as its edges carry it.
  */
-export interface ContextualStep {
-  r: string;
-  i: string;
-  l: string;
-  sr: string;
-  si: string;
-  sl: string;
+export interface ContextualStep extends ContextEdge {
   g: PathGrantRow;
 }
 
