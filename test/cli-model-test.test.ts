@@ -149,16 +149,27 @@ assertions:
     expect: allowed
   - check: { userId: cat, resource: todo, resourceId: t1, action: read }
     expect: denied
+  - check: { userId: dan, resource: todo, resourceId: t3, action: read, contextualGrants: [{ userId: dan, resource: todo, resourceId: t3, relation: owner, condition: "context.mfa == true" }], context: { mfa: true } }
+    expect: allowed
+  - check: { userId: dan, resource: todo, resourceId: t3, action: read }
+    expect: denied
 `;
     // A condition that does not type-check is refused the same way as one that does not parse, naming its line and position.
     const illTyped = conditional.replace('condition: "has(context.ticket)"', 'condition: "subject.id > 5"');
-    const [run, bad, typed] = await Promise.all([
+    // A failed assertion's explain is asked with the question's context and contextual grants, and shows the one it used.
+    const contextualFails = conditional.replace('condition: "context.mfa == true" }], context: { mfa: true } }\n    expect: allowed', 'condition: "context.mfa == true" }], context: { mfa: true } }\n    expect: denied');
+    expect(contextualFails).not.toBe(conditional);
+    const [run, bad, typed, fails] = await Promise.all([
       portcullis(["model", "test", await file("conditional.yaml", conditional)], IN_PROCESS),
       portcullis(["model", "test", await file("bad-condition.yaml", conditional.replace('condition: "has(context.ticket)"', 'condition: "has("'))], IN_PROCESS),
       portcullis(["model", "test", await file("ill-typed.yaml", illTyped)], IN_PROCESS),
+      portcullis(["model", "test", await file("contextual-fails.yaml", contextualFails)], IN_PROCESS),
     ]);
     expect(run.stderr).toBe("");
-    expect(run.stdout).toMatch(/1 grant, 2 assignments, 6 assertions\nok: all 6 assertions hold/);
+    expect(run.stdout).toMatch(/1 grant, 2 assignments, 8 assertions\nok: all 8 assertions hold/);
+    expect(fails.code).toBe(1);
+    expect(fails.stdout).toContain("check dan todo:t3 read: expected denied, got allowed");
+    expect(fails.stdout).toContain("grant: dan is owner of todo:t3 (contextual)");
     expect(run.code).toBe(0);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/assignments\[1\]\.condition/);

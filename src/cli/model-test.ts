@@ -261,6 +261,9 @@ async function rolesByName(api: Api, app: string, fixture: Fixture): Promise<Map
   return ids;
 }
 
+/** What an assertion's body may carry beside the ids that its explain takes too. */
+const EXPLAIN_CARRIES = ["context", "subjectProperties", "resourceProperties", "actionProperties", "contextualGrants"] as const;
+
 async function assess(api: Api, file: TestFile, a: Assertion): Promise<Outcome> {
   const b = a.body;
   const question: Question = {
@@ -284,7 +287,9 @@ async function assess(api: Api, file: TestFile, a: Assertion): Promise<Outcome> 
   const got: Expect = allowed ? "allowed" : "denied";
   if (got === a.expect) return { ...base, got, holds: true };
   // The why of the answer that surprised: the grants and roles behind it, or what the user holds.
-  const explain = await api.post<ExplainAnswer>("/api/v1/authorization/check/explain", question);
+  // Asked with what the question carried for conditions and its contextual grants, as the assertion was.
+  const carried = Object.fromEntries(EXPLAIN_CARRIES.filter((k) => b[k] !== undefined).map((k) => [k, b[k]]));
+  const explain = await api.post<ExplainAnswer>("/api/v1/authorization/check/explain", { ...question, ...carried });
   return { ...base, got, holds: false, explain };
 }
 
