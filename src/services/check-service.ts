@@ -67,7 +67,7 @@ const explainGrant = (grant: ExplainedGrant) => ({
   ...(grant.createdAt === null ? {} : { createdAt: timestampFromDate(grant.createdAt) }),
   ...(grant.expiresAt === null ? {} : { expiresAt: timestampFromDate(grant.expiresAt) }),
   ...(grant.condition === null ? {} : { condition: grant.condition }),
-  contextual: grant.contextual === true,
+  ...(grant.contextual === true ? { contextual: true } : {}),
 });
 
 const ruleEntry = (e: ExplainedRuleEntry) => ({ ...e, path: e.path.map(explainGrant) });

@@ -95,7 +95,7 @@ export const protoComments: Readonly<Record<string, string>> = {
   "authz.v1.ExplainGrant": "A grant as explain shows it.",
   "authz.v1.ExplainGrant.all_users": "An allUsers grant: every user holds it.",
   "authz.v1.ExplainGrant.condition": "The grant's condition, when it has one.",
-  "authz.v1.ExplainGrant.contextual": "A contextual grant of the question: counted for it alone, never stored.",
+  "authz.v1.ExplainGrant.contextual": "A contextual grant of the question: counted for it alone, never stored\n(absent for a stored grant).",
   "authz.v1.ExplainGrant.created_at": "When the grant was stored; absent for a contextual grant, which never is.",
   "authz.v1.ExplainGrant.expires_at": "When the grant stops counting; absent for a grant that never expires.",
   "authz.v1.ExplainGrant.subject": "The holder when it is a subject set or a linked instance.",
