@@ -442,7 +442,7 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
   });
 
   // The worlds side by side, each an application of its own: one's wait for its grants to expire is another's work.
-  it.concurrent.each(WORLDS)("world $seed (groups: $groups, allUsers: $public, conditions: $conditional, inherits within an instance: $sameInstance): every question agrees with the model, before and after memberships and links expire", { timeout: 240_000 }, async (options) => {
+  it.concurrent.each(WORLDS)("world $seed (groups: $groups, allUsers: $public, conditions: $conditional, inherits within an instance: $sameInstance): every question agrees with the model, before and after memberships and links expire", { timeout: 600_000 }, async (options) => {
     const { seed, public: public_, conditional, sameInstance } = options;
     const appId = `world-${seed}`;
     const key = await createApp(service, appId, catalogOf(options));
