@@ -7,12 +7,12 @@
  * statement read, by the database's clock.
  */
 import type { Queryable } from "../store/db.js";
-import type { Seed, SeedEdge, UserSeed } from "../store/contextual-pages-store.js";
+import type { Seed, UserSeed } from "../store/contextual-pages-store.js";
 import { relationshipsStore } from "../store/relationships-store.js";
 import type { GraphLookupInput } from "../store/graph-store.js";
 import type { LookupInput } from "../store/lookup-store.js";
 import type { AccessModel } from "./access-model.js";
-import { checkContextualGrants, contextEdges, type ContextualGrant } from "./contextual-grants.js";
+import { checkContextualGrants, type ContextualGrant } from "./contextual-grants.js";
 import { Violations } from "./errors.js";
 
 /** A 400 naming `contextualGrants[i].field` for each grant the model refuses, by the database's clock; nothing else is read before. */
@@ -56,9 +56,6 @@ export function graphLookupOf(model: AccessModel, input: LookupInput): GraphLook
   const answers = model.withinInstance(input.resource, model.relationsImplying(input.resource, input.action));
   return { ...input, answers, ...model.inward(input.resource, answers) };
 }
-
-/** Who can's steps besides the stored ones: the contextual subject sets and links. */
-export const whoCanEdges = (grants: readonly ContextualGrant[]): SeedEdge[] => contextEdges(grants);
 
 /** Who can's users besides the stored holders: each user a contextual grant names, with its node (allUsers grants name none). */
 export function whoCanUsers(grants: readonly ContextualGrant[]): UserSeed[] {

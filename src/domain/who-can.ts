@@ -14,7 +14,8 @@ import { decodePageToken, encodePageToken } from "./paging.js";
 import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
 import { allowedPage, type ReadIds } from "./operator-pages.js";
 import { checkContextualCount, hasContextual, type ContextualGrant } from "./contextual-grants.js";
-import { requireContextualGrants, whoCanEdges, whoCanUsers } from "./contextual-pages.js";
+import { requireContextualGrants, whoCanUsers } from "./contextual-pages.js";
+import { contextEdges } from "./contextual-grants.js";
 import { contextualPagesStore, type ContextualWhoCanInput } from "../store/contextual-pages-store.js";
 import type { AccessModel } from "./access-model.js";
 
@@ -177,7 +178,7 @@ export class WhoCan {
     if (model === undefined || model.version !== first.version) throw unavailable("the application's model changed under the question; try again");
     const grants = q.contextualGrants ?? [];
     await requireContextualGrants(this.db, model, grants);
-    const asked = { ...input, edges: whoCanEdges(grants), users: whoCanUsers(grants) };
+    const asked = { ...input, edges: contextEdges(grants), users: whoCanUsers(grants) };
     const read: ReadIds = async (after, chunk) => {
       const prior = after === input.after && chunk === input.limit ? first.userIds : [];
       const row = await this.contextual.call({ ...asked, after, limit: chunk, prior });

@@ -22,7 +22,7 @@
  * stay as they are. Every table is named with app_id = $1
  * (docs/scale-out.md); the seeds and edges are the question's JSON.
  */
-import { MAX_HOPS } from "./outward-hop.js";
+import { contextHop } from "./outward-hop.js";
 import { readThroughPaths, type ThroughPaths } from "./conditional-candidates.js";
 import { graphLookupSql, lookupQuestion, whoCanQuestion, whoCanSql, type GraphLookupInput, type WhoCanInput } from "./graph-store.js";
 import type { PageExtra, Probe } from "./keyset-pages.js";
@@ -81,14 +81,7 @@ const WHO_CAN_EXTRA: PageExtra = {
   start: "",
   ctes: `
   ctx AS (SELECT q.n, c.* FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.edges) AS c(r text, i text, l text, sr text, si text, sl text)),`,
-  hops: `
-    UNION ALL
-    SELECT c.sr, c.si, c.sl, 1 FROM ctx c
-    WHERE c.n = w.n AND c.r = w.resource AND c.i = w.resource_id AND c.l = w.relation AND c.sl <> '' AND w.depth < ${MAX_HOPS}
-    UNION ALL
-    SELECT c.sr, c.si, ci.inherited, 1
-    FROM catalog_inherits ci JOIN ctx c ON c.n = w.n AND c.r = w.resource AND c.i = w.resource_id AND c.l = ci.through AND c.sl = ''
-    WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation AND ci.through <> '' AND w.depth < ${MAX_HOPS}`,
+  hops: contextHop("", " AND c.n = w.n"),
   sources: `
     UNION
     SELECT q.n, q.lim, q.after, 2, '', u.u, '', '', ''

@@ -29,7 +29,7 @@ import type { Queryable } from "./db.js";
 import { EACH_HOLDER } from "./all-users.js";
 import { perApplication, REPLAYED, type ReadRows } from "./per-application.js";
 import { checkFunction, PlannedStatement } from "./check-functions.js";
-import { MAX_HOPS, operatorHop, outwardHop } from "./outward-hop.js";
+import { contextHop, contextOperatorHop, MAX_HOPS, operatorHop, outwardHop } from "./outward-hop.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
 
 export const DECISION_LIMITS = {
@@ -95,8 +95,8 @@ const decisionSql = (replayed: boolean) => `
     SELECT w.k, e.resource, e.resource_id, e.relation, e.depth
     FROM walk w CROSS JOIN LATERAL (
       SELECT x.resource, x.resource_id, x.relation, w.depth + x.hops, ''
-      FROM (${outwardHop(LIVE_GRANT)}) x(resource, resource_id, relation, hops)
-      UNION ALL${operatorHop(LIVE_GRANT)}
+      FROM (${outwardHop(LIVE_GRANT)}${contextHop()}) x(resource, resource_id, relation, hops)
+      UNION ALL${operatorHop(LIVE_GRANT)}${contextOperatorHop()}
       UNION ALL
       SELECT w.resource, w.resource_id, x.target, CASE WHEN x.fresh THEN 0 ELSE w.depth END, ''
       FROM extra x WHERE x.resource = w.resource AND x.relation = w.relation AND x.through = ''
@@ -107,17 +107,6 @@ const decisionSql = (replayed: boolean) => `
         ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = x.through
        AND s.subject_relation = '' AND ${LIVE_GRANT("s")}
       WHERE x.resource = w.resource AND x.relation = w.relation AND x.through <> '' AND (x.fresh OR w.depth < ${MAX_HOPS})
-      UNION ALL
-      SELECT c.sr, c.si, c.sl, w.depth + 1, ''
-      FROM ctx c WHERE c.r = w.resource AND c.i = w.resource_id AND c.l = w.relation AND c.sl <> '' AND w.depth < ${MAX_HOPS}
-      UNION ALL
-      SELECT c.sr, c.si, ci.inherited, w.depth + 1, ''
-      FROM catalog_inherits ci JOIN ctx c ON c.r = w.resource AND c.i = w.resource_id AND c.l = ci.through AND c.sl = ''
-      WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation AND ci.through <> '' AND w.depth < ${MAX_HOPS}
-      UNION ALL
-      SELECT c.sr, c.si, o.target, 0, o.operator
-      FROM catalog_operators o JOIN ctx c ON c.r = w.resource AND c.i = w.resource_id AND c.l = o.through AND c.sl = ''
-      WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through <> ''
     ) e(resource, resource_id, relation, depth, operator)
   ),
   capped AS MATERIALIZED (SELECT * FROM walk LIMIT $3 + 1),

@@ -1,6 +1,6 @@
 import type { Queryable } from "./db.js";
 import { EACH_HOLDER } from "./all-users.js";
-import { MAX_HOPS, operatorHop, outwardHop } from "./outward-hop.js";
+import { contextHop, contextOperatorHop, operatorHop, outwardHop } from "./outward-hop.js";
 import { distinctKeys, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
 import type { ContextEdge } from "./decision-store.js";
@@ -50,7 +50,7 @@ const grantRow = (g: string, subject: boolean) =>
  * starting again at depth 0, as the decision's statement does
  * (decision-store.ts): with them the domain decides what is held. With
  * `contextual`, it also follows the contextual subject sets and links its
- * questions share (`ctx`, from $4: CONTEXTUAL_STEPS).
+ * questions share (`ctx`, from $4: contextHop and contextOperatorHop).
  */
 const explainWalk = (contextual: boolean) => `${
   contextual
@@ -66,30 +66,11 @@ const explainWalk = (contextual: boolean) => `${
            jsonb_build_array(jsonb_build_array(w.resource, w.resource_id, w.relation), e.grant_row, e.kind)
     FROM walk w CROSS JOIN LATERAL (
       SELECT x.resource, x.resource_id, x.relation, w.depth + x.hops, x.grant_row, ''
-      FROM (${outwardHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}) x(resource, resource_id, relation, hops, grant_row)
-      UNION ALL${operatorHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}${contextual ? CONTEXTUAL_STEPS : ""}
+      FROM (${outwardHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}${contextual ? contextHop(", c.g") : ""}) x(resource, resource_id, relation, hops, grant_row)
+      UNION ALL${operatorHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}${contextual ? contextOperatorHop(", c.g") : ""}
     ) e(resource, resource_id, relation, depth, grant_row, kind)
   )`;
 
-/**
- * The walk's steps through the statement's contextual grants (`ctx`, the
- * one set its questions carry), as outwardHop and operatorHop take stored ones
- * and as the decision's statement takes them (decision-store.ts): a
- * subject set one hop on, a link by a rule of the relation one hop on, a
- * link into a `requires` or `unless` entry at depth 0.
- */
-const CONTEXTUAL_STEPS = `
-      UNION ALL
-      SELECT c.sr, c.si, c.sl, w.depth + 1, c.g, ''
-      FROM ctx c WHERE c.r = w.resource AND c.i = w.resource_id AND c.l = w.relation AND c.sl <> '' AND w.depth < ${MAX_HOPS}
-      UNION ALL
-      SELECT c.sr, c.si, ci.inherited, w.depth + 1, c.g, ''
-      FROM catalog_inherits ci JOIN ctx c ON c.r = w.resource AND c.i = w.resource_id AND c.l = ci.through AND c.sl = ''
-      WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation AND ci.through <> '' AND w.depth < ${MAX_HOPS}
-      UNION ALL
-      SELECT c.sr, c.si, o.target, 0, c.g, o.operator
-      FROM catalog_operators o JOIN ctx c ON c.r = w.resource AND c.i = w.resource_id AND c.l = o.through AND c.sl = ''
-      WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through <> ''`;
 
 export const EXPLAIN_EDGES = (n: string) => `
   (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_array(w.edge->0, w.edge->1, jsonb_build_array(w.resource, w.resource_id, w.relation), w.edge->2)), '[]')

@@ -66,3 +66,27 @@ export const operatorHop = (grants: (s: string) => string, carried = "", none = 
       ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = o.through
      AND s.subject_relation = '' AND ${grants("s")}
     WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through <> ''`;
+
+/**
+ * outwardHop's two steps through a question's contextual grants instead of
+ * stored rows (`ctx`: r, i, l, sr, si, sl, the grant r:i#l held by
+ * sr:si#sl; docs/contextual-grants.md), each led by UNION ALL: a subject
+ * set one hop on, and a link by a rule of w's relation one hop on, below
+ * the bound. `carried` as outwardHop's, of the row `c`; `on` a further
+ * condition on `c` (who can's: the question's own).
+ */
+export const contextHop = (carried = "", on = "") => `
+    UNION ALL
+    SELECT c.sr, c.si, c.sl, 1${carried}
+    FROM ctx c WHERE c.r = w.resource AND c.i = w.resource_id AND c.l = w.relation AND c.sl <> ''${on} AND w.depth < ${MAX_HOPS}
+    UNION ALL
+    SELECT c.sr, c.si, ci.inherited, 1${carried}
+    FROM catalog_inherits ci JOIN ctx c ON c.r = w.resource AND c.i = w.resource_id AND c.l = ci.through AND c.sl = ''
+    WHERE ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.relation AND ci.through <> ''${on} AND w.depth < ${MAX_HOPS}`;
+
+/** operatorHop's step through a contextual link (`ctx`, as contextHop's) into a `requires` or `unless` entry, at depth 0, led by UNION ALL. */
+export const contextOperatorHop = (carried = "") => `
+    UNION ALL
+    SELECT c.sr, c.si, o.target, 0${carried}, o.operator
+    FROM catalog_operators o JOIN ctx c ON c.r = w.resource AND c.i = w.resource_id AND c.l = o.through AND c.sl = ''
+    WHERE o.app_id = $1 AND o.resource = w.resource AND o.relation = w.relation AND o.through <> ''`;
