@@ -8,7 +8,7 @@ import type { AccessModel } from "./access-model.js";
 import type { Violations } from "./errors.js";
 import { check, identifierProblem, tokenProblem } from "./formats.js";
 import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
-import { checkContextualCount, checkContextualGrants, hasContextual, type ContextualGrant } from "./contextual-grants.js";
+import { checkContextualForm, checkContextualGrants, hasContextual, type ContextualGrant } from "./contextual-grants.js";
 
 /** May the user perform the action on the instance? */
 export interface CheckQuestion {
@@ -32,7 +32,7 @@ export function validateInstance(v: Violations, q: PermissionsQuestion, at: (fie
   check(v, at("resourceId"), identifierProblem(q.resourceId));
   if (q.tenantId !== undefined) check(v, at("tenantId"), identifierProblem(q.tenantId));
   if (q.facts !== undefined) checkQuestionFacts(v, q.facts, at);
-  checkContextualCount(v, q.contextualGrants, at);
+  checkContextualForm(v, q.contextualGrants, at);
 }
 
 export function validateQuestion(v: Violations, q: CheckQuestion, at: (field: string) => string): void {
@@ -42,7 +42,7 @@ export function validateQuestion(v: Violations, q: CheckQuestion, at: (field: st
   check(v, at("action"), tokenProblem(q.action));
   if (q.tenantId !== undefined) check(v, at("tenantId"), identifierProblem(q.tenantId));
   if (q.facts !== undefined) checkQuestionFacts(v, q.facts, at);
-  checkContextualCount(v, q.contextualGrants, at);
+  checkContextualForm(v, q.contextualGrants, at);
 }
 
 /** The catalog half of the answer: an unknown resource or action, or a contextual grant the catalog refuses, is a 400. */

@@ -10,7 +10,7 @@
 import type { ContextEdge, DecisionRows } from "../store/decision-store.js";
 import type { AccessModel } from "./access-model.js";
 import type { Violations } from "./errors.js";
-import { checkGrant, type GrantInput } from "./relationships.js";
+import { checkGrantAgainst, checkGrantForm, type GrantInput } from "./relationships.js";
 
 export const CONTEXTUAL_LIMITS = {
   /** Contextual grants a question may carry. */
@@ -23,18 +23,26 @@ export type ContextualGrant = GrantInput;
 /** Whether a question carries contextual grants. */
 export const hasContextual = (q: { contextualGrants?: readonly ContextualGrant[] | undefined }): boolean => (q.contextualGrants?.length ?? 0) > 0;
 
-/** Refuses more than CONTEXTUAL_LIMITS.grants, before anything is read. */
-export function checkContextualCount(v: Violations, grants: readonly ContextualGrant[] | undefined, at: (field: string) => string): void {
-  if (grants !== undefined && grants.length > CONTEXTUAL_LIMITS.grants) {
+/**
+ * Checks the grants' number (CONTEXTUAL_LIMITS.grants at most) and each
+ * one's form, before anything is read: so no id a write would refuse
+ * reaches a statement. Fields are named `contextualGrants[3].userId` under
+ * `at`.
+ */
+export function checkContextualForm(v: Violations, grants: readonly ContextualGrant[] | undefined, at: (field: string) => string): void {
+  if (grants === undefined) return;
+  if (grants.length > CONTEXTUAL_LIMITS.grants) {
     v.add(at("contextualGrants"), `at most ${CONTEXTUAL_LIMITS.grants} contextual grants per question, got ${grants.length}`);
+    return;
   }
+  grants.forEach((g, i) => checkGrantForm(v, at(`contextualGrants[${i}].`), g));
 }
 
 /**
- * Checks each contextual grant as a write would be checked (relationships.ts,
- * checkGrant): its form, the catalog of the model the question is answered
- * by, its expiry ahead of the question's statement's clock (`nowMs`), and
- * its condition. Fields are named `contextualGrants[3].relation` under `at`.
+ * Checks each contextual grant, its form already checked
+ * (checkContextualForm), as a write would be checked (relationships.ts):
+ * against the catalog of the model the question is answered by, and its
+ * expiry ahead of the question's statement's clock (`nowMs`).
  */
 export function checkContextualGrants(
   v: Violations,
@@ -43,7 +51,7 @@ export function checkContextualGrants(
   nowMs: number,
   at: (field: string) => string,
 ): void {
-  grants?.forEach((g, i) => checkGrant(v, at(`contextualGrants[${i}].`), g, model.grantSubjects, nowMs));
+  grants?.forEach((g, i) => checkGrantAgainst(v, at(`contextualGrants[${i}].`), g, model.grantSubjects, nowMs));
 }
 
 /** The grants' subject sets and links, the steps the decision's walk follows besides the stored ones. */

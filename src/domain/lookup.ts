@@ -16,7 +16,7 @@ import { decodePageToken, encodePageToken } from "./paging.js";
 import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
 import { lowerReplay } from "../store/lsn.js";
 import { allowedPage, type ReadIds } from "./operator-pages.js";
-import { checkContextualCount, hasContextual, type ContextualGrant } from "./contextual-grants.js";
+import { checkContextualForm, hasContextual, type ContextualGrant } from "./contextual-grants.js";
 import { graphLookupOf, lookupSeeds, requireContextualGrants } from "./contextual-pages.js";
 import { contextualPagesStore, type ContextualLookupInput } from "../store/contextual-pages-store.js";
 
@@ -154,7 +154,7 @@ export class Lookup {
     check(v, "action", tokenProblem(q.action));
     if (q.tenantId !== undefined) check(v, "tenantId", identifierProblem(q.tenantId));
     if (q.facts !== undefined) checkQuestionFacts(v, q.facts, (field) => field);
-    checkContextualCount(v, q.contextualGrants, (field) => field);
+    checkContextualForm(v, q.contextualGrants, (field) => field);
     v.throwIfAny();
     const limit = pageSize(q.pageSize);
     const after = decodePageToken(q.pageToken, { resourceId: "string" })?.resourceId ?? "";

@@ -133,13 +133,27 @@ function checkExpiryAhead(v: Violations, at: string, g: GrantInput, now: number)
  * "writes[3]."): its form, that the catalog (`relations`, resource →
  * relation → subjects) has its resource, relation and holder's type, its
  * expiry ahead of the database's clock `now`, and its condition. The bulk
- * write's check, and a question's contextual grants' (contextual-grants.ts).
+ * write's check; a question's contextual grants take it in two parts
+ * (checkGrantForm, checkGrantAgainst: contextual-grants.ts).
  */
 export function checkGrant(v: Violations, at: string, g: GrantInput, relations: Relations | undefined, now: number): void {
   const formOk = checkExpiryForm(v, at, g);
   checkTuple(v, at, g, relations);
   if (formOk) checkExpiryAhead(v, at, g, now);
   checkCondition(v, at, g);
+}
+
+/** A grant's form alone, before a catalog or a clock is read: its holder and ids, its expiry's form, its condition's CEL. */
+export function checkGrantForm(v: Violations, at: string, g: GrantInput): void {
+  checkExpiryForm(v, at, g);
+  checkTuple(v, at, g, undefined);
+  checkCondition(v, at, g);
+}
+
+/** The rest of checkGrant, for a grant whose form checkGrantForm found good: the catalog has it, and its expiry lies ahead of `now`. */
+export function checkGrantAgainst(v: Violations, at: string, g: GrantInput, relations: Relations, now: number): void {
+  checkTuple(v, at, g, relations);
+  checkExpiryAhead(v, at, g, now);
 }
 
 const toWrite = (g: GrantInput): GrantWrite => ({

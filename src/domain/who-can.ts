@@ -13,7 +13,7 @@ import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
 import { allowedPage, type ReadIds } from "./operator-pages.js";
-import { checkContextualCount, hasContextual, type ContextualGrant } from "./contextual-grants.js";
+import { checkContextualForm, hasContextual, type ContextualGrant } from "./contextual-grants.js";
 import { requireContextualGrants, whoCanUsers } from "./contextual-pages.js";
 import { contextEdges } from "./contextual-grants.js";
 import { contextualPagesStore, type ContextualWhoCanInput } from "../store/contextual-pages-store.js";
@@ -91,7 +91,7 @@ export class WhoCan {
     check(v, "action", tokenProblem(q.action));
     if (q.tenantId !== undefined) check(v, "tenantId", identifierProblem(q.tenantId));
     if (q.facts !== undefined) checkQuestionFacts(v, q.facts, (field) => field);
-    checkContextualCount(v, q.contextualGrants, (field) => field);
+    checkContextualForm(v, q.contextualGrants, (field) => field);
     v.throwIfAny();
     const limit = pageSize(q.pageSize);
     const after = decodePageToken(q.pageToken, { userId: "string" })?.userId ?? "";
