@@ -9,7 +9,7 @@
  */
 import { ALL_USERS_ID } from "../store/all-users.js";
 import type { ContextualStep, ExplainRow, PathGrantRow } from "../store/explain-store.js";
-import type { ContextualGrant } from "./contextual-grants.js";
+import { edgeOf, liveAt, type ContextualGrant } from "./contextual-grants.js";
 
 /** A contextual grant as explain's rows carry a grant. */
 export function contextualRow(g: ContextualGrant): PathGrantRow {
@@ -31,11 +31,7 @@ export function contextualRow(g: ContextualGrant): PathGrantRow {
 
 /** The grants' subject sets and links, the steps explain's walk follows besides the stored ones. */
 export function contextualSteps(grants: readonly ContextualGrant[] | undefined): ContextualStep[] {
-  return (grants ?? []).flatMap((g) =>
-    g.subject === undefined
-      ? []
-      : [{ r: g.resource, i: g.resourceId, l: g.relation, sr: g.subject.resource, si: g.subject.resourceId, sl: g.subject.relation, g: contextualRow(g) }],
-  );
+  return (grants ?? []).flatMap((g) => (g.subject === undefined ? [] : [{ ...edgeOf(g, g.subject), g: contextualRow(g) }]));
 }
 
 /**
@@ -45,7 +41,7 @@ export function contextualSteps(grants: readonly ContextualGrant[] | undefined):
  * clock has passed counts not at all, so its steps are dropped too.
  */
 export function withContextualRows(row: ExplainRow, userId: string, grants: readonly ContextualGrant[] | undefined): ExplainRow {
-  const live = (grants ?? []).filter((g) => g.expiresAt === undefined || g.expiresAt > row.nowMs);
+  const live = liveAt(grants, row.nowMs);
   const held = live.filter((g) => g.subject === undefined && (g.allUsers === true || g.userId === userId)).map(contextualRow);
   const expired = (g: PathGrantRow | null) => g !== null && g[10] === true && g[8] !== null && g[8] <= row.nowMs;
   return { ...row, grants: [...row.grants, ...held], edges: row.edges.filter((e) => !expired(e[1])) };

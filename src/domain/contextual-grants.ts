@@ -10,6 +10,7 @@
 import type { ContextEdge, DecisionRows } from "../store/decision-store.js";
 import type { AccessModel } from "./access-model.js";
 import type { Violations } from "./errors.js";
+import type { Subject } from "./subjects.js";
 import { checkGrantAgainst, checkGrantForm, type GrantInput } from "./relationships.js";
 
 export const CONTEXTUAL_LIMITS = {
@@ -54,12 +55,24 @@ export function checkContextualGrants(
   grants?.forEach((g, i) => checkGrantAgainst(v, at(`contextualGrants[${i}].`), g, model.grantSubjects, nowMs));
 }
 
+/** A contextual grant to a subject set or a link, as the walks step along it. */
+export const edgeOf = (g: ContextualGrant, subject: Subject): ContextEdge => ({
+  r: g.resource,
+  i: g.resourceId,
+  l: g.relation,
+  sr: subject.resource,
+  si: subject.resourceId,
+  sl: subject.relation,
+});
+
 /** The grants' subject sets and links, the steps the decision's walk follows besides the stored ones. */
 export function contextEdges(grants: readonly ContextualGrant[] | undefined): ContextEdge[] {
-  return (grants ?? []).flatMap((g) =>
-    g.subject === undefined ? [] : [{ r: g.resource, i: g.resourceId, l: g.relation, sr: g.subject.resource, si: g.subject.resourceId, sl: g.subject.relation }],
-  );
+  return (grants ?? []).flatMap((g) => (g.subject === undefined ? [] : [edgeOf(g, g.subject)]));
 }
+
+/** The grants that count by the statement's clock: a stored grant whose expiry has passed counts not at all, and neither does a contextual one. */
+export const liveAt = (grants: readonly ContextualGrant[] | undefined, nowMs: number): ContextualGrant[] =>
+  (grants ?? []).filter((g) => g.expiresAt === undefined || g.expiresAt > nowMs);
 
 /**
  * The decision's rows with a question's contextual grants laid beside the
@@ -68,7 +81,7 @@ export function contextEdges(grants: readonly ContextualGrant[] | undefined): Co
  * counts as a stored one would, not at all.
  */
 export function withContextual(rows: DecisionRows, userId: string, grants: readonly ContextualGrant[] | undefined): DecisionRows {
-  const live = (grants ?? []).filter((g) => g.expiresAt === undefined || g.expiresAt > rows.nowMs);
+  const live = liveAt(grants, rows.nowMs);
   if (live.length === 0) return rows;
   const condition = (g: ContextualGrant) => (g.condition === undefined || g.condition === "" ? null : g.condition);
   const held = [...rows.held];
