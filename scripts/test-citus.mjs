@@ -6,7 +6,8 @@
 // and every question's statement), AuthZEN's searches (lookup's and who can's merged pages, the known
 // instances and users), statements with their parameters as literals (a statement sent with BEGIN and
 // COMMIT, a transaction's last statements with COMMIT), requires and unless (the decision's statement
-// through every question), contextual grants (lookup's, who can's and explain's statements with them) and every test/graph-*.test.ts
+// through every question), contextual grants (lookup's, who can's and explain's statements with them), every question's reads
+// explained as router queries (citus-router) and every test/graph-*.test.ts
 // with PORTCULLIS_TEST_ENGINES=citus; vitest's global setup
 // (test/support/global-setup.ts) starts a coordinator and two workers on free
 // loopback ports in a temporary folder and stops them when the run ends,
@@ -36,6 +37,7 @@ const files = [
   "test/exclusion-api.test.ts",
   "test/contextual-pages.test.ts",
   "test/contextual-explain.test.ts",
+  "test/citus-router.test.ts",
   ...readdirSync(join(root, "test"))
     .filter((f) => /^graph-.*\.test\.ts$/.test(f))
     .sort()

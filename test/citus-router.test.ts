@@ -1,0 +1,161 @@
+/**
+ * On Citus every statement a question sends is a router query: one task, on
+ * the node that holds the application's shard, with no subplan run apart
+ * (docs/scaling.md). The service answers check, batch check, permissions,
+ * explain, lookup, who can and the change feed over a world with nested
+ * teams, folders, an `unless`, a `requires`, a condition and contextual
+ * grants, through a database that records each read it sends with its
+ * parameters; then each distinct read is explained on the coordinator with
+ * those parameters and its plan read: a Citus plan with more than one task,
+ * or with a distributed subplan, fails the test naming the statement.
+ * Citus only: the Citus leg (scripts/test-citus.mjs) runs it; elsewhere it is
+ * skipped.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Db, Queryable } from "../src/store/db.js";
+import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { startTestService, type TestService } from "./support/service.js";
+import { createApp, expectStatus } from "./helpers/authz.js";
+import { set, user } from "./support/graph.js";
+
+/** A read: a statement that writes nothing (a question's, or the feed's). */
+const isRead = (sql: string) => /^\s*(WITH|SELECT)\b/i.test(sql) && !/\b(INSERT|UPDATE|DELETE)\b/i.test(sql) && !/\bFOR (UPDATE|SHARE)\b/i.test(sql);
+
+/** The database, recording each read that succeeded with its first parameters. */
+function recordingReads(db: Db, reads: Map<string, readonly unknown[]>, on: () => boolean): Db {
+  const record = <T>(sql: string, params: readonly unknown[] | undefined, result: T): T => {
+    if (on() && isRead(sql) && !reads.has(sql)) reads.set(sql, params ?? []);
+    return result;
+  };
+  return new Proxy(db, {
+    get(target, property, receiver) {
+      if (property === "query") {
+        return async (sql: string, params?: readonly unknown[], options?: never) => record(sql, params, await target.query(sql, params, options));
+      }
+      if (property === "transaction") {
+        return <T>(fn: (tx: Queryable) => Promise<T>, options?: never) =>
+          target.transaction((tx) => fn({ query: async (sql, params) => record(sql, params, await tx.query(sql, params)) }), options);
+      }
+      const value: unknown = Reflect.get(target, property, receiver);
+      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+interface PlanNode {
+  "Node Type"?: string;
+  "Custom Plan Provider"?: string;
+  "Distributed Query"?: { Job?: { "Task Count"?: number } };
+  Plans?: PlanNode[];
+}
+
+/** Each Citus node of a plan: its task count. */
+function citusTasks(node: PlanNode, out: number[] = []): number[] {
+  const job = node["Distributed Query"]?.Job;
+  if (node["Custom Plan Provider"]?.startsWith("Citus") === true) out.push(job?.["Task Count"] ?? -1);
+  for (const child of node.Plans ?? []) citusTasks(child, out);
+  return out;
+}
+
+const CATALOG = [
+  { resource: "team", description: "", actions: ["read"], relations: [{ name: "member", actions: ["read"], subjects: ["user", "team#member"] }] },
+  { resource: "org", description: "", actions: ["read"], relations: [{ name: "member", actions: ["read"], subjects: ["user"] }] },
+  {
+    resource: "folder",
+    description: "",
+    actions: ["read"],
+    relations: [
+      { name: "parent", actions: [], subjects: ["folder"] },
+      { name: "viewer", actions: ["read"], subjects: ["user", "team#member"], inherits: [{ through: "parent", relation: "viewer" }] },
+    ],
+  },
+  {
+    resource: "document",
+    description: "",
+    actions: ["read", "review"],
+    relations: [
+      { name: "parent", actions: [], subjects: ["folder"] },
+      { name: "org", actions: [], subjects: ["org"] },
+      { name: "blocked", actions: [], subjects: ["user", "team#member"] },
+      { name: "viewer", actions: ["read"], subjects: ["user", "team#member"], inherits: [{ through: "parent", relation: "viewer" }], unless: [{ relation: "blocked" }] },
+      { name: "reviewer", actions: ["review"], subjects: ["user"], requires: [{ through: "org", relation: "member" }] },
+    ],
+  },
+];
+
+const GRANTS = [
+  user("ann", "team", "eng", "member"),
+  set("team:eng#member", "team", "all", "member"),
+  set("team:all#member", "folder", "root", "viewer"),
+  set("folder:root", "folder", "sub", "parent"),
+  set("folder:sub", "document", "d1", "parent"),
+  set("folder:sub", "document", "d2", "parent"),
+  user("bob", "document", "d2", "blocked"),
+  user("bob", "team", "eng", "member"),
+  user("ann", "document", "d1", "reviewer"),
+  set("org:acme", "document", "d1", "org"),
+  user("ann", "org", "acme", "member"),
+  { ...user("cy", "document", "d1", "viewer"), condition: "context.ok == true" },
+];
+
+describe.skipIf(!engines.includes("citus"))("every read a question sends is a router query on citus", () => {
+  let database: TestDatabase;
+  let service: TestService;
+  const reads = new Map<string, readonly unknown[]>();
+  let on = false;
+
+  beforeAll(async () => {
+    database = await createTestDatabase("citus");
+    service = await startTestService(recordingReads(database.db, reads, () => on));
+  }, 60_000);
+  afterAll(async () => {
+    await service?.close();
+    await database?.dispose();
+  });
+
+  it("check, batch check, permissions, explain, lookup, who can and the feed: one task each, no subplan", async () => {
+    const key = await createApp(service, "router", CATALOG);
+    const call = async (path: string, body: unknown, method = "POST") => {
+      const res = await service.call(method, path, { key, body });
+      expectStatus(res, 200);
+      return res.body;
+    };
+    await call("/api/v1/authorization/relationships/bulk", { writes: GRANTS });
+    on = true;
+    const contextualGrants = [user("dee", "team", "eng", "member")];
+    const questions = [
+      { userId: "ann", resource: "document", resourceId: "d1", action: "read" },
+      { userId: "bob", resource: "document", resourceId: "d2", action: "read" },
+      { userId: "ann", resource: "document", resourceId: "d1", action: "review" },
+      { userId: "cy", resource: "document", resourceId: "d1", action: "read", context: { ok: true } },
+      { userId: "dee", resource: "document", resourceId: "d1", action: "read", contextualGrants },
+    ];
+    for (const q of questions) {
+      await call("/api/v1/authorization/check", q);
+      await call("/api/v1/authorization/check/explain", q);
+      const { action: _, ...instance } = q;
+      await call("/api/v1/authorization/permissions", instance);
+      await call("/api/v1/authorization/lookup", { userId: q.userId, resource: "document", action: q.action, pageSize: 1, ...(q.contextualGrants ? { contextualGrants } : {}) });
+      await call("/api/v1/authorization/subjects", { resource: "document", resourceId: q.resourceId, action: q.action, pageSize: 1, ...(q.contextualGrants ? { contextualGrants } : {}) });
+    }
+    await call("/api/v1/authorization/check/batch", { checks: questions });
+    await call("/api/v1/authorization/permissions/batch", { requests: questions.map(({ action: _, ...instance }) => instance) });
+    await call("/api/v1/authorization/changes?pageSize=5", undefined, "GET");
+    on = false;
+
+    expect(reads.size).toBeGreaterThan(10);
+    const problems: string[] = [];
+    let routed = 0;
+    for (const [sql, params] of reads) {
+      const { rows } = await database.db.query<{ "QUERY PLAN": [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) ${sql}`, params);
+      const plan = rows[0]!["QUERY PLAN"][0].Plan;
+      const tasks = citusTasks(plan);
+      const text = JSON.stringify(plan);
+      if (tasks.some((t) => t !== 1) || text.includes("Distributed Subplan")) problems.push(`${JSON.stringify(tasks)} tasks: ${sql.replace(/\s+/g, " ").slice(0, 160)}`);
+      if (tasks.length > 0) routed++;
+    }
+    expect(problems).toEqual([]);
+    // The questions' statements were Citus's to route: not only statements on the coordinator's own tables.
+    expect(routed).toBeGreaterThan(10);
+  }, 120_000);
+});
