@@ -473,6 +473,59 @@ describe("groups and hierarchy in the console, in Chromium", { timeout: 180_000 
     await expect.poll(() => page.getByRole("region", { name: "Who can write document nowhere" }).textContent()).toContain("Nobody");
   });
 
+  it("check: contextual grants count for the question and who can alone, marked on the path; a bad one named at its field", async () => {
+    const key = await createApp(service, "context", HIERARCHY);
+    await grant(key, { resource: "team", resourceId: "eng", relation: "member" }, "folder", "runbooks", "viewer");
+    await grant(key, { resource: "folder", resourceId: "runbooks" }, "document", "42", "parent");
+    const tab = await open(key, "context", "check");
+    const { page } = tab;
+    await page.getByLabel("User").fill("dee");
+    await page.getByLabel("Resource", { exact: true }).selectOption("document");
+    await page.getByLabel("Instance", { exact: true }).fill("42");
+    await page.getByLabel("Action", { exact: true }).selectOption("read");
+    const contextual = page.getByLabel("Contextual grants (optional)");
+    const membership = JSON.stringify([{ userId: "dee", resource: "team", resourceId: "eng", relation: "member" }]);
+    const check = () => page.getByRole("button", { name: "Check", exact: true }).click();
+    const answer = page.getByRole("region", { name: /Allowed|Denied/ });
+
+    await contextual.fill(membership);
+    await check();
+    await expect.poll(() => answer.getByRole("heading").first().textContent()).toBe("Allowed");
+    expect(await answer.getByRole("list", { name: "Path of grants" }).getByRole("listitem").allTextContents()).toEqual([
+      "dee is member of team:eng (contextual)",
+      " → team:eng#member is viewer of folder:runbooks",
+      " → folder:runbooks is parent of document:42",
+    ]);
+    await expectClean(tab, "check-contextual");
+
+    // Never stored: without it, denied, and team eng has no member.
+    await contextual.fill("");
+    await check();
+    await expect.poll(() => answer.getByRole("heading").first().textContent()).toBe("Denied");
+    expect(await listed(key, "resource=team&resourceId=eng")).toEqual([]);
+
+    // Who can, with it: dee alone.
+    await contextual.fill(membership);
+    await page.getByRole("button", { name: "Who can?" }).click();
+    const who = page.getByRole("region", { name: "Who can read document 42" });
+    await expect.poll(() => who.getByRole("list", { name: "Users who can, page 1" }).getByRole("listitem").allTextContents()).toEqual(["dee"]);
+
+    // Not an array of grants: named at the field by the browser, never sent.
+    const explains = () => tab.urls.filter((u) => u.endsWith("/authz.v1.CheckService/Explain")).length;
+    const before = explains();
+    await contextual.fill('{"userId": "dee"}');
+    await check();
+    await expect.poll(() => describedText(page, contextual)).toContain("a JSON array of grants is needed");
+    expect(await contextual.getAttribute("aria-invalid")).toBe("true");
+    expect(explains()).toBe(before);
+    // A relation the catalog lacks: the service's 400, at the field, naming the grant.
+    await contextual.fill(JSON.stringify([{ userId: "dee", resource: "team", resourceId: "eng", relation: "owner-of-all" }]));
+    await check();
+    await expect.poll(() => describedText(page, contextual)).toContain("contextualGrants[0].relation: ");
+    expect(explains()).toBe(before + 1);
+    await expectClean(tab);
+  });
+
   it("parents: an instance's parents as a tree, upward through its links; a second parent, a cycle, and the 16-level limit", async () => {
     const key = await createApp(service, "tree", HIERARCHY);
     const link = (child: string, parent: string, resource = "folder") => grant(key, { resource: "folder", resourceId: parent }, resource, child, "parent");

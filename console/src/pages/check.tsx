@@ -14,9 +14,11 @@
 import { skipToken, useMutation, useQuery } from "@connectrpc/connect-query";
 import { useState, type FormEvent } from "react";
 import type { GetCurrentKeyResponse } from "../../../gen/authz/v1/applications_pb.js";
+import type { RelationshipTuple } from "../../../gen/authz/v1/relationships_pb.js";
 import { CatalogService } from "../../../gen/authz/v1/catalog_pb.js";
 import { CheckService, type ExplainGrant, type ExplainResponse, type ExplainRuleEntry } from "../../../gen/authz/v1/check_pb.js";
 import { ErrorNote, FieldError } from "../components/error-note";
+import { ContextualGrantsField, readContextualGrants } from "../components/contextual-grants";
 import { EvaluatedConditions } from "../components/evaluated-conditions";
 import { PagerControls } from "../components/pager";
 import { FACT_FIELDS, NO_FACT_TEXTS, QuestionFactsFields, readFacts, type FactField, type FactTexts } from "../components/question-facts";
@@ -32,6 +34,13 @@ interface WhoQuestion {
   resourceId: string;
   action: string;
   tenantId: string;
+  contextualGrants: RelationshipTuple[];
+}
+
+/** The service's reason at a contextual grant, with the field it names ("contextualGrants[1].relation: …"). */
+function contextualReason(problem: ReturnType<typeof apiProblem> | undefined): string | undefined {
+  for (const [field, reason] of problem?.fields ?? []) if (field.startsWith("contextualGrants")) return `${field}: ${reason}`;
+  return undefined;
 }
 
 export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrentKeyResponse }) {
@@ -41,6 +50,9 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
   const [facts, setFacts] = useState<FactTexts>(NO_FACT_TEXTS);
   // The browser's reading of the facts at the last Check: a field that is not a JSON object is never sent.
   const [factProblems, setFactProblems] = useState<ReadonlyMap<FactField, string>>(new Map());
+  const [contextual, setContextual] = useState("");
+  // The browser's reading of the contextual grants at the last question: text that is not an array of grants is never sent.
+  const [contextualProblem, setContextualProblem] = useState<string | undefined>();
   const [who, setWho] = useState<WhoQuestion | undefined>();
   const pager = usePager();
   const whoCan = useQuery(
@@ -52,6 +64,7 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
           resourceId: who.resourceId,
           action: who.action,
           ...(who.tenantId === "" ? {} : { tenantId: who.tenantId }),
+          contextualGrants: who.contextualGrants,
           pageSize: WHO_PAGE_SIZE,
           pageToken: pager.token,
         },
@@ -76,12 +89,13 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
     event.preventDefault();
     setWho(undefined);
     const read = readFacts(facts);
-    if (!read.ok) {
+    const grants = readContextualGrants(contextual);
+    setFactProblems(read.ok ? new Map() : read.problems);
+    setContextualProblem(grants.ok ? undefined : grants.problem);
+    if (!read.ok || !grants.ok) {
       explain.reset();
-      setFactProblems(read.problems);
       return;
     }
-    setFactProblems(new Map());
     explain.mutate({
       userId: form.userId,
       resource: form.resource,
@@ -89,10 +103,14 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
       action: form.action,
       ...(form.tenantId === "" ? {} : { tenantId: form.tenantId }),
       ...read.facts,
+      contextualGrants: grants.grants,
     });
   };
   // The fields that show their own errors: an error naming another gets the general note.
-  const shown = (field: string) => ["userId", "resource", "resourceId", "action", "tenantId"].includes(field) || FACT_FIELDS.some((f) => field === f || field.startsWith(`${f}.`));
+  const shown = (field: string) =>
+    ["userId", "resource", "resourceId", "action", "tenantId"].includes(field) ||
+    field.startsWith("contextualGrants") ||
+    FACT_FIELDS.some((f) => field === f || field.startsWith(`${f}.`));
   const fieldProps = (field: keyof typeof form) => ({
     id: `check-${field}`,
     value: form[field],
@@ -147,6 +165,7 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
           onChange={(field, text) => setFacts((f) => ({ ...f, [field]: text }))}
           reasonOf={(field) => factProblems.get(field) ?? reasonAt(problem, field)}
         />
+        <ContextualGrantsField text={contextual} onChange={setContextual} reason={contextualProblem ?? contextualReason(problem)} />
         <button type="submit" disabled={explain.isPending}>
           Check
         </button>
@@ -157,8 +176,10 @@ export function CheckPage({ appId, caller }: { appId: string; caller: GetCurrent
           onClick={() => {
             explain.reset();
             setFactProblems(new Map());
+            const grants = readContextualGrants(contextual);
+            setContextualProblem(grants.ok ? undefined : grants.problem);
             pager.reset();
-            setWho({ resource: form.resource, resourceId: form.resourceId, action: form.action, tenantId: form.tenantId });
+            setWho(grants.ok ? { resource: form.resource, resourceId: form.resourceId, action: form.action, tenantId: form.tenantId, contextualGrants: grants.grants } : undefined);
           }}
         >
           Who can?
@@ -263,7 +284,8 @@ function Answer({ appId, answer }: { appId: string; answer: ExplainResponse }) {
                   </li>
                 ) : (
                   <li key={i}>
-                    Grant: <strong>{r.relation}</strong> on this instance{r.grant?.allUsers === true && " to every user (allUsers)"}, given {when(r.grant?.createdAt)}
+                    Grant: <strong>{r.relation}</strong> on this instance{r.grant?.allUsers === true && " to every user (allUsers)"}
+                    {r.grant?.contextual === true ? ", contextual (this question's alone)" : `, given ${when(r.grant?.createdAt)}`}
                     {r.grant?.expiresAt !== undefined && <>, until {when(r.grant.expiresAt)}</>}
                     {r.grant?.condition !== undefined && (
                       <>
@@ -367,6 +389,7 @@ function GrantPath({ path }: { path: ExplainGrant[] }) {
         <li key={i}>
           {i > 0 && <span aria-hidden="true"> → </span>}
           {grantSentence(g)}
+          {g.contextual === true && <span className="muted"> (contextual)</span>}
           {g.expiresAt !== undefined && <span className="muted"> (until {when(g.expiresAt)})</span>}
           {g.condition !== undefined && (
             <>
