@@ -108,13 +108,26 @@ describe.each(engines)("lookup and who can with contextual grants on %s", (engin
     expect(await whoCan("ctx", { resource: "document", resourceId: "d2", action: "update", contextualGrants: under })).toEqual(["carol"]);
   });
 
-  it("a contextual allUsers grant: anyone finds d7; who can lists the users it reaches otherwise, and says allUsers as the stored grants do", async () => {
+  it("a contextual allUsers grant: anyone finds d7; who can lists the users it reaches otherwise, and says every user may", async () => {
     const open = [everyone("document", "d7", "viewer"), set("folder:runbooks", "document", "d7", "parent")];
     expect(await lookup("ctx", { userId: "zed", resource: "document", action: "read", contextualGrants: open })).toEqual(["d7"]);
     expect(await lookup("ctx", { userId: "alice", resource: "document", action: "read", contextualGrants: open })).toEqual(["d1", "d2", "d4", "d7"]);
-    const res = await pages("ctx", WHO_CAN, { resource: "document", resourceId: "d7", action: "read", contextualGrants: open }, 10, "userIds");
-    expect(res.ids).toEqual(["alice"]);
-    expect(res.first.allUsers).toBe(false);
+    const allUsersOf = async (body: Json) => {
+      const res = await pages("ctx", WHO_CAN, { resource: "document", action: "read", ...body }, 1, "userIds");
+      return [res.ids, res.first.allUsers === true, res.first.allUsersConditions ?? []];
+    };
+    expect(await allUsersOf({ resourceId: "d7", contextualGrants: open })).toEqual([["alice"], true, []]);
+    // A contextual grant that gives no one everything: false, as without it.
+    expect(await allUsersOf({ resourceId: "d7", contextualGrants: [set("folder:runbooks", "document", "d7", "parent")] })).toEqual([["alice"], false, []]);
+    // A stored allUsers grant reached only through a contextual link: every user may.
+    await bulk("ctx", [everyone("folder", "lobby", "viewer")]);
+    expect(await allUsersOf({ resourceId: "d6" })).toEqual([[], false, []]);
+    expect(await allUsersOf({ resourceId: "d6", contextualGrants: [set("folder:lobby", "document", "d6", "parent")] })).toEqual([[], true, []]);
+    // A contextual allUsers grant with a condition: every user may where it holds with the question's facts.
+    const when = [{ ...everyone("document", "d6", "viewer"), condition: "context.ok == true" }];
+    expect(await allUsersOf({ resourceId: "d6", contextualGrants: when, context: { ok: true } })).toEqual([[], true, []]);
+    expect(await allUsersOf({ resourceId: "d6", contextualGrants: when, context: { ok: false } })).toEqual([[], false, []]);
+    await bulk("ctx", [], [everyone("folder", "lobby", "viewer")]);
   });
 
   it("a contextual grant with a condition counts where it holds; one with an expiry counts until it passes", async () => {
@@ -263,8 +276,11 @@ describe.each(engines)("lookup and who can with contextual grants on %s", (engin
         for (const resourceId of ids) {
           for (const action of ["read", "update"]) {
             const q = { resource, resourceId, action };
-            const expected = await whoCan("whole", q);
-            expect(await whoCan("split", { ...q, contextualGrants: contextual }, 1 + (seed % 2)), what(q)).toEqual(expected);
+            const expected = await pages("whole", WHO_CAN, q, 100, "userIds");
+            const got = await pages("split", WHO_CAN, { ...q, contextualGrants: contextual }, 1 + (seed % 2), "userIds");
+            expect(got.ids, what(q)).toEqual(expected.ids);
+            // Every user may exactly where they may with every grant stored (these worlds have no condition).
+            expect(got.first.allUsers === true, `allUsers: ${what(q)}`).toBe(expected.first.allUsers === true);
           }
         }
       }

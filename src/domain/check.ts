@@ -129,6 +129,21 @@ export class Checker {
     return syncAnswer(model, question, facts) ?? (await this.decide(caller, [[model, question, facts]], [undefined]))[0]!;
   }
 
+  /**
+   * Whether every user may, with the question's facts and contextual grants:
+   * the check of the allUsers holder (ALL_USERS_ID), whose grants are the
+   * allUsers ones (stored and contextual) and who holds no role. Who can
+   * asks it where contextual grants could give everyone a path
+   * (docs/contextual-grants.md); its question was validated there.
+   */
+  async everyoneMay(caller: Caller, question: CheckQuestion): Promise<boolean> {
+    const q = { ...question, userId: ALL_USERS_ID };
+    const facts = await this.coalesced.call(inputOf(caller, q));
+    const model = liveModel(facts);
+    if (byDecision(model, q)) return (await this.withOperators(caller, [[model, q, facts]]))[0]!;
+    return syncAnswer(model, q, facts) ?? (await this.decide(caller, [[model, q, facts]], [undefined]))[0]!;
+  }
+
   /** Up to 1,000 checks, answered from one statement; answers in request order. */
   async batch(caller: Caller, questions: CheckQuestion[]): Promise<boolean[]> {
     const all = await this.batchFacts(caller, questions, "checks", validateQuestion);

@@ -5,6 +5,7 @@ import { graphStore, type WhoCanInput, type WhoCanRow } from "../store/graph-sto
 import type { ThroughPaths, ThroughPathsRow } from "../store/conditional-candidates.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
 import { Checker, type Caller } from "./check.js";
+import type { CheckQuestion } from "./check-questions.js";
 import { pageOf, type ConditionalAnswer, type PageEntry } from "./lookup.js";
 import { splitPage } from "../store/conditional-candidates.js";
 import { unavailable, Violations } from "./errors.js";
@@ -162,10 +163,13 @@ export class WhoCan {
    * the holders of the outward walk through live rows and the grants'
    * subject sets and links, and the users the grants name on it), each asked
    * as the batch check asks it with the grants, as where the catalog has
-   * `requires` or `unless`. `allUsers` and `allUsersConditions` are the
-   * stored grants' (where no rule takes away, grants only add, so what they
-   * say still holds); where the catalog has `requires` or `unless`, false
-   * and none, as there.
+   * `requires` or `unless`. `allUsers`: a stored allUsers path, or the
+   * check of the allUsers holder with the grants and the question's facts
+   * (Checker.everyoneMay: a contextual allUsers grant, or a stored one
+   * reached through a contextual set or link); when neither,
+   * `allUsersConditions` are the stored grants' (grants only add, so they
+   * still suffice). Where the catalog has `requires` or `unless`, false and
+   * none, as there.
    */
   private async whoCanWithContextual(
     caller: Caller,
@@ -186,9 +190,10 @@ export class WhoCan {
       const ids = splitPage(row.ids).map((e) => e.id);
       return { ids: ids.slice(0, chunk), full: ids.length >= chunk };
     };
-    const everyone =
-      model.operators || first.allUsers
-        ? { allUsers: first.allUsers && !model.operators, allUsersConditions: [] }
+    const everyone = model.operators
+      ? { allUsers: false, allUsersConditions: [] }
+      : first.allUsers || (await this.checker.everyoneMay(caller, checkOf(q, "")))
+        ? { allUsers: true, allUsersConditions: [] }
         : { allUsers: false, allUsersConditions: first.allUsersPathsPossible === true ? await this.checker.everyoneWays(caller, q) : [] };
     return this.allowedAnswer(caller, q, input, limit, read, everyone);
   }
@@ -205,15 +210,7 @@ export class WhoCan {
     const page = await allowedPage(limit, input.after, read, (ids) =>
       this.checker.batch(
         caller,
-        ids.map((userId) => ({
-          userId,
-          resource: q.resource,
-          resourceId: q.resourceId,
-          action: q.action,
-          tenantId: q.tenantId,
-          facts: q.facts,
-          contextualGrants: q.contextualGrants,
-        })),
+        ids.map((userId) => checkOf(q, userId)),
       ),
     );
     return {
@@ -225,3 +222,14 @@ export class WhoCan {
     };
   }
 }
+
+/** A who can question asked of the check for `userId`, with its facts and contextual grants. */
+const checkOf = (q: WhoCanQuestion, userId: string): CheckQuestion => ({
+  userId,
+  resource: q.resource,
+  resourceId: q.resourceId,
+  action: q.action,
+  tenantId: q.tenantId,
+  facts: q.facts,
+  contextualGrants: q.contextualGrants,
+});
