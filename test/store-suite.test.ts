@@ -983,6 +983,22 @@ describe.each(engines)("store on %s", (engine) => {
         { keyValid: true, version: version.get(a), relations: [], conditional: [], pathsPossible: false, roles: [], conditionalRoles: [] },
       ]);
       expect(version.get(a)).not.toBe(version.get(b));
+      // A question asked again in a batch (here with other keys) goes to the statement once, and each asker gets its answer.
+      const sent: string[] = [];
+      const recording: Queryable = { query: (sql, params) => (sent.push(String(params?.[2])), db.query(sql, params)) };
+      const again = await new CheckStatements().check(recording, [
+        ask(a, `hash-live-${a}`, "ann"),
+        ask(a, `hash-revoked-${a}`, "ann"),
+        ask(a, `hash-live-${a}`, "bob"),
+        ask(a, `hash-live-${a}`, "ann"),
+      ]);
+      expect(JSON.parse(sent.at(-1)!)).toHaveLength(2);
+      expect(again.rows.map((r) => [r.keyValid, [...r.relations].sort()])).toEqual([
+        [true, ["editor", "viewer"]],
+        [false, ["editor", "viewer"]],
+        [true, []],
+        [true, ["editor", "viewer"]],
+      ]);
       expect(replayed).toBeNull(); // not asked for
       expect(await checkStore.check(db, [])).toEqual({ rows: [], replayed: null });
       // Asked for, the server's own replay position: none on a primary that never recovered (a

@@ -2,7 +2,7 @@ import { DECISION_FUNCTION } from "./decision-store.js";
 import { EACH_HOLDER } from "./all-users.js";
 import type { Queryable } from "./db.js";
 import { checkFunction, PlannedStatement, type CheckFunction } from "./check-functions.js";
-import { distinctKeys, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
+import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
 import { GRAPH_CHECK_ENTRIES_SQL, GRAPH_CHECK_FLAT_SQL, GRAPH_CHECK_SQL, type GraphGroups } from "./graph-check-sql.js";
 
@@ -190,19 +190,28 @@ export class CheckStatements {
     graph: GraphGroups | undefined,
   ): Promise<CheckRows> {
     const { keys, keyOf } = distinctKeys(checks);
+    // The same question asked twice in a batch (callers asking at once about one hot instance) is asked of the statement once.
+    const { json, at } = distinctQuestions(
+      graph !== undefined
+        ? checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId, a: c.action ?? null, x: c.action == null ? null : (graph.walks[`${c.resource}\0${c.action}`] ?? null) }))
+        : checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })),
+    );
     const row = graph !== undefined
       ? await (graph.entries.length > 0 ? this.graphEntries : graph.within ? this.graph : this.graphFlat).row<StatementRow>(q, replayed, [
           appId,
           keys,
-          JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId, a: c.action ?? null, x: c.action == null ? null : (graph.walks[`${c.resource}\0${c.action}`] ?? null) }))),
+          json,
           JSON.stringify(graph.pairs),
           JSON.stringify(graph.steps),
           ...(graph.entries.length > 0 ? [JSON.stringify(graph.entries)] : []),
         ])
-      : await this.direct.row<StatementRow>(q, replayed, [appId, keys, JSON.stringify(checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })))]);
+      : await this.direct.row<StatementRow>(q, replayed, [appId, keys, json]);
     const keyRows = row.keys ?? [];
+    const answers = row.rows;
+    if (answers === null) return { rows: [], replayed: row.replayed ?? null };
     return {
-      rows: (row.rows ?? []).map(([encoded, encodedRoles, pathsPossible], i) => {
+      rows: checks.map((_, i) => {
+        const [encoded, encodedRoles, pathsPossible] = answers[at[i]!]!;
         const { relations, conditional } = decodeRelations(encoded);
         const split = decodeRelations(encodedRoles);
         const conditionalRoles = split.conditional.map((c) => ({ roleId: c.relation, condition: c.condition }));
