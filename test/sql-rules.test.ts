@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExpirySweep } from "../src/domain/expiry-sweep.js";
 import { changesStore } from "../src/store/changes-store.js";
 import { DISTRIBUTED_TABLES, REFERENCE_TABLES } from "../src/store/distribute.js";
-import type { Db, Queryable } from "../src/store/db.js";
+import type { Queryable } from "../src/store/db.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { applyScenario, checkOf, loadScenarios } from "./support/scenario.js";
 import { startTestService, type RestAnswer, type TestService } from "./support/service.js";
@@ -23,6 +23,7 @@ import { DECISION_FUNCTION, DECISION_SQL, DecisionStatements } from "../src/stor
 import { loadMigrations, migrate } from "../src/store/migrate.js";
 import { modelStore } from "../src/store/model-store.js";
 import { sqlRuleViolations } from "./support/sql-rules.js";
+import { recordingDb } from "./support/recording-db.js";
 import { admin, createApp } from "./helpers/authz.js";
 import { GRAPH_CATALOG, set, user } from "./support/graph.js";
 
@@ -83,24 +84,6 @@ describe("the SQL rule checker", () => {
   });
 });
 
-/** The database, recording the text of every statement sent through it (transactions included). */
-function recording(db: Db, statements: Set<string>, on: () => boolean): Db {
-  const record = (sql: string) => on() && statements.add(sql);
-  return new Proxy(db, {
-    get(target, property, receiver) {
-      if (property === "query") {
-        return (sql: string, params?: readonly unknown[], options?: never) => (record(sql), target.query(sql, params, options));
-      }
-      if (property === "transaction") {
-        return <T>(fn: (tx: Queryable) => Promise<T>, options?: never) =>
-          target.transaction((tx) => fn({ query: (sql, params) => (record(sql), tx.query(sql, params)) }), options);
-      }
-      const value: unknown = Reflect.get(target, property, receiver);
-      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-}
-
 describe.each(engines)("every statement the service sends, on %s", (engine) => {
   let database: TestDatabase;
   let service: TestService;
@@ -111,7 +94,7 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     database = await createTestDatabase(engine);
     // From the first request on: migrations run before any application
     // exists, and before the tables are distributed (see distribute.ts).
-    service = await startTestService(recording(database.db, statements, () => on));
+    service = await startTestService(recordingDb(database.db, (sql) => on && statements.add(sql)));
     on = true;
   }, 60_000);
   afterAll(async () => {

@@ -125,8 +125,7 @@ export class Checker {
     const model = liveModel(facts);
     known(v, model, question, facts.nowMs, (field) => field);
     v.throwIfAny();
-    if (byDecision(model, question)) return (await this.withOperators(caller, [[model, question, facts]]))[0]!;
-    return syncAnswer(model, question, facts) ?? (await this.decide(caller, [[model, question, facts]], [undefined]))[0]!;
+    return this.answerOne(caller, model, question, facts);
   }
 
   /**
@@ -134,12 +133,17 @@ export class Checker {
    * the check of the allUsers holder (ALL_USERS_ID), whose grants are the
    * allUsers ones (stored and contextual) and who holds no role. Who can
    * asks it where contextual grants could give everyone a path
-   * (docs/contextual-grants.md); its question was validated there.
+   * (docs/contextual-grants.md); its question was validated there, and
+   * whatever user it names, the allUsers holder is asked.
    */
   async everyoneMay(caller: Caller, question: CheckQuestion): Promise<boolean> {
     const q = { ...question, userId: ALL_USERS_ID };
     const facts = await this.coalesced.call(inputOf(caller, q));
-    const model = liveModel(facts);
+    return this.answerOne(caller, liveModel(facts), q, facts);
+  }
+
+  /** One question's answer from its statement's facts: by the decision, from the facts alone, or after its conditions. */
+  private async answerOne(caller: Caller, model: AccessModel, q: CheckQuestion, facts: Facts): Promise<boolean> {
     if (byDecision(model, q)) return (await this.withOperators(caller, [[model, q, facts]]))[0]!;
     return syncAnswer(model, q, facts) ?? (await this.decide(caller, [[model, q, facts]], [undefined]))[0]!;
   }

@@ -4,6 +4,7 @@ import type { Db } from "../store/db.js";
 import { graphStore, type WhoCanInput, type WhoCanRow } from "../store/graph-store.js";
 import type { ThroughPaths, ThroughPathsRow } from "../store/conditional-candidates.js";
 import type { ReadReplicas } from "../store/read-replicas.js";
+import { ALL_USERS_ID } from "../store/all-users.js";
 import { Checker, type Caller } from "./check.js";
 import type { CheckQuestion } from "./check-questions.js";
 import { pageOf, type ConditionalAnswer, type PageEntry } from "./lookup.js";
@@ -14,9 +15,8 @@ import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
 import { allowedPage, type ReadIds } from "./operator-pages.js";
-import { checkContextualForm, hasContextual, type ContextualGrant } from "./contextual-grants.js";
+import { checkContextualForm, contextEdges, hasContextual, type ContextualGrant } from "./contextual-grants.js";
 import { requireContextualGrants, whoCanUsers } from "./contextual-pages.js";
-import { contextEdges } from "./contextual-grants.js";
 import { contextualPagesStore, type ContextualWhoCanInput } from "../store/contextual-pages-store.js";
 import type { AccessModel } from "./access-model.js";
 
@@ -192,7 +192,7 @@ export class WhoCan {
     };
     const everyone = model.operators
       ? { allUsers: false, allUsersConditions: [] }
-      : first.allUsers || (await this.checker.everyoneMay(caller, checkOf(q, "")))
+      : first.allUsers || (await this.checker.everyoneMay(caller, checkOf(q, ALL_USERS_ID)))
         ? { allUsers: true, allUsersConditions: [] }
         : { allUsers: false, allUsersConditions: first.allUsersPathsPossible === true ? await this.checker.everyoneWays(caller, q) : [] };
     return this.allowedAnswer(caller, q, input, limit, read, everyone);

@@ -71,7 +71,6 @@ const explainWalk = (contextual: boolean) => `${
     ) e(resource, resource_id, relation, depth, grant_row, kind)
   )`;
 
-
 export const EXPLAIN_EDGES = (n: string) => `
   (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_array(w.edge->0, w.edge->1, jsonb_build_array(w.resource, w.resource_id, w.relation), w.edge->2)), '[]')
    FROM walk w WHERE w.n = ${n} AND w.edge IS NOT NULL)`;

@@ -8,6 +8,7 @@
  */
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { RelationshipTupleSchema, type RelationshipTuple } from "../../../gen/authz/v1/relationships_pb.js";
+import { readJson } from "../lib/json-object";
 import { FieldError } from "./error-note";
 
 const EXAMPLE = '[{"userId": "dee", "resource": "team", "resourceId": "eng", "relation": "member"}]';
@@ -17,12 +18,9 @@ export type ContextualText = { ok: true; grants: RelationshipTuple[] } | { ok: f
 /** The text as grants; none when it is blank. */
 export function readContextualGrants(text: string): ContextualText {
   if (text.trim() === "") return { ok: true, grants: [] };
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    return { ok: false, problem: `not JSON: ${error instanceof Error ? error.message : String(error)}` };
-  }
+  const read = readJson(text);
+  if (!read.ok) return read;
+  const value = read.value;
   if (!Array.isArray(value)) return { ok: false, problem: "a JSON array of grants is needed ([{…}, …])" };
   const grants: RelationshipTuple[] = [];
   for (const [i, grant] of value.entries()) {

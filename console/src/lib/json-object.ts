@@ -15,16 +15,22 @@ function kindOf(value: unknown): string {
   return `a ${typeof value}`;
 }
 
-/** The text as a JSON object; undefined when it is empty or blank (nothing given). */
-export function readJsonObject(text: string): JsonObjectText {
-  if (text.trim() === "") return { ok: true, value: undefined };
-  let value: unknown;
+/** Non-blank text as a JSON value, or where it stops being JSON. */
+export function readJson(text: string): { ok: true; value: unknown } | { ok: false; problem: string } {
   try {
-    value = JSON.parse(text);
+    return { ok: true, value: JSON.parse(text) };
   } catch (error) {
     // The browser's message says where (Chromium: "... at position 12 (line 2 column 3)").
     return { ok: false, problem: `not JSON: ${error instanceof Error ? error.message : String(error)}` };
   }
+}
+
+/** The text as a JSON object; undefined when it is empty or blank (nothing given). */
+export function readJsonObject(text: string): JsonObjectText {
+  if (text.trim() === "") return { ok: true, value: undefined };
+  const read = readJson(text);
+  if (!read.ok) return read;
+  const value = read.value;
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     return { ok: false, problem: `a JSON object is needed ({"key": value, …}), not ${kindOf(value)}` };
   }
