@@ -10,9 +10,10 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
  *
  * First `paired`, two files at a time, a browser file (Chromium takes a core
  * of its own) beside a file that mostly waits (on processes starting and
- * stopping, replicas catching up, a cluster of its own): the sequencer below
- * hands them out in turn, the longest first, so two browsers rarely meet.
- * Each list is in that order (the longest first, as measured).
+ * stopping, replicas catching up): the sequencer below hands them out in
+ * turn, the longest first, so two browsers rarely meet. Each list is in that
+ * order (the longest first, as measured). As in `together`, a worker runs
+ * its files in one process, the modules loaded once.
  */
 const BROWSER = [
   "test/console-e2e.test.ts",
@@ -30,7 +31,6 @@ const BROWSER = [
 const WAITING = [
   "test/freshness.test.ts",
   "test/read-replicas.test.ts",
-  "test/citus.test.ts",
   "test/start-up-mistakes.test.ts",
   "test/changes-restarts.test.ts",
   "test/changes-streams.test.ts",
@@ -53,10 +53,9 @@ const TIMING = ["test/process.test.ts", "test/h2-attacks.test.ts"];
 const CLOCKS = ["test/deadlines.test.ts", "test/cancel-while-writing.test.ts", "test/connection-timeouts.test.ts", "test/h2-limits.test.ts"];
 
 /**
- * Files that replace a module (`vi.mock`): `together` shares each worker's
- * module cache between its files, where the replacement would meet a copy
- * already loaded, so these run in `paired`, a process per file, after its
- * turns.
+ * Files that replace a module (`vi.mock`): `together` and `paired` share
+ * each worker's module cache between its files, where the replacement would
+ * meet a copy already loaded, so these run in `clocks`, a process per file.
  */
 const MOCKING = ["test/authzen-fast-path.test.ts"];
 
@@ -110,9 +109,9 @@ export default defineConfig({
           sequence: { groupOrder: 0 },
         },
       },
-      { extends: true, test: { name: "paired", include: [...BROWSER, ...WAITING, ...MOCKING], maxWorkers: 2, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: "paired", include: [...BROWSER, ...WAITING], isolate: false, maxWorkers: 2, sequence: { groupOrder: 1 } } },
       { extends: true, test: { name: "timing", include: TIMING, maxWorkers: 1, sequence: { groupOrder: 2 } } },
-      { extends: true, test: { name: "clocks", include: CLOCKS, maxWorkers: 2, sequence: { groupOrder: 3 } } },
+      { extends: true, test: { name: "clocks", include: [...CLOCKS, ...MOCKING], maxWorkers: 2, sequence: { groupOrder: 3 } } },
     ],
   },
 });

@@ -7,7 +7,8 @@
 // instances and users), statements with their parameters as literals (a statement sent with BEGIN and
 // COMMIT, a transaction's last statements with COMMIT), requires and unless (the decision's statement
 // through every question), contextual grants (lookup's, who can's and explain's statements with them), every question's reads
-// explained as router queries (citus-router) and every test/graph-*.test.ts
+// explained as router queries (citus-router), the service on the coordinator beside a plain
+// Postgres with every answer compared (citus) and every test/graph-*.test.ts
 // with PORTCULLIS_TEST_ENGINES=citus; vitest's global setup
 // (test/support/global-setup.ts) starts a coordinator and two workers on free
 // loopback ports in a temporary folder and stops them when the run ends,
@@ -38,6 +39,7 @@ const files = [
   "test/contextual-pages.test.ts",
   "test/contextual-explain.test.ts",
   "test/citus-router.test.ts",
+  "test/citus.test.ts",
   ...readdirSync(join(root, "test"))
     .filter((f) => /^graph-.*\.test\.ts$/.test(f))
     .sort()

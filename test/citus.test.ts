@@ -10,8 +10,11 @@
  * with a 5xx, which the run does not accept, and an answer Citus computes
  * differently shows as a difference.
  *
- * In CI (CI=true) the test runs or fails: .ci/run installs Citus. Elsewhere
- * it is skipped, saying so, when Citus is not installed.
+ * It runs in the Citus leg (`npm run test:citus`, PORTCULLIS_TEST_ENGINES=citus),
+ * on the cluster the leg's global setup starts, in databases of its own
+ * (Citus's default 32 shards a table), and is skipped in runs without the
+ * citus engine: a cluster of its own would cost the run a second start. In
+ * CI (CI=true) the leg runs or fails: .ci/run installs Citus.
  */
 import { toJson } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
@@ -28,14 +31,15 @@ import { migrate } from "../src/store/migrate.js";
 import { PgDb } from "../src/store/pg-db.js";
 import { relationshipsStore } from "../src/store/relationships-store.js";
 import { pgQuery } from "../bench/pg-server.js";
-import { CITUS_MISSING, citusInstalled, IN_CI, startCitusCluster, type CitusCluster } from "./support/citus.js";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { CITUS_MISSING, citusInstalled, IN_CI, joinCitusCluster, type CitusNodes } from "./support/citus.js";
+import { citusUrls, createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 import { grpcCaller, type GrpcCaller, type GrpcService } from "./support/grpc-client.js";
 import { applyScenario, checkOf, loadScenarios } from "./support/scenario.js";
 import { ADMIN_KEY, restCaller, testConfig, type TestService } from "./support/service.js";
 import { cleanUpServiceProcesses, startService, stopService } from "./support/service-process.js";
 
 const installed = citusInstalled();
+const inLeg = engines.includes("citus");
 if (!installed && !IN_CI) process.stderr.write(`\n  test/citus.test.ts is skipped: ${CITUS_MISSING}.\n\n`);
 
 describe("Citus", () => {
@@ -439,15 +443,16 @@ async function startLogged(db: Db, overrides: Partial<Config> = {}): Promise<{ s
   return { service: Object.assign(service, { call: restCaller(service.url) }), serverLog };
 }
 
-describe.skipIf(!installed && !IN_CI)("a Citus coordinator with two workers", () => {
-  let cluster: CitusCluster;
+describe.skipIf(!inLeg)("a Citus coordinator with two workers", () => {
+  let cluster: CitusNodes;
   let citusDb: PgDb;
   let citusUrl: string;
   /** A second database of the cluster, for the service started as its own process. */
   let processUrl: string;
 
   beforeAll(async () => {
-    cluster = await startCitusCluster();
+    const { coordinator, workers } = citusUrls();
+    cluster = joinCitusCluster(coordinator, workers);
     const [url, other] = await Promise.all([cluster.createDatabase(), cluster.createDatabase()]);
     citusDb = new PgDb(url, { max: 10, onError: () => undefined });
     citusUrl = url;
@@ -515,8 +520,8 @@ describe.skipIf(!installed && !IN_CI)("a Citus coordinator with two workers", ()
     let plainRun: Run;
 
     beforeAll(async () => {
-      // The real Postgres when the suite has it, else PGlite: either is the plain engine.
-      plain = await createTestDatabase(engines.includes("postgres") ? "postgres" : "pglite");
+      // The plain engine: the real Postgres, which every run of the tests has.
+      plain = await createTestDatabase("postgres");
       // Every statement must go to one shard (rule 1 of docs/scale-out.md):
       // from here on, Citus fails one that would run on several rather than
       // logging it. On the service's connections, which open after this.

@@ -281,7 +281,7 @@ assertions:
   it("takes JSON, and stdin for -", { timeout: TIMEOUT }, async () => {
     const { parse } = await import("yaml");
     const json = JSON.stringify(parse(PASSING));
-    const [fromFile, fromStdin] = await Promise.all([portcullis(["model", "test", await file("passing.json", json)]), portcullis(["model", "test", "-"], { stdin: json })]);
+    const [fromFile, fromStdin] = await Promise.all([portcullis(["model", "test", await file("passing.json", json)], IN_PROCESS), portcullis(["model", "test", "-"], { ...IN_PROCESS, stdin: json })]);
     expect(fromFile.code).toBe(0);
     expect(fromStdin.code).toBe(0);
     expect(fromStdin.stdout).toContain("ok: all 9 assertions hold");

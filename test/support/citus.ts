@@ -45,13 +45,41 @@ export function citusInstalled(): boolean {
 export const CITUS_MISSING =
   "Citus is not installed in this machine's PostgreSQL: run `bash ../shared/citus/install.sh` as root (docs/development.md#tests)";
 
-export interface CitusCluster {
-  readonly coordinator: PgServer;
-  readonly workers: readonly PgServer[];
+/** A cluster's nodes as a test sees them: where each listens, and databases made on all of them. */
+export interface CitusNodes {
+  readonly coordinator: { readonly port: number };
+  readonly workers: readonly { readonly port: number }[];
   /** Makes a database on every node with the extension, on the coordinator adds the workers; returns its coordinator URL. */
   createDatabase(name?: string): Promise<string>;
-  /** Stops the three servers and deletes the folder. Idempotent. */
+  /** Ends what this handle started: the databases it made, or the servers and their folder. Idempotent. */
   close(): Promise<void>;
+}
+
+export interface CitusCluster extends CitusNodes {
+  readonly coordinator: PgServer;
+  readonly workers: readonly PgServer[];
+}
+
+/**
+ * A cluster already running, named by the URLs of an admin database on its
+ * coordinator and on each worker (the Citus leg's: global-setup.ts starts
+ * it): databases made on it are dropped by close(), the servers left running.
+ */
+export function joinCitusCluster(coordinatorUrl: string, workerUrls: readonly string[]): CitusNodes {
+  const made: string[] = [];
+  const port = (url: string) => nodeOf(url).port;
+  return {
+    coordinator: { port: port(coordinatorUrl) },
+    workers: workerUrls.map((url) => ({ port: port(url) })),
+    async createDatabase(name = `portcullis_citus_${randomBytes(4).toString("hex")}`) {
+      made.push(name);
+      return await createCitusDatabase(coordinatorUrl, workerUrls, name);
+    },
+    async close() {
+      const names = made.splice(0);
+      for (const name of names) await dropCitusDatabase(coordinatorUrl, workerUrls, name);
+    },
+  };
 }
 
 const SETTINGS = {

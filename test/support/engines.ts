@@ -206,7 +206,8 @@ class DistributingPgDb extends PgDb {
   }
 }
 
-async function createCitusTestDatabase(): Promise<TestDatabase> {
+/** The run's Citus cluster (CITUS_URL_VAR and CITUS_WORKERS_VAR): the URLs of an admin database on its coordinator and on each worker. */
+export function citusUrls(): { coordinator: string; workers: string[] } {
   const coordinator = process.env[CITUS_URL_VAR];
   if (coordinator === undefined || coordinator === "") {
     throw new Error(`the citus engine needs ${CITUS_URL_VAR} (and ${CITUS_WORKERS_VAR}): run it with \`npm run test:citus\`, or PORTCULLIS_TEST_ENGINES=citus, whose global setup starts a cluster`);
@@ -215,6 +216,11 @@ async function createCitusTestDatabase(): Promise<TestDatabase> {
     .split(",")
     .map((w) => w.trim())
     .filter((w) => w !== "");
+  return { coordinator, workers };
+}
+
+async function createCitusTestDatabase(): Promise<TestDatabase> {
+  const { coordinator, workers } = citusUrls();
   const name = `portcullis_test_${randomBytes(6).toString("hex")}`;
   const url = await createCitusDatabase(coordinator, workers, name);
   // Four shards a table, not Citus's 32: distributing the schema takes a third of the time, and
