@@ -1,7 +1,8 @@
 /**
  * A caller who gives up while its write's statement runs: nothing commits,
- * on either engine. deadlines.test.ts holds a write up before it starts;
- * here the write is already inside its statement when the cancel comes.
+ * on either engine. The deadlines' files (support/deadline-cases.ts) hold a
+ * write up before it starts; here the write is already inside its statement
+ * when the cancel comes.
  *
  * The service runs as its own process (as in production: the client's
  * cancel travels over a socket while the service is busy), over a database

@@ -1,4 +1,8 @@
 /**
+ * The cases of test/deadlines-pglite.test.ts and test/deadlines-postgres.test.ts, one engine
+ * each, so the two run side by side (each case of an engine runs alone: it counts
+ * the statements waiting on its lock).
+ *
  * Deadlines and cancellation down to the database, on each engine, end to
  * end on a real port: a bulk grant write is made to wait (on Postgres the
  * test holds the application's lock exclusively, which the write takes shared; on
@@ -14,11 +18,11 @@ import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/conn
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RelationshipService } from "../gen/authz/v1/relationships_pb.js";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
-import { startTestService, type TestService } from "./support/service.js";
-import { createApp, grant, storedGrants, type Grant } from "./helpers/authz.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { RelationshipService } from "../../gen/authz/v1/relationships_pb.js";
+import { createTestDatabase, type EngineName, type TestDatabase } from "./engines.js";
+import { startTestService, type TestService } from "./service.js";
+import { createApp, grant, storedGrants, type Grant } from "../helpers/authz.js";
 
 const CATALOG = [{ resource: "document", description: "", actions: ["read", "update"] }];
 const GRANTS: Grant[] = Array.from({ length: 50 }, (_, i) => grant(`user-${i}`, "document", "d1", i % 2 === 0 ? "viewer" : "editor"));
@@ -151,7 +155,9 @@ const giveUps: GiveUp[] = [
   },
 ];
 
-describe.each(engines)("deadlines and cancellation on %s", (engine) => {
+
+/** Every case, on `engine`: called inside the file's describe. */
+export function deadlineCases(engine: EngineName): void {
   let database: TestDatabase;
   let service: TestService;
   let counter = 0;
@@ -276,4 +282,4 @@ describe.each(engines)("deadlines and cancellation on %s", (engine) => {
       if (!released) await held.release();
     }
   });
-});
+}
