@@ -18,10 +18,10 @@ import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/conn
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import pg from "pg";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { RelationshipService } from "../../gen/authz/v1/relationships_pb.js";
-import { createTestDatabase, type EngineName, type TestDatabase } from "./engines.js";
-import { startTestService, type TestService } from "./service.js";
+import type { EngineName } from "./engines.js";
+import { useService } from "./use-service.js";
 import { createApp, grant, storedGrants, type Grant } from "../helpers/authz.js";
 
 const CATALOG = [{ resource: "document", description: "", actions: ["read", "update"] }];
@@ -158,18 +158,8 @@ const giveUps: GiveUp[] = [
 
 /** Every case, on `engine`: called inside the file's describe. */
 export function deadlineCases(engine: EngineName): void {
-  let database: TestDatabase;
-  let service: TestService;
+  const used = useService(engine);
   let counter = 0;
-
-  beforeAll(async () => {
-    database = await createTestDatabase(engine);
-    service = await startTestService(database.db);
-  });
-  afterAll(async () => {
-    await service?.close();
-    await database?.dispose();
-  });
 
   /**
    * Makes the application's writes wait until release(): on Postgres a
@@ -183,7 +173,7 @@ export function deadlineCases(engine: EngineName): void {
       const gate = new Promise<void>((resolve) => (open = resolve));
       let held!: () => void;
       const holding = new Promise<void>((resolve) => (held = resolve));
-      const done = database.db.transaction(async () => {
+      const done = used.database.db.transaction(async () => {
         held();
         await gate;
       });
@@ -195,7 +185,7 @@ export function deadlineCases(engine: EngineName): void {
         },
       };
     }
-    const client = new pg.Client({ connectionString: database.url, application_name: "deadline-test" });
+    const client = new pg.Client({ connectionString: used.database.url, application_name: "deadline-test" });
     await client.connect();
     await client.query("BEGIN");
     // The lock applicationsStore.lock(…, "update") takes.
@@ -210,7 +200,7 @@ export function deadlineCases(engine: EngineName): void {
 
   /** Portcullis backends of this database waiting on a lock (Postgres). */
   const waitingOnLock = async () => {
-    const { rows } = await database.db.query<{ n: number }>(
+    const { rows } = await used.database.db.query<{ n: number }>(
       "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'portcullis' AND wait_event_type = 'Lock'",
     );
     return rows[0]!.n;
@@ -229,7 +219,7 @@ export function deadlineCases(engine: EngineName): void {
     await pause(300);
     if (engine === "postgres") {
       await until(async () => {
-        const { rows } = await database.db.query<{ n: number }>(
+        const { rows } = await used.database.db.query<{ n: number }>(
           "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'portcullis' AND state <> 'idle' AND pid <> pg_backend_pid()",
         );
         return rows[0]!.n === 0;
@@ -240,23 +230,23 @@ export function deadlineCases(engine: EngineName): void {
 
   it("control: a write held up for less than its deadline commits", async () => {
     const appId = `dl-control-${engine}`;
-    const key = await createApp(service, appId, CATALOG);
+    const key = await createApp(used.service, appId, CATALOG);
     const held = await hold(appId);
-    const call = grpcBulk(service.url, key, GRANTS, { deadline: Date.now() + 10_000 });
+    const call = grpcBulk(used.service.url, key, GRANTS, { deadline: Date.now() + 10_000 });
     await pause(300);
     await held.release();
     expect(await call).toBe("OK");
-    expect(await storedGrants(database.db, appId)).toBe(GRANTS.length);
+    expect(await storedGrants(used.database.db, appId)).toBe(GRANTS.length);
   });
 
   it.each(giveUps)("$name: the caller gets $expected and nothing is written", async ({ run, expected }) => {
     const appId = `dl-${counter++}-${engine}`;
-    const key = await createApp(service, appId, CATALOG);
+    const key = await createApp(used.service, appId, CATALOG);
     const held = await hold(appId);
     let released = false;
     try {
       const started = Date.now();
-      const call = run(service.url, key, GRANTS);
+      const call = run(used.service.url, key, GRANTS);
       if (engine === "postgres") {
         // The write reached the database and waits on the lock the test holds.
         expect(await until(async () => (await waitingOnLock()) === 1, GIVE_UP_MS - 100)).toBe(true);
@@ -277,7 +267,7 @@ export function deadlineCases(engine: EngineName): void {
       released = true;
       await held.release();
       await settle();
-      expect(await storedGrants(database.db, appId)).toBe(0);
+      expect(await storedGrants(used.database.db, appId)).toBe(0);
     } finally {
       if (!released) await held.release();
     }
