@@ -69,7 +69,7 @@ describe.each(engines)("allUsers grants on %s", (engine) => {
   };
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     key = await createApp(service, "everyone", FLAT);
     graphKey = await createApp(service, "everyone-graph", ALL_USERS_CATALOG);

@@ -72,7 +72,7 @@ describe.each(engines)("AuthZEN searches, on %s", (engine) => {
   const grant = async (body: Json) => expect([200, 201]).toContain((await service.call("POST", "/api/v1/authorization/relationships", { key, body })).status);
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     key = await createApp(service, "azs", CATALOG);
     const a = admin(service, "azs");

@@ -80,7 +80,7 @@ describe.each(engines)("the change feed on %s", (engine) => {
   }
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     key = await createApp(service, "feed", GRAPH_CATALOG);
     otherKey = await createApp(service, "feed-other", GRAPH_CATALOG);

@@ -50,7 +50,7 @@ describe.each(engines)("the change feed under concurrent writers and crashing re
   let key: string;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     key = await createApp(service, "order", CATALOG);
   }, 120_000);

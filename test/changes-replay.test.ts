@@ -60,7 +60,7 @@ describe.each(engines)("the change feed replays to the database's state on %s", 
   let key: string;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     key = await createApp(service, APP, CATALOG);
   }, 120_000);

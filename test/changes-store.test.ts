@@ -53,8 +53,7 @@ describe.each(engines)("the change feed's storage on %s", (engine) => {
   let database: TestDatabase;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
-    await migrate(database.db);
+    database = await createTestDatabase(engine, { migrated: true });
     for (const app of ["feed", "other"]) {
       await database.db.query("INSERT INTO applications (app_id, name) VALUES ($1, $1)", [app]);
       await database.db.query("INSERT INTO model_versions (app_id) VALUES ($1)", [app]);

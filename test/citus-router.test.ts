@@ -84,7 +84,7 @@ describe.skipIf(!engines.includes("citus"))("every read a question sends is a ro
   let on = false;
 
   beforeAll(async () => {
-    database = await createTestDatabase("citus");
+    database = await createTestDatabase("citus", { migrated: true });
     // Each read with its first parameters (a function Citus refuses is recorded too: explained, it plans no Citus node).
     service = await startTestService(recordingDb(database.db, (sql, params) => on && isRead(sql) && !reads.has(sql) && reads.set(sql, params ?? [])));
   }, 60_000);

@@ -27,7 +27,7 @@ describe.each(engines)("conditions on grants, on %s", (engine) => {
   let key: string;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     key = await createApp(service, "cond", CATALOG);
   });
@@ -335,7 +335,7 @@ describe.each(engines)("a condition's cost, on %s", (engine) => {
   let checkKey: string;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     key = await createApp(service, "bombs", CATALOG);
     const created = await service.call("POST", "/api/v1/applications/bombs/api-keys", { body: { name: "asker", scopes: ["check"] } });

@@ -118,7 +118,7 @@ describe.each(engines)("explain with contextual grants on %s", (engine) => {
   };
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     grpc = grpcCaller(service.url);
     plainKey = await createApp(service, "ctx-explain", catalog(false));

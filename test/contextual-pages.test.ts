@@ -67,7 +67,7 @@ describe.each(engines)("lookup and who can with contextual grants on %s", (engin
   const whoCan = async (app: string, body: Json, pageSize = 100) => (await pages(app, WHO_CAN, body, pageSize, "userIds")).ids;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     for (const app of ["ctx", "split", "whole"]) keys[app] = await createApp(service, app, CATALOG);
     // alice is in eng, whose members view runbooks: its documents d1, d2 and d4. carol edits root. bob reads d5.

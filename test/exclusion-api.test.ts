@@ -139,7 +139,7 @@ describe.each(engines)("requires and unless on %s", (engine) => {
     (await call("/api/v1/authorization/check", { userId, resource: "document", resourceId, action })).allowed as boolean;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     key = await createAppWithKey(service, "excl");
     const put = await service.call("PUT", catalogPath, { key, body: { resources: CATALOG } });

@@ -53,7 +53,7 @@ describe.each(engines)("groups and hierarchy on %s", (engine) => {
   };
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     key = await createApp(service, "graph", GRAPH_CATALOG);
     await bulk([

@@ -86,7 +86,7 @@ describe.each(engines)("conditional grants on paths, on %s", (engine) => {
   let key: string;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     const counting = countingDb(database.db);
     statements = counting.statements;
     service = await startTestService(counting.db);

@@ -72,7 +72,7 @@ describe.each(engines)("contextual grants on %s", (engine) => {
   const teamReads = (team: string, folder = "f1") => ({ resource: "folder", resourceId: folder, relation: "reader", subject: { resource: "team", resourceId: team, relation: "member" } });
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     grpc = grpcCaller(service.url);
     key = await createApp(service, "ctx", catalog);

@@ -433,7 +433,7 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
   let service: TestService;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
   }, 60_000);
   afterAll(async () => {

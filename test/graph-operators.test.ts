@@ -33,7 +33,7 @@ describe.each(engines)("requires and unless against the model through the API on
   let service: TestService;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
   }, 60_000);
   afterAll(async () => {

@@ -115,7 +115,7 @@ describe.each(engines)("graph pages on %s", (engine) => {
   const whoCan = (s: Shape) => ["/api/v1/authorization/subjects", { resource: "document", resourceId: s.target, action: "read" }, "userIds"] as const;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     // Each shape's lapse is set right before its writes (a loaded machine may take seconds for the
     // shapes before it), and the loading waits until the last one has passed.

@@ -102,7 +102,7 @@ describe.each(engines)("relations within an instance on %s", (engine) => {
   };
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     key = await createApp(service, "within", CATALOG);
     await call("/api/v1/authorization/relationships/bulk", { writes: GRANTS });

@@ -54,7 +54,7 @@ describe.each(engines)("models as files on %s", (engine) => {
   let service: TestService;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
   }, 60_000);
   afterAll(async () => {

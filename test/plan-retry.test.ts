@@ -87,7 +87,7 @@ describe.each(engines.filter((e) => e !== "pglite"))("a plan racing a catalog wr
   let service: TestService;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     other = await database.openAnother();
     service = await startTestService(other);
   }, 60_000);

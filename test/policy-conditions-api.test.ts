@@ -30,7 +30,7 @@ describe.each(engines)("conditions on policies, on %s", (engine) => {
   let key: string;
 
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db);
     key = await createApp(service, APP, CATALOG);
   });

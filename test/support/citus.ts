@@ -140,7 +140,7 @@ export async function startCitusCluster(): Promise<CitusCluster> {
 }
 
 /** The same database on another server: `url` (an admin database's) with its path replaced. */
-function withDatabase(url: string, name: string): string {
+export function withDatabase(url: string, name: string): string {
   const u = new URL(url);
   u.pathname = `/${name}`;
   return u.toString();

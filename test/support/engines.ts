@@ -11,11 +11,12 @@ import { writeFile } from "node:fs/promises";
 import pg from "pg";
 import type { Db, Transaction, TransactionOptions } from "../../src/store/db.js";
 import { distributeOnCitus } from "../../src/store/distribute.js";
-import { loadMigrations } from "../../src/store/migrate.js";
+import { loadMigrations, migrate } from "../../src/store/migrate.js";
 import { PgDb } from "../../src/store/pg-db.js";
 import { PgliteDb } from "../../src/store/pglite-db.js";
 import { readTemplate } from "../../src/store/pglite-template.js";
 import { createCitusDatabase, dropCitusDatabase } from "./citus.js";
+import { citusTemplates, copyCitusDatabase, TEST_SHARD_COUNT } from "./citus-templates.js";
 
 export type EngineName = "pglite" | "postgres" | "citus";
 
@@ -127,8 +128,23 @@ async function givePgliteBack(db: PgliteDb): Promise<void> {
   emptiedPglites.push(emptied);
 }
 
-export async function createTestDatabase(engine: EngineName): Promise<TestDatabase> {
-  if (engine === "citus") return createCitusTestDatabase();
+/**
+ * What a file asks of its database: `migrated` when what it tests starts
+ * after the migrations (a service it starts migrates anyway, and finds
+ * nothing to do); otherwise the database is empty and the file migrates it.
+ */
+export interface TestDatabaseOptions {
+  migrated?: boolean;
+}
+
+export async function createTestDatabase(engine: EngineName, options: TestDatabaseOptions = {}): Promise<TestDatabase> {
+  const database = engine === "citus" ? await createCitusTestDatabase(options.migrated === true) : await createLocalTestDatabase(engine);
+  // A Citus database comes migrated from its template; the others are migrated here.
+  if (options.migrated === true && engine !== "citus") await migrate(database.db);
+  return database;
+}
+
+async function createLocalTestDatabase(engine: "pglite" | "postgres"): Promise<TestDatabase> {
   if (engine === "pglite") {
     const db = await openPglite();
     return {
@@ -219,18 +235,29 @@ export function citusUrls(): { coordinator: string; workers: string[] } {
   return { coordinator, workers };
 }
 
-async function createCitusTestDatabase(): Promise<TestDatabase> {
+/**
+ * A database of the file's own on the run's cluster: a copy of one of the
+ * run's templates (citus-templates.ts), or, with none (a cluster named by
+ * CITUS_URL_VAR to a run whose global setup made none), made from nothing
+ * and migrated here when asked.
+ */
+async function createCitusTestDatabase(migrated: boolean): Promise<TestDatabase> {
   const { coordinator, workers } = citusUrls();
   const name = `portcullis_test_${randomBytes(6).toString("hex")}`;
-  const url = await createCitusDatabase(coordinator, workers, name);
-  // Four shards a table, not Citus's 32: distributing the schema takes a third of the time, and
-  // every application still lives on one shard of one of the two workers (test/citus.test.ts
-  // keeps the default).
-  await adminQuery(`ALTER DATABASE ${name} SET citus.shard_count = 4`, coordinator);
+  const templates = citusTemplates();
+  let url: string;
+  if (templates !== undefined) url = await copyCitusDatabase(coordinator, workers, migrated ? templates.migrated : templates.empty, name);
+  else {
+    url = await createCitusDatabase(coordinator, workers, name);
+    // Four shards a table, not Citus's 32: distributing the schema takes a third of the time, and
+    // every application still lives on one shard of one of the two workers (test/citus.test.ts
+    // keeps the default).
+    await adminQuery(`ALTER DATABASE ${name} SET citus.shard_count = ${TEST_SHARD_COUNT}`, coordinator);
+  }
   const others: Db[] = [];
   const open = () => new DistributingPgDb(url, { max: 10, onError: () => undefined });
   const db = open();
-  return {
+  const database: TestDatabase = {
     engine: "citus",
     db,
     url,
@@ -244,4 +271,6 @@ async function createCitusTestDatabase(): Promise<TestDatabase> {
       await dropCitusDatabase(coordinator, workers, name);
     },
   };
+  if (migrated && templates === undefined) await migrate(database.db);
+  return database;
 }

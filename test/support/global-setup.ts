@@ -6,14 +6,17 @@
  *
  * When the engines include citus (`npm run test:citus`) and no cluster is
  * named (PORTCULLIS_TEST_CITUS_URL), starts one for the run, a coordinator and
- * two workers (citus.ts), and stops it when the run ends, failed or not.
+ * two workers (citus.ts), and stops it when the run ends, failed or not; on
+ * the cluster, started or named, it makes the templates the files' databases
+ * are copied from (citus-templates.ts), and drops them at the end.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { CITUS_MISSING, citusInstalled, startCitusCluster } from "./citus.js";
-import { CITUS_URL_VAR, CITUS_WORKERS_VAR, engines, PGLITE_TEMPLATE_VAR, POSTGRES_ADMIN_URL, writePgliteTemplate } from "./engines.js";
+import { CITUS_TEMPLATES_VAR, makeCitusTemplates } from "./citus-templates.js";
+import { CITUS_URL_VAR, CITUS_WORKERS_VAR, citusUrls, engines, PGLITE_TEMPLATE_VAR, POSTGRES_ADMIN_URL, writePgliteTemplate } from "./engines.js";
 
 export default async function setup(): Promise<(() => Promise<void>) | void> {
   const teardowns: (() => Promise<void>)[] = [];
@@ -33,17 +36,33 @@ export default async function setup(): Promise<(() => Promise<void>) | void> {
 }
 
 async function checkEngines(): Promise<(() => Promise<void>) | undefined> {
-  if (engines.includes("citus") && !process.env[CITUS_URL_VAR]) {
-    if (!citusInstalled()) throw new Error(`PORTCULLIS_TEST_ENGINES names citus, but ${CITUS_MISSING}`);
-    const started = Date.now();
-    const cluster = await startCitusCluster();
-    // The test files' processes start after this and inherit these.
-    process.env[CITUS_URL_VAR] = cluster.coordinator.url();
-    process.env[CITUS_WORKERS_VAR] = cluster.workers.map((w) => w.url()).join(",");
-    process.stderr.write(
-      `\n  Citus: a coordinator on port ${cluster.coordinator.port}, workers on ${cluster.workers.map((w) => w.port).join(" and ")} (started in ${((Date.now() - started) / 1000).toFixed(1)} s)\n\n`,
-    );
-    return () => cluster.close();
+  if (engines.includes("citus")) {
+    let stopCluster = async () => {};
+    if (!process.env[CITUS_URL_VAR]) {
+      if (!citusInstalled()) throw new Error(`PORTCULLIS_TEST_ENGINES names citus, but ${CITUS_MISSING}`);
+      const started = Date.now();
+      const cluster = await startCitusCluster();
+      // The test files' processes start after this and inherit these.
+      process.env[CITUS_URL_VAR] = cluster.coordinator.url();
+      process.env[CITUS_WORKERS_VAR] = cluster.workers.map((w) => w.url()).join(",");
+      process.stderr.write(
+        `\n  Citus: a coordinator on port ${cluster.coordinator.port}, workers on ${cluster.workers.map((w) => w.port).join(" and ")} (started in ${((Date.now() - started) / 1000).toFixed(1)} s)\n\n`,
+      );
+      stopCluster = () => cluster.close();
+    }
+    let templates: Awaited<ReturnType<typeof makeCitusTemplates>>;
+    try {
+      const { coordinator, workers } = citusUrls();
+      templates = await makeCitusTemplates(coordinator, workers);
+    } catch (error) {
+      await stopCluster();
+      throw error;
+    }
+    process.env[CITUS_TEMPLATES_VAR] = `${templates.empty},${templates.migrated}`;
+    return async () => {
+      await templates.drop().catch(() => undefined);
+      await stopCluster();
+    };
   }
   if (process.env.PORTCULLIS_TEST_ENGINES !== undefined) return undefined;
   const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL, connectionTimeoutMillis: 3_000 });

@@ -20,7 +20,7 @@ export function useService(engine: EngineName, overrides: Partial<Config> = {}):
   let database: TestDatabase | undefined;
   let service: TestService | undefined;
   beforeAll(async () => {
-    database = await createTestDatabase(engine);
+    database = await createTestDatabase(engine, { migrated: true });
     service = await startTestService(database.db, overrides);
   }, 60_000);
   afterAll(async () => {
