@@ -12,24 +12,39 @@
  *
  * It walks outward from the instance as who can does (no meeting in the
  * middle: it is asked rarely, and must see every edge of a path to carry
- * its condition), following live rows with or without a condition, each
- * walk row carrying the set of conditions met on its way (sorted, distinct:
- * a path through the same condition twice needs it once). The walk depends
- * on the instance and the action only, so it runs once for each distinct
- * one of the batch (`k`): a batch asking many users about one document
- * walks it once. Then each question's user's (or every user's) live grants
- * on the nodes reached close the paths. The
- * answer, per question: the distinct (root relation, conditions) of paths
- * with at least one condition, the fewest conditions first. The domain
- * evaluates them (any path whose conditions all hold allows).
+ * its condition), following live rows with or without a condition. A node
+ * of the walk is (k, root, resource, id, relation, conditions): `k` the
+ * distinct instance and action of the batch it starts from (a batch asking
+ * many users about one document walks it once), `root` the relation on the
+ * instance, and the set of conditions met on its way (sorted, distinct: a
+ * path through the same condition twice needs it once).
+ *
+ * The walk goes a level at a time, each level the nodes one hop further
+ * (with the relations each gives within its instance, which add no hop),
+ * and keeps a node only the first time it meets it: from the fewest hops,
+ * whatever follows it a later meeting would reach is reached from the
+ * first, with hops to spare. A recursive query with UNION can keep a node
+ * once only without its depth in the row, and the depth is what bounds it;
+ * so each level is one row of arrays (the level's nodes) beside the set of
+ * nodes met so far (a jsonb object keyed by each node's text). In worlds
+ * whose teams nest in cycles, a row per node and depth met each node again
+ * at every depth up to the bound: about seven rows for each node kept.
+ *
+ * Then each question's user's (or every user's) live grants on the nodes
+ * reached close the paths, probed once per user and node, whichever
+ * questions reached it. The answer, per question: the distinct (root
+ * relation, conditions) of paths with at least one condition, the fewest
+ * conditions first. The domain evaluates them (any path whose conditions
+ * all hold allows).
  *
  * Bounded, so hostile data (many conditional edges between the same nodes,
  * each condition different, multiplying the condition sets a node is
- * reached with) cannot explode it: the walk reads at most
- * CONDITIONAL_PATH_LIMITS.walkRows rows per distinct instance of the statement (the
- * recursive query is read lazily, so the LIMIT stops it), and each question
- * gets at most CONDITIONAL_PATH_LIMITS.paths paths. A path beyond either
- * bound is not counted: the question is denied through it (docs/limits.md).
+ * reached with) cannot explode it: the walk keeps at most
+ * CONDITIONAL_PATH_LIMITS.walkRows nodes per distinct instance of the
+ * statement (no level goes past it, and none follows once it is reached),
+ * and each question gets at most CONDITIONAL_PATH_LIMITS.paths paths. A
+ * path beyond either bound is not counted: the question is denied through
+ * it (docs/limits.md).
  *
  * Every table is named with app_id = $1, so on Citus the statement is a
  * router query, the one kind in which Citus runs a recursive query.
@@ -37,11 +52,11 @@
 import type { Queryable } from "./db.js";
 import { EACH_HOLDER } from "./all-users.js";
 import { perApplication, REPLAYED, type ReadRows } from "./per-application.js";
-import { outwardHop } from "./outward-hop.js";
+import { MAX_HOPS, outwardHop } from "./outward-hop.js";
 import { LIVE_GRANT } from "./relationships-store.js";
 
 export const CONDITIONAL_PATH_LIMITS = {
-  /** Rows of the conditional walk read per instance (and action) of a statement's questions. */
+  /** Nodes of the conditional walk kept per instance (and action) of a statement's questions. */
   walkRows: 10_000,
   /** Paths (distinct root relation and conditions) returned per question. */
   paths: 64,
@@ -62,9 +77,26 @@ export interface ConditionalPath {
   conditions: string[];
 }
 
-/** The conditions of a walk row, with `c` added when it is one (sorted, distinct). */
+/**
+ * The conditions of a path (a jsonb array of strings, sorted, distinct) with
+ * `c` added when it is one.
+ */
 const withCondition = (conds: string, c: string) =>
-  `CASE WHEN ${c} IS NULL OR ${c} = ANY (${conds}) THEN ${conds} ELSE ARRAY(SELECT DISTINCT x FROM unnest(${conds} || ${c}) AS x ORDER BY 1) END`;
+  `CASE WHEN ${c} IS NULL OR ${conds} ? ${c} THEN ${conds} ELSE (SELECT jsonb_agg(x ORDER BY x) FROM (SELECT jsonb_array_elements_text(${conds}) UNION SELECT ${c}) AS u(x)) END`;
+
+/** A node of the walk as the text the walk's `seen` set is keyed by. */
+const keyOf = (n: string) => `(${n}.k, ${n}.root, ${n}.resource, ${n}.resource_id, ${n}.relation, ${n}.conds)::text`;
+
+/**
+ * Nodes `n` (k, root, resource, resource_id, relation, conds) and the nodes
+ * each gives within its instance, by the catalog's rules with no link
+ * (`within`: no hop, no condition).
+ */
+const andWithin = (n: string) => `
+      SELECT ${n}.k, ${n}.root, ${n}.resource, ${n}.resource_id, ${n}.relation, ${n}.conds FROM ${n}
+      UNION ALL
+      SELECT ${n}.k, ${n}.root, ${n}.resource, ${n}.resource_id, wi.inherited, ${n}.conds
+      FROM ${n} JOIN within wi ON wi.resource = ${n}.resource AND wi.relation = ${n}.relation`;
 
 const conditionalPathsSql = (replayed: boolean) => `
   WITH RECURSIVE
@@ -72,35 +104,79 @@ const conditionalPathsSql = (replayed: boolean) => `
         FROM ROWS FROM (jsonb_to_recordset($2::jsonb) AS (u text, r text, i text, a text))
              WITH ORDINALITY AS q(user_id, resource, resource_id, action, n)),
   inst AS (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action FROM q),
-  walk(k, root, resource, resource_id, relation, depth, conds) AS (
-    SELECT i.k, cr.relation, i.resource, i.resource_id, cr.relation, 0, '{}'::text[]
+  within(resource, relation, inherited) AS (
+    SELECT ci.resource, ci.relation, ci.inherited FROM catalog_inherits ci WHERE ci.app_id = $1 AND ci.through = ''
+    UNION
+    SELECT w.resource, w.relation, ci.inherited
+    FROM within w JOIN catalog_inherits ci ON ci.app_id = $1 AND ci.resource = w.resource AND ci.relation = w.inherited AND ci.through = ''
+  ),
+  roots AS (
+    SELECT i.k, cr.relation AS root, i.resource, i.resource_id, cr.relation, '[]'::jsonb AS conds
     FROM inst i JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = i.resource
     WHERE i.action IS NULL OR i.action = ANY (cr.actions)
-    UNION
-    SELECT w.k, w.root, e.resource, e.resource_id, e.relation, w.depth + e.hops, ${withCondition("w.conds", "e.condition")}
-    FROM walk w CROSS JOIN LATERAL (${outwardHop(LIVE_GRANT, ", s.condition", ", NULL::text")}
-    ) e(resource, resource_id, relation, hops, condition)
   ),
-  capped AS MATERIALIZED (SELECT * FROM walk LIMIT $3),
+  first AS (SELECT DISTINCT ON (${keyOf("r")}) r.*, ${keyOf("r")} AS key FROM (${andWithin("roots")}) r LIMIT $3),
+  walk(depth, total, k, root, resource, resource_id, relation, conds, seen) AS (
+    SELECT 0, count(*)::int, array_agg(f.k), array_agg(f.root), array_agg(f.resource), array_agg(f.resource_id), array_agg(f.relation), array_agg(f.conds),
+           coalesce(jsonb_object_agg(f.key, 0), '{}')
+    FROM first f
+    UNION ALL
+    SELECT lv.depth + 1, lv.total + nx.count, nx.k, nx.root, nx.resource, nx.resource_id, nx.relation, nx.conds, lv.seen || nx.seen
+    FROM walk lv CROSS JOIN LATERAL (
+      SELECT count(*)::int AS count, array_agg(x.k) AS k, array_agg(x.root) AS root, array_agg(x.resource) AS resource,
+             array_agg(x.resource_id) AS resource_id, array_agg(x.relation) AS relation, array_agg(x.conds) AS conds,
+             coalesce(jsonb_object_agg(x.key, 0), '{}') AS seen
+      FROM (
+        SELECT DISTINCT ON (y.key) y.* FROM (
+          SELECT s.*, ${keyOf("s")} AS key FROM (
+            WITH hop AS (
+              SELECT w.k, w.root, e.resource, e.resource_id, e.relation, ${withCondition("w.conds", "e.condition")} AS conds
+              FROM (SELECT u.*, lv.depth FROM unnest(lv.k, lv.root, lv.resource, lv.resource_id, lv.relation, lv.conds) AS u(k, root, resource, resource_id, relation, conds)) w
+              CROSS JOIN LATERAL (${outwardHop(LIVE_GRANT, ", s.condition", "", false)}
+              ) e(resource, resource_id, relation, hops, condition)
+            )${andWithin("hop")}
+          ) s
+        ) y
+        WHERE NOT lv.seen ? y.key
+        LIMIT $3 - lv.total
+      ) x
+    ) nx
+    WHERE lv.depth < ${MAX_HOPS} AND lv.total < $3 AND nx.count > 0
+  ),
+  capped AS MATERIALIZED (
+    SELECT c.k, c.root, c.resource, c.resource_id, c.relation, ARRAY(SELECT jsonb_array_elements_text(c.conds)) AS conds
+    FROM walk lv CROSS JOIN LATERAL unnest(lv.k, lv.root, lv.resource, lv.resource_id, lv.relation, lv.conds) AS c(k, root, resource, resource_id, relation, conds)
+  ),
   nodes AS MATERIALIZED (SELECT DISTINCT c.k, c.resource, c.resource_id, c.relation FROM capped c),
-  held AS MATERIALIZED (
-    SELECT DISTINCT q.n, d.k, d.resource, d.resource_id, d.relation, g.condition
-    FROM nodes d JOIN q ON q.k = d.k
-    CROSS JOIN LATERAL (${EACH_HOLDER("q.user_id", (holder) => `SELECT g.condition FROM relationships g
-      WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = d.resource AND g.resource_id = d.resource_id
-        AND g.relation = d.relation AND ${LIVE_GRANT("g")}`)}) g
+  pairs AS MATERIALIZED (
+    SELECT DISTINCT q.user_id, d.resource, d.resource_id, d.relation FROM nodes d JOIN q ON q.k = d.k
   ),
-  found AS MATERIALIZED (
-    SELECT DISTINCT h.n, c.root, ${withCondition("c.conds", "h.condition")} AS conds
-    FROM capped c JOIN held h ON h.k = c.k AND h.resource = c.resource AND h.resource_id = c.resource_id AND h.relation = c.relation
+  holds AS MATERIALIZED (
+    SELECT p.user_id, p.resource, p.resource_id, p.relation, g.condition
+    FROM pairs p
+    CROSS JOIN LATERAL (${EACH_HOLDER("p.user_id", (holder) => `SELECT g.condition FROM relationships g
+      WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = p.resource AND g.resource_id = p.resource_id
+        AND g.relation = p.relation AND ${LIVE_GRANT("g")}`)}) g
+  ),
+  found AS (
+    SELECT DISTINCT q.n, c.root, ${withArrayCondition("c.conds", "h.condition")} AS conds
+    FROM q JOIN holds h ON h.user_id = q.user_id
+    JOIN capped c ON c.k = q.k AND c.resource = h.resource AND c.resource_id = h.resource_id AND c.relation = h.relation
+  ),
+  kept AS (
+    SELECT f.n, f.root, f.conds, row_number() OVER (PARTITION BY f.n ORDER BY cardinality(f.conds), f.root, f.conds) AS r
+    FROM found f WHERE cardinality(f.conds) > 0
+  ),
+  paths AS (
+    SELECT k.n, json_agg(json_build_array(k.root, k.conds) ORDER BY k.r) AS paths
+    FROM kept k WHERE k.r <= ${CONDITIONAL_PATH_LIMITS.paths} GROUP BY k.n
   )
   SELECT
-    (SELECT json_agg(
-        (SELECT coalesce(json_agg(json_build_array(f.root, f.conds) ORDER BY cardinality(f.conds), f.root, f.conds), '[]')
-         FROM (SELECT f.root, f.conds FROM found f WHERE f.n = q.n AND cardinality(f.conds) > 0
-               ORDER BY cardinality(f.conds), f.root, f.conds LIMIT ${CONDITIONAL_PATH_LIMITS.paths}) f)
-      ORDER BY q.n)
-     FROM q) AS rows${replayed ? REPLAYED : ""}`;
+    (SELECT json_agg(coalesce(p.paths, '[]') ORDER BY q.n) FROM q LEFT JOIN paths p ON p.n = q.n) AS rows${replayed ? REPLAYED : ""}`;
+
+/** A path's conditions (text[], sorted, distinct) with `c` added when it is one. */
+const withArrayCondition = (conds: string, c: string) =>
+  `CASE WHEN ${c} IS NULL OR ${c} = ANY (${conds}) THEN ${conds} ELSE ARRAY(SELECT DISTINCT x FROM unnest(${conds} || ${c}) AS x ORDER BY 1) END`;
 
 const STATEMENTS = { plain: conditionalPathsSql(false), replayed: conditionalPathsSql(true) };
 
