@@ -65,8 +65,15 @@ export async function openEmbedded(): Promise<Embedded> {
   }
 }
 
+/**
+ * The template, unzipped once a process (about 0.3 s of a core for its
+ * 41 MB): a process that opens several instances (the tests run the command
+ * line's program in theirs) reads it once; undefined when it cannot be read.
+ */
+let templateRead: Promise<Blob | undefined> | undefined;
+
 async function openDatabase(): Promise<PgliteDb> {
-  const template = await readTemplate(TEMPLATE_FILE).catch(() => undefined);
+  const template = await (templateRead ??= readTemplate(TEMPLATE_FILE).catch(() => undefined));
   if (template !== undefined) {
     try {
       return await PgliteDb.open(undefined, { template });
