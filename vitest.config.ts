@@ -1,6 +1,4 @@
-import path from "node:path";
 import { defineConfig } from "vitest/config";
-import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /**
  * Most files run two at a time (the `together` project): most of a file's
@@ -8,12 +6,12 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
  * on two cores is one worker (the cores less one). The others run after
  * them, in two rooms.
  *
- * First `paired`, two files at a time, a browser file (Chromium takes a core
- * of its own) beside a file that mostly waits (on processes starting and
- * stopping, replicas catching up): the sequencer below hands them out in
- * turn, the longest first, so two browsers rarely meet. Each list is in that
- * order (the longest first, as measured). As in `together`, a worker runs
- * its files in one process, the modules loaded once.
+ * First `paired`, two files at a time: the browser files (Chromium takes a
+ * core of its own) and the files that mostly wait (on processes starting and
+ * stopping, replicas catching up), in Vitest's order (a file's last
+ * duration when it has one, else the largest first), each file to the
+ * worker that is free. As in `together`, a worker runs its files in one
+ * process, the modules loaded once.
  */
 const BROWSER = [
   "test/console-e2e.test.ts",
@@ -25,7 +23,7 @@ const BROWSER = [
   "test/console-all-users.test.ts",
   "test/console-grant-import.test.ts",
   "test/console-static.test.ts",
-  // A console file not named above runs here too, last.
+  // A console file not named above runs here too.
   "test/console-*.test.ts",
 ];
 const WAITING = [
@@ -66,30 +64,6 @@ const CLOCKS = [
  */
 const MOCKING = ["test/authzen-fast-path.test.ts"];
 
-/**
- * Where a file stands in `paired`'s turns: its place in its list (BROWSER or
- * WAITING; a console file BROWSER does not name, after them), the browser
- * file first within a turn.
- */
-function turn(file: string): number {
-  const relative = path.relative(process.cwd(), file).split(path.sep).join("/");
-  const browser = BROWSER.indexOf(relative);
-  if (browser >= 0) return 2 * browser;
-  const waiting = WAITING.indexOf(relative);
-  return waiting >= 0 ? 2 * waiting + 1 : 2 * BROWSER.length;
-}
-
-/**
- * `paired`'s files in turns: the first browser file and the first waiting
- * one, then the second of each, and so on. Other groups as Vitest sorts them.
- */
-class PairedSequencer extends BaseSequencer {
-  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    if (!files.every((f) => f.project.name === "paired")) return super.sort(files);
-    return [...files].sort((a, b) => turn(a.moduleId) - turn(b.moduleId));
-  }
-}
-
 export default defineConfig({
   test: {
     globalSetup: ["test/support/global-setup.ts"],
@@ -97,7 +71,6 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",
-    sequence: { sequencer: PairedSequencer },
     projects: [
       {
         extends: true,
