@@ -115,7 +115,7 @@ const conditionalPathsSql = (replayed: boolean) => `
     FROM inst i JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = i.resource
     WHERE i.action IS NULL OR i.action = ANY (cr.actions)
   ),
-  first AS (SELECT DISTINCT ON (${keyOf("r")}) r.*, ${keyOf("r")} AS key FROM (${andWithin("roots")}) r LIMIT $3),
+  first AS (SELECT DISTINCT ON (r.key) r.* FROM (SELECT r.*, ${keyOf("r")} AS key FROM (${andWithin("roots")}) r) r LIMIT $3),
   walk(depth, total, k, root, resource, resource_id, relation, conds, seen) AS (
     SELECT 0, count(*)::int, array_agg(f.k), array_agg(f.root), array_agg(f.resource), array_agg(f.resource_id), array_agg(f.relation), array_agg(f.conds),
            coalesce(jsonb_object_agg(f.key, 0), '{}')
@@ -144,7 +144,7 @@ const conditionalPathsSql = (replayed: boolean) => `
     WHERE lv.depth < ${MAX_HOPS} AND lv.total < $3 AND nx.count > 0
   ),
   capped AS MATERIALIZED (
-    SELECT c.k, c.root, c.resource, c.resource_id, c.relation, ARRAY(SELECT jsonb_array_elements_text(c.conds)) AS conds
+    SELECT c.k, c.root, c.resource, c.resource_id, c.relation, c.conds
     FROM walk lv CROSS JOIN LATERAL unnest(lv.k, lv.root, lv.resource, lv.resource_id, lv.relation, lv.conds) AS c(k, root, resource, resource_id, relation, conds)
   ),
   nodes AS MATERIALIZED (SELECT DISTINCT c.k, c.resource, c.resource_id, c.relation FROM capped c),
@@ -159,13 +159,13 @@ const conditionalPathsSql = (replayed: boolean) => `
         AND g.relation = p.relation AND ${LIVE_GRANT("g")}`)}) g
   ),
   found AS (
-    SELECT DISTINCT q.n, c.root, ${withArrayCondition("c.conds", "h.condition")} AS conds
+    SELECT DISTINCT q.n, c.root, ${withCondition("c.conds", "h.condition")} AS conds
     FROM q JOIN holds h ON h.user_id = q.user_id
     JOIN capped c ON c.k = q.k AND c.resource = h.resource AND c.resource_id = h.resource_id AND c.relation = h.relation
   ),
   kept AS (
-    SELECT f.n, f.root, f.conds, row_number() OVER (PARTITION BY f.n ORDER BY cardinality(f.conds), f.root, f.conds) AS r
-    FROM found f WHERE cardinality(f.conds) > 0
+    SELECT f.n, f.root, f.conds, row_number() OVER (PARTITION BY f.n ORDER BY jsonb_array_length(f.conds), f.root, f.conds) AS r
+    FROM found f WHERE jsonb_array_length(f.conds) > 0
   ),
   paths AS (
     SELECT k.n, json_agg(json_build_array(k.root, k.conds) ORDER BY k.r) AS paths
@@ -173,10 +173,6 @@ const conditionalPathsSql = (replayed: boolean) => `
   )
   SELECT
     (SELECT json_agg(coalesce(p.paths, '[]') ORDER BY q.n) FROM q LEFT JOIN paths p ON p.n = q.n) AS rows${replayed ? REPLAYED : ""}`;
-
-/** A path's conditions (text[], sorted, distinct) with `c` added when it is one. */
-const withArrayCondition = (conds: string, c: string) =>
-  `CASE WHEN ${c} IS NULL OR ${c} = ANY (${conds}) THEN ${conds} ELSE ARRAY(SELECT DISTINCT x FROM unnest(${conds} || ${c}) AS x ORDER BY 1) END`;
 
 const STATEMENTS = { plain: conditionalPathsSql(false), replayed: conditionalPathsSql(true) };
 
