@@ -27,7 +27,7 @@ import { checkDatabaseName, pgQuery } from "../../bench/pg-server.js";
 import { distributeOnCitus } from "../../src/store/distribute.js";
 import { migrate } from "../../src/store/migrate.js";
 import { PgDb } from "../../src/store/pg-db.js";
-import { createCitusDatabase, dropCitusDatabase, withDatabase } from "./citus.js";
+import { againWhileInUse, createCitusDatabase, dropCitusDatabase, withDatabase } from "./citus.js";
 
 /** Where the global setup names the run's templates: `empty,migrated`. */
 export const CITUS_TEMPLATES_VAR = "PORTCULLIS_TEST_CITUS_TEMPLATES";
@@ -81,19 +81,7 @@ export function citusTemplates(): CitusTemplates | undefined {
 export async function copyCitusDatabase(coordinatorUrl: string, workerUrls: readonly string[], template: string, name: string): Promise<string> {
   checkDatabaseName(template);
   checkDatabaseName(name);
-  await Promise.all(
-    [coordinatorUrl, ...workerUrls].map(async (admin) => {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await pgQuery(admin, `CREATE DATABASE ${name} TEMPLATE ${template}`);
-          return;
-        } catch (error) {
-          if ((error as { code?: unknown }).code !== "55006" || attempt >= 50) throw error;
-          await new Promise((resolve) => setTimeout(resolve, 100));
-        }
-      }
-    }),
-  );
+  await Promise.all([coordinatorUrl, ...workerUrls].map((admin) => againWhileInUse(() => pgQuery(admin, `CREATE DATABASE ${name} TEMPLATE ${template}`), 50, 100)));
   await pgQuery(coordinatorUrl, `ALTER DATABASE ${name} SET citus.shard_count = ${TEST_SHARD_COUNT}`);
   return withDatabase(coordinatorUrl, name);
 }

@@ -209,13 +209,22 @@ export async function dropCitusDatabase(coordinatorUrl: string, workerUrls: read
  * the drop (seen once in CI: "is being accessed by other users").
  */
 async function dropForced(adminUrl: string, name: string): Promise<void> {
+  await againWhileInUse(() => pgQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`), 20, 250);
+}
+
+/**
+ * `run`, again (up to `attempts` times, `waitMs` apart) while it fails with
+ * object_in_use (55006): a statement on a whole database meeting a session
+ * of it that is still ending, or that Citus's maintenance daemon opened.
+ */
+export async function againWhileInUse(run: () => Promise<unknown>, attempts: number, waitMs: number): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await pgQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await run();
       return;
     } catch (error) {
-      if ((error as { code?: unknown }).code !== "55006" || attempt >= 20) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 250));
+      if ((error as { code?: unknown }).code !== "55006" || attempt >= attempts) throw error;
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
     }
   }
 }

@@ -155,7 +155,6 @@ const giveUps: GiveUp[] = [
   },
 ];
 
-
 /** Every case, on `engine`: called inside the file's describe. */
 export function deadlineCases(engine: EngineName): void {
   const used = useService(engine);

@@ -138,9 +138,10 @@ export interface TestDatabaseOptions {
 }
 
 export async function createTestDatabase(engine: EngineName, options: TestDatabaseOptions = {}): Promise<TestDatabase> {
-  const database = engine === "citus" ? await createCitusTestDatabase(options.migrated === true) : await createLocalTestDatabase(engine);
-  // A Citus database comes migrated from its template; the others are migrated here.
-  if (options.migrated === true && engine !== "citus") await migrate(database.db);
+  const migrated = options.migrated === true;
+  if (engine === "citus") return createCitusTestDatabase(migrated);
+  const database = await createLocalTestDatabase(engine);
+  if (migrated) await migrate(database.db);
   return database;
 }
 
