@@ -3,8 +3,9 @@ import { defineConfig } from "vitest/config";
 /**
  * Most files run two at a time (the `together` project): most of a file's
  * time is spent waiting on its database or its service, and Vitest's default
- * on two cores is one worker (the cores less one). The others run after
- * them, in two rooms.
+ * on two cores is one worker (the cores less one). `npm test`
+ * (scripts/test.mjs) runs this room first, with the Citus leg beside it, and
+ * the other rooms after both, in one more Vitest run.
  *
  * First `paired`, two files at a time: the browser files (Chromium takes a
  * core of its own) and the files that mostly wait (on processes starting and

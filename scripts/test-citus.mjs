@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// `npm run test:citus`: the storage tests on a real Citus cluster, CI's Citus
-// leg. Runs the store suite, the SQL rules, the model's API (a plan's impact, a plan racing a catalog write), the change feed (its storage, its API and
+// `npm run test:citus`: the storage tests on a real Citus cluster, the Citus
+// leg, which `npm test` runs beside its `together` room (scripts/test.mjs). Runs the store suite, the SQL rules, the model's API (a plan's impact, a plan racing a catalog write), the change feed (its storage, its API and
 // the ordering and replay proofs), conditions on grants (their writes and the check's statement), conditions on
 // policies (role_permissions derived with them, the preview's sources), allUsers grants (their writes
 // and every question's statement), AuthZEN's searches (lookup's and who can's merged pages, the known

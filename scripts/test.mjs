@@ -1,0 +1,86 @@
+#!/usr/bin/env node
+// `npm test`: the whole suite, in two phases, so that the cores are busy
+// without a file's timing being measured beside a neighbour it did not ask for.
+//
+// 1. Vitest's `together` room (vitest.config.ts) and, beside it, the Citus
+//    leg (scripts/test-citus.mjs, `npm run test:citus`) when this machine's
+//    PostgreSQL has Citus. Both spend much of their time waiting on their
+//    databases and services, so each fills the other's idle cores. The leg's
+//    report is kept in a file and printed when it ends, whole, so the two
+//    reports do not interleave.
+// 2. Then the rooms that must not share the machine with the leg: `paired`
+//    (Chromium, processes starting and stopping), `timing` and `clocks`.
+//
+// Every phase runs even when one before it failed; the exit status is 1 when
+// any did. Without Citus the leg is skipped with a warning, and in CI
+// (CI=true) that is a failure; a run narrowed to engines
+// (PORTCULLIS_TEST_ENGINES) runs no leg. Arguments (a file, a filter, a flag)
+// go to one plain `vitest run` instead.
+import { spawn, spawnSync } from "node:child_process";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const vitest = join(root, "node_modules", ".bin", "vitest");
+const args = process.argv.slice(2);
+
+/** Runs a command in the repository; resolves to its exit status (1 when it could not start or was killed). */
+function run(command, argv, options = {}) {
+  return new Promise((resolve) => {
+    const child = spawn(command, argv, { cwd: root, stdio: "inherit", ...options });
+    child.on("error", (error) => {
+      console.error(`${command}: ${error.message}`);
+      resolve(1);
+    });
+    child.on("exit", (code) => resolve(code ?? 1));
+  });
+}
+
+if (args.length > 0) process.exit(await run(vitest, ["run", ...args]));
+
+/** Whether this machine's PostgreSQL has Citus: its library and its extension files (as test/support/citus.ts asks). */
+function citusInstalled() {
+  const pgConfig = spawnSync("pg_config", ["--bindir"], { encoding: "utf8" });
+  const bin = pgConfig.status === 0 ? pgConfig.stdout.trim() : "/usr/lib/postgresql/15/bin";
+  const dirs = spawnSync(join(bin, "pg_config"), ["--pkglibdir", "--sharedir"], { encoding: "utf8" });
+  if (dirs.status !== 0) return false;
+  const [lib, share] = dirs.stdout.trim().split("\n");
+  return existsSync(join(lib, "citus.so")) && existsSync(join(share, "extension", "citus.control"));
+}
+
+const started = Date.now();
+const seconds = () => `${((Date.now() - started) / 1000).toFixed(0)} s`;
+const statuses = [];
+
+let leg = Promise.resolve(undefined);
+const legDir = mkdtempSync(join(tmpdir(), "portcullis-citus-leg-"));
+const legLog = join(legDir, "report.txt");
+if (process.env.PORTCULLIS_TEST_ENGINES !== undefined) {
+  console.log(`npm test: PORTCULLIS_TEST_ENGINES=${process.env.PORTCULLIS_TEST_ENGINES} narrows the run; no Citus leg`);
+} else if (citusInstalled()) {
+  console.log(`npm test: the Citus leg runs beside the together room; its report follows the room's (meanwhile in ${legLog})`);
+  const out = openSync(legLog, "w");
+  leg = run(process.execPath, [join(root, "scripts", "test-citus.mjs")], { stdio: ["ignore", out, out] }).finally(() => closeSync(out));
+} else if (process.env.CI === "true") {
+  console.error("npm test: Citus is not installed in this machine's PostgreSQL, and CI runs the Citus leg: run `bash ../shared/citus/install.sh` as root");
+  statuses.push(1);
+} else {
+  console.warn("npm test: WARNING: Citus is not installed in this machine's PostgreSQL; the Citus leg is skipped (docs/development.md#tests)");
+}
+
+statuses.push(await run(vitest, ["run", "--project", "together"]));
+console.log(`npm test: the together room ended at ${seconds()}`);
+const legStatus = await leg;
+if (legStatus !== undefined) {
+  process.stdout.write(readFileSync(legLog, "utf8"));
+  console.log(`npm test: the Citus leg ended at ${seconds()}`);
+  statuses.push(legStatus);
+}
+rmSync(legDir, { recursive: true, force: true });
+
+statuses.push(await run(vitest, ["run", "--project", "paired", "--project", "timing", "--project", "clocks"]));
+const failed = statuses.some((s) => s !== 0);
+console.log(`npm test: ${failed ? "failed" : "passed"} in ${seconds()}`);
+process.exit(failed ? 1 : 0);
