@@ -38,19 +38,25 @@ const grantRow = (g: string, subject: boolean) =>
 
 /**
  * Explain's walk, for the questions `q` (n, user_id, resource,
- * resource_id) of explain-store's statement: from every relation of the
- * resource, each row with the edge it came by (the node left and the grant
- * followed), so the domain can find, per relation, a path with the fewest
- * hops. `EXPLAIN_EDGES(n)` and `EXPLAIN_GRANTS(n, user)` read it per question.
- * Edges with a condition are walked too: the domain follows one
- * only where its condition holds with the question's facts, as the check's
- * conditional phase counts it (conditional-paths-store.ts). The walk also
- * goes into each `requires` and `unless` entry of a relation it reaches
- * (on the instance, or through each link of the entry's `through`),
- * starting again at depth 0, as the decision's statement does
- * (decision-store.ts): with them the domain decides what is held. With
- * `contextual`, it also follows the contextual subject sets and links its
- * questions share (`ctx`, from $4: contextHop and contextOperatorHop).
+ * resource_id) of explain-store's statement, in two parts. `walk`: the nodes
+ * reached from every relation of the resource, each at each depth it is
+ * reached at (UNION drops a row already produced, so a cycle ends), and
+ * `nodes`: each node once, at the least of those depths. Then `edges`: every
+ * step out of each node, with the grant it follows, so the domain can find,
+ * per relation, a path with the fewest hops. A node's steps are read once,
+ * from its least depth (a step below the bound there is below it at every
+ * depth the node is reached at), not once for each depth and each way in,
+ * which in a graph with cycles multiplied the rows by both.
+ * `EXPLAIN_EDGES(n)` and `EXPLAIN_GRANTS(n, user)` read them per question.
+ * Edges with a condition are walked too: the domain follows one only where
+ * its condition holds with the question's facts, as the check's conditional
+ * phase counts it (conditional-paths-store.ts). The walk also goes into each
+ * `requires` and `unless` entry of a relation it reaches (on the instance, or
+ * through each link of the entry's `through`), starting again at depth 0, as
+ * the decision's statement does (decision-store.ts): with them the domain
+ * decides what is held. With `contextual`, it also follows the contextual
+ * subject sets and links its questions share (`ctx`, from $4: contextHop and
+ * contextOperatorHop).
  */
 const explainWalk = (contextual: boolean) => `${
   contextual
@@ -58,30 +64,42 @@ const explainWalk = (contextual: boolean) => `${
   ctx AS (SELECT * FROM jsonb_to_recordset($4::jsonb) AS c(r text, i text, l text, sr text, si text, sl text, g jsonb)),`
     : ""
 }
-  walk(n, resource, resource_id, relation, depth, edge) AS (
-    SELECT q.n, q.resource, q.resource_id, cr.relation, 0, NULL::jsonb
+  walk(n, resource, resource_id, relation, depth) AS (
+    SELECT q.n, q.resource, q.resource_id, cr.relation, 0
     FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
     UNION
-    SELECT w.n, e.resource, e.resource_id, e.relation, e.depth,
-           jsonb_build_array(jsonb_build_array(w.resource, w.resource_id, w.relation), e.grant_row, e.kind)
+    SELECT w.n, e.resource, e.resource_id, e.relation, e.depth
     FROM walk w CROSS JOIN LATERAL (
-      SELECT x.resource, x.resource_id, x.relation, w.depth + x.hops, x.grant_row, ''
+      SELECT x.resource, x.resource_id, x.relation, w.depth + x.hops, ''
+      FROM (${outwardHop(LIVE_GRANT)}${contextual ? contextHop() : ""}) x(resource, resource_id, relation, hops)
+      UNION ALL${operatorHop(LIVE_GRANT)}${contextual ? contextOperatorHop() : ""}
+    ) e(resource, resource_id, relation, depth, kind)
+  ),
+  nodes AS (
+    SELECT w.n, w.resource, w.resource_id, w.relation, min(w.depth) AS depth
+    FROM walk w GROUP BY w.n, w.resource, w.resource_id, w.relation
+  ),
+  edges AS (
+    SELECT w.n, jsonb_build_array(jsonb_build_array(w.resource, w.resource_id, w.relation), e.grant_row,
+                                  jsonb_build_array(e.resource, e.resource_id, e.relation), e.kind) AS edge
+    FROM nodes w CROSS JOIN LATERAL (
+      SELECT x.resource, x.resource_id, x.relation, x.hops, x.grant_row, ''
       FROM (${outwardHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}${contextual ? contextHop(", c.g") : ""}) x(resource, resource_id, relation, hops, grant_row)
       UNION ALL${operatorHop(LIVE_GRANT, `, ${grantRow("s", true)}`, ", NULL::jsonb")}${contextual ? contextOperatorHop(", c.g") : ""}
-    ) e(resource, resource_id, relation, depth, grant_row, kind)
+    ) e(resource, resource_id, relation, hops, grant_row, kind)
   )`;
 
 export const EXPLAIN_EDGES = (n: string) => `
-  (SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_array(w.edge->0, w.edge->1, jsonb_build_array(w.resource, w.resource_id, w.relation), w.edge->2)), '[]')
-   FROM walk w WHERE w.n = ${n} AND w.edge IS NOT NULL)`;
+  (SELECT coalesce(jsonb_agg(DISTINCT x.edge), '[]') FROM edges x WHERE x.n = ${n})`;
 
 /** The user's own grants on the walk's nodes, conditional ones included (explain evaluates those on its paths, as the check does). */
 export const EXPLAIN_GRANTS = (n: string, user: string) => `
   (SELECT coalesce(jsonb_agg(${grantRow("g", false)}), '[]')
-   FROM (SELECT DISTINCT w.resource, w.resource_id, w.relation FROM walk w WHERE w.n = ${n}) d
+   FROM nodes d
    CROSS JOIN LATERAL (${EACH_HOLDER(user, (holder) => `SELECT g.* FROM relationships g
      WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = d.resource AND g.resource_id = d.resource_id AND g.relation = d.relation
-       AND ${LIVE_GRANT("g")}`)}) g)`;
+       AND ${LIVE_GRANT("g")}`)}) g
+   WHERE d.n = ${n})`;
 
 
 export interface ExplainInput {
