@@ -53,34 +53,53 @@ function citusInstalled() {
 const started = Date.now();
 const seconds = () => `${((Date.now() - started) / 1000).toFixed(0)} s`;
 const statuses = [];
+const reports = mkdtempSync(join(tmpdir(), "portcullis-test-reports-"));
 
-let leg = Promise.resolve(undefined);
-const legDir = mkdtempSync(join(tmpdir(), "portcullis-citus-leg-"));
-const legLog = join(legDir, "report.txt");
+/** Runs a command with its output in a file of `reports`; resolves to its status, its report and when it ended. */
+async function reported(name, command, argv) {
+  const file = join(reports, `${name}.txt`);
+  const out = openSync(file, "w");
+  try {
+    const status = await run(command, argv, { stdio: ["ignore", out, out] });
+    return { name, status, file, ended: seconds() };
+  } finally {
+    closeSync(out);
+  }
+}
+
+let leg = true;
 if (process.env.PORTCULLIS_TEST_ENGINES !== undefined) {
   console.log(`npm test: PORTCULLIS_TEST_ENGINES=${process.env.PORTCULLIS_TEST_ENGINES} narrows the run; no Citus leg`);
-} else if (citusInstalled()) {
-  console.log(`npm test: the Citus leg runs beside the together room; its report follows the room's (meanwhile in ${legLog})`);
-  const out = openSync(legLog, "w");
-  leg = run(process.execPath, [join(root, "scripts", "test-citus.mjs")], { stdio: ["ignore", out, out] }).finally(() => closeSync(out));
-} else if (process.env.CI === "true") {
-  console.error("npm test: Citus is not installed in this machine's PostgreSQL, and CI runs the Citus leg: run `bash ../shared/citus/install.sh` as root");
-  statuses.push(1);
-} else {
-  console.warn("npm test: WARNING: Citus is not installed in this machine's PostgreSQL; the Citus leg is skipped (docs/development.md#tests)");
+  leg = false;
+} else if (!citusInstalled()) {
+  leg = false;
+  if (process.env.CI === "true") {
+    console.error("npm test: Citus is not installed in this machine's PostgreSQL, and CI runs the Citus leg: run `bash ../shared/citus/install.sh` as root");
+    statuses.push(1);
+  } else {
+    console.warn("npm test: WARNING: Citus is not installed in this machine's PostgreSQL; the Citus leg is skipped (docs/development.md#tests)");
+  }
 }
+console.log(
+  `npm test: beside the together room, ${leg ? "the Citus leg, then " : ""}the paired room; their reports follow the together room's (meanwhile in ${reports})`,
+);
+const beside = (async () => {
+  const done = [];
+  if (leg) done.push(await reported("the Citus leg", process.execPath, [join(root, "scripts", "test-citus.mjs")]));
+  done.push(await reported("the paired room", vitest, ["run", "--project", "paired"]));
+  return done;
+})();
 
 statuses.push(await run(vitest, ["run", "--project", "together"]));
 console.log(`npm test: the together room ended at ${seconds()}`);
-const legStatus = await leg;
-if (legStatus !== undefined) {
-  process.stdout.write(readFileSync(legLog, "utf8"));
-  console.log(`npm test: the Citus leg ended at ${seconds()}`);
-  statuses.push(legStatus);
+for (const { name, status, file, ended } of await beside) {
+  process.stdout.write(readFileSync(file, "utf8"));
+  console.log(`npm test: ${name} ended at ${ended}`);
+  statuses.push(status);
 }
-rmSync(legDir, { recursive: true, force: true });
+rmSync(reports, { recursive: true, force: true });
 
-statuses.push(await run(vitest, ["run", "--project", "paired", "--project", "timing", "--project", "clocks"]));
+statuses.push(await run(vitest, ["run", "--project", "timing", "--project", "clocks"]));
 const failed = statuses.some((s) => s !== 0);
 console.log(`npm test: ${failed ? "failed" : "passed"} in ${seconds()}`);
 process.exit(failed ? 1 : 0);
