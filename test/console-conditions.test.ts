@@ -151,13 +151,24 @@ describe("conditions in the console, in Chromium", { timeout: 180_000 }, () => {
     await page.getByLabel("Description").fill("Owners' todos");
     await review.click();
     await expect.poll(() => impact.textContent()).toContain("The permissions do not change");
+    // The policy's read back after the save is held a while, as on a slow network: an edit typed meanwhile is not lost
+    // when the editor gives way to the saved policy's (the form takes none until then; the fill waits for it).
+    let readBack: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (readBack = resolve));
+    await page.route("**/authz.v1.PolicyService/GetPolicy", async (route) => {
+      await held;
+      await route.continue();
+    });
     await impact.getByRole("button", { name: "Save changes" }).click();
     await expect.poll(async () => (await stored(`/policies/${policyId}`)).description).toBe("Owners' todos");
     expect((await stored(`/policies/${policyId}`)).condition).toBe(LISTED);
+    await expect.poll(() => page.getByLabel(/^Condition/).isDisabled()).toBe(true);
+    setTimeout(readBack, 1_000);
 
     // Cleared: sent as "" under the mask's "condition"; the permissions come outright, and go under the condition.
-    await expect.poll(() => page.getByLabel("Description").inputValue()).toBe("Owners' todos");
     await page.getByLabel(/^Condition/).fill("");
+    await page.unroute("**/authz.v1.PolicyService/GetPolicy");
+    await expect.poll(() => page.getByLabel("Description").inputValue()).toBe("Owners' todos");
     await review.click();
     await expect.poll(() => impact.getByRole("list", { name: "Held outright" }).getByRole("listitem").allTextContents()).toEqual(["Adds todo:update, todo:delete"]);
     expect(await underCondition.getByRole("listitem").allTextContents()).toEqual([`Removes todo:update, todo:delete where ${LISTED} holds`]);

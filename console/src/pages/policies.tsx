@@ -240,42 +240,45 @@ function PolicyEditor({ appId, stored }: { appId: string; stored: Policy }) {
         )}
       </p>
       <form onSubmit={review} noValidate>
-        <div className="grid-form">
-          <div className="field">
-            <label htmlFor="policy-edit-name">Name</label>
-            <input id="policy-edit-name" value={form.name} onChange={(e) => edit({ name: e.target.value })} aria-describedby="policy-edit-name-error" />
-            <FieldError id="policy-edit-name-error" reason={reasonAt(problem, "name")} />
+        {/* Once saved, this editor gives way to one of the policy as read back (keyed by its update time): until then it takes no edit, which that one would drop. */}
+        <fieldset className="bare" disabled={update.isSuccess}>
+          <div className="grid-form">
+            <div className="field">
+              <label htmlFor="policy-edit-name">Name</label>
+              <input id="policy-edit-name" value={form.name} onChange={(e) => edit({ name: e.target.value })} aria-describedby="policy-edit-name-error" />
+              <FieldError id="policy-edit-name-error" reason={reasonAt(problem, "name")} />
+            </div>
+            <div className="field wide">
+              <label htmlFor="policy-edit-description">Description</label>
+              <input
+                id="policy-edit-description"
+                value={form.description}
+                onChange={(e) => edit({ description: e.target.value })}
+                aria-describedby="policy-edit-description-error"
+              />
+              <FieldError id="policy-edit-description-error" reason={reasonAt(problem, "description")} />
+            </div>
           </div>
-          <div className="field wide">
-            <label htmlFor="policy-edit-description">Description</label>
-            <input
-              id="policy-edit-description"
-              value={form.description}
-              onChange={(e) => edit({ description: e.target.value })}
-              aria-describedby="policy-edit-description-error"
-            />
-            <FieldError id="policy-edit-description-error" reason={reasonAt(problem, "description")} />
-          </div>
-        </div>
-        {catalog.isError && <ErrorNote error={catalog.error} title="The catalog could not be read" />}
-        <PermissionPicker
-          idPrefix="policy-edit"
-          resources={catalog.data?.resources ?? []}
-          selected={form.permissions}
-          onChange={(permissions) => edit({ permissions })}
-          error={reasonAt(problem, "permissions")}
-        />
-        <ConditionField
-          id="policy-edit-condition"
-          label="Condition (optional, CEL)"
-          hint={`${CONDITION_HINT} Emptying the field removes the condition.`}
-          value={form.condition}
-          onChange={(condition) => edit({ condition })}
-          reason={reasonAt(problem, "condition")}
-        />
-        <button type="submit" disabled={changes.paths.length === 0 || preview.isPending}>
-          Review changes
-        </button>
+          {catalog.isError && <ErrorNote error={catalog.error} title="The catalog could not be read" />}
+          <PermissionPicker
+            idPrefix="policy-edit"
+            resources={catalog.data?.resources ?? []}
+            selected={form.permissions}
+            onChange={(permissions) => edit({ permissions })}
+            error={reasonAt(problem, "permissions")}
+          />
+          <ConditionField
+            id="policy-edit-condition"
+            label="Condition (optional, CEL)"
+            hint={`${CONDITION_HINT} Emptying the field removes the condition.`}
+            value={form.condition}
+            onChange={(condition) => edit({ condition })}
+            reason={reasonAt(problem, "condition")}
+          />
+          <button type="submit" disabled={changes.paths.length === 0 || preview.isPending}>
+            Review changes
+          </button>
+        </fieldset>
         {problem !== undefined && problem.fields.size === 0 && <ErrorNote error={update.error ?? preview.error} />}
       </form>
       {preview.data !== undefined && (
