@@ -4,10 +4,11 @@ import { defineConfig } from "vitest/config";
  * Most files run two at a time (the `together` project): most of a file's
  * time is spent waiting on its database or its service, and Vitest's default
  * on two cores is one worker (the cores less one). `npm test`
- * (scripts/test.mjs) runs this room first, with the Citus leg beside it, and
- * the other rooms after both, in one more Vitest run.
+ * (scripts/test.mjs) runs this room with the Citus leg and then `paired`
+ * beside it, each a Vitest run of its own, and `timing` and `clocks` after
+ * them with nothing beside.
  *
- * First `paired`, two files at a time: the browser files (Chromium takes a
+ * `paired`, two files at a time: the browser files (Chromium takes a
  * core of its own) and the files that mostly wait (on processes starting and
  * stopping, replicas catching up), in Vitest's order (a file's last
  * duration when it has one, else the largest first), each file to the
@@ -35,7 +36,7 @@ const WAITING = [
   "test/changes-streams.test.ts",
 ];
 /**
- * Then `timing`, truly alone: the files whose assertions are about time at
+ * `timing`, truly alone: the files whose assertions are about time at
  * the scale of a scheduler's hiccup and which load the cores themselves (a
  * first start ready within 10 s, building its embedded folder; answers
  * within 100 ms while thousands of streams attack). Beside another file they
@@ -44,7 +45,7 @@ const WAITING = [
  */
 const TIMING = ["test/process.test.ts", "test/h2-attacks.test.ts"];
 /**
- * And `clocks`, four at a time: files about time that mostly wait on their
+ * `clocks`, four at a time: files about time that mostly wait on their
  * own timers (deadlines, connection and stream timeouts, cancellation
  * mid-write), with hundreds of milliseconds of slack, light enough that
  * four side by side use about a core and a half (41 s of CPU in 33 s).

@@ -4,12 +4,13 @@
 //
 // 1. Vitest's `together` room (vitest.config.ts) and, beside it, the Citus
 //    leg (scripts/test-citus.mjs, `npm run test:citus`) when this machine's
-//    PostgreSQL has Citus. Both spend much of their time waiting on their
-//    databases and services, so each fills the other's idle cores. The leg's
-//    report is kept in a file and printed when it ends, whole, so the two
-//    reports do not interleave.
-// 2. Then the rooms that must not share the machine with the leg: `paired`
-//    (Chromium, processes starting and stopping), `timing` and `clocks`.
+//    PostgreSQL has Citus, then the `paired` room (Chromium, processes
+//    starting and stopping). Each mostly waits on its databases, services and
+//    browser, so each fills the other's idle cores. The reports beside
+//    `together`'s are kept in files and printed after it, whole, so that no
+//    two interleave.
+// 2. Then the rooms that must run with nothing beside them: `timing` and
+//    `clocks`.
 //
 // Every phase runs even when one before it failed; the exit status is 1 when
 // any did. Without Citus the leg is skipped with a warning, and in CI
