@@ -3,13 +3,15 @@ import { FieldError } from "./error-note";
 
 /**
  * A labelled text input (a textarea, given `rows`) with its field error below
- * it, which its aria-describedby names whether there is an error or not.
+ * it, which its aria-describedby names whether there is an error or not;
+ * `wide` spans the form's grid.
  */
 export function LabelledInput({
   label,
   onChange,
   reason,
   rows,
+  wide,
   ...attributes
 }: {
   id: string;
@@ -20,6 +22,7 @@ export function LabelledInput({
   required?: boolean;
   maxLength?: number;
   rows?: number;
+  wide?: boolean;
 }) {
   const field = {
     ...attributes,
@@ -27,7 +30,7 @@ export function LabelledInput({
     "aria-describedby": `${attributes.id}-error`,
   };
   return (
-    <div className="field">
+    <div className={wide === true ? "field wide" : "field"}>
       <label htmlFor={attributes.id}>{label}</label>
       {rows === undefined ? <input {...field} /> : <textarea {...field} rows={rows} />}
       <FieldError id={`${attributes.id}-error`} reason={reason} />

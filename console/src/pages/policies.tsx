@@ -17,6 +17,7 @@ import { CatalogService } from "../../../gen/authz/v1/catalog_pb.js";
 import { PolicyService, type ConditionalPermission, type Policy, type PreviewPolicyUpdateResponse } from "../../../gen/authz/v1/policies_pb.js";
 import { ConditionField, ConditionText, conditionInput } from "../components/condition-field";
 import { DangerButton } from "../components/danger-button";
+import { LabelledInput } from "../components/labelled-input";
 import { ErrorNote, FieldError } from "../components/error-note";
 import { useNotify } from "../components/notice";
 import { PageLink, useGo } from "../components/page-link";
@@ -120,21 +121,15 @@ function NewPolicy({ appId }: { appId: string }) {
       <h2 id="new-policy">New policy</h2>
       <form onSubmit={submit} noValidate>
         <div className="grid-form">
-          <div className="field">
-            <label htmlFor="policy-new-name">Name</label>
-            <input id="policy-new-name" value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} aria-describedby="policy-new-name-error" />
-            <FieldError id="policy-new-name-error" reason={reasonAt(problem, "name")} />
-          </div>
-          <div className="field wide">
-            <label htmlFor="policy-new-description">Description</label>
-            <input
-              id="policy-new-description"
-              value={form.description}
-              onChange={(e) => setForm({ ...form, description: e.target.value })}
-              aria-describedby="policy-new-description-error"
-            />
-            <FieldError id="policy-new-description-error" reason={reasonAt(problem, "description")} />
-          </div>
+          <LabelledInput id="policy-new-name" label="Name" value={form.name} onChange={(name) => setForm({ ...form, name })} reason={reasonAt(problem, "name")} />
+          <LabelledInput
+            id="policy-new-description"
+            label="Description"
+            wide
+            value={form.description}
+            onChange={(description) => setForm({ ...form, description })}
+            reason={reasonAt(problem, "description")}
+          />
           <div className="field">
             <label htmlFor="policy-new-tenant">Tenant (empty: application-wide)</label>
             <input id="policy-new-tenant" value={form.tenantId} onChange={(e) => setForm({ ...form, tenantId: e.target.value })} aria-describedby="policy-new-tenant-error" />
@@ -243,21 +238,15 @@ function PolicyEditor({ appId, stored }: { appId: string; stored: Policy }) {
         {/* Once saved, this editor gives way to one of the policy as read back (keyed by its update time): until then it takes no edit, which that one would drop. */}
         <fieldset className="bare" disabled={update.isSuccess}>
           <div className="grid-form">
-            <div className="field">
-              <label htmlFor="policy-edit-name">Name</label>
-              <input id="policy-edit-name" value={form.name} onChange={(e) => edit({ name: e.target.value })} aria-describedby="policy-edit-name-error" />
-              <FieldError id="policy-edit-name-error" reason={reasonAt(problem, "name")} />
-            </div>
-            <div className="field wide">
-              <label htmlFor="policy-edit-description">Description</label>
-              <input
-                id="policy-edit-description"
-                value={form.description}
-                onChange={(e) => edit({ description: e.target.value })}
-                aria-describedby="policy-edit-description-error"
-              />
-              <FieldError id="policy-edit-description-error" reason={reasonAt(problem, "description")} />
-            </div>
+            <LabelledInput id="policy-edit-name" label="Name" value={form.name} onChange={(name) => edit({ name })} reason={reasonAt(problem, "name")} />
+            <LabelledInput
+              id="policy-edit-description"
+              label="Description"
+              wide
+              value={form.description}
+              onChange={(description) => edit({ description })}
+              reason={reasonAt(problem, "description")}
+            />
           </div>
           {catalog.isError && <ErrorNote error={catalog.error} title="The catalog could not be read" />}
           <PermissionPicker
