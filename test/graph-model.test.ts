@@ -529,7 +529,7 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
           expect(perms[i]!.actions, `permissions of ${u} on ${d} in ${JSON.stringify(context)}`).toEqual(expected);
         });
       }
-      // The listings and explanations below are asked a few at a time (each its own calls, in order), and each answer compared as it comes.
+      // The listings and explanations below are asked 32 at a time (each its own calls, in order), and each answer compared as it comes.
       const lookups = USERS.flatMap((u) =>
         ([["document", "read", DOCS], ["folder", "list", sameInstance ? [...DEEP_FOLDERS, ...FOLDERS].sort() : FOLDERS], ["document", "update", DOCS]] as const).map(([resource, action, ids]) => ({ u, resource, action, ids })),
       );
