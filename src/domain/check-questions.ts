@@ -21,10 +21,16 @@ export interface CheckQuestion {
   facts?: QuestionFacts | undefined;
   /** Grants counted for this question alone, as if stored (contextual-grants.ts). */
   contextualGrants?: readonly ContextualGrant[] | undefined;
+  /**
+   * Set by lookup alone, never from a request: the relations implying the
+   * action that the graph's walk starts from, with the action's entries
+   * (CheckInput.roots, operator-pages.ts). Absent: all of them.
+   */
+  roots?: readonly string[] | undefined;
 }
 
 /** Every action the user may perform on the instance. */
-export type PermissionsQuestion = Omit<CheckQuestion, "action">;
+export type PermissionsQuestion = Omit<CheckQuestion, "action" | "roots">;
 
 export function validateInstance(v: Violations, q: PermissionsQuestion, at: (field: string) => string): void {
   check(v, at("userId"), identifierProblem(q.userId));

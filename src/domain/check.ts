@@ -559,13 +559,14 @@ async function holdsOne(appId: string, ways: readonly (readonly Condition[])[], 
   return false;
 }
 
-const inputOf = (caller: Caller, q: PermissionsQuestion & { action?: string }): CheckInput => ({
+const inputOf = (caller: Caller, q: PermissionsQuestion & { action?: string; roots?: readonly string[] | undefined }): CheckInput => ({
   appId: caller.appId,
   keyHash: caller.keyHash,
   userId: q.userId,
   resource: q.resource,
   resourceId: q.resourceId,
   action: q.action ?? null,
+  roots: q.roots,
 });
 
 /** The model the answer is evaluated against; a 401 when the key no longer holds. */

@@ -16,6 +16,12 @@ export interface CheckInput {
   resourceId: string;
   /** The action asked (null or absent for a permissions question): the graph's walk starts from the relations implying it. */
   action?: string | null;
+  /**
+   * The graph's walk starts from these relations implying the action (and
+   * the action's entries) instead of all of them: the answer's relations
+   * are then those of these held. Absent: all of them.
+   */
+  roots?: readonly string[] | undefined;
 }
 
 export interface CheckRow {
@@ -193,7 +199,7 @@ export class CheckStatements {
     // The same question asked twice in a batch (callers asking at once about one hot instance) is asked of the statement once.
     const { json, at } = distinctQuestions(
       graph !== undefined
-        ? checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId, a: c.action ?? null, x: c.action == null ? null : (graph.walks[`${c.resource}\0${c.action}`] ?? null) }))
+        ? checks.map((c) => graphQuestion(c, c.action == null ? null : (graph.walks[`${c.resource}\0${c.action}`] ?? null)))
         : checks.map((c) => ({ u: c.userId, r: c.resource, i: c.resourceId })),
     );
     const row = graph !== undefined
@@ -229,6 +235,13 @@ export class CheckStatements {
       replayed: row.replayed ?? null,
     };
   }
+}
+
+/** A question of the graph's statement: its roots narrowed (o) when the input names them. */
+function graphQuestion(c: CheckInput, walks: string[] | null) {
+  const a = c.action ?? null;
+  if (c.roots === undefined) return { u: c.userId, r: c.resource, i: c.resourceId, a, x: walks };
+  return { u: c.userId, r: c.resource, i: c.resourceId, a, x: walks === null ? c.roots : c.roots.concat(walks), o: true };
 }
 
 /**

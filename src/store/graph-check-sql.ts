@@ -71,6 +71,16 @@ const CONDITIONAL_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
                                              AND (q.action IS NULL OR q.action = ANY (cr.actions))))`)}))`;
 
 /**
+ * Whether catalog relation `cr` is a root of the walk of question row `s`:
+ * a relation implying its action (every relation, for a permissions
+ * question: action null), or one of its `extra` relations. With `o`
+ * (only_extra) its extra relations alone: lookup's pages, which know which
+ * of the relations implying the action a candidate's page reached
+ * (operator-pages.ts), ask those and the entries, not every relation.
+ */
+const ROOT_OF_S = `(s.only_extra IS NOT TRUE AND (s.action IS NULL OR s.action = ANY (cr.actions))) OR cr.relation = ANY (s.extra)`;
+
+/**
  * The check's statement for an application whose catalog has subject sets
  * or inheritance: the same answer as the direct one (check-store.ts), each
  * question's relations on the instance now those the user holds through the
@@ -110,8 +120,8 @@ const CONDITIONAL_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
 export const graphCheckSql = (replayed: boolean, within = true, entries = false) => `
   WITH RECURSIVE
   q AS (SELECT q.*, dense_rank() OVER (ORDER BY q.resource, q.resource_id, q.action) AS k
-        FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text, x text[]))
-             WITH ORDINALITY AS q(user_id, resource, resource_id, action, extra, n)),
+        FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, i text, a text, x text[], o boolean))
+             WITH ORDINALITY AS q(user_id, resource, resource_id, action, extra, only_extra, n)),
   gp AS (SELECT * FROM jsonb_to_recordset($4::jsonb) AS gp(r text, l text, h text)),${
     entries
       ? `
@@ -122,17 +132,17 @@ export const graphCheckSql = (replayed: boolean, within = true, entries = false)
     entries
       ? `
     SELECT s.k, r.root, s.resource, s.resource_id, r.root, 0
-    FROM (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action, q.extra FROM q) s
+    FROM (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action, q.extra, q.only_extra FROM q) s
     CROSS JOIN LATERAL (
       SELECT cr.relation FROM catalog_relations cr
-      WHERE cr.app_id = $1 AND cr.resource = s.resource AND (s.action IS NULL OR s.action = ANY (cr.actions) OR cr.relation = ANY (s.extra))
+      WHERE cr.app_id = $1 AND cr.resource = s.resource AND (${ROOT_OF_S})
       UNION ALL
       SELECT e.n FROM ent e WHERE e.r = s.resource AND e.n = ANY (s.extra)) r(root)`
       : `
     SELECT s.k, cr.relation, s.resource, s.resource_id, cr.relation, 0
-    FROM (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action, q.extra FROM q) s
+    FROM (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action, q.extra, q.only_extra FROM q) s
     JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = s.resource
-    WHERE s.action IS NULL OR s.action = ANY (cr.actions) OR cr.relation = ANY (s.extra)`
+    WHERE ${ROOT_OF_S}`
   }
     UNION
     SELECT w.k, w.root, e.resource, e.resource_id, e.relation, w.depth + e.hops
