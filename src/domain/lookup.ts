@@ -1,7 +1,7 @@
 import { Coalescer } from "../lib/coalescer.js";
 import { NO_TELEMETRY, type Telemetry } from "../lib/telemetry.js";
 import type { Db } from "../store/db.js";
-import { graphStore, type GraphLookupInput } from "../store/graph-store.js";
+import { graphStore, type GraphLookupInput, type GraphLookupRow } from "../store/graph-store.js";
 import type { ThroughPaths, ThroughPathsRow } from "../store/conditional-candidates.js";
 import { lookupStore, type LookupInput, type LookupRow } from "../store/lookup-store.js";
 import type { Queryable } from "../store/db.js";
@@ -16,6 +16,7 @@ import { decodePageToken, encodePageToken } from "./paging.js";
 import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
 import { lowerReplay } from "../store/lsn.js";
 import { allowedPage, type ReadIds } from "./operator-pages.js";
+import { reachOf } from "./lookup-reach.js";
 import { checkContextualForm, hasContextual, type ContextualGrant } from "./contextual-grants.js";
 import { graphLookupOf, lookupSeeds, requireContextualGrants } from "./contextual-pages.js";
 import { contextualPagesStore, type ContextualLookupInput } from "../store/contextual-pages-store.js";
@@ -111,7 +112,8 @@ export class Lookup {
         if (model?.hierarchical !== true) return [];
         // The relations implying the action, and those whose holders hold one of them within the instance.
         const answers = model.withinInstance(input.resource, model.relationsImplying(input.resource, input.action));
-        return [{ i, input: { ...input, answers, ...model.inward(input.resource, answers) } }];
+        // Where rules may take away, the page also says what reaches each id (lookup-reach.ts).
+        return [{ i, input: { ...input, answers, ...model.inward(input.resource, answers), reach: model.operators } }];
       });
       const flat = inputs.flatMap((input, i) => (used.get(input.appId)?.hierarchical === true ? [] : [{ i, input }]));
       const [flatRead, graphRead] = await Promise.all([
@@ -164,7 +166,7 @@ export class Lookup {
     // The model the page was read by (read() leaves it cached): without it, the exact path.
     const model = row.version === null ? undefined : this.models.cached(caller.appId, row.version);
     if (hasContextual(q)) return this.lookupWithContextual(caller, q, input, row, limit, model ?? (await this.models.load(caller.appId)));
-    if (model === undefined || model.operators) return this.lookupWithOperators(caller, q, input, row, limit);
+    if (model === undefined || model.operators) return this.lookupWithOperators(caller, q, input, row, limit, model);
     const merged = splitPage(row.pathsPossible && row.graph !== undefined ? await this.withPaths(row.graph, row.resourceIds) : row.resourceIds);
     const more = merged.length > limit;
     const ids = merged.slice(0, limit);
@@ -195,12 +197,21 @@ export class Lookup {
    * listed apart as conditional (docs/exclusion.md). Roles answer
    * allInstances as they do everywhere: the rules do not touch them.
    */
-  private async lookupWithOperators(caller: Caller, q: LookupQuestion, input: LookupInput, first: PlainPage, limit: number): Promise<LookupAnswer> {
+  private async lookupWithOperators(
+    caller: Caller,
+    q: LookupQuestion,
+    input: LookupInput,
+    first: PlainPage,
+    limit: number,
+    model: AccessModel | undefined,
+  ): Promise<LookupAnswer> {
     const read: ReadIds = async (after, chunk) => {
       const row = after === input.after && chunk === input.limit ? first : await this.coalesced.call({ ...input, after, limit: chunk });
       requireAnswerable(row, q);
       const ids = splitPage(row.pathsPossible && row.graph !== undefined ? await this.withPaths(row.graph, row.resourceIds) : row.resourceIds).map((e) => e.id);
-      return { ids: ids.slice(0, chunk), full: ids.length >= chunk };
+      // How each id is reached (lookup-reach.ts), from the plain page's statement.
+      const reach = model === undefined ? undefined : reachOf(model, q.resource, q.action, row);
+      return { ids: ids.slice(0, chunk), full: ids.length >= chunk, reach };
     };
     return this.allowedAnswer(caller, q, input, first, limit, read);
   }
@@ -240,9 +251,20 @@ export class Lookup {
   private async allowedAnswer(caller: Caller, q: LookupQuestion, input: LookupInput, first: PlainPage, limit: number, read: ReadIds): Promise<LookupAnswer> {
     const everyInstance = !first.allInstances && first.conditionalRole;
     const [page, roles] = await Promise.all([
-      allowedPage(limit, input.after, read, (ids) =>
-        this.checker.batch(caller, ids.map((resourceId) => ({ ...question(q), resourceId, facts: q.facts, contextualGrants: q.contextualGrants }))),
-      ),
+      allowedPage(limit, input.after, read, async (ids, reach) => {
+        // An id allowed as read is not asked; the others walk from the relations that reach them, where known.
+        const asked = ids.filter((id) => reach?.get(id) !== true);
+        const { userId, resource, action, tenantId, facts, contextualGrants } = q;
+        const answers = asked.length === 0 ? [] : await this.checker.batch(
+          caller,
+          asked.map((resourceId) => {
+            const roots = reach?.get(resourceId);
+            return { userId, resource, resourceId, action, tenantId, facts, contextualGrants, roots: roots === true ? undefined : roots };
+          }),
+        );
+        const allowed = new Map(asked.map((id, i) => [id, answers[i]!]));
+        return ids.map((id) => allowed.get(id) ?? true);
+      }),
       everyInstance ? this.checker.ways(caller, [{ ...question(q), rolesOnly: true }]).then((w) => w[0]!) : undefined,
     ]);
     return {
@@ -257,7 +279,7 @@ export class Lookup {
 }
 
 /** A plain page, with the graph's question it was read by (none: the direct statement's). */
-type PlainPage = LookupRow & { graph?: GraphLookupInput };
+type PlainPage = GraphLookupRow & { graph?: GraphLookupInput };
 
 /** The check's question for an instance of the lookup's (the roles' question names any instance: "-"). */
 const question = (q: LookupQuestion) => ({ userId: q.userId, resource: q.resource, resourceId: "-", action: q.action, tenantId: q.tenantId });

@@ -19,11 +19,19 @@ export const MAX_CHUNK = 1_000;
 /** Ids a page reads at most before it fails: about twenty batch checks of a thousand. */
 export const MAX_SCANNED = 20_000;
 
-/** One read of the superset: up to `limit` ids after `after`, in order, and whether it stopped at `limit`. */
-export type ReadIds = (after: string, limit: number) => Promise<{ ids: string[]; full: boolean }>;
+/**
+ * What a read knows of how its ids are reached, where it could tell
+ * (lookup's groups of rules, Lookup.groupsRead): `true`, allowed as read;
+ * or the relations implying the action through which it is reached, the
+ * ones its check need walk from. An id it does not name: every relation.
+ */
+export type Reach = ReadonlyMap<string, true | readonly string[]>;
 
-/** Which of the ids are allowed, as the check answers each. */
-export type Allowed = (ids: string[]) => Promise<boolean[]>;
+/** One read of the superset: up to `limit` ids after `after`, in order, whether it stopped at `limit`, and how its ids are reached. */
+export type ReadIds = (after: string, limit: number) => Promise<{ ids: string[]; full: boolean; reach?: Reach | undefined }>;
+
+/** Which of the ids are allowed, as the check answers each (with what `reach` says of them). */
+export type Allowed = (ids: string[], reach: Reach | undefined) => Promise<boolean[]>;
 
 /** The first `limit` allowed ids after `after`, and whether more follow. */
 export async function allowedPage(limit: number, after: string, read: ReadIds, allowed: Allowed): Promise<{ ids: string[]; more: boolean }> {
@@ -37,10 +45,10 @@ export async function allowedPage(limit: number, after: string, read: ReadIds, a
         `this page read ${scanned} ids and is not full yet (requires or unless take most of them away); at most ${MAX_SCANNED} are read for one page: ask a smaller pageSize, or narrow the rules that exclude (docs/exclusion.md)`,
       );
     }
-    const { ids, full } = await read(cursor, chunk);
+    const { ids, full, reach } = await read(cursor, chunk);
     scanned += ids.length;
     if (ids.length > 0) {
-      const answers = await allowed(ids);
+      const answers = await allowed(ids, reach);
       ids.forEach((id, i) => answers[i] === true && out.push(id));
     }
     if (out.length > limit || !full || ids.length === 0) break;

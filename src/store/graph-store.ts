@@ -215,9 +215,14 @@ export interface GraphLookupInput extends LookupInput {
    */
   steps: InwardStep[];
   last: InwardStep[];
+  /** Read also which answer relations reach each id (REACHED_BY): where the catalog has `requires` or `unless`. */
+  reach?: boolean | undefined;
 }
 
-export type GraphLookupRow = LookupRow;
+export type GraphLookupRow = LookupRow & {
+  /** With `reach`: the answer relations through which each id of the plain page is reached. */
+  reachedBy?: Readonly<Record<string, string[]>> | undefined;
+};
 
 /**
  * Lookup's sources (PAGE_CTES), read in resource_id order: the user's own
@@ -259,6 +264,22 @@ const LOOKUP_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
                                     AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}`)})))`;
 
 /**
+ * For each id of question q's plain page, the answer relations through
+ * which the walk reached it (`g` of each source, PAGE_CTES: the relation
+ * of the user's own grant, or the one the last step gives): an object from
+ * id to relations. Complete: an id of the page is among the ids `found`
+ * read of every source that holds it (each source's first `lim` ids up to
+ * the bound), so every source that reaches it is named.
+ */
+const REACHED_BY = `(SELECT coalesce(json_object_agg(x.id, x.gs), '{}') FROM (
+          SELECT f.id, array_agg(DISTINCT k.g) AS gs
+          FROM found f
+          JOIN counted k ON k.n = q.n AND k.sid = f.sid AND k.m = f.m
+          JOIN bound b ON b.n = q.n AND b.upto = f.upto
+          WHERE f.id = ANY (${PAGE_OF_Q})
+          GROUP BY f.id) x)`;
+
+/**
  * Lookup through the graph, a page per question.
  *
  * The walk: the user's own grants on the pairs the edges start from (and
@@ -286,7 +307,7 @@ const LOOKUP_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
  * condition, the page merged with the plain one (withPathCandidates):
  * asked only when the plain statement's flag is set.
  */
-export const graphLookupSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_EXTRA) => `
+export const graphLookupSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_EXTRA, reach = false) => `
   WITH RECURSIVE
   q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int, ans text[], st jsonb, ls jsonb, p text[]${x.columns}))
              WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, answers, steps, last, prior${x.names}, n)),${x.ctes}
@@ -312,10 +333,10 @@ export const graphLookupSql = (replayed: boolean, grants: Grants, x: PageExtra =
     WHERE w.depth < ${MAX_HOPS - 1}
   ),
   src AS (
-    SELECT q.n, q.lim, q.after, 0 AS kind, h.user_id AS a, '' AS b, '' AS c, q.resource AS res, ans.relation AS rel
+    SELECT q.n, q.lim, q.after, 0 AS kind, h.user_id AS a, '' AS b, '' AS c, q.resource AS res, ans.relation AS rel${reach ? ", ans.relation AS g" : ""}
     FROM q CROSS JOIN unnest(q.answers) AS ans(relation) CROSS JOIN ${HOLDERS_OF("q.user_id")}
     UNION
-    SELECT q.n, q.lim, q.after, 1, w.resource, w.resource_id, t.sr, t.r, t.p
+    SELECT q.n, q.lim, q.after, 1, w.resource, w.resource_id, t.sr, t.r, t.p${reach ? ", t.g" : ""}
     FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.last) AS t(fr text, fl text, sr text, r text, p text, g text)
     JOIN walk w ON w.n = q.n AND w.resource = t.fr AND w.relation = t.fl${x.sources}
   ),${PAGE_CTES(andExtra(sourceIds(grants), x))}
@@ -328,7 +349,8 @@ export const graphLookupSql = (replayed: boolean, grants: Grants, x: PageExtra =
         ${ACTIONS_AND_ROLE},
         ${lookupPage(PAGE_OF_Q)},
         ${CONDITIONAL_ROLE},
-        ${LOOKUP_PATHS_POSSIBLE}
+        ${LOOKUP_PATHS_POSSIBLE}${reach ? `,
+        ${REACHED_BY}` : ""}
       ) ORDER BY q.n)`
         : `
     (SELECT json_agg(${withPathCandidates(PAGE_OF_Q)} ORDER BY q.n)`
@@ -336,6 +358,8 @@ export const graphLookupSql = (replayed: boolean, grants: Grants, x: PageExtra =
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
 
 const GRAPH_LOOKUP = { plain: graphLookupSql(false, PLAIN_GRANT), replayed: graphLookupSql(true, PLAIN_GRANT) };
+/** With the relations that reach each id of the page (REACHED_BY): for a catalog with `requires` or `unless`. */
+const GRAPH_LOOKUP_REACH = { plain: graphLookupSql(false, PLAIN_GRANT, NO_EXTRA, true), replayed: graphLookupSql(true, PLAIN_GRANT, NO_EXTRA, true) };
 const GRAPH_LOOKUP_THROUGH_PATHS = { plain: graphLookupSql(false, LIVE_GRANT), replayed: graphLookupSql(true, LIVE_GRANT) };
 
 type Replayed = { replayed?: string | null };
@@ -389,15 +413,20 @@ export const graphStore = {
     return perApplication(inputs, async (appId, ofApp) => {
       const { keys, keyOf } = distinctKeys(ofApp);
       const { json, at } = distinctQuestions(ofApp.map(lookupQuestion));
+      const statements = ofApp.some((i) => i.reach === true) ? GRAPH_LOOKUP_REACH : GRAPH_LOOKUP;
       const { rows } = await q.query<
-        { keys: boolean[] | null; version: string | null; rows: [string[] | null, boolean, string[], boolean, boolean][] | null } & Replayed
-      >(options.replayed === true ? GRAPH_LOOKUP.replayed : GRAPH_LOOKUP.plain, [appId, keys, json]);
+        {
+          keys: boolean[] | null;
+          version: string | null;
+          rows: [string[] | null, boolean, string[], boolean, boolean, Record<string, string[]>?][] | null;
+        } & Replayed
+      >(options.replayed === true ? statements.replayed : statements.plain, [appId, keys, json]);
       const row = rows[0]!;
       const answers = row.rows ?? [];
       return {
         rows: ofApp.map((_, i): GraphLookupRow => {
-          const [actions, allInstances, resourceIds, conditionalRole, pathsPossible] = answers[at[i]!]!;
-          return { keyValid: row.keys?.[keyOf[i]!] === true, version: row.version, actions, allInstances, resourceIds, conditionalRole, pathsPossible };
+          const [actions, allInstances, resourceIds, conditionalRole, pathsPossible, reachedBy] = answers[at[i]!]!;
+          return { keyValid: row.keys?.[keyOf[i]!] === true, version: row.version, actions, allInstances, resourceIds, conditionalRole, pathsPossible, reachedBy };
         }),
         replayed: row.replayed ?? null,
       };
