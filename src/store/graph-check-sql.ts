@@ -63,12 +63,29 @@ export const CONDITIONAL_EDGES = `EXISTS (SELECT 1 FROM subject_relationships s
  * and no second statement is asked (conditional-paths-store.ts).
  */
 const CONDITIONAL_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
-         OR EXISTS (${EACH_HOLDER("q.user_id", (holder) => `SELECT 1 FROM relationships g
+         OR CASE WHEN u.conditional THEN EXISTS (${EACH_HOLDER("q.user_id", (holder) => `SELECT 1 FROM relationships g
                     WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}
                       AND NOT (g.resource = q.resource AND g.resource_id = q.resource_id
                                AND EXISTS (SELECT 1 FROM catalog_relations cr
                                            WHERE cr.app_id = $1 AND cr.resource = q.resource AND cr.relation = g.relation
-                                             AND (q.action IS NULL OR q.action = ANY (cr.actions))))`)}))`;
+                                             AND (q.action IS NULL OR q.action = ANY (cr.actions))))`)}) ELSE false END)`;
+
+/**
+ * Each distinct user of the batch (`uc`), read once however many of its
+ * questions the batch holds (a lookup's page asks a hundred instances for
+ * one user): whether the user, or every user, has a live conditional grant
+ * anywhere (one probe each of relationships_conditional_user_idx), and the
+ * user's role assignments. A user with no conditional grant skips the
+ * probes of its questions that only such a grant could answer.
+ */
+const USERS_OF_BATCH = `
+  uc AS MATERIALIZED (
+    SELECT u.user_id,
+           EXISTS (${EACH_HOLDER("u.user_id", (holder) => `SELECT 1 FROM relationships g
+                   WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}`)}) AS conditional,
+           ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a WHERE a.app_id = $1 AND a.user_id = u.user_id) AS roles
+    FROM (SELECT DISTINCT q.user_id FROM q) u
+  )`;
 
 /**
  * Whether catalog relation `cr` is a root of the walk of question row `s`:
@@ -191,19 +208,19 @@ export const graphCheckSql = (replayed: boolean, within = true, entries = false)
                       AND i.relation = m.relation AND i.depth + m.depth <= ${MAX_HOPS})
     ) h
     GROUP BY h.n
-  )
+  ),${USERS_OF_BATCH}
   SELECT
     ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     ${NOW_MS} AS now_ms,
     (SELECT json_agg(json_build_array(
-        coalesce(h.roots, '{}') || ARRAY(${EACH_HOLDER("q.user_id", (holder) => `SELECT g.relation || chr(10) || g.condition FROM relationships g
+        coalesce(h.roots, '{}') || CASE WHEN u.conditional THEN ARRAY(${EACH_HOLDER("q.user_id", (holder) => `SELECT g.relation || chr(10) || g.condition FROM relationships g
               WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = q.resource AND g.resource_id = q.resource_id
-                AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}`)}),
-        ARRAY(SELECT a.role_id || coalesce(chr(10) || a.condition, '') FROM role_assignments a WHERE a.app_id = $1 AND a.user_id = q.user_id),
+                AND g.condition IS NOT NULL AND ${LIVE_GRANT("g")}`)}) ELSE '{}' END,
+        u.roles,
         ${CONDITIONAL_PATHS_POSSIBLE}
       ) ORDER BY q.n)
-     FROM q LEFT JOIN held h ON h.n = q.n) AS rows${replayed ? REPLAYED : ""}`;
+     FROM q JOIN uc u ON u.user_id = q.user_id LEFT JOIN held h ON h.n = q.n) AS rows${replayed ? REPLAYED : ""}`;
 
 /**
  * The check's step from an entry's root through a link (GraphGroups.entries,
