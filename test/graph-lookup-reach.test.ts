@@ -146,6 +146,11 @@ describe.each(engines)("lookup by the relations that reach each id on %s", (engi
     { why: "viewer through a team, not blocked", grants: [["d1", "viewer", "team:eng"], ["d1", "blocked", "bob"]], listed: ["d1"] },
     { why: "both reach it, blocked", grants: [["d1", "viewer", "ann"], ["d1", "owner", "team:eng"], ["d1", "blocked", "ann"]], listed: ["d1"] },
     {
+      why: "ids that name an object's own keys",
+      grants: [["__proto__", "viewer", "ann"], ["constructor", "owner", "ann"], ["toString", "viewer", "team:eng"], ["valueOf", "viewer", "ann"], ["valueOf", "blocked", "ann"]],
+      listed: ["__proto__", "constructor", "toString"],
+    },
+    {
       why: "a run of each kind",
       grants: [["d1", "viewer", "ann"], ["d2", "owner", "ann"], ["d2", "blocked", "ann"], ["d3", "viewer", "team:eng"], ["d3", "blocked", "team:rogue"], ["d4", "viewer", "ann"]],
       listed: ["d1", "d2", "d4"],

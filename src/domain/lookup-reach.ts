@@ -37,7 +37,8 @@ export function reachOf(model: AccessModel, resource: string, action: string, pa
   const through = rules.map((r) => ({ relation: r.relation, plain: r.requires.length === 0 && r.unless.length === 0, from: new Set(model.withinInstance(resource, [r.relation])) }));
   const reach = new Map<string, true | string[]>();
   for (const { id, candidate } of splitPage(page.resourceIds)) {
-    const relations = page.reachedBy[id];
+    // Own keys only: an id may be any string, "constructor" and "__proto__" included.
+    const relations = Object.hasOwn(page.reachedBy, id) ? page.reachedBy[id] : undefined;
     if (candidate || relations === undefined) continue;
     const held = through.filter((t) => relations.some((g) => t.from.has(g)));
     if (held.some((t) => t.plain)) reach.set(id, true);

@@ -193,9 +193,10 @@ export class Lookup {
   /**
    * A page where the catalog has `requires` or `unless` (operator-pages.ts):
    * the walk's ids, each asked as the batch check asks it, with the
-   * question's facts; what is allowed is listed plainly, and nothing is
-   * listed apart as conditional (docs/exclusion.md). Roles answer
-   * allInstances as they do everywhere: the rules do not touch them.
+   * question's facts, walking from the relations that reach it where the
+   * page says (lookup-reach.ts); what is allowed is listed plainly, and
+   * nothing is listed apart as conditional (docs/exclusion.md). Roles
+   * answer allInstances as they do everywhere: the rules do not touch them.
    */
   private async lookupWithOperators(
     caller: Caller,
