@@ -268,7 +268,7 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     expect(statements.has(THROUGH_PATHS_SQL.whoCan)).toBe(true);
     // And the decision's, where the catalog has requires or unless (its function's call, or inline on Citus).
     expect([...statements].some((sql) => sql === DECISION_SQL || sql.includes(`${DECISION_FUNCTION.name}(`))).toBe(true);
-  });
+  }, 120_000);
 
   it("every statement keeps the rules", () => {
     const broken = [...statements].map((sql) => ({ sql, problems: sqlRuleViolations(withFunctions(sql)) })).filter((s) => s.problems.length > 0);
