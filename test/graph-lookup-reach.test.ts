@@ -10,9 +10,9 @@
  * by page and compared with the independent model; a table of cases that
  * names what reaches what; and the check's statement asked with roots.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
-import { startTestService, type TestService } from "./support/service.js";
+import { describe, expect, it } from "vitest";
+import { engines } from "./support/engines.js";
+import { useService } from "./support/use-service.js";
 import { createApp } from "./helpers/authz.js";
 import { IDS, model, randomWorld, T, USERS, type Truth, type World } from "./support/relation-model.js";
 import { action, catalogOf, grantsOf } from "./support/relation-api.js";
@@ -20,9 +20,7 @@ import { AccessModel } from "../src/domain/access-model.js";
 import { random } from "../bench/random.js";
 import { CheckStatements, type CheckInput } from "../src/store/check-store.js";
 import { modelStore } from "../src/store/model-store.js";
-import { createHash } from "node:crypto";
-
-const sha256 = (key: string) => createHash("sha256").update(key).digest("hex");
+import { hashKey } from "../src/lib/ids.js";
 
 /** The relations of `document` that also imply `read`: a plain one and one with entries, in most worlds. */
 const READERS = ["editor", "viewer"];
@@ -78,25 +76,15 @@ for (let seed = 5000; worlds.length < WORLDS && seed < 6000; seed++) {
 }
 
 describe.each(engines)("lookup by the relations that reach each id on %s", (engine) => {
-  let database: TestDatabase;
-  let service: TestService;
-
-  beforeAll(async () => {
-    database = await createTestDatabase(engine, { migrated: true });
-    service = await startTestService(database.db);
-  }, 60_000);
-  afterAll(async () => {
-    await service?.close();
-    await database?.dispose();
-  });
+  const used = useService(engine);
 
   it("the worlds have both kinds of relation", () => {
     expect(worlds).toHaveLength(WORLDS);
   });
 
   it.each(worlds.slice(0, engine === "citus" ? CITUS_WORLDS : WORLDS).map((world, n) => ({ world, n })))("world $n: every read lookup, page by page, is the model's", async ({ world, n }) => {
-    const key = await createApp(service, `reach-${n}`, readCatalog(world));
-    const write = await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes: grantsOf(world) } });
+    const key = await createApp(used.service, `reach-${n}`, readCatalog(world));
+    const write = await used.service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes: grantsOf(world) } });
     expect(write.status, JSON.stringify(write.body)).toBeLessThan(300);
     const r = random(n);
     await Promise.all(
@@ -106,7 +94,7 @@ describe.each(engines)("lookup by the relations that reach each id on %s", (engi
         const ids: string[] = [];
         let pageToken = "";
         do {
-          const page = await service.call("POST", "/api/v1/authorization/lookup", { key, body: { userId, resource: "document", action: "read", pageSize: 1 + r.int(3), pageToken } });
+          const page = await used.service.call("POST", "/api/v1/authorization/lookup", { key, body: { userId, resource: "document", action: "read", pageSize: 1 + r.int(3), pageToken } });
           expect(page.status, JSON.stringify(page.body)).toBe(200);
           ids.push(...(page.body.resourceIds as string[]));
           pageToken = page.body.nextPageToken as string;
@@ -114,7 +102,7 @@ describe.each(engines)("lookup by the relations that reach each id on %s", (engi
         expect(ids, `lookup ${userId} document read`).toEqual(expected);
         // Each relation's own action agrees too.
         for (const relation of READERS) {
-          const own = await service.call("POST", "/api/v1/authorization/lookup", { key, body: { userId, resource: "document", action: action(relation) } });
+          const own = await used.service.call("POST", "/api/v1/authorization/lookup", { key, body: { userId, resource: "document", action: action(relation) } });
           expect(own.body.resourceIds, `lookup ${userId} document ${relation}`).toEqual(IDS.filter((id) => truth("document", id, relation) === T).sort());
         }
       }),
@@ -157,19 +145,19 @@ describe.each(engines)("lookup by the relations that reach each id on %s", (engi
     },
   ];
   it.each(CASES.map((c, n) => ({ ...c, n })))("$why", async ({ grants, listed, n }) => {
-    const key = await createApp(service, `reach-case-${n}`, CATALOG);
+    const key = await createApp(used.service, `reach-case-${n}`, CATALOG);
     const writes = [
       { userId: "ann", resource: "team", resourceId: "eng", relation: "member" },
       { userId: "ann", resource: "team", resourceId: "rogue", relation: "member" },
       ...grants.map(([id, relation, to]) => grant(id, relation, to)),
     ];
-    const write = await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes } });
+    const write = await used.service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes } });
     expect(write.status, JSON.stringify(write.body)).toBeLessThan(300);
     for (const pageSize of [1, 2, 100]) {
       const ids: string[] = [];
       let pageToken = "";
       do {
-        const page = await service.call("POST", "/api/v1/authorization/lookup", { key, body: { userId: "ann", resource: "document", action: "read", pageSize, pageToken } });
+        const page = await used.service.call("POST", "/api/v1/authorization/lookup", { key, body: { userId: "ann", resource: "document", action: "read", pageSize, pageToken } });
         ids.push(...(page.body.resourceIds as string[]));
         pageToken = page.body.nextPageToken as string;
       } while (pageToken !== "");
@@ -179,12 +167,12 @@ describe.each(engines)("lookup by the relations that reach each id on %s", (engi
 
   it("the check's statement walks from the roots it is given, and the action's entries", async () => {
     const appId = "reach-roots";
-    const key = await createApp(service, appId, CATALOG);
+    const key = await createApp(used.service, appId, CATALOG);
     const writes = [grant("d1", "owner", "ann"), grant("d1", "viewer", "ann"), grant("d1", "blocked", "team:rogue"), { userId: "ann", resource: "team", resourceId: "rogue", relation: "member" }];
-    expect((await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes } })).status).toBeLessThan(300);
-    const groups = AccessModel.from((await modelStore.load(database.db, appId))!).groups();
-    const ask = (roots?: string[]): CheckInput => ({ appId, keyHash: sha256(key), userId: "ann", resource: "document", resourceId: "d1", action: "read", roots });
-    const relations = async (roots?: string[]) => [...(await new CheckStatements().check(database.db, [ask(roots)], { graph: () => groups })).rows[0]!.relations].sort();
+    expect((await used.service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes } })).status).toBeLessThan(300);
+    const groups = AccessModel.from((await modelStore.load(used.database.db, appId))!).groups();
+    const ask = (roots?: string[]): CheckInput => ({ appId, keyHash: hashKey(key), userId: "ann", resource: "document", resourceId: "d1", action: "read", roots });
+    const relations = async (roots?: string[]) => [...(await new CheckStatements().check(used.database.db, [ask(roots)], { graph: () => groups })).rows[0]!.relations].sort();
     expect(await relations()).toEqual(["blocked", "owner", "viewer"]);
     expect(await relations(["viewer"])).toEqual(["blocked", "viewer"]);
     expect(await relations(["owner"])).toEqual(["blocked", "owner"]);

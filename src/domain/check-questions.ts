@@ -24,7 +24,7 @@ export interface CheckQuestion {
   /**
    * Set by lookup alone, never from a request: the relations implying the
    * action that the graph's walk starts from, with the action's entries
-   * (CheckInput.roots, operator-pages.ts). Absent: all of them.
+   * (CheckInput.roots, lookup-reach.ts). Absent: all of them.
    */
   roots?: readonly string[] | undefined;
 }

@@ -21,7 +21,7 @@ export const MAX_SCANNED = 20_000;
 
 /**
  * What a read knows of how its ids are reached, where it could tell
- * (lookup's groups of rules, Lookup.groupsRead): `true`, allowed as read;
+ * (lookup-reach.ts): `true`, allowed as read;
  * or the relations implying the action through which it is reached, the
  * ones its check need walk from. An id it does not name: every relation.
  */

@@ -93,7 +93,7 @@ const USERS_OF_BATCH = `
  * question: action null), or one of its `extra` relations. With `o`
  * (only_extra) its extra relations alone: lookup's pages, which know which
  * of the relations implying the action a candidate's page reached
- * (operator-pages.ts), ask those and the entries, not every relation.
+ * (domain/lookup-reach.ts), ask those and the entries, not every relation.
  */
 const ROOT_OF_S = `(s.only_extra IS NOT TRUE AND (s.action IS NULL OR s.action = ANY (cr.actions))) OR cr.relation = ANY (s.extra)`;
 
