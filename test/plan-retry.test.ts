@@ -21,7 +21,7 @@ import { startTestService, type TestService } from "./support/service.js";
 import { createApp, expectStatus } from "./helpers/authz.js";
 import { GRAPH_CATALOG, set, user } from "./support/graph.js";
 import { Models, type ModelInput, type ModelPlan } from "../src/domain/models.js";
-import type { Db, Queryable, QueryResult, TransactionOptions } from "../src/store/db.js";
+import { heldSnapshot, type AbortOptions, type Db, type Queryable, type QueryResult, type TransactionOptions } from "../src/store/db.js";
 import { sqlState, SqlState } from "../src/store/sqlstate.js";
 
 type Relation = { name: string; actions: string[]; builtIn: boolean; subjects?: string[]; inherits?: { through: string; relation: string }[] };
@@ -47,7 +47,7 @@ const GRANTS = [
 ];
 
 /**
- * `inner` as Models uses it (transactions only), with each attempt of a
+ * `inner` as Models uses it (transactions, and snapshots as transactions), with each attempt of a
  * transaction recorded: undefined when it committed, else the SQLSTATE it
  * failed with. `afterRead` runs once, on the first attempt, after the
  * first statement that reads the catalog.
@@ -76,6 +76,11 @@ function racingDb(inner: Db, afterRead: () => Promise<void>) {
           throw error;
         }
       }, options);
+    },
+    // A plan's snapshot is a transaction on these engines (Db.snapshot): this one, raced.
+    snapshotMarks: false,
+    snapshot<T>(fn: (q: Queryable) => Promise<T>, options?: AbortOptions) {
+      return heldSnapshot(db, fn, options);
     },
   } as unknown as Db;
   return { db, attempts };

@@ -5,7 +5,7 @@
  * users would gain or lose which permission; apply does exactly that in one
  * transaction and one audit event.
  */
-import type { AbortOptions, Db, Queryable } from "../store/db.js";
+import { writeMark, type AbortOptions, type Db, type Queryable, type Snapshot } from "../store/db.js";
 import { auditStore } from "../store/audit-store.js";
 import { catalogStore, type CatalogEntry } from "../store/catalog-store.js";
 import { modelStore } from "../store/model-store.js";
@@ -88,21 +88,25 @@ export class Models {
 
   /** The whole model, read in one snapshot. */
   async export(appId: string, options?: AbortOptions): Promise<ModelDocument> {
-    return this.db.transaction(async (tx) => {
-      await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-      await requireApplication(tx, appId);
-      return documentOf(await readState(tx, appId));
+    const { value } = await this.db.snapshot(async (q) => {
+      await requireApplication(q, appId);
+      return documentOf(await readState(q, appId));
     }, options);
+    return value;
   }
 
-  /** What apply would do, changing nothing. One snapshot, as the preview. */
+  /** What apply would do, changing nothing. One snapshot (Db.snapshot), as the preview. */
   async plan(appId: string, input: ModelInput, options?: AbortOptions): Promise<ModelPlan> {
     const target = validateModel(input);
-    return this.db.transaction(async (tx) => {
-      await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-      await requireApplication(tx, appId);
-      const state = await readState(tx, appId);
-      return (await planOf(tx, appId, state, target)).plan;
+    return (await this.planned(appId, target, options)).value.plan;
+  }
+
+  /** The plan of `target` and what it read, in one snapshot. */
+  private planned(appId: string, target: Target, options?: AbortOptions): Promise<Snapshot<Planned>> {
+    return this.db.snapshot(async (q) => {
+      await requireApplication(q, appId);
+      const state = await readState(q, appId);
+      return { state, ...(await planOf(q, appId, state, target)) };
     }, options);
   }
 
@@ -118,23 +122,29 @@ export class Models {
       check(v, "expectedVersion", /^[0-9]{1,19}$/.test(expectedVersion) ? undefined : "must be a version as GET .../model returns it");
       v.throwIfAny();
     }
+    // Where the snapshot's reads ran each on its own (PGlite), the plan is
+    // made there, and the transaction holds the connection for the writes
+    // alone when it starts from the state the plan read (the same write
+    // mark); else, as on Postgres, it plans again under its locks.
+    const early = this.db.snapshotMarks ? await this.planned(appId, target, options) : undefined;
     return this.db.transaction(async (tx) => {
+      const read = early?.mark !== undefined && (await writeMark(tx)) === early.mark ? early.value : undefined;
       // The application row FOR UPDATE: catalog replacements and every grant
       // and policy writer wait (they take it FOR SHARE); the model lock:
       // policy and role writers wait.
       await lockApplication(tx, appId, "update");
       await rolePermissionsStore.lockModel(tx, appId);
-      const state = await readState(tx, appId);
+      const state = read?.state ?? (await readState(tx, appId));
       if (expectedVersion !== undefined && expectedVersion !== state.version) {
         throw failedPrecondition(
           `the model is at version ${state.version}, not the expected ${expectedVersion}: plan again against the current model`,
           [{ field: "expectedVersion", expected: expectedVersion, current: state.version }],
         );
       }
-      const { plan, diff } = await planOf(tx, appId, state, target);
+      const { plan, diff } = read ?? (await planOf(tx, appId, state, target));
       const nothing = [plan.catalog, plan.policies, plan.roles].every((c) => c.created.length + c.changed.length + c.removed.length === 0);
       if (nothing) return plan;
-      // The plan's own finding, under this transaction's locks: what a plan reports, apply refuses.
+      // The plan's own finding, of the state this transaction starts from: what a plan reports, apply refuses.
       if (plan.stranding !== undefined) throw strandingRefusal({ ...plan.stranding, held: [] });
 
       if (plan.catalog.created.length + plan.catalog.changed.length + plan.catalog.removed.length > 0) await catalogStore.replace(tx, appId, target.catalog);
@@ -207,6 +217,13 @@ interface State {
   catalog: CatalogEntry[];
   policies: StoredPolicy[];
   roles: StoredRole[];
+}
+
+/** A plan, what it was made from, and what apply needs of it. */
+interface Planned {
+  state: State;
+  plan: ModelPlan;
+  diff: Diff;
 }
 
 /** The document's target: its catalog made effective, its roles' tenants as null. */

@@ -159,9 +159,9 @@ export class Policies {
    * policy is attached to, and the users who would gain or lose an effective
    * permission (impact.ts). The same refusals as the update (a bad field,
    * an unknown permission, no such policy), but for a name another policy
-   * holds, which only the write can know for sure. One snapshot: the
-   * transaction is REPEATABLE READ, so the counts match one state of the
-   * model even while it changes.
+   * holds, which only the write can know for sure. One snapshot
+   * (Db.snapshot), so the counts match one state of the model even while
+   * it changes.
    */
   async preview(appId: string, policyId: string, change: PolicyChange, options?: AbortOptions): Promise<PolicyImpact> {
     const v = new Violations();
@@ -169,20 +169,19 @@ export class Policies {
     if (change.description !== undefined) check(v, "description", descriptionProblem(change.description));
     const condition = change.condition === undefined ? undefined : storedCondition(v, "condition", change.condition);
     v.throwIfAny();
-    return this.db.transaction(async (tx) => {
-      await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-      await requireApplication(tx, appId);
-      const before = requirePolicy(await policiesStore.get(tx, appId, policyId), appId, policyId);
-      const permissions = change.permissions === undefined ? before.permissions : await resolvePermissions(tx, appId, change.permissions);
+    const { value } = await this.db.snapshot(async (q) => {
+      await requireApplication(q, appId);
+      const before = requirePolicy(await policiesStore.get(q, appId, policyId), appId, policyId);
+      const permissions = change.permissions === undefined ? before.permissions : await resolvePermissions(q, appId, change.permissions);
       // Each permission keyed with the condition it holds under: a
       // condition's change removes every permission under the old one and
       // adds it under the new.
       const keysBefore = before.permissions.map((p) => conditionalKey(p, before.condition));
       const keysAfter = permissions.map((p) => conditionalKey(p, condition === undefined ? before.condition : condition));
       const { added, removed } = listChange(keysBefore, keysAfter);
-      const roles = await impactStore.roles(tx, appId, policyId);
-      const groups = await impactStore.roleSets(tx, appId, policyId);
-      const sources = added.length === 0 && removed.length === 0 ? [] : await impactStore.sources(tx, appId, policyId, [...added, ...removed].map(baseOf));
+      const roles = await impactStore.roles(q, appId, policyId);
+      const groups = await impactStore.roleSets(q, appId, policyId);
+      const sources = added.length === 0 && removed.length === 0 ? [] : await impactStore.sources(q, appId, policyId, [...added, ...removed].map(baseOf));
       return {
         added: added.filter(isOutright),
         removed: removed.filter(isOutright),
@@ -192,6 +191,7 @@ export class Policies {
         users: userImpact(groups, sources, roles, added, removed),
       };
     }, options);
+    return value;
   }
 
   /**

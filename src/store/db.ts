@@ -183,6 +183,19 @@ export interface Db extends Queryable {
    */
   transactionOf<R = Record<string, unknown>>(sql: string, params: readonly unknown[], options?: TransactionOptions): Promise<QueryResult<R>>;
   /**
+   * Reads that see one state of the database, changing nothing (a plan, an
+   * export). On Postgres a `REPEATABLE READ, READ ONLY` transaction
+   * (heldSnapshot). On PGlite, one connection, a transaction would hold it
+   * from the first read to the last, JavaScript between them included, and
+   * every other statement would wait: there each read runs on its own, and
+   * the reads count as one state when no write came between them
+   * (writeMark before and after); else they are read again, and after
+   * SNAPSHOT_ATTEMPTS in a held transaction. Stopped as transaction() is.
+   */
+  snapshot<T>(fn: (q: Queryable) => Promise<T>, options?: AbortOptions): Promise<Snapshot<T>>;
+  /** Whether snapshot() runs its reads each on its own and says their write mark (PGlite), rather than holding a transaction. */
+  readonly snapshotMarks: boolean;
+  /**
    * One statement on its own, stopped like a transaction's when the caller
    * gives up. Not for coalesced reads: they answer many callers at once.
    */
@@ -210,4 +223,39 @@ export function eachATransaction(db: Db, options: TransactionOptions): Queryable
 /** The database as a Queryable whose every statement stops when the caller does (see Db.query). */
 export function stoppable(db: Db, options: AbortOptions | undefined): Queryable {
   return options === undefined ? db : { query: (sql, params) => db.query(sql, params, options) };
+}
+
+/** What Db.snapshot read, and, where its reads ran each on its own (PGlite), the write mark they saw. */
+export interface Snapshot<T> {
+  readonly value: T;
+  /**
+   * The write mark all the reads saw (PGlite): a transaction whose first
+   * statement reads the same mark (writeMark) starts from the state the
+   * reads saw. Undefined where the reads held a transaction of their own.
+   */
+  readonly mark?: string;
+}
+
+/** Reads run again with no write between them, before Db.snapshot holds a transaction instead. */
+export const SNAPSHOT_ATTEMPTS = 3;
+
+/**
+ * The database's write mark: the first transaction id not yet assigned.
+ * Every write takes a transaction id, so the mark moves with each write
+ * and with nothing else (a read takes none). On PGlite, one connection, no
+ * transaction is open while a statement outside one runs: two equal marks
+ * read outside transactions mean that no write committed between them.
+ */
+export async function writeMark(q: Queryable): Promise<string> {
+  const { rows } = await q.query<{ mark: string }>("SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS mark");
+  return rows[0]!.mark;
+}
+
+/** Db.snapshot as one `REPEATABLE READ, READ ONLY` transaction. */
+export async function heldSnapshot<T>(db: Db, fn: (q: Queryable) => Promise<T>, options?: AbortOptions): Promise<Snapshot<T>> {
+  const value = await db.transaction(async (tx) => {
+    await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+    return fn(tx);
+  }, options);
+  return { value };
 }

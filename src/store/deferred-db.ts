@@ -1,4 +1,4 @@
-import type { AbortOptions, Db, PoolUse, QueryResult, ReadBatching, Transaction, TransactionOptions } from "./db.js";
+import type { AbortOptions, Db, PoolUse, Queryable, QueryResult, ReadBatching, Snapshot, Transaction, TransactionOptions } from "./db.js";
 import { DatabaseUnavailableError } from "./sqlstate.js";
 
 /**
@@ -60,6 +60,15 @@ export class DeferredDb implements Db {
 
   async transactionOf<R>(sql: string, params: readonly unknown[], options?: TransactionOptions): Promise<QueryResult<R>> {
     return (this.db ?? (await this.target())).transactionOf<R>(sql, params, options);
+  }
+
+  /** As the engine's: PGlite's reads run apart, Postgres's hold a transaction. */
+  get snapshotMarks(): boolean {
+    return this.engine === "pglite";
+  }
+
+  async snapshot<T>(fn: (q: Queryable) => Promise<T>, options?: AbortOptions): Promise<Snapshot<T>> {
+    return (this.db ?? (await this.target())).snapshot(fn, options);
   }
 
   poolUse(): PoolUse | undefined {

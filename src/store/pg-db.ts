@@ -4,6 +4,7 @@ import pg from "pg";
 import {
   AtCommit,
   DeadlinePassedError,
+  heldSnapshot,
   isStopped,
   parseInt8,
   stopReason,
@@ -12,8 +13,10 @@ import {
   type AbortOptions,
   type Db,
   type PoolUse,
+  type Queryable,
   type QueryResult,
   type ReadBatching,
+  type Snapshot,
   type Transaction,
   type TransactionOptions,
 } from "./db.js";
@@ -223,6 +226,13 @@ export class PgDb implements Db {
    * commit (past its commit record it raises none), so a failure here is a
    * transaction that rolled back, and a success one that committed.
    */
+  readonly snapshotMarks = false;
+
+  /** Db.snapshot: a `REPEATABLE READ, READ ONLY` transaction; one connection held does not keep the others waiting. */
+  snapshot<T>(fn: (q: Queryable) => Promise<T>, options?: AbortOptions): Promise<Snapshot<T>> {
+    return heldSnapshot(this, fn, options);
+  }
+
   async transactionOf<R>(sql: string, params: readonly unknown[], options?: TransactionOptions): Promise<QueryResult<R>> {
     const inlined = inlineParams(sql, params);
     if (inlined === undefined) return this.transaction((tx) => tx.query<R>(sql, params), options);

@@ -5,15 +5,21 @@ import { join } from "node:path";
 import { PGlite, types as pgliteTypes, type Results } from "@electric-sql/pglite";
 import {
   AtCommit,
+  heldSnapshot,
   isStopped,
   lockStatement,
   parseInt8,
   stopReason,
+  SNAPSHOT_ATTEMPTS,
+  stoppable,
   throwIfStopped,
+  writeMark,
   type AbortOptions,
   type Db,
+  type Queryable,
   type QueryResult,
   type ReadBatching,
+  type Snapshot,
   type Transaction,
   type TransactionOptions,
 } from "./db.js";
@@ -239,6 +245,37 @@ export class PgliteDb implements Db {
         throw error;
       }
     }
+  }
+
+  readonly snapshotMarks = true;
+
+  /**
+   * Db.snapshot without holding the connection: each read on its own, so
+   * that the statements of other callers (checks, another application's
+   * writes) run between them, and the reads taken as one state when the
+   * write mark is the same before and after them. Read again when a write
+   * came between; after SNAPSHOT_ATTEMPTS, in a held transaction, as on
+   * Postgres (writes back to back could otherwise keep it reading).
+   */
+  async snapshot<T>(fn: (q: Queryable) => Promise<T>, options?: AbortOptions): Promise<Snapshot<T>> {
+    // PGlite answers on this thread, its promises settled as microtasks: a
+    // run of statements never lets the event loop read a socket. Each read
+    // first waits for the loop's I/O phase (setImmediate runs after it), so
+    // that the requests that arrived meanwhile ask their statements first.
+    const stopping = stoppable(this, options);
+    const q: Queryable = {
+      query: async (sql, params) => {
+        await new Promise((resolve) => setImmediate(resolve));
+        return stopping.query(sql, params);
+      },
+    };
+    for (let attempt = 1; attempt <= SNAPSHOT_ATTEMPTS; attempt++) {
+      const before = await writeMark(q);
+      const value = await fn(q);
+      const mark = await writeMark(q);
+      if (mark === before) return { value, mark };
+    }
+    return heldSnapshot(this, fn, options);
   }
 
   /** transaction() of the one statement: PGlite's round trips are calls on this thread. */

@@ -1,5 +1,5 @@
 import type { Tracing } from "../lib/tracing.js";
-import type { AbortOptions, Db, PoolUse, QueryResult, ReadBatching, Transaction, TransactionOptions } from "./db.js";
+import type { AbortOptions, Db, PoolUse, Queryable, QueryResult, ReadBatching, Snapshot, Transaction, TransactionOptions } from "./db.js";
 
 /**
  * A Db whose statements and transactions each run in a span, a child of the
@@ -40,6 +40,16 @@ export class TracedDb implements Db {
 
   transactionOf<R>(sql: string, params: readonly unknown[], options?: TransactionOptions): Promise<QueryResult<R>> {
     return this.tracing.database(sql, () => this.inner.transactionOf<R>(sql, params, options));
+  }
+
+  get snapshotMarks(): boolean {
+    return this.inner.snapshotMarks;
+  }
+
+  snapshot<T>(fn: (q: Queryable) => Promise<T>, options?: AbortOptions): Promise<Snapshot<T>> {
+    return this.tracing.database(undefined, () =>
+      this.inner.snapshot((q) => fn({ query: <R>(sql: string, params?: readonly unknown[]) => this.tracing.database(sql, () => q.query<R>(sql, params)) }), options),
+    );
   }
 
   exec(sql: string): Promise<void> {
