@@ -77,8 +77,12 @@ export interface CheckRows {
  * clock: the user's own and the allUsers ones, a probe of the same index
  * for each of the two ids, see all-users.ts) and the user's roles, against which the domain evaluates
  * the rest from memory (see domain/access-model). Each part is an index
- * lookup whatever the planner knows of the tables, so the plan stays good on
- * tables never analyzed.
+ * lookup. On a `relationships` table Postgres has never analyzed, the
+ * planner may serve the probe of the user's grants on the instance with
+ * relationships_user_relation_idx, whose resource_id comes after the
+ * relation, reading every grant of the user on that resource type (9 ms
+ * for a user with 100,000, against 0.015 ms by relationships_user_idx):
+ * the plan is right once autoanalyze, or ANALYZE, has given it statistics.
  *
  * One application per statement, named as `app_id = $1` on every table: on
  * Citus the statement then goes whole to the one shard that holds the
