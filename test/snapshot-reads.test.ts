@@ -95,6 +95,21 @@ describe.each(engines)("Db.snapshot on %s", (engine) => {
     expect(await writeMark(db)).not.toBe(mark);
   });
 
+  it("a caller that gives up between the reads: the snapshot ends with the signal's reason, and no read runs after it", async () => {
+    const gone = new AbortController();
+    const reads: number[] = [];
+    const snapshot = db.snapshot(
+      async (q) => {
+        reads.push(await count(q));
+        gone.abort(new Error("the caller went away"));
+        reads.push(await count(q));
+      },
+      { signal: gone.signal },
+    );
+    await expect(snapshot).rejects.toThrow("the caller went away");
+    expect(reads).toHaveLength(1);
+  });
+
   it.runIf(engine === "pglite")("another caller's statement runs between the reads, not after them", async () => {
     const order: string[] = [];
     await db.snapshot(async (q) => {
