@@ -23,7 +23,8 @@
  * (not UNION ALL) drops a row already produced, so a cycle in the data (a
  * team inside itself, a folder its own ancestor) adds no row once each of
  * its nodes was reached at each depth: at most 17 rows per node, and the
- * walk ends.
+ * walk ends. Who can's walk goes by levels instead (whoCanSql), each node
+ * expanded once, at its least depth.
  *
  * Every table is named with app_id = $1, so on Citus the statement goes
  * whole to the shard of the application (a router query: the only kind in
@@ -150,9 +151,19 @@ const WHO_CAN_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
                                AND g.relation IN (SELECT cr.relation FROM catalog_relations cr
                                                   WHERE cr.app_id = $1 AND cr.resource = q.resource AND q.action = ANY (cr.actions)))))`;
 
+/** The steps within an instance from the nodes of `c`, a recursive CTE's own name (hops 0: API.md, "Relations within an instance"). */
+const WITHIN_STEP = (c: string) => `
+          SELECT ${c}.resource, ${c}.resource_id, ci.inherited FROM ${c}
+          JOIN catalog_inherits ci ON ci.app_id = $1 AND ci.resource = ${c}.resource AND ci.relation = ${c}.relation AND ci.through = ''`;
+
 /**
  * Who can, a page per question: the outward walk from the instance (every
- * relation implying the action); its sources of holders: each node walked,
+ * relation implying the action), by levels (`lv`): a row per question and
+ * depth holding that level's nodes as arrays, the one-hop steps from the
+ * level before (below the bound) closed under the steps within an
+ * instance, less the nodes of every earlier level (`seen_*`). A node on a
+ * cycle is then expanded once, at its least depth, not once at each depth
+ * up to the bound; `walk` is every level's nodes. Its sources of holders: each node walked,
  * and each role in scope that holds resource:action (role_permissions);
  * the page from them as PAGE_CTES reads it; whether an allUsers grant
  * on a node walked lets every user; WHO_CAN_PATHS_POSSIBLE; and
@@ -167,13 +178,33 @@ export const whoCanSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_E
   WITH RECURSIVE
   q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (r text, i text, a text, t text, c text, l int, p text[]${x.columns}))
              WITH ORDINALITY AS q(resource, resource_id, action, tenant_id, after, lim, prior${x.names}, n)),${x.ctes}
-  walk(n, resource, resource_id, relation, depth) AS (
-    SELECT q.n, q.resource, q.resource_id, cr.relation, 0
-    FROM q JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = q.resource
-    WHERE q.action = ANY (cr.actions)
-    UNION
-    SELECT w.n, e.resource, e.resource_id, e.relation, w.depth + e.hops
-    FROM walk w CROSS JOIN LATERAL (${outwardHop(grants)}${x.hops}) e(resource, resource_id, relation, hops)
+  lv(n, depth, rs, ids, rels, seen_r, seen_i, seen_l) AS (
+    SELECT q.n, 0, z.rs, z.ids, z.rels, z.rs, z.ids, z.rels
+    FROM q CROSS JOIN LATERAL (
+      SELECT array_agg(c.resource) AS rs, array_agg(c.resource_id) AS ids, array_agg(c.relation) AS rels FROM (
+        WITH RECURSIVE c(resource, resource_id, relation) AS (
+          SELECT q.resource, q.resource_id, cr.relation FROM catalog_relations cr
+          WHERE cr.app_id = $1 AND cr.resource = q.resource AND q.action = ANY (cr.actions)
+          UNION${WITHIN_STEP("c")}
+        )
+        SELECT * FROM c) c) z
+    WHERE z.rs IS NOT NULL
+    UNION ALL
+    SELECT l.n, l.depth + 1, x.rs, x.ids, x.rels, l.seen_r || x.rs, l.seen_i || x.ids, l.seen_l || x.rels
+    FROM lv l CROSS JOIN LATERAL (
+      SELECT array_agg(z.resource) AS rs, array_agg(z.resource_id) AS ids, array_agg(z.relation) AS rels FROM (
+        WITH RECURSIVE z(resource, resource_id, relation) AS (
+          SELECT e.resource, e.resource_id, e.relation
+          FROM unnest(l.rs, l.ids, l.rels) AS f(resource, resource_id, relation)
+          CROSS JOIN LATERAL (SELECT l.n, f.resource, f.resource_id, f.relation, l.depth) AS w(n, resource, resource_id, relation, depth)
+          CROSS JOIN LATERAL (${outwardHop(grants, "", "", false)}${x.hops}) e(resource, resource_id, relation, hops)
+          UNION${WITHIN_STEP("z")}
+        )
+        SELECT * FROM z EXCEPT SELECT * FROM unnest(l.seen_r, l.seen_i, l.seen_l)) z) x
+    WHERE x.rs IS NOT NULL
+  ),
+  walk(n, resource, resource_id, relation) AS (
+    SELECT l.n, f.resource, f.resource_id, f.relation FROM lv l CROSS JOIN LATERAL unnest(l.rs, l.ids, l.rels) AS f(resource, resource_id, relation)
   ),
   src AS (
     SELECT DISTINCT q.n, q.lim, q.after, 0 AS kind, w.resource AS a, w.resource_id AS b, w.relation AS c, '' AS res, '' AS rel
