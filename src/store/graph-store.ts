@@ -23,8 +23,8 @@
  * (not UNION ALL) drops a row already produced, so a cycle in the data (a
  * team inside itself, a folder its own ancestor) adds no row once each of
  * its nodes was reached at each depth: at most 17 rows per node, and the
- * walk ends. Who can's walk goes by levels instead (whoCanSql), each node
- * expanded once, at its least depth.
+ * walk ends. Who can's and lookup's walks go by levels instead (whoCanSql,
+ * graphLookupSql), each node expanded once, at its least depth.
  *
  * Every table is named with app_id = $1, so on Citus the statement goes
  * whole to the shard of the application (a router query: the only kind in
@@ -313,7 +313,8 @@ const REACHED_BY = `(SELECT coalesce(json_object_agg(x.id, x.gs), '{}') FROM (
 /**
  * Lookup through the graph, a page per question.
  *
- * The walk: the user's own grants on the pairs the edges start from (and
+ * The walk, by levels as who can's (`lv`, each node once, at its least
+ * depth): the user's own grants on the pairs the edges start from (and
  * the allUsers grants there: every user holds those), then
  * inward along the catalog's edges between those pairs (`steps`, from the
  * model of the version the statement reads: AccessModel.inward): a node
@@ -344,24 +345,35 @@ export const graphLookupSql = (replayed: boolean, grants: Grants, x: PageExtra =
              WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, answers, steps, last, prior${x.names}, n)),${x.ctes}
   pairs AS (SELECT DISTINCT q.n, e.fr AS resource, e.fl AS relation FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.steps || q.last) AS e(fr text, fl text)),
   steps AS (SELECT q.n, t.* FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.steps) AS t(fr text, fl text, sr text, r text, p text, g text)),
-  walk(n, resource, resource_id, relation, depth) AS (
-    SELECT p.n, p.resource, e.resource_id, p.relation, 0
-    FROM pairs p JOIN q ON q.n = p.n
-    CROSS JOIN ${HOLDERS_OF("q.user_id")}
-    CROSS JOIN LATERAL (
-      SELECT g.resource_id FROM relationships g
-      WHERE g.app_id = $1 AND g.user_id = h.user_id AND g.resource = p.resource AND g.relation = p.relation AND ${grants("g")}
-      OFFSET 0) e${x.start}
-    UNION
-    SELECT w.n, t.r, e.resource_id, t.g, w.depth + 1
-    FROM walk w
-    JOIN steps t ON t.n = w.n AND t.fr = w.resource AND t.fl = w.relation
-    CROSS JOIN LATERAL (
-      SELECT s.resource_id FROM subject_relationships s
-      WHERE s.app_id = $1 AND s.subject_resource = w.resource AND s.subject_id = w.resource_id AND s.subject_relation = t.sr
-        AND s.resource = t.r AND s.relation = t.p AND ${grants("s")}
-      OFFSET 0) e
-    WHERE w.depth < ${MAX_HOPS - 1}
+  lv(n, depth, rs, ids, rels, seen_r, seen_i, seen_l) AS (
+    SELECT b.n, 0, array_agg(b.resource), array_agg(b.resource_id), array_agg(b.relation),
+           array_agg(b.resource), array_agg(b.resource_id), array_agg(b.relation)
+    FROM (
+      SELECT DISTINCT p.n, p.resource, e.resource_id, p.relation, 0
+      FROM pairs p JOIN q ON q.n = p.n
+      CROSS JOIN ${HOLDERS_OF("q.user_id")}
+      CROSS JOIN LATERAL (
+        SELECT g.resource_id FROM relationships g
+        WHERE g.app_id = $1 AND g.user_id = h.user_id AND g.resource = p.resource AND g.relation = p.relation AND ${grants("g")}
+        OFFSET 0) e${x.start}) AS b(n, resource, resource_id, relation, depth)
+    GROUP BY b.n
+    UNION ALL
+    SELECT l.n, l.depth + 1, x.rs, x.ids, x.rels, l.seen_r || x.rs, l.seen_i || x.ids, l.seen_l || x.rels
+    FROM lv l CROSS JOIN LATERAL (
+      SELECT array_agg(z.resource) AS rs, array_agg(z.resource_id) AS ids, array_agg(z.relation) AS rels FROM (
+        SELECT t.r, e.resource_id, t.g
+        FROM unnest(l.rs, l.ids, l.rels) AS w(resource, resource_id, relation)
+        JOIN steps t ON t.n = l.n AND t.fr = w.resource AND t.fl = w.relation
+        CROSS JOIN LATERAL (
+          SELECT s.resource_id FROM subject_relationships s
+          WHERE s.app_id = $1 AND s.subject_resource = w.resource AND s.subject_id = w.resource_id AND s.subject_relation = t.sr
+            AND s.resource = t.r AND s.relation = t.p AND ${grants("s")}
+          OFFSET 0) e
+        EXCEPT SELECT * FROM unnest(l.seen_r, l.seen_i, l.seen_l)) AS z(resource, resource_id, relation)) x
+    WHERE x.rs IS NOT NULL AND l.depth < ${MAX_HOPS - 1}
+  ),
+  walk(n, resource, resource_id, relation) AS (
+    SELECT l.n, f.resource, f.resource_id, f.relation FROM lv l CROSS JOIN LATERAL unnest(l.rs, l.ids, l.rels) AS f(resource, resource_id, relation)
   ),
   src AS (
     SELECT q.n, q.lim, q.after, 0 AS kind, h.user_id AS a, '' AS b, '' AS c, q.resource AS res, ans.relation AS rel${reach ? ", ans.relation AS g" : ""}
