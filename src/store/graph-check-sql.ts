@@ -131,6 +131,23 @@ const ROOT_OF_S = `(s.only_extra IS NOT TRUE AND (s.action IS NULL OR s.action =
  * joined to the questions: read per question, each of 50 questions would
  * scan the whole batch's walk.
  *
+ * A root with no rule of its own (`plain` in `cr`: no inherits rule, not a
+ * group) is not walked from. Its node on the instance would only be probed
+ * for the subject sets granted it there and for the user's grant of it,
+ * one index probe each per root, and a relation implying the action
+ * usually has neither (the built-ins a catalog never grants). Instead each
+ * instance of the batch is read once for the subject sets of all its plain
+ * roots (`pk`, the roots as an array in one index scan), which start the
+ * walk one hop out, and each question once for the user's grants of them
+ * (`held`'s second branch). An entry through a link (GraphGroups.entries)
+ * is such a root too, named `through>relation`, which no relation is: the
+ * instance's links of its `through` are read once the same way, and start
+ * the walk on each linked instance with the entry's relation at depth 0
+ * (its bound counted from where it is asked). Fifty checks of `viewer
+ * unless blocked`, whose five roots are all plain, walked 250 nodes at
+ * depth 0, each probed twice; now none, and 50 scans of each kind
+ * (docs/performance.md, "Requires and unless").
+ *
  * Each question's row ends with CONDITIONAL_PATHS_POSSIBLE: whether its
  * conditional paths, which this walk does not follow, are worth asking.
  */
@@ -145,25 +162,60 @@ export const graphCheckSql = (replayed: boolean, within = true, entries = false)
   ent AS (SELECT * FROM jsonb_to_recordset($6::jsonb) AS e(r text, n text, t text, l text)),`
       : ""
   }
-  walk(k, root, resource, resource_id, relation, depth) AS (${
-    entries
-      ? `
-    SELECT s.k, r.root, s.resource, s.resource_id, r.root, 0
+  cr AS MATERIALIZED (
+    SELECT cr.resource, cr.relation, cr.actions,
+           NOT EXISTS (SELECT 1 FROM catalog_inherits ci WHERE ci.app_id = $1 AND ci.resource = cr.resource AND ci.relation = cr.relation)
+           AND NOT EXISTS (SELECT 1 FROM gp WHERE gp.r = cr.resource AND gp.l = cr.relation) AS plain
+    FROM catalog_relations cr WHERE cr.app_id = $1
+  ),
+  rt AS MATERIALIZED (
+    SELECT s.k, r.root, s.resource, s.resource_id, r.plain, r.entry
     FROM (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action, q.extra, q.only_extra FROM q) s
     CROSS JOIN LATERAL (
-      SELECT cr.relation FROM catalog_relations cr
-      WHERE cr.app_id = $1 AND cr.resource = s.resource AND (${ROOT_OF_S})
+      SELECT cr.relation, cr.plain, false FROM cr
+      WHERE cr.resource = s.resource AND (${ROOT_OF_S})${
+        entries
+          ? `
       UNION ALL
-      SELECT e.n FROM ent e WHERE e.r = s.resource AND e.n = ANY (s.extra)) r(root)`
-      : `
-    SELECT s.k, cr.relation, s.resource, s.resource_id, cr.relation, 0
-    FROM (SELECT DISTINCT q.k, q.resource, q.resource_id, q.action, q.extra, q.only_extra FROM q) s
-    JOIN catalog_relations cr ON cr.app_id = $1 AND cr.resource = s.resource
-    WHERE ${ROOT_OF_S}`
-  }
+      SELECT e.n, true, true FROM ent e WHERE e.r = s.resource AND e.n = ANY (s.extra)`
+          : ""
+      }) r(root, plain, entry)
+  ),
+  pk AS MATERIALIZED (
+    SELECT p.k, p.resource, p.resource_id, coalesce(p.roots, '{}') AS roots${
+      entries
+        ? `, coalesce(p.ents, '{}') AS ents,
+           ARRAY(SELECT DISTINCT e.t FROM ent e WHERE e.r = p.resource AND e.n = ANY (p.ents)) AS links`
+        : ""
+    }
+    FROM (SELECT rt.k, rt.resource, rt.resource_id,
+                 array_agg(rt.root) FILTER (WHERE NOT rt.entry) AS roots, array_agg(rt.root) FILTER (WHERE rt.entry) AS ents
+          FROM rt WHERE rt.plain GROUP BY rt.k, rt.resource, rt.resource_id) p
+  ),
+  walk(k, root, resource, resource_id, relation, depth) AS (
+    SELECT rt.k, rt.root, rt.resource, rt.resource_id, rt.root, 0 FROM rt WHERE NOT rt.plain
+    UNION ALL
+    SELECT pk.k, x.relation, x.subject_resource, x.subject_id, x.subject_relation, 1
+    FROM pk CROSS JOIN LATERAL (
+      SELECT x.relation, x.subject_resource, x.subject_id, x.subject_relation FROM subject_relationships x
+      WHERE x.app_id = $1 AND x.resource = pk.resource AND x.resource_id = pk.resource_id AND x.relation = ANY (pk.roots)
+        AND x.subject_relation <> '' AND ${PLAIN_GRANT("x")}
+      OFFSET 0) x${
+       entries
+         ? `
+    UNION ALL
+    SELECT pk.k, e.n, x.subject_resource, x.subject_id, e.l, 0
+    FROM pk CROSS JOIN LATERAL (
+      SELECT x.relation, x.subject_resource, x.subject_id FROM subject_relationships x
+      WHERE x.app_id = $1 AND x.resource = pk.resource AND x.resource_id = pk.resource_id AND x.relation = ANY (pk.links)
+        AND x.subject_relation = '' AND ${PLAIN_GRANT("x")}
+      OFFSET 0) x
+    JOIN ent e ON e.r = pk.resource AND e.t = x.relation AND e.n = ANY (pk.ents)`
+         : ""
+     }
     UNION
     SELECT w.k, w.root, e.resource, e.resource_id, e.relation, w.depth + e.hops
-    FROM walk w CROSS JOIN LATERAL (${outwardHop(PLAIN_GRANT, "", "", within)}${entries ? ENTRY_STEP : ""}) e(resource, resource_id, relation, hops)
+    FROM walk w CROSS JOIN LATERAL (${outwardHop(PLAIN_GRANT, "", "", within)}) e(resource, resource_id, relation, hops)
     WHERE NOT EXISTS (SELECT 1 FROM gp WHERE gp.r = w.resource AND gp.l = w.relation)
   ),
   met AS (
@@ -202,6 +254,12 @@ export const graphCheckSql = (replayed: boolean, within = true, entries = false)
                     WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = w.resource
                       AND g.resource_id = w.resource_id AND g.relation = w.relation AND ${PLAIN_GRANT("g")}`)})
       UNION ALL
+      SELECT q.n, g.relation FROM q JOIN pk ON pk.k = q.k
+      CROSS JOIN LATERAL (${EACH_HOLDER("q.user_id", (holder) => `SELECT g.relation FROM relationships g
+                    WHERE g.app_id = $1 AND g.user_id = ${holder} AND g.resource = q.resource
+                      AND g.resource_id = q.resource_id AND g.relation = ANY (pk.roots) AND ${PLAIN_GRANT("g")}`)}
+                   OFFSET 0) g
+      UNION ALL
       SELECT q.n, m.root FROM met m JOIN q ON q.k = m.k
       WHERE EXISTS (SELECT 1 FROM member i
                     WHERE i.user_id = q.user_id AND i.resource = m.resource AND i.resource_id = m.resource_id
@@ -221,21 +279,6 @@ export const graphCheckSql = (replayed: boolean, within = true, entries = false)
         ${CONDITIONAL_PATHS_POSSIBLE}
       ) ORDER BY q.n)
      FROM q JOIN uc u ON u.user_id = q.user_id LEFT JOIN held h ON h.n = q.n) AS rows${replayed ? REPLAYED : ""}`;
-
-/**
- * The check's step from an entry's root through a link (GraphGroups.entries,
- * AccessModel.quickRules): to the entry's relation on each instance the
- * link names, at depth 0 (an entry is decided afresh, its bound counted
- * from where it is asked).
- */
-const ENTRY_STEP = `
-    UNION ALL
-    SELECT s.subject_resource, s.subject_id, e.l, -w.depth
-    FROM ent e
-    JOIN subject_relationships s
-      ON s.app_id = $1 AND s.resource = w.resource AND s.resource_id = w.resource_id AND s.relation = e.t
-     AND s.subject_relation = '' AND ${PLAIN_GRANT("s")}
-    WHERE e.r = w.resource AND e.n = w.relation`;
 
 /** The check's graph statement, with steps within an instance (`within`) and without. */
 export const GRAPH_CHECK_SQL = { plain: graphCheckSql(false), replayed: graphCheckSql(true) };
