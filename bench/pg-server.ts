@@ -1,7 +1,7 @@
 /**
  * Throwaway PostgreSQL servers of our own, on loopback ports, in temporary
  * folders: the parts `pg-cluster.ts` (a primary and a hot standby) and the
- * tests' Citus cluster (`test/support/citus.ts`) are built from. Uses the
+ * Citus cluster (`citus-cluster.ts`) are built from. Uses the
  * machine's Postgres binaries (initdb, pg_ctl); Postgres refuses to run as
  * root, so under root every binary runs as the `postgres` user and the
  * folders are given to it.

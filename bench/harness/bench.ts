@@ -1,7 +1,8 @@
 /**
  * One bench run's state, shared by its groups: the service it started (on
- * the Postgres of DATABASE_URL, in a fresh database there; else on embedded
- * PGlite in a fresh data folder), the ceiling server, the bench application's
+ * the Postgres of DATABASE_URL, in a fresh database there; with --citus on a
+ * Citus cluster of its own; else on embedded PGlite in a fresh data folder),
+ * the ceiling server, the bench application's
  * key, the report's rows, and each group's section of the report.
  */
 import type { ChildProcess } from "node:child_process";
@@ -10,12 +11,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import type { CpuMeter } from "../changes.js";
+import { startCitusCluster, type CitusCluster } from "../citus-cluster.js";
 import { freePort } from "../pg-cluster.js";
 import { copyForTree } from "./copy-for-tree.js";
 import { ADMIN_KEY } from "./api.js";
 import { drive, type Measured, type Row } from "./drive.js";
 import { cpuMicros, memoryMark, meterBackends, nodeMemory, peakRssMb, postgresCpuOf, type MemoryMark } from "./meters.js";
-import { BENCH_APP, COMPARE_TREE, CONNECTIONS, GRANT_STEPS, KEEP, MODEL_CONNECTIONS, MODEL_GRANTS, ONLY, PROFILE, SECONDS, SERVICE_ENV } from "./options.js";
+import { BENCH_APP, CITUS, COMPARE_TREE, CONNECTIONS, GRANT_STEPS, KEEP, MODEL_CONNECTIONS, MODEL_GRANTS, ONLY, PROFILE, REPLICAS, SECONDS, SERVICE_ENV } from "./options.js";
 import { say } from "./output.js";
 import { COMPILED, EXT, firstLine, node, ROOT, stopProcess, TREE, waitReady } from "./processes.js";
 
@@ -31,7 +33,7 @@ export interface Section {
 }
 
 export interface Bench {
-  engine: "postgres" | "pglite";
+  engine: "postgres" | "pglite" | "citus";
   tmp: string;
   /** The service's environment (its DATABASE_URL or AUTHZ_DATA_DIR, and --service-env). */
   env: Record<string, string>;
@@ -51,7 +53,7 @@ export interface Bench {
   scale: { grants: number; grantP50: number; roleP50: number; deniedP50: number }[];
   memory: MemoryMark[];
   sections: Map<string, Section>;
-  /** The CPU of the Postgres server of DATABASE_URL, all its processes, when it runs on this machine. */
+  /** The CPU of the Postgres server of DATABASE_URL, all its processes, when it runs on this machine (with --citus, of its three servers). */
   postgresCpu: Record<string, () => number> | undefined;
   /** The service's peak RSS and Node's split, read when it stops. */
   peak: number | undefined;
@@ -59,6 +61,8 @@ export interface Bench {
   stoppedOnPurpose: boolean;
   serviceLog: string;
   benchDb: { admin: string; name: string } | undefined;
+  /** The cluster of --citus, stopped with the run. */
+  citus: CitusCluster | undefined;
   /** Copies of the bench database (--compare-tree), dropped with it. */
   copies: { name: string; url: string }[];
   otherEnv: Record<string, string> | undefined;
@@ -113,7 +117,14 @@ export async function startBench(): Promise<Bench> {
   // No sweep: the upkeep figures keep expired grants in the data set on purpose.
   const env: Record<string, string> = { AUTHZ_ADMIN_KEY: ADMIN_KEY, LOG_LEVEL: "warn", PORT: String(await freePort()), GRANT_SWEEP_INTERVAL_MS: "0" };
   const baseUrl = process.env.DATABASE_URL;
-  if (baseUrl !== undefined && baseUrl !== "") {
+  let citus: CitusCluster | undefined;
+  if (CITUS) {
+    // Both copy or replicate one Postgres database; a cluster's is three.
+    if (REPLICAS > 0 || COMPARE_TREE !== undefined) throw new Error("--citus runs without --replicas and --compare-tree");
+    citus = await startCitusCluster();
+    env.DATABASE_URL = await citus.createDatabase(`portcullis_bench_${Date.now()}`);
+    env.AUTHZ_DISTRIBUTE = "citus";
+  } else if (baseUrl !== undefined && baseUrl !== "") {
     const name = `portcullis_bench_${Date.now()}`;
     const admin = new pg.Client({ connectionString: baseUrl });
     await admin.connect();
@@ -126,8 +137,8 @@ export async function startBench(): Promise<Bench> {
   } else {
     env.AUTHZ_DATA_DIR = join(tmp, "data");
   }
-  const engine = benchDb ? "postgres" : "pglite";
-  const postgresCpu = env.DATABASE_URL === undefined ? undefined : await postgresCpuOf(env.DATABASE_URL);
+  const engine = citus ? "citus" : benchDb ? "postgres" : "pglite";
+  const postgresCpu = citus ? await citusCpuOf(env.DATABASE_URL!, citus) : env.DATABASE_URL === undefined ? undefined : await postgresCpuOf(env.DATABASE_URL);
   say(
     `portcullis bench: ${engine}, ${BENCH_APP ? `grants ${GRANT_STEPS.join(" → ")}` : "the bench application not loaded (no group selected measures it)"}, ${SECONDS} s per figure, ${CONNECTIONS} in flight` +
       (ONLY.has("models") ? `; models: ${MODEL_GRANTS.toLocaleString("en-US")} grants of its own, checks ${MODEL_CONNECTIONS} in flight` : ""),
@@ -165,6 +176,7 @@ export async function startBench(): Promise<Bench> {
     stoppedOnPurpose: false,
     serviceLog: "",
     benchDb,
+    citus,
     copies: [],
     otherEnv: undefined,
   };
@@ -185,5 +197,13 @@ export async function stopBench(b: Bench): Promise<void> {
     for (const name of [b.benchDb.name, ...b.copies.map((c) => c.name)]) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.end();
   }
+  await b.citus?.close();
   rmSync(b.tmp, { recursive: true, force: true });
+}
+
+/** The CPU of a Citus cluster's three servers, all their processes, as one Postgres's. */
+async function citusCpuOf(coordinatorUrl: string, cluster: CitusCluster): Promise<Record<string, () => number> | undefined> {
+  const servers = await Promise.all([coordinatorUrl, ...cluster.workers.map((w) => w.url())].map(postgresCpuOf));
+  if (servers.some((s) => s === undefined)) return undefined;
+  return { postgres: () => servers.reduce((sum, s) => sum + s!.postgres!(), 0) };
 }

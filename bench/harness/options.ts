@@ -14,7 +14,7 @@ export const USAGE = `npm run bench -- [--grants 100000 | --grants 10000,1000000
                  [--changes-rate 1000] [--changes-idle-seconds 20] [--changes-streams 100] [--changes-connections 32]
                  [--service-env NAME=VALUE]... (added to the service's environment)
                  [--compare NAME=VALUE[,NAME=VALUE...] [--compare-rounds 2]] [--compare-tree DIR]
-                 [--replicas 1]
+                 [--replicas 1] [--citus]
 (docs/performance.md describes each group and option)`;
 
 export const HELP = process.argv.includes("--help") || process.argv.includes("-h");
@@ -75,6 +75,13 @@ export const HIERARCHY_ROUNDS = Number(arg("hierarchy-rounds", "2"));
 /** Page sizes of the pass through all of lookup's 100,000 documents (each a pass of its own). */
 export const HIERARCHY_LOOKUP_PAGES = arg("hierarchy-pages", "1000").split(",").map(Number);
 export const OUT = arg("out", join(ROOT, "bench", "results", `bench-${new Date().toISOString().replace(/[:.]/g, "-")}.json`));
+/**
+ * `--citus`: the service runs on a Citus cluster the bench starts
+ * (bench/citus-cluster.ts: a coordinator and two workers on loopback ports)
+ * and distributes (AUTHZ_DISTRIBUTE=citus), instead of on DATABASE_URL's
+ * server or PGlite: the same groups on the distributed engine.
+ */
+export const CITUS = process.argv.includes("--citus");
 /** Hot standbys to measure checks on (0: the usual figures). */
 export const REPLICAS = Number(arg("replicas", "0"));
 /**

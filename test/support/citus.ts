@@ -1,32 +1,26 @@
 /**
- * A throwaway Citus cluster for the tests: a coordinator and two workers,
- * each a Postgres server of its own (bench/pg-server.ts) on a free loopback
- * port, in one temporary folder, with `shared_preload_libraries = 'citus'`.
- * One initdb, copied for the workers (a copy takes a fraction of the
- * seconds an initdb takes on two busy cores), the three servers started
- * side by side. Each database made with `createDatabase` has the extension
- * on every node and the workers added, as docs/scale-out.md says to set up.
+ * The tests' Citus cluster (bench/citus-cluster.ts starts one): whether
+ * this machine has Citus, and a cluster already running joined by its URLs.
  *
  * Citus is not in Debian's package lists: `bash ../shared/citus/install.sh`
  * (as root) installs it into PostgreSQL 15, and `.ci/run` does that in CI.
  */
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, rmSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import {
-  appendSettings,
-  binDir,
-  checkDatabaseName,
-  copyDataDir,
-  freePort,
-  initDataDir,
-  makeRoot,
-  pgBinariesInstalled,
-  pgQuery,
-  pgServer,
-  type PgServer,
-} from "../../bench/pg-server.js";
+import { createCitusDatabase, dropCitusDatabase, type CitusNodes } from "../../bench/citus-cluster.js";
+import { binDir, pgBinariesInstalled } from "../../bench/pg-server.js";
+
+export {
+  againWhileInUse,
+  createCitusDatabase,
+  dropCitusDatabase,
+  startCitusCluster,
+  withDatabase,
+  type CitusCluster,
+  type CitusNodes,
+} from "../../bench/citus-cluster.js";
 
 /** Where Citus is missing: fail in CI, skip elsewhere (as the Python interop test does). */
 export const IN_CI = process.env.CI === "true";
@@ -45,21 +39,6 @@ export function citusInstalled(): boolean {
 export const CITUS_MISSING =
   "Citus is not installed in this machine's PostgreSQL: run `bash ../shared/citus/install.sh` as root (docs/development.md#tests)";
 
-/** A cluster's nodes as a test sees them: where each listens, and databases made on all of them. */
-export interface CitusNodes {
-  readonly coordinator: { readonly port: number };
-  readonly workers: readonly { readonly port: number }[];
-  /** Makes a database on every node with the extension, on the coordinator adds the workers; returns its coordinator URL. */
-  createDatabase(name?: string): Promise<string>;
-  /** Ends what this handle started: the databases it made, or the servers and their folder. Idempotent. */
-  close(): Promise<void>;
-}
-
-export interface CitusCluster extends CitusNodes {
-  readonly coordinator: PgServer;
-  readonly workers: readonly PgServer[];
-}
-
 /**
  * A cluster already running, named by the URLs of an admin database on its
  * coordinator and on each worker (the Citus leg's: global-setup.ts starts
@@ -67,7 +46,7 @@ export interface CitusCluster extends CitusNodes {
  */
 export function joinCitusCluster(coordinatorUrl: string, workerUrls: readonly string[]): CitusNodes {
   const made: string[] = [];
-  const port = (url: string) => nodeOf(url).port;
+  const port = (url: string) => Number(new URL(url).port || 5432);
   return {
     coordinator: { port: port(coordinatorUrl) },
     workers: workerUrls.map((url) => ({ port: port(url) })),
@@ -82,149 +61,3 @@ export function joinCitusCluster(coordinatorUrl: string, workerUrls: readonly st
   };
 }
 
-const SETTINGS = {
-  listen_addresses: "'127.0.0.1'",
-  shared_preload_libraries: "'citus'",
-  // Throwaway data.
-  fsync: "off",
-  synchronous_commit: "off",
-  full_page_writes: "off",
-  // Small: three servers share two cores and the memory of a machine other work runs on.
-  shared_buffers: "'32MB'",
-  max_connections: 100,
-  // No reports home to Citus Data from a test.
-  "citus.enable_statistics_collection": "off",
-  // As docs/scale-out.md says to run Citus: a worker plans the statements routed to it, and JIT
-  // would compile each graph statement (150 ms and more) on its cost estimate alone.
-  jit: "off",
-} as const;
-
-export async function startCitusCluster(): Promise<CitusCluster> {
-  const root = makeRoot("portcullis-citus-");
-  const servers: PgServer[] = [];
-  let closed = false;
-  // A run cut short (Ctrl-C) exits without close(): bench/pg-server.ts stops the servers on
-  // exit, and this hook, added after that one, then deletes the folder.
-  const removeRoot = () => rmSync(root, { recursive: true, force: true });
-  process.on("exit", removeRoot);
-  const close = async () => {
-    if (closed) return;
-    closed = true;
-    await Promise.all(servers.map((s) => s.stop()));
-    process.off("exit", removeRoot);
-    removeRoot();
-  };
-  try {
-    const names = ["coordinator", "worker-1", "worker-2"];
-    const ports = [await freePort(), await freePort(), await freePort()];
-    const dirs = names.map((n) => join(root, n));
-    await initDataDir(dirs[0]!, { ...SETTINGS, unix_socket_directories: `'${root}'` });
-    for (const dir of dirs.slice(1)) copyDataDir(dirs[0]!, dir);
-    for (const [i, dir] of dirs.entries()) {
-      appendSettings(dir, { port: ports[i]! });
-      servers.push(pgServer(dir, ports[i]!, join(root, `${names[i]}.log`)));
-    }
-    await Promise.all(servers.map((s) => s.start()));
-  } catch (error) {
-    await close();
-    throw error;
-  }
-  const [coordinator, ...workers] = servers as [PgServer, ...PgServer[]];
-  return {
-    coordinator,
-    workers,
-    createDatabase: (name = `portcullis_citus_${randomBytes(4).toString("hex")}`) =>
-      createCitusDatabase(coordinator.url(), workers.map((w) => w.url()), name),
-    close,
-  };
-}
-
-/** The same database on another server: `url` (an admin database's) with its path replaced. */
-export function withDatabase(url: string, name: string): string {
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  return u.toString();
-}
-
-/** The host and port Citus is given for a node: those of its URL. */
-function nodeOf(url: string): { host: string; port: number } {
-  const u = new URL(url);
-  return { host: u.hostname, port: Number(u.port || 5432) };
-}
-
-/**
- * Makes database `name` on a running cluster, given the URLs of an admin
- * database on the coordinator and on each worker: the database on every node
- * with the extension, and on the coordinator the coordinator's own address
- * and the workers added. Returns its URL on the coordinator.
- */
-export async function createCitusDatabase(coordinatorUrl: string, workerUrls: readonly string[], name: string): Promise<string> {
-  checkDatabaseName(name);
-  await Promise.all(
-    [coordinatorUrl, ...workerUrls].map(async (admin) => {
-      await pgQuery(admin, `CREATE DATABASE ${name}`);
-      await pgQuery(withDatabase(admin, name), "CREATE EXTENSION citus");
-    }),
-  );
-  const url = withDatabase(coordinatorUrl, name);
-  const self = nodeOf(coordinatorUrl);
-  await pgQuery(url, "SELECT citus_set_coordinator_host($1, $2)", [self.host, self.port]);
-  for (const w of workerUrls.map(nodeOf)) await addNode(url, w);
-  return url;
-}
-
-/**
- * citus_add_node, again (up to five times, a second apart) when its
- * connection to the worker fails: seen once in CI, with 85 test files on two
- * cores, as XX000 "failure on connection marked as essential". The call is
- * one transaction on the coordinator, so a failed one leaves nothing behind.
- * Classified by SQLSTATE: class 08 (connection exception) or XX000, the
- * code Citus gives that error.
- */
-async function addNode(url: string, node: { host: string; port: number }): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await pgQuery(url, "SELECT citus_add_node($1, $2)", [node.host, node.port]);
-      return;
-    } catch (error) {
-      const code = String((error as { code?: unknown }).code ?? "");
-      if (!(code.startsWith("08") || code === "XX000") || attempt >= 5) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-    }
-  }
-}
-
-/** Drops database `name` made by createCitusDatabase, its connections ended: on the coordinator first, then on the workers. */
-export async function dropCitusDatabase(coordinatorUrl: string, workerUrls: readonly string[], name: string): Promise<void> {
-  checkDatabaseName(name);
-  // The coordinator's sessions hold connections to the workers' copy: they go first.
-  await dropForced(coordinatorUrl, name);
-  await Promise.all(workerUrls.map((admin) => dropForced(admin, name)));
-}
-
-/**
- * DROP DATABASE ... WITH (FORCE), again while it meets object_in_use
- * (55006): Citus's maintenance daemon connects to every database with the
- * extension, and can connect again between FORCE ending the sessions and
- * the drop (seen once in CI: "is being accessed by other users").
- */
-async function dropForced(adminUrl: string, name: string): Promise<void> {
-  await againWhileInUse(() => pgQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`), 20, 250);
-}
-
-/**
- * `run`, again (up to `attempts` times, `waitMs` apart) while it fails with
- * object_in_use (55006): a statement on a whole database meeting a session
- * of it that is still ending, or that Citus's maintenance daemon opened.
- */
-export async function againWhileInUse(run: () => Promise<unknown>, attempts: number, waitMs: number): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await run();
-      return;
-    } catch (error) {
-      if ((error as { code?: unknown }).code !== "55006" || attempt >= attempts) throw error;
-      await new Promise((resolve) => setTimeout(resolve, waitMs));
-    }
-  }
-}
