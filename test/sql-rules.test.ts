@@ -18,7 +18,7 @@ import { createHash } from "node:crypto";
 import { AccessModel } from "../src/domain/access-model.js";
 import { checkFunction, functionBody, generationOf, type CheckFunction } from "../src/store/check-functions.js";
 import { CHECK_FUNCTIONS, CheckStatements, type CheckInput } from "../src/store/check-store.js";
-import { THROUGH_PATHS_SQL } from "../src/store/graph-store.js";
+import { graphStore, THROUGH_PATHS_SQL, WHO_CAN_FUNCTION, type WhoCanInput } from "../src/store/graph-store.js";
 import { DECISION_FUNCTION, DECISION_SQL, DecisionStatements } from "../src/store/decision-store.js";
 import { loadMigrations, migrate } from "../src/store/migrate.js";
 import { modelStore } from "../src/store/model-store.js";
@@ -74,7 +74,7 @@ describe("the SQL rule checker", () => {
   });
 
   it("reads the statements of the check's functions, and flags one of them when it breaks a rule", () => {
-    expect(CHECK_FUNCTIONS.map((f) => f.kind)).toEqual(["check", "graph check", "graph check with no inherits within an instance", "graph check with requires and unless entries through links", "decision rows"]);
+    expect(CHECK_FUNCTIONS.map((f) => f.kind)).toEqual(["check", "graph check", "graph check with no inherits within an instance", "graph check with requires and unless entries through links", "decision rows", "who can"]);
     for (const f of CHECK_FUNCTIONS) {
       expect(sqlRuleViolations(f.statement)).toEqual([]);
       expect(withFunctions(f.call.plain)).toContain(f.statement);
@@ -82,6 +82,11 @@ describe("the SQL rule checker", () => {
     const check = CHECK_FUNCTIONS[0]!.statement;
     expect(sqlRuleViolations(check.replace("a.app_id = $1", "a.app_id = q.app_id")).join("; ")).toContain("role_assignments is not limited");
   });
+});
+
+/** `db` as a database lacking function `name` (a standby still replaying it): a call of it fails with undefined_function. */
+const withoutFunction = (db: Queryable, name: string): Queryable => ({
+  query: (sql, params) => (sql.includes(`${name}(`) ? Promise.reject(Object.assign(new Error("no such function"), { code: "42883" })) : db.query(sql, params)),
 });
 
 describe.each(engines)("every statement the service sends, on %s", (engine) => {
@@ -330,6 +335,34 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     expect(viaFunction.rows.some((r) => r.sets.length > 0 && r.links.length > 0 && r.held.length > 0)).toBe(true);
   });
 
+  it("who can's function answers as its inline statement does, page by page", async () => {
+    const key = await createApp(service, "rules-who", GRAPH_CATALOG);
+    const answer = await service.call("POST", "/api/v1/authorization/relationships/bulk", {
+      key,
+      body: {
+        writes: [
+          user("alice", "team", "eng", "member"),
+          user("erin", "team", "eng", "member"),
+          set("team:eng#member", "folder", "f1", "viewer"),
+          set("folder:f1", "document", "d1", "parent"),
+          user("bob", "document", "d1", "editor"),
+          { ...user("carol", "document", "d1", "editor"), condition: "context.ok == true" },
+        ],
+      },
+    });
+    expect(answer.status).toBeLessThan(300);
+    const keyHash = createHash("sha256").update(key).digest("hex");
+    const ask = (after: string): WhoCanInput[] =>
+      ["read", "update"].map((action) => ({ appId: "rules-who", keyHash, resource: "document", resourceId: "d1", action, tenantId: undefined, after, limit: 2 }));
+    for (const after of ["", "alice", "bob"]) {
+      const viaFunction = await graphStore.whoCan(service.db, ask(after));
+      const inline = await graphStore.whoCan(withoutFunction(service.db, WHO_CAN_FUNCTION.name), ask(after));
+      expect(viaFunction).toEqual(inline);
+      expect(viaFunction.rows.every((r) => r.keyValid)).toBe(true);
+    }
+    expect((await graphStore.whoCan(service.db, ask(""))).rows[0]!.userIds).toEqual(["alice", "bob"]);
+  });
+
   it("reads or writes every table the layout distributes", () => {
     const text = [...statements].map(withFunctions).join("\n");
     for (const table of [...DISTRIBUTED_TABLES, ...REFERENCE_TABLES]) expect(text, table).toMatch(new RegExp(`\\b${table}\\b`));
@@ -395,7 +428,11 @@ describe.each(engines)("the check's functions on %s", (engine) => {
       query: (sql, params) => (sql.includes(`${DECISION_FUNCTION.name}(`) ? Promise.reject(Object.assign(new Error("no such function"), { code: "42883" })) : recorded.query(sql, params)),
     };
     await new DecisionStatements().rows(lacking, [{ appId: "none", userId: "u1", resource: "doc", resourceId: "d1", roots: ["viewer"] }]);
-    expect(sent).toHaveLength(5);
+    // Who can's, the same way.
+    await graphStore.whoCan(withoutFunction(recorded, WHO_CAN_FUNCTION.name), [
+      { appId: "none", keyHash: "none", resource: "doc", resourceId: "d1", action: "read", tenantId: undefined, after: "", limit: 11 },
+    ]);
+    expect(sent).toHaveLength(6);
     for (const [i, f] of CHECK_FUNCTIONS.entries()) {
       expect(f.statement).toBe(sent[i]);
       const { rows } = await database.db.query<{ body: string }>("SELECT prosrc AS body FROM pg_proc WHERE oid = to_regproc($1)::oid", [f.name]);

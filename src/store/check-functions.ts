@@ -43,7 +43,7 @@ import { sqlState, SqlState } from "./sqlstate.js";
 
 /** One of the check's statements as a function. */
 export interface CheckFunction {
-  /** Which statement: "check" (the direct one) or "graph check". */
+  /** Which statement: "check" (the direct one), "graph check", "decision rows" or "who can". */
   kind: string;
   /** The prefix and 12 hex digits of the SHA-256 of the definition made with the prefix as its name. */
   name: string;

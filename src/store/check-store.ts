@@ -5,6 +5,7 @@ import { checkFunction, PlannedStatement, type CheckFunction } from "./check-fun
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
 import { GRAPH_CHECK_ENTRIES_SQL, GRAPH_CHECK_FLAT_SQL, GRAPH_CHECK_SQL, type GraphGroups } from "./graph-check-sql.js";
+import { WHO_CAN_FUNCTION } from "./graph-store.js";
 
 /** Whose facts on which instance: what a check, or a permissions question, asks the database. */
 export interface CheckInput {
@@ -115,8 +116,15 @@ const GRAPH_CHECK_ENTRIES_FUNCTION = checkFunction(
   GRAPH_CHECK_ENTRIES_SQL.plain,
 );
 
-/** This build's functions, which migrate() creates (installCheckFunctions): the check's, and the decision's with requires and unless. */
-export const CHECK_FUNCTIONS: readonly CheckFunction[] = [CHECK_FUNCTION, GRAPH_CHECK_FUNCTION, GRAPH_CHECK_FLAT_FUNCTION, GRAPH_CHECK_ENTRIES_FUNCTION, DECISION_FUNCTION];
+/** This build's functions, which migrate() creates (installCheckFunctions): the check's, the decision's with requires and unless, and who can's. */
+export const CHECK_FUNCTIONS: readonly CheckFunction[] = [
+  CHECK_FUNCTION,
+  GRAPH_CHECK_FUNCTION,
+  GRAPH_CHECK_FLAT_FUNCTION,
+  GRAPH_CHECK_ENTRIES_FUNCTION,
+  DECISION_FUNCTION,
+  WHO_CAN_FUNCTION,
+];
 
 /** Each statement and its function (check-functions.ts). */
 const STATEMENTS = { fn: CHECK_FUNCTION, inline: { plain: checkSql(false), replayed: checkSql(true) } };
