@@ -280,22 +280,22 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     expect(broken).toEqual([]);
   });
 
-  it("the check's functions answer as their inline statements do", async () => {
-    const key = await createApp(service, "rules-same", GRAPH_CATALOG);
-    const answer = await service.call("POST", "/api/v1/authorization/relationships/bulk", {
-      key,
-      body: {
-        writes: [
-          user("alice", "team", "eng", "member"),
-          set("team:eng#member", "folder", "f1", "viewer"),
-          set("folder:f1", "document", "d1", "parent"),
-          user("bob", "document", "d2", "editor"),
-          { ...user("carol", "document", "d1", "editor"), condition: "context.ok == true" },
-        ],
-      },
-    });
+  /** An application of GRAPH_CATALOG with `writes`: its key's hash, as a question names it. */
+  const graphApp = async (appId: string, writes: unknown[]): Promise<string> => {
+    const key = await createApp(service, appId, GRAPH_CATALOG);
+    const answer = await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes } });
     expect(answer.status).toBeLessThan(300);
-    const keyHash = createHash("sha256").update(key).digest("hex");
+    return createHash("sha256").update(key).digest("hex");
+  };
+
+  it("the check's functions answer as their inline statements do", async () => {
+    const keyHash = await graphApp("rules-same", [
+      user("alice", "team", "eng", "member"),
+      set("team:eng#member", "folder", "f1", "viewer"),
+      set("folder:f1", "document", "d1", "parent"),
+      user("bob", "document", "d2", "editor"),
+      { ...user("carol", "document", "d1", "editor"), condition: "context.ok == true" },
+    ]);
     const asks: CheckInput[] = ["alice", "bob", "carol", "dave"].flatMap((userId) =>
       ["d1", "d2"].flatMap((resourceId) => [null, "read", "update"].map((action) => ({ appId: "rules-same", keyHash, userId, resource: "document", resourceId, action }))),
     );
@@ -336,22 +336,14 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
   });
 
   it("who can's function answers as its inline statement does, page by page", async () => {
-    const key = await createApp(service, "rules-who", GRAPH_CATALOG);
-    const answer = await service.call("POST", "/api/v1/authorization/relationships/bulk", {
-      key,
-      body: {
-        writes: [
-          user("alice", "team", "eng", "member"),
-          user("erin", "team", "eng", "member"),
-          set("team:eng#member", "folder", "f1", "viewer"),
-          set("folder:f1", "document", "d1", "parent"),
-          user("bob", "document", "d1", "editor"),
-          { ...user("carol", "document", "d1", "editor"), condition: "context.ok == true" },
-        ],
-      },
-    });
-    expect(answer.status).toBeLessThan(300);
-    const keyHash = createHash("sha256").update(key).digest("hex");
+    const keyHash = await graphApp("rules-who", [
+      user("alice", "team", "eng", "member"),
+      user("erin", "team", "eng", "member"),
+      set("team:eng#member", "folder", "f1", "viewer"),
+      set("folder:f1", "document", "d1", "parent"),
+      user("bob", "document", "d1", "editor"),
+      { ...user("carol", "document", "d1", "editor"), condition: "context.ok == true" },
+    ]);
     const ask = (after: string): WhoCanInput[] =>
       ["read", "update"].map((action) => ({ appId: "rules-who", keyHash, resource: "document", resourceId: "d1", action, tenantId: undefined, after, limit: 2 }));
     for (const after of ["", "alice", "bob"]) {
