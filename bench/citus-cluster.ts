@@ -96,7 +96,7 @@ export function withDatabase(url: string, name: string): string {
 }
 
 /** The host and port Citus is given for a node: those of its URL. */
-function nodeOf(url: string): { host: string; port: number } {
+export function nodeOf(url: string): { host: string; port: number } {
   const u = new URL(url);
   return { host: u.hostname, port: Number(u.port || 5432) };
 }

@@ -416,9 +416,7 @@ describe.each(engines)("the check's functions on %s", (engine) => {
       graph: () => ({ pairs: [], steps: [], within: true, walks: { "doc\0read": ["org>member"] }, entries: [{ r: "doc", n: "org>member", t: "org", l: "member" }], key: "" }),
     });
     // The decision's, as its store sends it inline where the database lacks its function (undefined_function).
-    const lacking: Queryable = {
-      query: (sql, params) => (sql.includes(`${DECISION_FUNCTION.name}(`) ? Promise.reject(Object.assign(new Error("no such function"), { code: "42883" })) : recorded.query(sql, params)),
-    };
+    const lacking = withoutFunction(recorded, DECISION_FUNCTION.name);
     await new DecisionStatements().rows(lacking, [{ appId: "none", userId: "u1", resource: "doc", resourceId: "d1", roots: ["viewer"] }]);
     // Who can's, the same way.
     await graphStore.whoCan(withoutFunction(recorded, WHO_CAN_FUNCTION.name), [

@@ -188,8 +188,9 @@ export const graphCheckSql = (replayed: boolean, within = true, entries = false)
            ARRAY(SELECT DISTINCT e.t FROM ent e WHERE e.r = p.resource AND e.n = ANY (p.ents)) AS links`
         : ""
     }
-    FROM (SELECT rt.k, rt.resource, rt.resource_id,
-                 array_agg(rt.root) FILTER (WHERE NOT rt.entry) AS roots, array_agg(rt.root) FILTER (WHERE rt.entry) AS ents
+    FROM (SELECT rt.k, rt.resource, rt.resource_id, array_agg(rt.root) FILTER (WHERE NOT rt.entry) AS roots${
+            entries ? ", array_agg(rt.root) FILTER (WHERE rt.entry) AS ents" : ""
+          }
           FROM rt WHERE rt.plain GROUP BY rt.k, rt.resource, rt.resource_id) p
   ),
   walk(k, root, resource, resource_id, relation, depth) AS (

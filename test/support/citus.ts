@@ -9,7 +9,7 @@ import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { createCitusDatabase, dropCitusDatabase, type CitusNodes } from "../../bench/citus-cluster.js";
+import { createCitusDatabase, dropCitusDatabase, nodeOf, type CitusNodes } from "../../bench/citus-cluster.js";
 import { binDir, pgBinariesInstalled } from "../../bench/pg-server.js";
 
 export {
@@ -46,7 +46,7 @@ export const CITUS_MISSING =
  */
 export function joinCitusCluster(coordinatorUrl: string, workerUrls: readonly string[]): CitusNodes {
   const made: string[] = [];
-  const port = (url: string) => Number(new URL(url).port || 5432);
+  const port = (url: string) => nodeOf(url).port;
   return {
     coordinator: { port: port(coordinatorUrl) },
     workers: workerUrls.map((url) => ({ port: port(url) })),
