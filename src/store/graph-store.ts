@@ -38,6 +38,7 @@ import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-sto
 import { CONDITIONAL_ROLE, lookupPage, readThroughPaths, whoCanPage, withPathCandidates, type ThroughPaths } from "./conditional-candidates.js";
 import { andExtra, NO_EXTRA, PAGE_CTES, PAGE_OF_Q, type PageExtra, type Probe } from "./keyset-pages.js";
 import { LIVE_GRANT, PLAIN_GRANT } from "./relationships-store.js";
+import { DENSE, denseCtes, denseIds, denseSources, inwardHop, type DenseSettings } from "./dense-pages.js";
 import { MAX_HOPS, outwardHop } from "./outward-hop.js";
 import { CONDITIONAL_EDGES, type InwardStep } from "./graph-check-sql.js";
 
@@ -357,7 +358,7 @@ const REACHED_BY = `(SELECT coalesce(json_object_agg(x.id, x.gs), '{}') FROM (
  * condition, the page merged with the plain one (withPathCandidates):
  * asked only when the plain statement's flag is set.
  */
-export const graphLookupSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_EXTRA, reach = false) => `
+export const graphLookupSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_EXTRA, reach = false, dense: DenseSettings = DENSE) => `
   WITH RECURSIVE
   q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int, ans text[], st jsonb, ls jsonb, p text[]${x.columns}))
              WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, answers, steps, last, prior${x.names}, n)),${x.ctes}
@@ -379,28 +380,18 @@ export const graphLookupSql = (replayed: boolean, grants: Grants, x: PageExtra =
     SELECT l.n, l.depth + 1, x.rs, x.ids, x.rels, l.seen_r || x.rs, l.seen_i || x.ids, l.seen_l || x.rels
     FROM lv l CROSS JOIN LATERAL (
       SELECT array_agg(z.resource) AS rs, array_agg(z.resource_id) AS ids, array_agg(z.relation) AS rels FROM (
-        SELECT t.r, e.resource_id, t.g
-        FROM unnest(l.rs, l.ids, l.rels) AS w(resource, resource_id, relation)
-        JOIN steps t ON t.n = l.n AND t.fr = w.resource AND t.fl = w.relation
-        CROSS JOIN LATERAL (
-          SELECT s.resource_id FROM subject_relationships s
-          WHERE s.app_id = $1 AND s.subject_resource = w.resource AND s.subject_id = w.resource_id AND s.subject_relation = t.sr
-            AND s.resource = t.r AND s.relation = t.p AND ${grants("s")}
-          OFFSET 0) e
+${inwardHop(grants, dense)}
         EXCEPT SELECT * FROM unnest(l.seen_r, l.seen_i, l.seen_l)) AS z(resource, resource_id, relation)) x
     WHERE x.rs IS NOT NULL AND l.depth < ${MAX_HOPS - 1}
   ),
   walk(n, resource, resource_id, relation) AS (
     SELECT l.n, f.resource, f.resource_id, f.relation FROM lv l CROSS JOIN LATERAL unnest(l.rs, l.ids, l.rels) AS f(resource, resource_id, relation)
-  ),
+  ),${denseCtes(grants, reach, dense)}
   src AS (
     SELECT q.n, q.lim, q.after, 0 AS kind, h.user_id AS a, '' AS b, '' AS c, q.resource AS res, ans.relation AS rel${reach ? ", ans.relation AS g" : ""}
     FROM q CROSS JOIN unnest(q.answers) AS ans(relation) CROSS JOIN ${HOLDERS_OF("q.user_id")}
-    UNION
-    SELECT q.n, q.lim, q.after, 1, w.resource, w.resource_id, t.sr, t.r, t.p${reach ? ", t.g" : ""}
-    FROM q CROSS JOIN LATERAL jsonb_to_recordset(q.last) AS t(fr text, fl text, sr text, r text, p text, g text)
-    JOIN walk w ON w.n = q.n AND w.resource = t.fr AND w.relation = t.fl${x.sources}
-  ),${PAGE_CTES(andExtra(sourceIds(grants), x))}
+    UNION${denseSources(reach)}${x.sources}
+  ),${PAGE_CTES(andExtra((l, b, g) => sourceIds(grants)(l, b, g) + denseIds(l, b, g), x))}
   SELECT
     ${KEYS_VALID} AS keys,${
       grants === PLAIN_GRANT
@@ -422,6 +413,19 @@ const GRAPH_LOOKUP = { plain: graphLookupSql(false, PLAIN_GRANT), replayed: grap
 /** With the relations that reach each id of the page (REACHED_BY): for a catalog with `requires` or `unless`. */
 const GRAPH_LOOKUP_REACH = { plain: graphLookupSql(false, PLAIN_GRANT, NO_EXTRA, true), replayed: graphLookupSql(true, PLAIN_GRANT, NO_EXTRA, true) };
 const GRAPH_LOOKUP_THROUGH_PATHS = { plain: graphLookupSql(false, LIVE_GRANT), replayed: graphLookupSql(true, LIVE_GRANT) };
+
+/** The lookup statements built with other dense settings than the service's, by settings (the tests' differential). */
+const otherDense = new Map<string, { plain: string; replayed: string }>();
+function lookupStatements(grants: Grants, reach: boolean, dense: DenseSettings | undefined) {
+  if (dense === undefined) return grants === LIVE_GRANT ? GRAPH_LOOKUP_THROUGH_PATHS : reach ? GRAPH_LOOKUP_REACH : GRAPH_LOOKUP;
+  const key = `${grants === LIVE_GRANT} ${reach} ${dense.minSources} ${dense.rowsPerSource}`;
+  let built = otherDense.get(key);
+  if (built === undefined) {
+    built = { plain: graphLookupSql(false, grants, NO_EXTRA, reach, dense), replayed: graphLookupSql(true, grants, NO_EXTRA, reach, dense) };
+    otherDense.set(key, built);
+  }
+  return built;
+}
 
 type Replayed = { replayed?: string | null };
 
@@ -470,11 +474,11 @@ export const graphStore = {
   },
 
   /** Lookup through the graph: answers in input order, a statement per application. */
-  async lookup(q: Queryable, inputs: readonly GraphLookupInput[], options: { replayed?: boolean } = {}) {
+  async lookup(q: Queryable, inputs: readonly GraphLookupInput[], options: { replayed?: boolean; dense?: DenseSettings } = {}) {
     return perApplication(inputs, async (appId, ofApp) => {
       const { keys, keyOf } = distinctKeys(ofApp);
       const { json, at } = distinctQuestions(ofApp.map(lookupQuestion));
-      const statements = ofApp.some((i) => i.reach === true) ? GRAPH_LOOKUP_REACH : GRAPH_LOOKUP;
+      const statements = lookupStatements(PLAIN_GRANT, ofApp.some((i) => i.reach === true), options.dense);
       const { rows } = await q.query<
         {
           keys: boolean[] | null;
@@ -495,8 +499,9 @@ export const graphStore = {
   },
 
   /** Lookup's pages through conditional paths, each merged with its plain page (`prior`): in input order, a statement per application. */
-  lookupThroughPaths(q: Queryable, inputs: readonly (GraphLookupInput & ThroughPaths)[], options: { replayed?: boolean } = {}) {
-    const sql = options.replayed === true ? GRAPH_LOOKUP_THROUGH_PATHS.replayed : GRAPH_LOOKUP_THROUGH_PATHS.plain;
+  lookupThroughPaths(q: Queryable, inputs: readonly (GraphLookupInput & ThroughPaths)[], options: { replayed?: boolean; dense?: DenseSettings } = {}) {
+    const statements = lookupStatements(LIVE_GRANT, false, options.dense);
+    const sql = options.replayed === true ? statements.replayed : statements.plain;
     return perApplication(inputs, (appId, ofApp) => readThroughPaths(q, sql, appId, ofApp, ofApp.map((i) => ({ ...lookupQuestion(i), p: i.prior }))));
   },
 };
