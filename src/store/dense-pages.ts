@@ -27,9 +27,9 @@
  * The budget is `rowsPerSource` rows per source and per id of the page,
  * so every read is bounded by what the walk reached. A row read costs
  * about 1 µs, a source read one by one 10 to 50 µs with its share of the
- * page's machinery: a try that does not fill adds 10-25% to the page
- * (measured in docs/performance.md, "Lookup's dense pages"), one that fills
- * costs a fraction of it.
+ * page's machinery: a try that does not fill added 2-30% to the pages
+ * measured in docs/performance.md ("Lookup's dense pages"), and one that
+ * fills cost a third of the page read source by source.
  */
 import type { Probe } from "./keyset-pages.js";
 
