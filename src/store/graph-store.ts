@@ -350,7 +350,9 @@ const REACHED_BY = `(SELECT coalesce(json_object_agg(x.id, x.gs), '{}') FROM (
  * the allUsers ones (a source each), and for each node walked, each edge of `last` from its pair: the grants of an
  * answer relation to it as a subject set, or the links to it whose rule
  * gives an answer relation. Each is a run of ids in resource_id order in an
- * index.
+ * index. Many sources through nodes of one kind are first tried as one, by
+ * reading their type's edges in id order, and many nodes of a level are
+ * stepped from the same way (dense-pages.ts: denseCtes, inwardHop).
  *
  * The page from the sources as PAGE_CTES reads it, and
  * LOOKUP_PATHS_POSSIBLE. Through conditional paths (`grants` LIVE_GRANT),
