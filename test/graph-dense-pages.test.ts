@@ -58,7 +58,10 @@ function world(seed: number): World {
   const folders = Array.from({ length: 40 + r.int(61) }, (_, i) => `f${pad(i)}`);
   const documents = [...new Set(Array.from({ length: 150 + r.int(200) }, () => `d${pad(r.int(5000), 4)}`))];
   // Teams: users in 0-2, a team inside a later one, everyone in one team now and then.
-  const membersOf = new Map<string, { users: Set<string>; everyone: boolean; teams: Set<string> }>(teams.map((t) => [t, { users: new Set(), everyone: false, teams: new Set() }]));
+  // Who holds a team's membership or a node: users, everyone, teams' members.
+  type Holders = { users: Set<string>; everyone: boolean; teams: Set<string> };
+  const noHolders = (): Holders => ({ users: new Set(), everyone: false, teams: new Set() });
+  const membersOf = new Map<string, Holders>(teams.map((t) => [t, noHolders()]));
   for (const u of USERS) for (const t of r.sample(teams, r.int(3))) (membersOf.get(t)!.users.add(u), grants.push(user(u, "team", t, "member")));
   for (let i = 0; i + 1 < teams.length; i++) {
     if (r.next() < 0.4) {
@@ -74,10 +77,8 @@ function world(seed: number): World {
     const m = membersOf.get(t)!;
     return m.everyone || m.users.has(u) || [...m.teams].some((inner) => inTeam(u, inner, seen));
   };
-  // Holders of a node: users, everyone, teams' members.
-  type Holders = { users: Set<string>; everyone: boolean; teams: Set<string> };
   const holders = new Map<string, Holders>();
-  const holdersOf = (node: string) => holders.get(node) ?? (holders.set(node, { users: new Set(), everyone: false, teams: new Set() }), holders.get(node)!);
+  const holdersOf = (node: string) => holders.get(node) ?? (holders.set(node, noHolders()), holders.get(node)!);
   const give = (resource: string, id: string, relation: string) => {
     const h = holdersOf(`${resource}:${id}#${relation}`);
     const roll = r.next();
@@ -85,8 +86,8 @@ function world(seed: number): World {
       const t = r.pick(teams);
       h.teams.add(t);
       grants.push(set(`team:${t}#member`, resource, id, relation));
-    } else if (roll < 0.95 || relation !== "viewer") {
       // Only viewer (and member) may be held by every user in ALL_USERS_CATALOG.
+    } else if (roll < 0.95 || relation !== "viewer") {
       const u = r.pick(USERS);
       h.users.add(u);
       grants.push(user(u, resource, id, relation));
