@@ -135,7 +135,9 @@ describe.each(engines)("the change feed under concurrent writers and crashing re
         expectStatus(res, 200);
         log.push(...(res.body.changes as FeedChange[]));
         token = res.body.nextToken as string;
-        if (last && res.body.changes.length < pageSize) return { log, resumes };
+        // A reader that has not crashed yet (a slow machine gave it few rounds while the writers
+        // ran) reads on until it does: every reader resumes at least once.
+        if (last && res.body.changes.length < pageSize && resumes > 0) return { log };
         // A crash now and then: resume from a token this reader was given earlier, forgetting what came after it.
         if (log.length > 0 && (round * 7 + r) % 11 === 0) {
           const at = (round * 13 + r) % log.length;
@@ -154,8 +156,7 @@ describe.each(engines)("the change feed under concurrent writers and crashing re
     expect(rolledBack).toBeGreaterThan(0);
     const expected = new Map(ops.map((op) => [op.tag, op]));
     const total = ops.reduce((n, op) => n + op.size, 0);
-    for (const { log, resumes } of logs) {
-      expect(resumes).toBeGreaterThan(0);
+    for (const { log } of logs) {
       // Exactly once: the right number, no token twice, nothing rolled back.
       expect(log).toHaveLength(total);
       expect(new Set(log.map((c) => c.token)).size).toBe(total);
