@@ -359,6 +359,24 @@ const WORLDS: WorldOptions[] = [
   { seed: 404, groups: true, public: true, conditional: true, sameInstance: true },
 ];
 
+/**
+ * The worlds run on PGlite: one of each combination of features. PGlite
+ * runs the same statements as Postgres, one at a time on its one
+ * connection, so a world there takes about three times its time on
+ * Postgres; the further seeds of a combination (2024, 77, 4242) run on
+ * Postgres and Citus, where the worlds' statements run side by side.
+ */
+const worldsOn = (engine: string): WorldOptions[] => {
+  if (engine !== "pglite") return WORLDS;
+  const combinations = new Set<string>();
+  return WORLDS.filter(({ seed: _, ...features }) => {
+    const combination = JSON.stringify(features);
+    if (combinations.has(combination)) return false;
+    combinations.add(combination);
+    return true;
+  });
+};
+
 /** The contexts a conditional world is asked with: no condition holds, each one alone, both. */
 const CONTEXTS: Context[] = [{}, { a: true }, { b: true }, { a: true, b: true }];
 
@@ -445,7 +463,7 @@ describe.each(engines)("groups and hierarchy against a model on %s", (engine) =>
   });
 
   // The worlds side by side, each an application of its own: one's wait for its grants to expire is another's work.
-  it.concurrent.each(WORLDS)("world $seed (groups: $groups, allUsers: $public, conditions: $conditional, inherits within an instance: $sameInstance): every question agrees with the model, before and after memberships and links expire", { timeout: 600_000 }, async (options) => {
+  it.concurrent.each(worldsOn(engine))("world $seed (groups: $groups, allUsers: $public, conditions: $conditional, inherits within an instance: $sameInstance): every question agrees with the model, before and after memberships and links expire", { timeout: 600_000 }, async (options) => {
     const { seed, public: public_, conditional, sameInstance } = options;
     const appId = `world-${seed}`;
     const key = await createApp(service, appId, catalogOf(options));
