@@ -22,24 +22,35 @@
  * 2. bound: if the heads hold `lim` distinct ids, the `lim`-th smallest:
  *    every id of the page is at most it (there are `lim` ids up to it).
  *    Otherwise none ('': ids are never empty).
- * 3. found: each source's ids up to the bound (all of them without one),
- *    its first `lim`: those of its heads, then, only for a source whose
- *    heads were all under the bound and did not run out, a read from its
- *    last head on, up to the bound (the index range stops there: the page
- *    and its near misses). 1,000 folders whose first documents are each
- *    past the bound but for 100 cost 100 probes here, not 1,000.
- * 4. pages: each question's found ids, distinct, in order, cut to `lim`;
+ * 3. found: each source's ids up to the bound (all of them without one)
+ *    that can be on the page: those of its heads, then, only for a source
+ *    whose heads were all under the bound and did not run out, a read from
+ *    its last head on, up to the bound (the index range stops there), of
+ *    at most `lim` less the distinct heads of the question up to that last
+ *    head (`ranked`: every one of those is on the page before any id the
+ *    read finds, so the page has room for no more of them). 1,000 folders
+ *    whose first documents are each past the bound but for 100 cost 100
+ *    probes here, not 1,000; teams whose members' ids do not interleave
+ *    read 101 - 12, 101 - 24, ... ids, not 89 each (who can's bench
+ *    question: 477 rows found, not 813).
+ * 4. pages: each question's found ids, distinct, in order, the first `lim`;
  *    computed once for all questions with the same sources that have ids
  *    after the cursor (`sig`): the documents of a folder that hold nothing
  *    of their own have the folder's page.
- * Complete: an id of the page is within the first `lim` ids of the source
- * that gives it (those below it are in the page too), and under the bound.
+ * Complete: an id x of the page held by a source past its heads is under
+ * the bound, and the source's ids from its last head to x, with the
+ * question's distinct heads up to that last head, are all on the page: at
+ * most `lim`. So the read finds x, for every source that holds it
+ * (REACHED_BY, graph-store.ts, counts on that).
  *
  * A coalesced batch reads each source once in each step however many
  * questions name it (fifty who-can questions on a folder's documents share
  * its teams): the probes are over the distinct sources (`sid`), joined back
- * by number. The ids read are put in order once for the whole batch
- * (`rk`), and each page is then cut by that number.
+ * by number, and found's read is as long as the question that needs most
+ * of it asks (the rest is ids of the source beyond some page: harmless). The
+ * ids read are put in order once for the whole batch (`rk`), and each
+ * question's heads again on their own (`ranked`), for its bound and its
+ * room.
  */
 /**
  * Reads a source's ids after `p.after` in order, `limit` at most (an SQL
@@ -94,13 +105,13 @@ export const PAGE_CTES = (probe: Probe) => `
           CROSS JOIN LATERAL (${probe("p.m - 1", false, "")}) x(id)) h
     WINDOW per AS (PARTITION BY h.sid, h.m)
   ),
+  ranked AS MATERIALIZED (
+    SELECT d.n, d.lim, d.id, row_number() OVER (PARTITION BY d.n ORDER BY d.rk) AS qrk
+    FROM (SELECT DISTINCT k.n, k.lim, h.rk, h.id FROM counted k JOIN heads h ON h.sid = k.sid AND h.m = k.m) d
+  ),
   bound AS MATERIALIZED (
     SELECT q.n, coalesce(x.upto, '') AS upto
-    FROM q LEFT JOIN (
-      SELECT d.n, (array_agg(d.id ORDER BY d.rk))[d.lim] AS upto
-      FROM (SELECT DISTINCT ON (k.n, h.rk) k.n, k.lim, h.rk, h.id FROM counted k JOIN heads h ON h.sid = k.sid AND h.m = k.m) d
-      GROUP BY d.n, d.lim
-    ) x ON x.n = q.n
+    FROM q LEFT JOIN (SELECT r.n, r.id AS upto FROM ranked r WHERE r.qrk = r.lim) x ON x.n = q.n
   ),
   found AS MATERIALIZED (
     SELECT f.sid, f.m, f.upto, f.id, dense_rank() OVER (ORDER BY f.id) AS rk
@@ -109,11 +120,14 @@ export const PAGE_CTES = (probe: Probe) => `
           JOIN heads h ON h.sid = p.sid AND h.m = p.m AND (p.upto = '' OR h.id <= p.upto)
           UNION ALL
           SELECT p.sid, p.m, p.upto, x.id
-          FROM (SELECT DISTINCT k.sid, k.kind, k.a, k.b, k.c, k.res, k.rel, k.lim, k.m, h.last AS after, b.upto
+          FROM (SELECT k.sid, k.kind, k.a, k.b, k.c, k.res, k.rel, k.m, h.last AS after, b.upto, max(k.lim - r.qrk) AS more
                 FROM counted k JOIN bound b ON b.n = k.n
-                JOIN heads h ON h.sid = k.sid AND h.m = k.m AND h.got = k.m AND k.lim > k.m AND (b.upto = '' OR h.last < b.upto)) p
-          CROSS JOIN LATERAL (${probe("p.lim - p.m", true, " AND p.upto <> ''")}
-            UNION ALL${probe("p.lim - p.m", false, " AND p.upto = ''")}) x(id)) f
+                JOIN heads h ON h.sid = k.sid AND h.m = k.m AND h.got = k.m AND h.id = h.last AND (b.upto = '' OR h.last < b.upto)
+                JOIN ranked r ON r.n = k.n AND r.id = h.last
+                GROUP BY k.sid, k.kind, k.a, k.b, k.c, k.res, k.rel, k.m, h.last, b.upto
+                HAVING max(k.lim - r.qrk) > 0) p
+          CROSS JOIN LATERAL (${probe("p.more", true, " AND p.upto <> ''")}
+            UNION ALL${probe("p.more", false, " AND p.upto = ''")}) x(id)) f
   ),
   sig AS MATERIALIZED (
     SELECT k.n, k.lim, k.m, b.upto, array_agg(k.sid ORDER BY k.sid) AS sids
@@ -122,10 +136,10 @@ export const PAGE_CTES = (probe: Probe) => `
     GROUP BY k.n, k.lim, k.m, b.upto
   ),
   pages AS MATERIALIZED (
-    SELECT g.sids, g.lim, g.m, g.upto, (array_agg(d.id ORDER BY d.rk))[1:g.lim] AS ids
+    SELECT g.sids, g.lim, g.m, g.upto, array_agg(d.id ORDER BY d.rk) AS ids
     FROM (SELECT DISTINCT sids, lim, m, upto FROM sig) g
     CROSS JOIN LATERAL (SELECT DISTINCT ON (f.rk) f.rk, f.id FROM found f
-                        WHERE f.sid = ANY (g.sids) AND f.m = g.m AND f.upto = g.upto ORDER BY f.rk) d
+                        WHERE f.sid = ANY (g.sids) AND f.m = g.m AND f.upto = g.upto ORDER BY f.rk LIMIT g.lim) d
     GROUP BY g.sids, g.lim, g.m, g.upto
   )`;
 
