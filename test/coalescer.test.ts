@@ -51,6 +51,46 @@ describe("Coalescer", () => {
       mostInFlight: 2,
     },
     {
+      name: "with key, inputs waiting count once a key: the same question asked six times runs one batch at a time",
+      concurrency: 1,
+      burst: { at: 2, concurrency: 3 },
+      key: () => "the same page",
+      maxBatch: 2,
+      groups: [[1], [2], [3], [4], [5], [6]],
+      expected: [[1], [2, 3], [4, 5], [6]],
+      mostInFlight: 1,
+    },
+    {
+      name: "with key, distinct questions waiting still burst",
+      concurrency: 1,
+      burst: { at: 2, concurrency: 3 },
+      key: (i: number) => `page ${i}`,
+      maxBatch: 2,
+      groups: [[1], [2], [3], [4], [5], [6]],
+      expected: [[1], [2, 3], [4, 5], [6]],
+      mostInFlight: 3,
+    },
+    {
+      name: "with key, the questions a batch took no longer count as waiting",
+      concurrency: 1,
+      burst: { at: 3, concurrency: 3 },
+      key: (i: number) => `page ${i}`,
+      maxBatch: 2,
+      groups: [[1], [2], [3], [4], [5]],
+      expected: [[1], [2, 3], [4, 5]],
+      mostInFlight: 2,
+    },
+    {
+      name: "with key, two questions each asked twice are two waiting, not four",
+      concurrency: 1,
+      burst: { at: 3, concurrency: 2 },
+      key: (i: number) => `page ${i % 2}`,
+      maxBatch: 10,
+      groups: [[1], [2], [3], [4], [5]],
+      expected: [[1], [2, 3, 4, 5]],
+      mostInFlight: 1,
+    },
+    {
       name: "gather: calls of the same turn of the event loop go together, the first one too",
       concurrency: 1,
       gather: true,
@@ -59,9 +99,11 @@ describe("Coalescer", () => {
       expected: [[1, 2, 3, 4]],
       mostInFlight: 1,
     },
-  ])("$name", async ({ concurrency, burst, gather, maxBatch, groups, expected, mostInFlight }) => {
+  ] as { name: string; concurrency: number; burst?: { at: number; concurrency: number }; key?: (i: number) => string; gather?: boolean; maxBatch: number; groups: number[][]; expected: number[][]; mostInFlight: number }[])(
+    "$name",
+    async ({ concurrency, burst, key, gather, maxBatch, groups, expected, mostInFlight }) => {
     const { batches, gates, flight, run } = gatedRun();
-    const coalescer = new Coalescer(run, { maxBatch, concurrency, burst, gather });
+    const coalescer = new Coalescer(run, { maxBatch, concurrency, burst, key, gather });
     const answers = groups.map((g) => (g.length === 1 ? coalescer.call(g[0]!).then((a) => [a]) : coalescer.callAll(g)));
     for (let released = 0; released < expected.length; released++) {
       await tick();
@@ -70,7 +112,8 @@ describe("Coalescer", () => {
     expect(await Promise.all(answers)).toEqual(groups.map((g) => g.map((i) => `answer ${i}`)));
     expect(batches).toEqual(expected);
     expect(flight.most).toBe(mostInFlight);
-  });
+  },
+  );
 
   it("a failed batch rejects its own callers only, and the next batch still runs", async () => {
     const { gates, run } = gatedRun();

@@ -31,7 +31,7 @@ export function exactReads<I, R>(
   db: Db,
   replicas: ReadReplicas | undefined,
   read: (q: Queryable, inputs: I[], options: { replayed: boolean }) => Promise<ReadRows<R>>,
-  options: { maxBatch: number; reads: string; telemetry: Telemetry },
+  options: { maxBatch: number; reads: string; telemetry: Telemetry; key?: (input: I) => string },
 ): Coalescer<I, R> {
   return new Coalescer(
     (inputs) =>
@@ -42,6 +42,13 @@ export function exactReads<I, R>(
     { ...db.reads, ...options },
   );
 }
+
+/**
+ * A page's question as the Coalescer's key (its `key` option): inputs of
+ * plain fields, made in one place, so equal questions have equal texts, as
+ * the store's distinctQuestions finds them.
+ */
+export const sameQuestion = (input: object): string => JSON.stringify(input);
 
 /** A 401 when the key a statement verified no longer holds (revoked since the call was authorized). */
 export function requireKey(row: { keyValid: boolean }): void {

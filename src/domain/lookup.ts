@@ -10,7 +10,7 @@ import type { ReadReplicas } from "../store/read-replicas.js";
 import { Checker, type Caller, type Ways } from "./check.js";
 import { splitPage } from "../store/conditional-candidates.js";
 import { unavailable, Violations } from "./errors.js";
-import { exactRead, exactReads, requireAnswerable, requireKey } from "./exact-read.js";
+import { exactRead, exactReads, requireAnswerable, requireKey, sameQuestion } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
@@ -86,10 +86,11 @@ export class Lookup {
     private readonly checker: Checker = new Checker(db, replicas, telemetry),
   ) {
     this.models = new AccessModels(db, telemetry.metrics);
-    this.coalesced = new Coalescer(
+    this.coalesced = new Coalescer<LookupInput, PlainPage>(
       (inputs) => exactRead(db, replicas, (q, onReplica) => this.read(q, onReplica, inputs)),
-      // A page may hold 1,000 ids: a batch of 50 pages answers 50,000 at most.
-      { ...db.reads, maxBatch: 50, reads: "lookup", telemetry },
+      // A page may hold 1,000 ids: a batch of 50 pages answers 50,000 at most. Fifty callers
+      // asking the same page wait for one statement (Coalescer, `key`).
+      { ...db.reads, maxBatch: 50, reads: "lookup", telemetry, key: sameQuestion },
     );
     // Read as the plain pages are: on a replica that has replayed every commit before it, or the primary.
     this.throughPaths = exactReads(db, replicas, graphStore.lookupThroughPaths, { maxBatch: 50, reads: "lookup paths", telemetry });

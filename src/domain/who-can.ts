@@ -10,7 +10,7 @@ import type { CheckQuestion } from "./check-questions.js";
 import { pageOf, type ConditionalAnswer, type PageEntry } from "./lookup.js";
 import { splitPage } from "../store/conditional-candidates.js";
 import { unavailable, Violations } from "./errors.js";
-import { exactReads, requireAnswerable, requireKey } from "./exact-read.js";
+import { exactReads, requireAnswerable, requireKey, sameQuestion } from "./exact-read.js";
 import { check, identifierProblem, pageSize, tokenProblem } from "./formats.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 import { checkQuestionFacts, type QuestionFacts } from "./question-facts.js";
@@ -79,7 +79,8 @@ export class WhoCan {
     private readonly checker: Checker = new Checker(db, replicas, telemetry),
   ) {
     // A page may hold 1,000 ids: a batch of 50 pages answers 50,000 at most.
-    this.coalesced = exactReads(db, replicas, graphStore.whoCan, { maxBatch: 50, reads: "who can", telemetry });
+    // Fifty callers asking the same page wait for one statement (Coalescer, `key`).
+    this.coalesced = exactReads(db, replicas, graphStore.whoCan, { maxBatch: 50, reads: "who can", telemetry, key: sameQuestion });
     // Read as the plain pages are: on a replica that has replayed every commit before it, or the primary.
     this.throughPaths = exactReads(db, replicas, graphStore.whoCanThroughPaths, { maxBatch: 50, reads: "who can paths", telemetry });
     this.contextual = exactReads(db, replicas, contextualPagesStore.whoCan, { maxBatch: 50, reads: "who can contextual", telemetry });

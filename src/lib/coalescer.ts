@@ -15,7 +15,11 @@ import { Tracing, type Span } from "./tracing.js";
  * While `burst.at` inputs or more wait, up to `burst.concurrency` batches
  * may be in flight: a queue that long fills statements worth a round trip
  * of their own and keeps several database connections busy, where a trickle
- * of calls gains more from fewer, larger statements.
+ * of calls gains more from fewer, larger statements. With `key`, the inputs
+ * waiting are counted by distinct key: a store that asks each distinct
+ * question once a statement (per-application.ts, distinctQuestions) gets
+ * no work from a second copy, so fifty callers asking the same page wait
+ * for one statement rather than four that each compute it.
  *
  * With `gather`, a batch starts only once the current I/O phase is over
  * (setImmediate): for an engine that runs statements on this very thread
@@ -34,6 +38,8 @@ export class Coalescer<I, O> {
   private queue: Waiting<I, O>[] = [];
   private inFlight = 0;
   private queued = 0;
+  /** The inputs waiting by key, with `key`. */
+  private readonly keys = new Map<string, number>();
   private scheduled = false;
   private readonly batchSize: ((size: number) => void) | undefined;
   private readonly tracing: Tracing;
@@ -44,6 +50,8 @@ export class Coalescer<I, O> {
       maxBatch: number;
       concurrency: number;
       burst?: { at: number; concurrency: number };
+      /** What makes two inputs the same question, for burst.at (above). */
+      key?: (input: I) => string;
       gather?: boolean;
       /** What is coalesced ("checks", "keys"...), for the metrics and spans. */
       reads?: string;
@@ -59,6 +67,7 @@ export class Coalescer<I, O> {
     return new Promise<O>((resolve, reject) => {
       this.queue.push({ inputs: [input], resolve: (outputs) => resolve(outputs[0]!), reject, span: this.tracing.enabled ? this.tracing.activeSpan() : undefined });
       this.queued++;
+      this.count([input], 1);
       this.schedule();
     });
   }
@@ -68,8 +77,21 @@ export class Coalescer<I, O> {
     return new Promise<O[]>((resolve, reject) => {
       this.queue.push({ inputs, resolve, reject, span: this.tracing.enabled ? this.tracing.activeSpan() : undefined });
       this.queued += inputs.length;
+      this.count(inputs, 1);
       this.schedule();
     });
+  }
+
+  /** Counts inputs in (1) or out (-1) of the queue by key, with `key`. */
+  private count(inputs: readonly I[], by: 1 | -1): void {
+    const { key } = this.options;
+    if (key === undefined) return;
+    for (const input of inputs) {
+      const k = key(input);
+      const n = (this.keys.get(k) ?? 0) + by;
+      if (n === 0) this.keys.delete(k);
+      else this.keys.set(k, n);
+    }
   }
 
   private schedule(): void {
@@ -83,8 +105,9 @@ export class Coalescer<I, O> {
   }
 
   private drain(): void {
-    const { maxBatch, concurrency, burst } = this.options;
-    const limit = () => (burst !== undefined && this.queued >= burst.at ? Math.max(concurrency, burst.concurrency) : concurrency);
+    const { maxBatch, concurrency, burst, key } = this.options;
+    const waiting = () => (key === undefined ? this.queued : this.keys.size);
+    const limit = () => (burst !== undefined && waiting() >= burst.at ? Math.max(concurrency, burst.concurrency) : concurrency);
     while (this.queue.length > 0 && this.inFlight < limit()) {
       let take = 0;
       let size = 0;
@@ -97,6 +120,7 @@ export class Coalescer<I, O> {
       this.inFlight++;
       this.batchSize?.(size);
       const inputs = batch.flatMap((b) => b.inputs);
+      this.count(inputs, -1);
       // A span for the batch when a call it answers is traced (sampled): else none.
       (this.tracing.enabled && batch.some((b) => b.span !== undefined) ? this.traced(batch, inputs) : this.run(inputs)).then(
         (outputs) => {
