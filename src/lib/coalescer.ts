@@ -16,10 +16,11 @@ import { Tracing, type Span } from "./tracing.js";
  * may be in flight: a queue that long fills statements worth a round trip
  * of their own and keeps several database connections busy, where a trickle
  * of calls gains more from fewer, larger statements. With `key`, the inputs
- * waiting are counted by distinct key: a store that asks each distinct
- * question once a statement (per-application.ts, distinctQuestions) gets
- * no work from a second copy, so fifty callers asking the same page wait
- * for one statement rather than four that each compute it.
+ * waiting, and maxBatch, are counted by distinct key: a store that asks
+ * each distinct question once a statement (per-application.ts,
+ * distinctQuestions) gets no work from a second copy, so fifty callers, or
+ * five hundred, asking the same page wait for one statement rather than
+ * several that each compute it.
  *
  * With `gather`, a batch starts only once the current I/O phase is over
  * (setImmediate): for an engine that runs statements on this very thread
@@ -111,8 +112,14 @@ export class Coalescer<I, O> {
     while (this.queue.length > 0 && this.inFlight < limit()) {
       let take = 0;
       let size = 0;
-      while (take < this.queue.length && (take === 0 || size + this.queue[take]!.inputs.length <= maxBatch)) {
-        size += this.queue[take]!.inputs.length;
+      // With `key`, maxBatch bounds the distinct questions of a batch: copies add no work to its statement.
+      const distinct = new Set<string>();
+      const fits = (inputs: readonly I[]) =>
+        key === undefined ? size + inputs.length <= maxBatch : new Set([...distinct, ...inputs.map(key)]).size <= maxBatch;
+      while (take < this.queue.length && (take === 0 || fits(this.queue[take]!.inputs))) {
+        const { inputs } = this.queue[take]!;
+        size += inputs.length;
+        if (key !== undefined) for (const input of inputs) distinct.add(key(input));
         take++;
       }
       const batch = this.queue.splice(0, take);
