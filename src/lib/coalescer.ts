@@ -51,7 +51,7 @@ export class Coalescer<I, O> {
       maxBatch: number;
       concurrency: number;
       burst?: { at: number; concurrency: number };
-      /** What makes two inputs the same question, for burst.at (above). */
+      /** What makes two inputs the same question, for burst.at and maxBatch (above). */
       key?: (input: I) => string;
       gather?: boolean;
       /** What is coalesced ("checks", "keys"...), for the metrics and spans. */
@@ -66,29 +66,33 @@ export class Coalescer<I, O> {
 
   call(input: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.queue.push({ inputs: [input], resolve: (outputs) => resolve(outputs[0]!), reject, span: this.tracing.enabled ? this.tracing.activeSpan() : undefined });
-      this.queued++;
-      this.count([input], 1);
-      this.schedule();
+      this.enqueue({ inputs: [input], keys: this.keysOf([input]), resolve: (outputs) => resolve(outputs[0]!), reject, span: this.tracing.enabled ? this.tracing.activeSpan() : undefined });
     });
   }
 
   /** Answers `inputs` in order, all from the same batch. */
   callAll(inputs: readonly I[]): Promise<O[]> {
     return new Promise<O[]>((resolve, reject) => {
-      this.queue.push({ inputs, resolve, reject, span: this.tracing.enabled ? this.tracing.activeSpan() : undefined });
-      this.queued += inputs.length;
-      this.count(inputs, 1);
-      this.schedule();
+      this.enqueue({ inputs, keys: this.keysOf(inputs), resolve, reject, span: this.tracing.enabled ? this.tracing.activeSpan() : undefined });
     });
   }
 
-  /** Counts inputs in (1) or out (-1) of the queue by key, with `key`. */
-  private count(inputs: readonly I[], by: 1 | -1): void {
+  /** The inputs' keys, with `key`: computed once a call. */
+  private keysOf(inputs: readonly I[]): readonly string[] | undefined {
     const { key } = this.options;
-    if (key === undefined) return;
-    for (const input of inputs) {
-      const k = key(input);
+    return key === undefined ? undefined : inputs.map(key);
+  }
+
+  private enqueue(waiting: Waiting<I, O>): void {
+    this.queue.push(waiting);
+    this.queued += waiting.inputs.length;
+    this.count(waiting.keys, 1);
+    this.schedule();
+  }
+
+  /** Counts keys in (1) or out (-1) of the queue. */
+  private count(keys: readonly string[] | undefined, by: 1 | -1): void {
+    for (const k of keys ?? []) {
       const n = (this.keys.get(k) ?? 0) + by;
       if (n === 0) this.keys.delete(k);
       else this.keys.set(k, n);
@@ -114,12 +118,12 @@ export class Coalescer<I, O> {
       let size = 0;
       // With `key`, maxBatch bounds the distinct questions of a batch: copies add no work to its statement.
       const distinct = new Set<string>();
-      const fits = (inputs: readonly I[]) =>
-        key === undefined ? size + inputs.length <= maxBatch : new Set([...distinct, ...inputs.map(key)]).size <= maxBatch;
-      while (take < this.queue.length && (take === 0 || fits(this.queue[take]!.inputs))) {
-        const { inputs } = this.queue[take]!;
+      const fits = ({ inputs, keys }: Waiting<I, O>) =>
+        keys === undefined ? size + inputs.length <= maxBatch : new Set([...distinct, ...keys]).size <= maxBatch;
+      while (take < this.queue.length && (take === 0 || fits(this.queue[take]!))) {
+        const { inputs, keys } = this.queue[take]!;
         size += inputs.length;
-        if (key !== undefined) for (const input of inputs) distinct.add(key(input));
+        for (const k of keys ?? []) distinct.add(k);
         take++;
       }
       const batch = this.queue.splice(0, take);
@@ -127,7 +131,7 @@ export class Coalescer<I, O> {
       this.inFlight++;
       this.batchSize?.(size);
       const inputs = batch.flatMap((b) => b.inputs);
-      this.count(inputs, -1);
+      for (const b of batch) this.count(b.keys, -1);
       // A span for the batch when a call it answers is traced (sampled): else none.
       (this.tracing.enabled && batch.some((b) => b.span !== undefined) ? this.traced(batch, inputs) : this.run(inputs)).then(
         (outputs) => {
@@ -163,6 +167,8 @@ export class Coalescer<I, O> {
 
 interface Waiting<I, O> {
   inputs: readonly I[];
+  /** The inputs' keys, with the `key` option. */
+  keys: readonly string[] | undefined;
   resolve: (o: O[]) => void;
   reject: (e: unknown) => void;
   /** The span of the call's RPC, when tracing is on and the call's trace was sampled. */
