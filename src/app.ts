@@ -87,6 +87,7 @@ export async function openDb(config: Config, log: Logger): Promise<Db> {
   if (config.databaseUrl !== undefined) {
     return new PgDb(config.databaseUrl, {
       max: config.pgPoolMax,
+      boundStatements: config.distribute === "citus" ? config.citusBoundStatements : 0,
       onError: (error) => log.warn({ err: error }, "idle database connection failed"),
     });
   }

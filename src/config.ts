@@ -61,6 +61,12 @@ export interface Config {
    * database must have the citus extension. undefined: plain Postgres.
    */
   readonly distribute: "citus" | undefined;
+  /**
+   * With distribute "citus": the graph's page statements a connection
+   * prepares with its application's id in the text, planned once
+   * (store/bound-statements.ts); 0: none.
+   */
+  readonly citusBoundStatements: number;
   /** Hot standbys of DATABASE_URL that answer checks (docs/scale-out.md). */
   readonly databaseReadUrls: readonly string[];
   /** How long a check waits for a replica to replay the primary's changes before the primary answers it. */
@@ -304,6 +310,7 @@ function scaleOut(env: Readonly<Record<string, string | undefined>>, databaseUrl
   });
   return {
     distribute: distribute as "citus" | undefined,
+    citusBoundStatements: intVar(env, "CITUS_BOUND_STATEMENTS", 8, 0, 1000),
     databaseReadUrls,
     readReplicaMaxLagMs: intVar(env, "READ_REPLICA_MAX_LAG_MS", 50, 1, 60_000),
   };

@@ -17,6 +17,7 @@ import { startTestService, type TestService } from "./support/service.js";
 import { createApp, expectStatus } from "./helpers/authz.js";
 import { set, user } from "./support/graph.js";
 import { recordingDb } from "./support/recording-db.js";
+import { PgDb } from "../src/store/pg-db.js";
 
 /** A read: a statement that writes nothing (a question's, or the feed's). */
 const isRead = (sql: string) => /^\s*(WITH|SELECT)\b/i.test(sql) && !/\b(INSERT|UPDATE|DELETE)\b/i.test(sql) && !/\bFOR (UPDATE|SHARE)\b/i.test(sql);
@@ -137,5 +138,71 @@ describe.skipIf(!engines.includes("citus"))("every read a question sends is a ro
     expect(problems).toEqual([]);
     // The questions' statements were Citus's to route: not only statements on the coordinator's own tables.
     expect(routed).toBeGreaterThan(10);
+  }, 120_000);
+});
+
+/**
+ * The graph's pages go to Citus bound (src/store/bound-statements.ts): with
+ * the application's id in their text, prepared once per connection, so that
+ * Postgres keeps their generic plan, which Citus routes. Three applications
+ * with the same world asked through a service on one connection that may
+ * bind two statements, against one that binds none: every answer the same,
+ * and the connection holds exactly two bound statements, each run from its
+ * generic plan (pg_prepared_statements counts the runs of each plan).
+ */
+describe.skipIf(!engines.includes("citus"))("the graph's pages, bound on citus", () => {
+  let database: TestDatabase;
+  let bound: PgDb;
+  let unbound: PgDb;
+  let onBound: TestService;
+  let onUnbound: TestService;
+
+  beforeAll(async () => {
+    database = await createTestDatabase("citus", { migrated: true });
+    bound = new PgDb(database.url!, { max: 1, boundStatements: 2, onError: () => undefined });
+    unbound = new PgDb(database.url!, { max: 2, boundStatements: 0, onError: () => undefined });
+    [onBound, onUnbound] = await Promise.all([startTestService(bound), startTestService(unbound)]);
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all([onBound?.close(), onUnbound?.close()]);
+    await database?.dispose();
+  });
+
+  it("answer as unbound; a connection binds at most its capacity, each run from its kept plan", async () => {
+    const apps = ["bound-a", "bound-b", "bound-c"];
+    const keys: string[] = [];
+    for (const appId of apps) {
+      const key = await createApp(onUnbound, appId, CATALOG);
+      expectStatus(await onUnbound.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes: GRANTS } }), 200);
+      keys.push(key);
+    }
+    const asks = [
+      ["/api/v1/authorization/subjects", { resource: "document", resourceId: "d1", action: "read", pageSize: 2 }],
+      ["/api/v1/authorization/subjects", { resource: "document", resourceId: "d2", action: "read" }],
+      ["/api/v1/authorization/lookup", { userId: "ann", resource: "document", action: "read", pageSize: 1 }],
+      ["/api/v1/authorization/lookup", { userId: "bob", resource: "document", action: "read" }],
+    ] as const;
+    for (const key of keys) {
+      for (const [path, body] of asks) {
+        const expected = await onUnbound.call("POST", path, { key, body });
+        expectStatus(expected, 200);
+        // Seven runs: Postgres plans a prepared statement with its values five times, then keeps the generic plan.
+        for (let run = 0; run < 7; run++) {
+          const res = await onBound.call("POST", path, { key, body });
+          expectStatus(res, 200);
+          expect(res.body, `${path} ${JSON.stringify(body)}, run ${run}`).toEqual(expected.body);
+        }
+      }
+    }
+    const { rows } = await bound.query<{ name: string; statement: string; generic_plans: string; custom_plans: string }>(
+      "SELECT name, statement, generic_plans::text, custom_plans::text FROM pg_prepared_statements WHERE name LIKE 'pcb\\_%' ORDER BY name",
+    );
+    expect(rows).toHaveLength(2);
+    for (const row of rows) {
+      // The first application's, with its id in the text and no parameter for it.
+      expect(row.statement).toMatch(/app_id = +'bound-a'/);
+      expect(row.statement).not.toContain("bound-b");
+      expect(Number(row.generic_plans), row.name).toBeGreaterThan(0);
+    }
   }, 120_000);
 });

@@ -454,7 +454,7 @@ describe.skipIf(!inLeg)("a Citus coordinator with two workers", () => {
     const { coordinator, workers } = citusUrls();
     cluster = joinCitusCluster(coordinator, workers);
     const [url, other] = await Promise.all([cluster.createDatabase(), cluster.createDatabase()]);
-    citusDb = new PgDb(url, { max: 10, onError: () => undefined });
+    citusDb = new PgDb(url, { max: 10, boundStatements: 8, onError: () => undefined });
     citusUrl = url;
     processUrl = other;
   }, 120_000);
@@ -526,7 +526,7 @@ describe.skipIf(!inLeg)("a Citus coordinator with two workers", () => {
       // from here on, Citus fails one that would run on several rather than
       // logging it. On the service's connections, which open after this.
       await pgQuery(citusUrl, `ALTER DATABASE ${new URL(citusUrl).pathname.slice(1)} SET citus.multi_task_query_log_level = 'error'`);
-      serviceDb = new PgDb(citusUrl, { max: 10, onError: () => undefined });
+      serviceDb = new PgDb(citusUrl, { max: 10, boundStatements: 8, onError: () => undefined });
       // AUTHZ_DISTRIBUTE=citus: at start the service finds the tables distributed already.
       const [onCitus, onPlain] = await Promise.all([startLogged(serviceDb, { distribute: "citus" }), startLogged(plain.db)]);
       [citusService, plainService] = [onCitus.service, onPlain.service];

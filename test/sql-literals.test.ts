@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DeadlinePassedError } from "../src/store/db.js";
-import { inlineParams } from "../src/store/sql-literals.js";
+import { firstParamBinder, inlineParams } from "../src/store/sql-literals.js";
 import { SqlState, sqlState } from "../src/store/sqlstate.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
 
@@ -77,6 +77,24 @@ describe("inlineParams", () => {
   });
 });
 
+describe("firstParamBinder", () => {
+  it.each([
+    { sql: "SELECT $1, $2, $3", value: "app", bound: "SELECT  'app' , $1, $2" },
+    { sql: "SELECT $10, $1, $2 WHERE a = $1", value: "a'b", bound: "SELECT $9,  'a''b' , $1 WHERE a =  'a''b' " },
+    { sql: `SELECT '$1', "x$1", a$1 -- $1\n, /* $2 */ $2`, value: "v", bound: `SELECT '$1', "x$1", a$1 -- $1\n, /* $2 */ $1` },
+    { sql: "SELECT $2", value: "v", bound: "SELECT $1" },
+  ])("$sql with $value: $bound", ({ sql, value, bound }) => {
+    expect(firstParamBinder(sql)(value)).toBe(bound);
+  });
+
+  it("gives up on a value a literal cannot carry, and refuses a statement it cannot scan", () => {
+    const bind = firstParamBinder("SELECT $1");
+    for (const value of ["a\0b", "\uD800", NaN, { a: 1 }]) expect(bind(value), String(value)).toBeUndefined();
+    expect(() => firstParamBinder("SELECT $$x$$")).toThrow(/dollar/);
+    expect(() => firstParamBinder("SELECT '\0'")).toThrow(/NUL/);
+  });
+});
+
 describe.each(engines)("statements with literals on %s", (engine) => {
   let database: TestDatabase;
 
@@ -98,6 +116,16 @@ describe.each(engines)("statements with literals on %s", (engine) => {
       expect(asLiteral.rows, JSON.stringify(value).slice(0, 80)).toEqual(asParameter.rows);
       expect(asLiteral.rows[0]!.t).toBe(value);
       expect(asLiteral.rows[0]!.j).toEqual({ v: value });
+    }
+  });
+
+  it("bound: every hostile string as $1 comes back as the parameter does, the other parameters renumbered", async () => {
+    const sql = "SELECT $1::text AS t, $2::text AS u, length($1) AS n";
+    const bind = firstParamBinder(sql);
+    for (const value of HOSTILE) {
+      const asBound = await database.db.query(bind(value)!, ["second"]);
+      expect(asBound.rows, JSON.stringify(value).slice(0, 80)).toEqual((await database.db.query(sql, [value, "second"])).rows);
+      expect(asBound.rows[0]!.t).toBe(value);
     }
   });
 

@@ -32,6 +32,7 @@
  */
 import { ALL_USERS_SQL, ANY_ALL_USERS, EACH_HOLDER, HOLDERS_OF } from "./all-users.js";
 import { checkFunction, PlannedStatement } from "./check-functions.js";
+import { bindable } from "./bound-statements.js";
 import type { Queryable } from "./db.js";
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { ACTIONS_AND_ROLE, type LookupInput, type LookupRow } from "./lookup-store.js";
@@ -232,7 +233,7 @@ export const whoCanSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_E
     } ORDER BY q.n)
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
 
-const WHO_CAN = { plain: whoCanSql(false, PLAIN_GRANT), replayed: whoCanSql(true, PLAIN_GRANT) };
+const WHO_CAN = bindable({ plain: whoCanSql(false, PLAIN_GRANT), replayed: whoCanSql(true, PLAIN_GRANT) });
 
 /**
  * Who can's statement as a function planned once per connection
@@ -250,7 +251,7 @@ export const WHO_CAN_FUNCTION = checkFunction("portcullis_who_can", "who can", [
   ["rows", "json"],
 ]);
 const WHO_CAN_STATEMENT = new PlannedStatement(WHO_CAN_FUNCTION, WHO_CAN);
-const WHO_CAN_THROUGH_PATHS = { plain: whoCanSql(false, LIVE_GRANT), replayed: whoCanSql(true, LIVE_GRANT) };
+const WHO_CAN_THROUGH_PATHS = bindable({ plain: whoCanSql(false, LIVE_GRANT), replayed: whoCanSql(true, LIVE_GRANT) });
 
 // ------------------------------------------------------------------ lookup
 
@@ -411,10 +412,10 @@ ${inwardHop(grants, dense)}
     }
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
 
-const GRAPH_LOOKUP = { plain: graphLookupSql(false, PLAIN_GRANT), replayed: graphLookupSql(true, PLAIN_GRANT) };
+const GRAPH_LOOKUP = bindable({ plain: graphLookupSql(false, PLAIN_GRANT), replayed: graphLookupSql(true, PLAIN_GRANT) });
 /** With the relations that reach each id of the page (REACHED_BY): for a catalog with `requires` or `unless`. */
-const GRAPH_LOOKUP_REACH = { plain: graphLookupSql(false, PLAIN_GRANT, NO_EXTRA, true), replayed: graphLookupSql(true, PLAIN_GRANT, NO_EXTRA, true) };
-const GRAPH_LOOKUP_THROUGH_PATHS = { plain: graphLookupSql(false, LIVE_GRANT), replayed: graphLookupSql(true, LIVE_GRANT) };
+const GRAPH_LOOKUP_REACH = bindable({ plain: graphLookupSql(false, PLAIN_GRANT, NO_EXTRA, true), replayed: graphLookupSql(true, PLAIN_GRANT, NO_EXTRA, true) });
+const GRAPH_LOOKUP_THROUGH_PATHS = bindable({ plain: graphLookupSql(false, LIVE_GRANT), replayed: graphLookupSql(true, LIVE_GRANT) });
 
 /** The lookup statements built with other dense settings than the service's, by settings (the tests' differential). */
 const otherDense = new Map<string, { plain: string; replayed: string }>();
@@ -423,7 +424,7 @@ function lookupStatements(grants: Grants, reach: boolean, dense: DenseSettings |
   const key = `${grants === LIVE_GRANT} ${reach} ${dense.minSources} ${dense.rowsPerSource}`;
   let built = otherDense.get(key);
   if (built === undefined) {
-    built = { plain: graphLookupSql(false, grants, NO_EXTRA, reach, dense), replayed: graphLookupSql(true, grants, NO_EXTRA, reach, dense) };
+    built = bindable({ plain: graphLookupSql(false, grants, NO_EXTRA, reach, dense), replayed: graphLookupSql(true, grants, NO_EXTRA, reach, dense) });
     otherDense.set(key, built);
   }
   return built;

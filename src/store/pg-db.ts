@@ -20,6 +20,7 @@ import {
   type Transaction,
   type TransactionOptions,
 } from "./db.js";
+import { StatementBinding } from "./bound-statements.js";
 import { inlineParams } from "./sql-literals.js";
 import { DatabaseUnavailableError, isRetryable, isUnavailable, sqlState, SqlState } from "./sqlstate.js";
 
@@ -32,8 +33,10 @@ const INT8_OID = 20;
  * from the text, so the same SQL always maps to the same statement.
  */
 const statementNames = new Map<string, string>();
-function statement(sql: string, params: readonly unknown[] | undefined): pg.QueryConfig {
+function statement(sql: string, params: readonly unknown[] | undefined, binding?: StatementBinding, client?: pg.ClientBase): pg.QueryConfig {
   if (params === undefined || params.length === 0) return { text: sql };
+  const bound = binding === undefined || client === undefined ? undefined : binding.bound(client, sql, params);
+  if (bound !== undefined) return bound;
   let name = statementNames.get(sql);
   if (name === undefined) {
     name = `pcs_${createHash("sha1").update(sql).digest("hex").slice(0, 16)}`;
@@ -79,8 +82,20 @@ export class PgDb implements Db {
   private readonly lost = new WeakMap<pg.PoolClient, Error>();
   /** Told how long each checkout waited (the metrics), when watched. */
   private connectWait: ((seconds: number) => void) | undefined;
+  /** On Citus: the graph's pages sent with their application bound (bound-statements.ts). */
+  readonly binding: StatementBinding | undefined;
 
-  constructor(connectionString: string, options: { max: number; connectionTimeoutMs?: number; onError: (error: Error) => void }) {
+  constructor(
+    connectionString: string,
+    options: {
+      max: number;
+      connectionTimeoutMs?: number;
+      onError: (error: Error) => void;
+      /** Bound statements a connection may prepare (bound-statements.ts); none when absent or 0. */
+      boundStatements?: number;
+    },
+  ) {
+    this.binding = options.boundStatements === undefined || options.boundStatements <= 0 ? undefined : new StatementBinding(options.boundStatements);
     this.pool = new pg.Pool({
       connectionString,
       max: options.max,
@@ -109,7 +124,7 @@ export class PgDb implements Db {
     if (options !== undefined) return this.stoppableQuery<R>(sql, params, options);
     const client = await this.connect();
     try {
-      return toResult<R>(await client.query(statement(sql, params)));
+      return toResult<R>(await client.query(statement(sql, params, this.binding, client)));
     } catch (error) {
       throw this.failure(client, error);
     } finally {
@@ -121,7 +136,7 @@ export class PgDb implements Db {
   private async stoppableQuery<R>(sql: string, params: readonly unknown[] | undefined, options: AbortOptions): Promise<QueryResult<R>> {
     throwIfStopped(options);
     const client = await this.connect();
-    const running = new Running(client, options);
+    const running = new Running(client, options, this.binding);
     try {
       return await running.statement<R>(sql, params);
     } catch (error) {
@@ -147,12 +162,12 @@ export class PgDb implements Db {
         const tx: Transaction = {
           query: async <R>(sql: string, params?: readonly unknown[]) => {
             last.checkOpen();
-            return toResult<R>(await client.query(statement(sql, params)));
+            return toResult<R>(await client.query(statement(sql, params, this.binding, client)));
           },
           atCommit: (sql, params) => last.add(sql, params),
         };
         const result = await fn(tx);
-        for (const { sql, params } of withCommit(last)) await client.query(statement(sql, params));
+        for (const { sql, params } of withCommit(last)) await client.query(statement(sql, params, this.binding, client));
         return result;
       } catch (error) {
         await client.query("ROLLBACK").catch((rollbackError: Error) => {
@@ -177,7 +192,7 @@ export class PgDb implements Db {
     for (let attempt = 1; ; attempt++) {
       throwIfStopped(options);
       const client = await this.connect();
-      const running = new Running(client, options);
+      const running = new Running(client, options, this.binding);
       let broken: Error | boolean | undefined;
       try {
         throwIfStopped(options); // it may have waited for a connection
@@ -239,7 +254,7 @@ export class PgDb implements Db {
     for (let attempt = 1; ; attempt++) {
       throwIfStopped(options);
       const client = await this.connect();
-      const running = options === undefined ? undefined : new Running(client, options);
+      const running = options === undefined ? undefined : new Running(client, options, this.binding);
       let broken: Error | undefined;
       try {
         throwIfStopped(options); // it may have waited for a connection
@@ -350,6 +365,7 @@ class Running {
   constructor(
     private readonly client: pg.PoolClient,
     private readonly options: AbortOptions,
+    private readonly binding?: StatementBinding,
   ) {
     options.signal?.addEventListener("abort", this.onAbort, { once: true });
   }
@@ -358,7 +374,7 @@ class Running {
     throwIfStopped(this.options);
     this.inFlight = true;
     try {
-      return toResult<R>(await this.client.query(statement(sql, params)));
+      return toResult<R>(await this.client.query(statement(sql, params, this.binding, this.client)));
     } finally {
       this.inFlight = false;
     }

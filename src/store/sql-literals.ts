@@ -27,6 +27,33 @@ import pg from "pg";
 export function inlineParams(sql: string, params: readonly unknown[]): string | undefined {
   const literals = literalsOf(params);
   if (literals === undefined) return undefined;
+  return rewriteParams(sql, (n) => {
+    const literal = literals[n - 1];
+    if (literal === undefined) throw new Error(`$${n} has no parameter (${params.length} given)`);
+    return literal;
+  });
+}
+
+/**
+ * A statement's text with its `$1` written as a literal and the other
+ * parameters renumbered from $1 (`$3` becomes `$2`), for a value given
+ * later: the text is scanned once, here, and each value joins its parts.
+ * Undefined for a value that cannot be written exactly (toLiteral). Used by
+ * pg-db.ts's bound statements: on Citus, a prepared statement with its
+ * application's id in its text has a generic plan that names the shard,
+ * which Citus can route and keep.
+ */
+export function firstParamBinder(sql: string): (value: unknown) => string | undefined {
+  if (sql.includes("\0")) throw new Error("a statement to bind holds a NUL");
+  const parts = rewriteParams(sql, (n) => (n === 1 ? "\0" : `$${n - 1}`)).split("\0");
+  return (value) => {
+    const literal = toLiteral(value);
+    return literal === undefined ? undefined : parts.join(literal);
+  };
+}
+
+/** The statement with each `$n` outside quotes and comments replaced by `replace(n)` (the scan inlineParams describes). */
+function rewriteParams(sql: string, replace: (n: number) => string): string {
   let out = "";
   let from = 0;
   let i = 0;
@@ -47,10 +74,7 @@ export function inlineParams(sql: string, params: readonly unknown[]): string | 
     } else if (c === "$" && !isIdentifierChar(sql[i - 1])) {
       const digits = /^\d+/.exec(sql.slice(i + 1));
       if (digits === null) throw new Error(`a dollar-quoted string or stray "$" at ${i} of a statement to inline`);
-      const n = Number(digits[0]);
-      const literal = literals[n - 1];
-      if (literal === undefined) throw new Error(`$${n} has no parameter (${params.length} given)`);
-      out += `${sql.slice(from, i)}${literal}`;
+      out += `${sql.slice(from, i)}${replace(Number(digits[0]))}`;
       i += 1 + digits[0].length;
       from = i;
     } else {

@@ -256,7 +256,7 @@ async function createCitusTestDatabase(migrated: boolean): Promise<TestDatabase>
     await adminQuery(`ALTER DATABASE ${name} SET citus.shard_count = ${TEST_SHARD_COUNT}`, coordinator);
   }
   const others: Db[] = [];
-  const open = () => new DistributingPgDb(url, { max: 10, onError: () => undefined });
+  const open = () => new DistributingPgDb(url, { max: 10, boundStatements: 8, onError: () => undefined });
   const db = open();
   const database: TestDatabase = {
     engine: "citus",

@@ -36,6 +36,7 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     h2MaxConcurrentStreams: 100,
     h2MaxSessionMemoryMb: 10,
     distribute: undefined,
+    citusBoundStatements: 8,
     databaseReadUrls: [],
     readReplicaMaxLagMs: 50,
     // Off: tests that need expired rows keep them; the sweep's own tests turn it on.
