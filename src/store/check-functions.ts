@@ -37,6 +37,7 @@
  * statement from then on). PGlite plans them once as Postgres does.
  */
 import { createHash } from "node:crypto";
+import { bindable } from "./bound-statements.js";
 import type { Queryable } from "./db.js";
 import { REPLAYED } from "./per-application.js";
 import { sqlState, SqlState } from "./sqlstate.js";
@@ -101,14 +102,20 @@ export function checkFunction(prefix: string, kind: string, parameters: readonly
  * then on; undefined_function (a standby that has not replayed this build's
  * functions yet) sends it this time. The call that met the refusal is
  * answered by the inline statement. Statements may share their `state`:
- * one refusal then sends all of them inline.
+ * one refusal then sends all of them inline. The inline statements' `$1` is
+ * the application's id: on Citus they go bound (bound-statements.ts), so
+ * that the coordinator keeps their plan as Postgres keeps the function's.
  */
 export class PlannedStatement {
+  private readonly inline: { plain: string; replayed: string };
+
   constructor(
     private readonly fn: CheckFunction,
-    private readonly inline: { plain: string; replayed: string },
+    inline: { plain: string; replayed: string },
     private readonly state: { planOnce: boolean } = { planOnce: true },
-  ) {}
+  ) {
+    this.inline = bindable(inline);
+  }
 
   async row<R>(q: Queryable, replayed: boolean, params: unknown[]): Promise<R> {
     const which = replayed ? "replayed" : "plain";

@@ -233,7 +233,7 @@ export const whoCanSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_E
     } ORDER BY q.n)
      FROM q) AS rows${replayed ? REPLAYED : ""}`;
 
-const WHO_CAN = bindable({ plain: whoCanSql(false, PLAIN_GRANT), replayed: whoCanSql(true, PLAIN_GRANT) });
+const WHO_CAN = { plain: whoCanSql(false, PLAIN_GRANT), replayed: whoCanSql(true, PLAIN_GRANT) };
 
 /**
  * Who can's statement as a function planned once per connection
