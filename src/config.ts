@@ -62,8 +62,8 @@ export interface Config {
    */
   readonly distribute: "citus" | undefined;
   /**
-   * With distribute "citus": the graph's page statements a connection
-   * prepares with its application's id in the text, planned once
+   * With distribute "citus": the questions' statements a connection
+   * prepares with their application's id in the text, planned once
    * (store/bound-statements.ts); 0: none.
    */
   readonly citusBoundStatements: number;

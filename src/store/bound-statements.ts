@@ -3,8 +3,9 @@ import { firstParamBinder } from "./sql-literals.js";
 
 /**
  * Statements that may go to Citus with their application's id written into
- * their text (docs/scale-out.md, "Bound statements"): the graph's pages,
- * whose planning is most of what a call costs there.
+ * their text (docs/scale-out.md, "Bound statements"): the questions'
+ * statements (the checks', the decision's, lookup's and who can's), whose
+ * planning is most of what a call costs there.
  *
  * Citus plans a statement that names an application with its values on
  * every call: the coordinator's planner needs the value of `app_id` to find

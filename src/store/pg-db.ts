@@ -82,7 +82,7 @@ export class PgDb implements Db {
   private readonly lost = new WeakMap<pg.PoolClient, Error>();
   /** Told how long each checkout waited (the metrics), when watched. */
   private connectWait: ((seconds: number) => void) | undefined;
-  /** On Citus: the graph's pages sent with their application bound (bound-statements.ts). */
+  /** On Citus: the questions' statements sent with their application bound (bound-statements.ts). */
   readonly binding: StatementBinding | undefined;
 
   constructor(
