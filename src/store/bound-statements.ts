@@ -55,15 +55,14 @@ export class StatementBinding {
     if (params === undefined || params.length === 0) return undefined;
     const statement = registered.get(sql);
     if (statement === undefined || typeof params[0] !== "string") return undefined;
-    const text = statement.bind(params[0]);
-    if (text === undefined) return undefined;
     const name = `pcb_${statement.hash}_${createHash("sha1").update(params[0]).digest("hex").slice(0, 16)}`;
     let names = this.prepared.get(connection);
     if (names === undefined) this.prepared.set(connection, (names = new Set()));
-    if (!names.has(name)) {
-      if (names.size >= this.capacity) return undefined;
-      names.add(name);
-    }
+    // A full connection sends the statement as it is, without writing its text.
+    if (!names.has(name) && names.size >= this.capacity) return undefined;
+    const text = statement.bind(params[0]);
+    if (text === undefined) return undefined;
+    names.add(name);
     return { name, text, values: params.slice(1) as unknown[] };
   }
 
