@@ -16,6 +16,7 @@ import {
   makeRoot,
   pgQuery as query,
   pgServer,
+  type PgServer,
   runPg as run,
   until,
   urlOf,
@@ -38,8 +39,23 @@ export interface PgCluster {
   startStandby(): Promise<void>;
   /** The postmasters' pids (undefined while stopped), for CPU accounting. */
   pids(): { primary: number | undefined; standby: number | undefined };
+  /**
+   * Another hot standby of the primary, copied from it now, on a port of its
+   * own: stopped by close() with the rest.
+   */
+  addStandby(): Promise<PgStandby>;
   /** Stops both and deletes the folder. Idempotent. */
   close(): Promise<void>;
+}
+
+export interface PgStandby {
+  readonly port: number;
+  url(database?: string): string;
+  /** pg_wal_replay_pause(); resolves once replay is paused. */
+  pauseReplay(): Promise<void>;
+  resumeReplay(): Promise<void>;
+  /** Stops it at once (immediate shutdown). */
+  stop(): Promise<void>;
 }
 
 export async function startPgCluster(options: { settings?: Record<string, string | number> } = {}): Promise<PgCluster> {
@@ -66,39 +82,59 @@ export async function startPgCluster(options: { settings?: Record<string, string
   giveToPostgres(primary.dataDir);
   await primary.start();
 
-  await run("pg_basebackup", ["-h", "127.0.0.1", "-p", String(primaryPort), "-U", "postgres", "-D", standby.dataDir, "-R", "-X", "stream", "--checkpoint=fast"]);
-  // The copy has the primary's configuration: the standby's own port comes last, so it wins.
-  appendSettings(standby.dataDir, { port: standbyPort });
-
-  const startStandby = async () => {
-    await standby.start();
+  const copyPrimary = async (server: PgServer) => {
+    await run("pg_basebackup", ["-h", "127.0.0.1", "-p", String(primaryPort), "-U", "postgres", "-D", server.dataDir, "-R", "-X", "stream", "--checkpoint=fast"]);
+    // The copy has the primary's configuration: the standby's own port comes last, so it wins.
+    appendSettings(server.dataDir, { port: server.port });
+  };
+  const startStandby = async (server: PgServer) => {
+    await server.start();
     await until("the standby in recovery", async () =>
-      (await query<{ r: boolean }>(urlOf(standbyPort), "SELECT pg_is_in_recovery() AS r"))[0]!.r ? true : undefined,
+      (await query<{ r: boolean }>(server.url(), "SELECT pg_is_in_recovery() AS r"))[0]!.r ? true : undefined,
     );
   };
-  await startStandby();
+  const pauseReplay = async (server: PgServer) => {
+    await query(server.url(), "SELECT pg_wal_replay_pause()");
+    await until("replay paused", async () =>
+      (await query<{ s: string }>(server.url(), "SELECT pg_get_wal_replay_pause_state() AS s"))[0]!.s === "paused" ? true : undefined,
+    );
+  };
+  const resumeReplay = async (server: PgServer) => {
+    await query(server.url(), "SELECT pg_wal_replay_resume()");
+  };
+  await copyPrimary(standby);
+  await startStandby(standby);
 
+  const others: PgServer[] = [];
   let closed = false;
   return {
     primaryUrl: urlOf(primaryPort),
     standbyUrl: urlOf(standbyPort),
     primaryPort,
     standbyPort,
-    async pauseReplay() {
-      await query(urlOf(standbyPort), "SELECT pg_wal_replay_pause()");
-      await until("replay paused", async () =>
-        (await query<{ s: string }>(urlOf(standbyPort), "SELECT pg_get_wal_replay_pause_state() AS s"))[0]!.s === "paused" ? true : undefined,
-      );
-    },
-    async resumeReplay() {
-      await query(urlOf(standbyPort), "SELECT pg_wal_replay_resume()");
-    },
+    pauseReplay: () => pauseReplay(standby),
+    resumeReplay: () => resumeReplay(standby),
     stopStandby: () => standby.stop(),
-    startStandby,
+    startStandby: () => startStandby(standby),
     pids: () => ({ primary: primary.pid(), standby: standby.pid() }),
+    async addStandby() {
+      const n = others.length + 1;
+      const server = pgServer(join(root, `standby-${n}`), await freePort(), join(root, `standby-${n}.log`));
+      others.push(server);
+      await copyPrimary(server);
+      await startStandby(server);
+      return {
+        port: server.port,
+        url: server.url,
+        pauseReplay: () => pauseReplay(server),
+        resumeReplay: () => resumeReplay(server),
+        stop: () => server.stop(),
+      };
+    },
     async close() {
       if (closed) return;
       closed = true;
+      for (const other of others) await other.stop();
       await standby.stop();
       await primary.stop();
       rmSync(root, { recursive: true, force: true });

@@ -14,15 +14,20 @@
  *   /readyz says why the standby is skipped, and it is used again once
  *   replay resumes;
  * - a standby that stops answering costs one batch the statement bound;
+ * - the address of the standby coming to reach another standby, behind the
+ *   first, makes no answer older: none of it counts until it has replayed as
+ *   far;
  * - the standby going away makes no check fail.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase, pgBinariesInstalled, startPgCluster, type PgCluster } from "../bench/pg-cluster.js";
+import { pgQuery } from "../bench/pg-server.js";
 import { PgDb } from "../src/store/pg-db.js";
 import type { ReplicaStatus } from "../src/store/read-replicas.js";
 import { GRAPH_CATALOG, set, SMALL_WORLD, user, type AnyGrant } from "./support/graph.js";
 import { startTestService, type TestService } from "./support/service.js";
+import { startTcpProxy } from "./support/tcp-proxy.js";
 import { databaseClock, justBeforeExpiry } from "./support/expiry-trials.js";
 
 const binariesMissing = !pgBinariesInstalled();
@@ -379,6 +384,52 @@ describe.skipIf(binariesMissing)("read replicas: a primary and a hot standby", (
       }
     }
   }
+
+  it("an address that comes to reach another standby, behind the first: no answer of it counts until it has replayed as far, and a revoked grant stays revoked", async () => {
+    // The service reaches its standby through a proxy, as through a DNS name
+    // or a load balancer. Another standby is copied with the grant, then its
+    // replay paused; the grant is revoked, and the first standby answers so.
+    const proxy = await startTcpProxy(cluster.standbyPort);
+    const behind = await cluster.addStandby();
+    const through = await startTestService(primary, {
+      databaseReadUrls: [`postgres://postgres@127.0.0.1:${proxy.port}/portcullis_replicas`],
+      readReplicaMaxLagMs: MAX_LAG_MS,
+    });
+    try {
+      const ask = async () => {
+        const answer = await through.call("POST", "/api/v1/authorization/check", {
+          key,
+          body: { userId: "moved", resource: "document", resourceId: "m1", action: "read" },
+        });
+        expect(answer.status).toBe(200);
+        const ready = await through.call("GET", "/readyz");
+        return { allowed: answer.body.allowed as boolean, replica: ready.body.replicas[0] as ReplicaStatus };
+      };
+      expect((await through.call("POST", "/api/v1/authorization/relationships", { key, body: grant("moved", "m1") })).status).toBe(201);
+      await until(async () => (await pgQuery<{ n: number }>(behind.url("portcullis_replicas"), "SELECT count(*)::int AS n FROM relationships WHERE user_id = 'moved'"))[0]!.n === 1, 15_000);
+      await behind.pauseReplay();
+      const revoked = await through.call("DELETE", `/api/v1/authorization/relationships?${new URLSearchParams(grant("moved", "m1")).toString()}`, { key });
+      expect(revoked.body).toEqual({ deleted: true });
+      const first = await ask();
+      expect(first.allowed).toBe(false);
+      expect(first.replica).toMatchObject({ healthy: true, answered: 1 }); // the first standby answered, past the revoke
+
+      proxy.retarget(behind.port); // the address now reaches the standby that still has the grant
+      const moved = await ask();
+      expect(moved.allowed).toBe(false);
+      expect(moved.replica.answered).toBe(1); // not taken from the standby behind: the primary answered
+      expect(moved.replica.passedToPrimary).toBe(first.replica.passedToPrimary + 1);
+      for (let i = 0; i < 5; i++) expect((await ask()).allowed).toBe(false);
+
+      await behind.resumeReplay();
+      await until(async () => (await ask()).replica.answered > 1, 15_000); // caught up: it answers again
+      expect((await ask()).allowed).toBe(false);
+    } finally {
+      await through.close();
+      await proxy.close();
+      await behind.stop();
+    }
+  }, 90_000);
 
   it("the standby going away makes no check fail; it is used again once it is back", async () => {
     expect((await service.call("POST", "/api/v1/authorization/relationships", { key, body: grant("away", "a1") })).status).toBe(201);

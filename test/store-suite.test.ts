@@ -5,7 +5,6 @@
  * properties stores.
  * A few Postgres-only cases cover what needs several connections.
  */
-import { createServer, connect, type AddressInfo, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JsonObject } from "../src/domain/errors.js";
 import { timeCursor } from "../src/domain/paging.js";
@@ -14,9 +13,8 @@ import { applicationsStore } from "../src/store/applications-store.js";
 import { auditStore } from "../src/store/audit-store.js";
 import { catalogStore } from "../src/store/catalog-store.js";
 import { CHECK_FUNCTIONS, CheckStatements, type CheckInput } from "../src/store/check-store.js";
-
-const checkStore = new CheckStatements();
 import { modelStore } from "../src/store/model-store.js";
+import { REPLAY_POSITION } from "../src/store/per-application.js";
 import { relationshipsStore } from "../src/store/relationships-store.js";
 import { expiredGrantsStore } from "../src/store/expired-grants-store.js";
 import { rolesStore } from "../src/store/roles-store.js";
@@ -33,6 +31,9 @@ import {
   SqlState,
 } from "../src/store/sqlstate.js";
 import { createTestDatabase, engines, type TestDatabase } from "./support/engines.js";
+import { startTcpProxy, type TcpProxy } from "./support/tcp-proxy.js";
+
+const checkStore = new CheckStatements();
 
 /** The live key with this hash, through the batched lookup the service uses. */
 async function findKeyByHash(db: Queryable, secretHash: string) {
@@ -1001,11 +1002,13 @@ describe.each(engines)("store on %s", (engine) => {
       ]);
       expect(replayed).toBeNull(); // not asked for
       expect(await checkStore.check(db, [])).toEqual({ rows: [], replayed: null });
-      // Asked for, the server's own replay position: none on a primary that never recovered (a
-      // PGlite started from a dumped data folder, as the tests' are, went through crash recovery).
-      const { rows: [position] } = await db.query<{ lsn: string | null }>("SELECT pg_last_wal_replay_lsn()::text AS lsn");
+      // Asked for, the server's own replay position and incarnation: none on a primary that never
+      // recovered (a PGlite started from a dumped data folder, as the tests' are, went through crash
+      // recovery).
+      const { rows: [position] } = await db.query<{ lsn: string | null }>(`SELECT ${REPLAY_POSITION} AS lsn`);
       expect((await checkStore.check(db, [ask(a, `hash-live-${a}`, "ann")], { replayed: true })).replayed).toBe(position!.lsn);
       if (engine !== "pglite") expect(position!.lsn).toBeNull();
+      else expect(position!.lsn).toMatch(/^[0-9A-F]+\/[0-9A-F]+ \d+(\.\d+)?$/);
       // Postgres and PGlite take the statement planned once; Citus refuses it, and the inline one answered.
       expect(checkStore.plannedOnce).toBe(engine !== "citus");
     });
@@ -1309,11 +1312,11 @@ describe.each(engines)("store on %s", (engine) => {
     // must surface as "unavailable" (503) on that call, must not escape as an uncaught error (which would
     // end the process), and the pool must serve the next call on a new connection.
     describe("a connection lost during a call", () => {
-      let proxy: DroppingProxy;
+      let proxy: TcpProxy;
       let viaProxy: PgDb;
       beforeAll(async () => {
         const target = new URL(database.url!);
-        proxy = await startDroppingProxy(Number(target.port || 5432), target.hostname);
+        proxy = await startTcpProxy(Number(target.port || 5432), target.hostname);
         target.host = `127.0.0.1:${proxy.port}`;
         viaProxy = new PgDb(target.toString(), { max: 2, onError: () => undefined });
       });
@@ -1394,41 +1397,6 @@ async function capturingUncaught<T>(fn: () => Promise<T>, settleMs = 300): Promi
     process.removeListener("uncaughtException", record);
     for (const listener of saved) process.on("uncaughtException", listener);
   }
-}
-
-interface DroppingProxy {
-  port: number;
-  /** Destroys every open connection, as a network failure would. */
-  dropAll(): void;
-  close(): Promise<void>;
-}
-
-/** A TCP pass-through to the database whose connections can be cut at will. */
-async function startDroppingProxy(targetPort: number, targetHost: string): Promise<DroppingProxy> {
-  const sockets = new Set<Socket>();
-  const server = createServer((inbound) => {
-    const outbound = connect(targetPort, targetHost);
-    for (const [a, b] of [[inbound, outbound], [outbound, inbound]] as const) {
-      sockets.add(a);
-      a.on("error", () => b.destroy());
-      a.on("close", () => {
-        sockets.delete(a);
-        b.destroy();
-      });
-      a.pipe(b);
-    }
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    port: (server.address() as AddressInfo).port,
-    dropAll() {
-      for (const socket of sockets) socket.destroy();
-    },
-    close() {
-      for (const socket of sockets) socket.destroy();
-      return new Promise((resolve) => server.close(() => resolve()));
-    },
-  };
 }
 
 /** Inserts applications with exactly these ids; the ids it could create. */

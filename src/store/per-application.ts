@@ -1,4 +1,4 @@
-import { lsnValue } from "./lsn.js";
+import { lowerReplay } from "./lsn.js";
 
 /** Rows answering some inputs, in their order, and the standby replay position the statements read (null on a primary). */
 export interface ReadRows<R> {
@@ -25,15 +25,11 @@ export async function perApplication<I extends { appId: string }, R>(
   });
   const out = new Array<R>(inputs.length);
   let replayed: string | null = null;
-  let lowest: bigint | undefined;
   await Promise.all(
     [...byApp].map(async ([appId, at]) => {
       const answer = await read(appId, at.map((i) => inputs[i]!));
       at.forEach((i, j) => (out[i] = answer.rows[j]!));
-      if (answer.replayed !== null) {
-        const lsn = lsnValue(answer.replayed);
-        if (lowest === undefined || lsn < lowest) [lowest, replayed] = [lsn, answer.replayed];
-      }
+      replayed = lowerReplay(replayed, answer.replayed);
     }),
   );
   return { rows: out, replayed };
@@ -48,8 +44,14 @@ export const KEYS_VALID = `(SELECT json_agg(EXISTS (SELECT 1 FROM api_keys k
                                    WHERE k.secret_hash = c.key_hash AND k.app_id = $1 AND k.revoked_at IS NULL) ORDER BY c.n)
            FROM unnest($2::text[]) WITH ORDINALITY AS c(key_hash, n))`;
 
+/**
+ * A standby's replay position and incarnation (its postmaster's start), as
+ * lsn.ts's replayPosition reads them; null on a server that never recovered.
+ */
+export const REPLAY_POSITION = "pg_last_wal_replay_lsn()::text || ' ' || extract(epoch FROM pg_postmaster_start_time())::text";
+
 /** The standby's replay position, read beside a statement's rows on a replica (read-replicas.ts). */
-export const REPLAYED = ",\n    pg_last_wal_replay_lsn()::text AS replayed";
+export const REPLAYED = `,\n    ${REPLAY_POSITION} AS replayed`;
 
 /**
  * The distinct calling keys of a batch (a batch has one, a coalesced one a

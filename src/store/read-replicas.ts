@@ -1,5 +1,6 @@
 import { isStopped, type AbortOptions, type Db, type Queryable } from "./db.js";
-import { lsnValue } from "./lsn.js";
+import { lsnValue, MIXED_INCARNATIONS, replayPosition, type ReplayPosition } from "./lsn.js";
+import { REPLAY_POSITION } from "./per-application.js";
 
 /** A hot standby of the primary, as the router sees it. */
 export interface Replica {
@@ -36,8 +37,8 @@ export interface ReadReplicasOptions {
 /** What a read on a replica returns beside its value: the replay position its statement read, if it did. */
 export interface ReplicaRead<T> {
   value: T;
-  /** pg_last_wal_replay_lsn() as read by the read's statement (null on a primary). */
-  replayed?: string | null;
+  /** The replay position and incarnation read by the read's statements (REPLAYED; null on a primary). */
+  replayed: string | null;
 }
 
 /**
@@ -56,6 +57,12 @@ export interface ReplicaRead<T> {
  *    reads the replay position too (`replayed`), so while no writes happen
  *    the next read needs no extra round trip; after writes, a replica is
  *    asked its position (one poll shared by the reads waiting on it).
+ *    Positions are known per incarnation of the standby (its postmaster's
+ *    start, read with each position): a standby restarted after a crash
+ *    reopens once consistent, possibly behind what it had replayed, and an
+ *    address may come to reach another standby. So an answer counts only
+ *    when its statement ran on the incarnation known to have replayed far
+ *    enough; otherwise the primary answers.
  * 3. A replica that has not replayed that far within maxLagMs, or fails, or
  *    takes longer than statementTimeoutMs, is skipped: the primary answers,
  *    and the replica is tried again every probeIntervalMs.
@@ -86,8 +93,9 @@ export class ReadReplicas {
     const replica = this.pick();
     if (replica === undefined) return (await read(this.primary, false)).value;
     const target = lsnValue(await this.primaryPosition.get());
-    if (await replica.caughtUp(target)) {
-      const answered = await replica.run(read, options);
+    const incarnation = await replica.caughtUp(target);
+    if (incarnation !== undefined) {
+      const answered = await replica.run(read, incarnation, options);
       if (answered !== undefined) return answered.value;
     }
     replica.passedToPrimary++;
@@ -124,8 +132,8 @@ class ReplicaState {
   private reason: string | undefined;
   private answered = 0;
   passedToPrimary = 0;
-  /** The highest replay position read by a statement that finished. */
-  private replayed = -1n;
+  /** The highest replay position read by a statement that finished, of the incarnation read last. */
+  private known: ReplayPosition | undefined;
   private readonly position: LatestPosition;
   private probeTimer: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -137,12 +145,12 @@ class ReplicaState {
   ) {
     this.position = new LatestPosition(async () => {
       const { rows } = await this.bounded((limits) =>
-        replica.db.query<{ lsn: string | null }>("SELECT pg_last_wal_replay_lsn()::text AS lsn", [], limits),
+        replica.db.query<{ position: string | null }>(`SELECT ${REPLAY_POSITION} AS position`, [], limits),
       );
-      const lsn = rows[0]?.lsn ?? null;
-      if (lsn === null) throw new NotAStandbyError();
-      this.advance(lsn);
-      return lsn;
+      const position = rows[0]?.position ?? null;
+      if (position === null) throw new NotAStandbyError();
+      this.advance(position);
+      return position;
     });
   }
 
@@ -152,35 +160,49 @@ class ReplicaState {
     return this.healthy ? { name, healthy: true, ...counts } : { name, healthy: false, reason: this.reason!, ...counts };
   }
 
-  /** Whether the replica has replayed up to `target`, waiting up to maxLagMs; marks it skipped when not. */
-  async caughtUp(target: bigint): Promise<boolean> {
-    if (this.replayed >= target) return true;
+  /**
+   * The incarnation known to have replayed up to `target`, waiting up to
+   * maxLagMs; undefined (and the replica marked skipped) when there is none.
+   */
+  async caughtUp(target: bigint): Promise<string | undefined> {
+    if (this.reached(target)) return this.known!.incarnation;
     const giveUpAt = Date.now() + this.options.maxLagMs;
     for (let poll = 0; ; poll++) {
       try {
         await this.position.get();
       } catch (error) {
         this.skip(error instanceof NotAStandbyError ? error.message : "its replay position cannot be read", error);
-        return false;
+        return undefined;
       }
-      if (this.replayed >= target) return true;
+      if (this.reached(target)) return this.known!.incarnation;
       const wait = POLL_DELAYS_MS[Math.min(poll + 1, POLL_DELAYS_MS.length - 1)]!;
       if (Date.now() + wait > giveUpAt) {
         this.skip(`it had not replayed the primary's changes within ${this.options.maxLagMs} ms`);
-        return false;
+        return undefined;
       }
       await new Promise((resolve) => setTimeout(resolve, wait));
     }
   }
 
-  /** Runs the read here; undefined when the replica failed (it is then skipped) and the primary should answer. */
+  /**
+   * Runs the read here. Undefined when the primary should answer instead:
+   * the replica failed (it is then skipped), or the read's statements ran on
+   * another incarnation than `incarnation`, the one known to have replayed
+   * far enough, so their answer may be older than the read.
+   */
   async run<T>(
     read: (q: Queryable, onReplica: boolean) => Promise<ReplicaRead<T>>,
+    incarnation: string,
     options: AbortOptions | undefined,
   ): Promise<ReplicaRead<T> | undefined> {
     try {
       const answered = await this.bounded((limits) => read({ query: (sql, params) => this.replica.db.query(sql, params, limits) }, true), options);
-      if (answered.replayed != null) this.advance(answered.replayed);
+      if (answered.replayed == null) {
+        this.skip(new NotAStandbyError().message);
+        return undefined;
+      }
+      this.advance(answered.replayed);
+      if (replayPosition(answered.replayed).incarnation !== incarnation) return undefined;
       this.answered++;
       return answered;
     } catch (error) {
@@ -212,9 +234,20 @@ class ReplicaState {
     clearTimeout(this.probeTimer);
   }
 
-  private advance(lsn: string): void {
-    const value = lsnValue(lsn);
-    if (value > this.replayed) this.replayed = value;
+  private reached(target: bigint): boolean {
+    return this.known !== undefined && this.known.lsn >= target;
+  }
+
+  /** Takes in a position a statement read: the higher one within the known incarnation, or that of another incarnation. */
+  private advance(text: string): void {
+    const at = replayPosition(text);
+    if (at.incarnation === MIXED_INCARNATIONS) return;
+    if (this.known !== undefined && at.incarnation !== this.known.incarnation) {
+      this.options.log.info({ replica: this.replica.name }, "read replica restarted or replaced: its positions are read afresh");
+    } else if (this.known !== undefined && at.lsn <= this.known.lsn) {
+      return;
+    }
+    this.known = at;
   }
 
   private skip(reason: string, error?: unknown): void {
@@ -239,7 +272,7 @@ class ReplicaState {
       const giveUpAt = Date.now() + this.options.maxLagMs;
       while (!this.stopped) {
         await this.position.get();
-        if (this.replayed >= target) {
+        if (this.reached(target)) {
           this.healthy = true;
           this.reason = undefined;
           this.options.log.info({ replica: this.replica.name }, "read replica caught up: it answers reads again");
