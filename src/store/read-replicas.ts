@@ -201,8 +201,7 @@ class ReplicaState {
         this.skip(new NotAStandbyError().message);
         return undefined;
       }
-      this.advance(answered.replayed);
-      if (replayPosition(answered.replayed).incarnation !== incarnation) return undefined;
+      if (this.advance(answered.replayed).incarnation !== incarnation) return undefined;
       this.answered++;
       return answered;
     } catch (error) {
@@ -238,16 +237,20 @@ class ReplicaState {
     return this.known !== undefined && this.known.lsn >= target;
   }
 
-  /** Takes in a position a statement read: the higher one within the known incarnation, or that of another incarnation. */
-  private advance(text: string): void {
+  /**
+   * Takes in a position a statement read (the higher one within the known
+   * incarnation, or that of another incarnation) and returns it, read.
+   */
+  private advance(text: string): ReplayPosition {
     const at = replayPosition(text);
-    if (at.incarnation === MIXED_INCARNATIONS) return;
+    if (at.incarnation === MIXED_INCARNATIONS) return at;
     if (this.known !== undefined && at.incarnation !== this.known.incarnation) {
       this.options.log.info({ replica: this.replica.name }, "read replica restarted or replaced: its positions are read afresh");
     } else if (this.known !== undefined && at.lsn <= this.known.lsn) {
-      return;
+      return at;
     }
     this.known = at;
+    return at;
   }
 
   private skip(reason: string, error?: unknown): void {
