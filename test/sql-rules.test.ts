@@ -18,14 +18,14 @@ import { createHash } from "node:crypto";
 import { AccessModel } from "../src/domain/access-model.js";
 import { checkFunction, functionBody, generationOf, type CheckFunction } from "../src/store/check-functions.js";
 import { CHECK_FUNCTIONS, CheckStatements, type CheckInput } from "../src/store/check-store.js";
-import { graphStore, THROUGH_PATHS_SQL, WHO_CAN_FUNCTION, type WhoCanInput } from "../src/store/graph-store.js";
+import { graphStore, LOOKUP_SQL, THROUGH_PATHS_SQL, WHO_CAN_FUNCTION, WHO_CAN_LEAN_FUNCTION, type WhoCanInput } from "../src/store/graph-store.js";
 import { DECISION_FUNCTION, DECISION_SQL, DecisionStatements } from "../src/store/decision-store.js";
 import { loadMigrations, migrate } from "../src/store/migrate.js";
 import { modelStore } from "../src/store/model-store.js";
 import { sqlRuleViolations } from "./support/sql-rules.js";
 import { recordingDb } from "./support/recording-db.js";
 import { admin, createApp } from "./helpers/authz.js";
-import { GRAPH_CATALOG, set, user } from "./support/graph.js";
+import { ALL_USERS_CATALOG, everyone, GRAPH_CATALOG, set, user } from "./support/graph.js";
 
 /** A statement, with the inline statement of each check function it calls after it: a call names no table itself. */
 const withFunctions = (sql: string) =>
@@ -74,7 +74,7 @@ describe("the SQL rule checker", () => {
   });
 
   it("reads the statements of the check's functions, and flags one of them when it breaks a rule", () => {
-    expect(CHECK_FUNCTIONS.map((f) => f.kind)).toEqual(["check", "graph check", "graph check with no inherits within an instance", "graph check with requires and unless entries through links", "decision rows", "who can"]);
+    expect(CHECK_FUNCTIONS.map((f) => f.kind)).toEqual(["check", "graph check", "graph check with no inherits within an instance", "graph check with requires and unless entries through links", "decision rows", "who can, plain only", "who can"]);
     for (const f of CHECK_FUNCTIONS) {
       expect(sqlRuleViolations(f.statement)).toEqual([]);
       expect(withFunctions(f.call.plain)).toContain(f.statement);
@@ -82,6 +82,23 @@ describe("the SQL rule checker", () => {
     const check = CHECK_FUNCTIONS[0]!.statement;
     expect(sqlRuleViolations(check.replace("a.app_id = $1", "a.app_id = q.app_id")).join("; ")).toContain("role_assignments is not limited");
   });
+});
+
+/** Which of who can's and lookup's statements `sql` is, lean or full, called as a function or sent inline (Citus). */
+const leanOrFull = (sql: string): "lean" | "full" | undefined =>
+  sql.includes(`${WHO_CAN_LEAN_FUNCTION.name}(`) || sql === WHO_CAN_LEAN_FUNCTION.statement || sql === LOOKUP_SQL.lean
+    ? "lean"
+    : sql.includes(`${WHO_CAN_FUNCTION.name}(`) || sql === WHO_CAN_FUNCTION.statement || sql === LOOKUP_SQL.full
+      ? "full"
+      : undefined;
+
+/** `db` whose lean who can answers say the application is not plain only, as though it held a conditional row: the full statement then answers. */
+const leanRefused = (db: Queryable): Queryable => ({
+  query: async <R,>(sql: string, params?: readonly unknown[]) => {
+    const answer = await db.query<R>(sql, params);
+    const lean = sql === WHO_CAN_LEAN_FUNCTION.statement || sql.includes(`${WHO_CAN_LEAN_FUNCTION.name}(`);
+    return lean ? { ...answer, rows: answer.rows.map((r) => ({ ...r, plain_only: false })) } : answer;
+  },
 });
 
 /** `db` as a database lacking function `name` (a standby still replaying it): a call of it fails with undefined_function. */
@@ -94,12 +111,19 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
   let service: TestService;
   const statements = new Set<string>();
   let on = false;
+  /** While set, every statement the service sends, in order. */
+  let tapped: string[] | undefined;
 
   beforeAll(async () => {
     database = await createTestDatabase(engine);
     // From the first request on: migrations run before any application
     // exists, and before the tables are distributed (see distribute.ts).
-    service = await startTestService(recordingDb(database.db, (sql) => on && statements.add(sql)));
+    service = await startTestService(
+      recordingDb(database.db, (sql) => {
+        if (on) statements.add(sql);
+        tapped?.push(sql);
+      }),
+    );
     on = true;
   }, 60_000);
   afterAll(async () => {
@@ -281,8 +305,8 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
   });
 
   /** An application of GRAPH_CATALOG with `writes`: its key's hash, as a question names it. */
-  const graphApp = async (appId: string, writes: unknown[]): Promise<string> => {
-    const key = await createApp(service, appId, GRAPH_CATALOG);
+  const graphApp = async (appId: string, writes: unknown[], catalog: typeof GRAPH_CATALOG = GRAPH_CATALOG): Promise<string> => {
+    const key = await createApp(service, appId, catalog);
     const answer = await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes } });
     expect(answer.status).toBeLessThan(300);
     return createHash("sha256").update(key).digest("hex");
@@ -355,6 +379,92 @@ describe.each(engines)("every statement the service sends, on %s", (engine) => {
     expect((await graphStore.whoCan(service.db, ask(""))).rows[0]!.userIds).toEqual(["alice", "bob"]);
   });
 
+  it("who can's lean statement answers as the full one where the application is plain only, and stands aside where it is not", async () => {
+    const writes = [
+      user("alice", "team", "eng", "member"),
+      user("erin", "team", "eng", "member"),
+      set("team:eng#member", "folder", "f1", "viewer"),
+      set("folder:f1", "document", "d1", "parent"),
+      user("bob", "document", "d1", "editor"),
+      user("dave", "document", "d2", "viewer"),
+    ];
+    const sent: string[] = [];
+    const counted: Queryable = { query: (sql, params) => (sent.push(sql), service.db.query(sql, params)) };
+    const ask = (appId: string, keyHash: string, after: string): WhoCanInput[] =>
+      ["read", "update"].flatMap((action) => ["d1", "d2"].map((resourceId) => ({ appId, keyHash, resource: "document", resourceId, action, tenantId: undefined, after, limit: 2 })));
+    const plainKey = await graphApp("rules-lean", writes);
+    for (const after of ["", "alice", "bob"]) {
+      sent.length = 0;
+      const lean = await graphStore.whoCan(counted, ask("rules-lean", plainKey, after));
+      expect(sent.map(leanOrFull)).toEqual(["lean"]);
+      expect(lean).toEqual(await graphStore.whoCan(leanRefused(service.db), ask("rules-lean", plainKey, after)));
+    }
+    expect((await graphStore.whoCan(service.db, ask("rules-lean", plainKey, ""))).rows[0]!.userIds).toEqual(["alice", "bob"]);
+  });
+
+  it("one row of each kind the lean statements leave out makes who can and lookup ask the full ones, which answer it; remembered", async () => {
+    const conditional = { condition: "context.ok == true" };
+    const writes = [
+      user("alice", "team", "eng", "member"),
+      set("team:eng#member", "folder", "f1", "viewer"),
+      set("folder:f1", "document", "d1", "parent"),
+      user("dave", "document", "d2", "viewer"),
+    ];
+    const create = (appId: string, path: string, body: unknown) => service.call("POST", `/api/v1/applications/${appId}${path}`, { body });
+    const roleOf = async (appId: string, userId: string, policy: object, assignment: object) => {
+      const policyId = (await create(appId, "/policies", { name: "Readers", permissions: ["document:read"], ...policy })).body.policyId as string;
+      const roleId = (await create(appId, "/roles", { name: "Reader", policyIds: [policyId] })).body.roleId as string;
+      expect((await create(appId, `/roles/${roleId}/assignments`, { userId, ...assignment })).status).toBeLessThan(300);
+    };
+    type Body = Record<string, unknown>;
+    const listed = (body: Body, field: string) => (body.conditional as Body[]).map((c) => c[field]);
+    // [what, its rows, who can's question and what shows it, lookup's (undefined: lookup's lean statement holds, allUsers being a plain holder there)]
+    const kinds: [string, unknown[], (appId: string) => Promise<void>, Body, (b: Body) => unknown, unknown, Body | undefined, ((b: Body) => unknown) | undefined, unknown][] = [
+      ["a grant with a condition", [{ ...user("carol", "document", "d2", "viewer"), ...conditional }], async () => {},
+        { resourceId: "d2" }, (b) => listed(b, "userId"), ["carol"], { userId: "carol" }, (b) => listed(b, "resourceId"), ["d2"]],
+      ["a subject set with a condition", [{ ...set("team:eng#member", "document", "d2", "viewer"), ...conditional }], async () => {},
+        { resourceId: "d2" }, (b) => listed(b, "userId"), ["alice"], { userId: "alice" }, (b) => listed(b, "resourceId"), ["d2"]],
+      ["an allUsers grant", [everyone("document", "d2", "viewer")], async () => {},
+        { resourceId: "d2" }, (b) => b.allUsers, true, undefined, undefined, undefined],
+      ["a role assignment with a condition", [], (appId) => roleOf(appId, "frank", {}, conditional),
+        { resourceId: "d2" }, (b) => listed(b, "userId"), ["frank"], { userId: "frank" }, (b) => b.allInstancesConditions, [conditional.condition]],
+      ["a policy with a condition", [], (appId) => roleOf(appId, "gina", conditional, {}),
+        { resourceId: "d2" }, (b) => listed(b, "userId"), ["gina"], { userId: "gina" }, (b) => b.allInstancesConditions, [conditional.condition]],
+    ];
+    const asked = async (key: string, path: string, body: Body) => {
+      tapped = [];
+      const answer = await service.call("POST", `/api/v1/authorization/${path}`, { key, body });
+      const sent = tapped.map(leanOrFull).filter((which) => which !== undefined);
+      tapped = undefined;
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+      return { body: answer.body as Body, sent };
+    };
+    for (const [i, [what, rows, setup, whoQuestion, whoShows, whoExpected, lookupQuestion, lookupShows, lookupExpected]] of kinds.entries()) {
+      // Named by engine too: the memory of which applications are not plain only is the process's.
+      const appId = `rules-apart-${engine}-${i}`;
+      const key = await createApp(service, appId, ALL_USERS_CATALOG);
+      expect((await service.call("POST", "/api/v1/authorization/relationships/bulk", { key, body: { writes: [...writes, ...rows] } })).status).toBeLessThan(300);
+      await setup(appId);
+      const who = { resource: "document", action: "read", ...whoQuestion };
+      for (const sent of [["lean", "full"], ["full"]]) {
+        const answer = await asked(key, "subjects", who);
+        expect(answer.sent, what).toEqual(sent);
+        expect(whoShows(answer.body), what).toEqual(whoExpected);
+      }
+      if (lookupQuestion === undefined) {
+        const answer = await asked(key, "lookup", { resource: "document", action: "read", userId: "someone" });
+        expect(answer.sent, what).toEqual(["lean"]);
+        expect(answer.body.resourceIds, what).toEqual(["d2"]);
+        continue;
+      }
+      for (const sent of [["lean", "full"], ["full"]]) {
+        const answer = await asked(key, "lookup", { resource: "document", action: "read", ...lookupQuestion });
+        expect(answer.sent, what).toEqual(sent);
+        expect(lookupShows!(answer.body), what).toEqual(lookupExpected);
+      }
+    }
+  });
+
   it("reads or writes every table the layout distributes", () => {
     const text = [...statements].map(withFunctions).join("\n");
     for (const table of [...DISTRIBUTED_TABLES, ...REFERENCE_TABLES]) expect(text, table).toMatch(new RegExp(`\\b${table}\\b`));
@@ -418,11 +528,12 @@ describe.each(engines)("the check's functions on %s", (engine) => {
     // The decision's, as its store sends it inline where the database lacks its function (undefined_function).
     const lacking = withoutFunction(recorded, DECISION_FUNCTION.name);
     await new DecisionStatements().rows(lacking, [{ appId: "none", userId: "u1", resource: "doc", resourceId: "d1", roots: ["viewer"] }]);
-    // Who can's, the same way.
-    await graphStore.whoCan(withoutFunction(recorded, WHO_CAN_FUNCTION.name), [
+    // Who can's, the same way: the lean statement, answered as though the
+    // application were not plain only, and then the full one.
+    await graphStore.whoCan(withoutFunction(withoutFunction(leanRefused(recorded), WHO_CAN_FUNCTION.name), WHO_CAN_LEAN_FUNCTION.name), [
       { appId: "none", keyHash: "none", resource: "doc", resourceId: "d1", action: "read", tenantId: undefined, after: "", limit: 11 },
     ]);
-    expect(sent).toHaveLength(6);
+    expect(sent).toHaveLength(7);
     for (const [i, f] of CHECK_FUNCTIONS.entries()) {
       expect(f.statement).toBe(sent[i]);
       const { rows } = await database.db.query<{ body: string }>("SELECT prosrc AS body FROM pg_proc WHERE oid = to_regproc($1)::oid", [f.name]);

@@ -5,7 +5,7 @@ import { checkFunction, PlannedStatement, type CheckFunction } from "./check-fun
 import { distinctKeys, distinctQuestions, KEYS_VALID, perApplication, REPLAYED } from "./per-application.js";
 import { LIVE_GRANT, NOW_MS } from "./relationships-store.js";
 import { GRAPH_CHECK_ENTRIES_SQL, GRAPH_CHECK_FLAT_SQL, GRAPH_CHECK_SQL, type GraphGroups } from "./graph-check-sql.js";
-import { WHO_CAN_FUNCTION } from "./graph-store.js";
+import { WHO_CAN_FUNCTION, WHO_CAN_LEAN_FUNCTION } from "./graph-store.js";
 
 /** Whose facts on which instance: what a check, or a permissions question, asks the database. */
 export interface CheckInput {
@@ -116,13 +116,14 @@ const GRAPH_CHECK_ENTRIES_FUNCTION = checkFunction(
   GRAPH_CHECK_ENTRIES_SQL.plain,
 );
 
-/** This build's functions, which migrate() creates (installCheckFunctions): the check's, the decision's with requires and unless, and who can's. */
+/** This build's functions, which migrate() creates (installCheckFunctions): the check's, the decision's with requires and unless, and who can's (lean and full). */
 export const CHECK_FUNCTIONS: readonly CheckFunction[] = [
   CHECK_FUNCTION,
   GRAPH_CHECK_FUNCTION,
   GRAPH_CHECK_FLAT_FUNCTION,
   GRAPH_CHECK_ENTRIES_FUNCTION,
   DECISION_FUNCTION,
+  WHO_CAN_LEAN_FUNCTION,
   WHO_CAN_FUNCTION,
 ];
 

@@ -154,6 +154,39 @@ const WHO_CAN_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
                                AND g.relation IN (SELECT cr.relation FROM catalog_relations cr
                                                   WHERE cr.app_id = $1 AND cr.resource = q.resource AND q.action = ANY (cr.actions)))))`;
 
+/**
+ * Whether the application holds nothing who can's or lookup's answer
+ * could depend on beyond its plain page: no grant, subject set or link
+ * with a condition (live or not), no role assignment with a condition, no
+ * policy condition on a role's hold of a question's resource:action, and
+ * for who can (`allUsers`) no allUsers grant either (lookup's plain page
+ * holds those). Then who can's candidates (whoCanPage) are none and
+ * ALL_USERS_HELD, WHO_CAN_PATHS_POSSIBLE and ALL_USERS_PATHS_POSSIBLE are
+ * false; lookup's candidates (lookupPage) are none and CONDITIONAL_ROLE and
+ * LOOKUP_PATHS_POSSIBLE are false. The lean statements (whoCanSql's and
+ * graphLookupSql's `lean`), which leave them out, answer as the full ones.
+ * A probe of a partial index of the conditional rows each (migrations 017
+ * and 018), one of relationships_user_idx for the allUsers id, and the
+ * questions' holds: an application with none of them probes empty ranges.
+ * Both statements answer it, from their own snapshot, so that a lean
+ * answer counts only when it holds and the store learns which statement an
+ * application needs (graphStore.whoCan and lookup). Rows, not a flag kept
+ * by the writes: every build that writes, an older one in a rolling
+ * upgrade too, keeps it true.
+ */
+const plainOnly = (allUsers: boolean) => `NOT (EXISTS (SELECT 1 FROM relationships g WHERE g.app_id = $1 AND g.condition IS NOT NULL)${
+  allUsers
+    ? `
+         OR EXISTS (SELECT 1 FROM relationships g WHERE g.app_id = $1 AND g.user_id = ${ALL_USERS_SQL})`
+    : ""
+}
+         OR EXISTS (SELECT 1 FROM subject_relationships s WHERE s.app_id = $1 AND s.condition IS NOT NULL)
+         OR EXISTS (SELECT 1 FROM role_assignments a WHERE a.app_id = $1 AND a.condition IS NOT NULL)
+         OR EXISTS (SELECT 1 FROM q JOIN role_permissions p ON p.app_id = $1 AND p.resource = q.resource AND p.action = q.action
+                    WHERE p.conditions IS NOT NULL))`;
+const WHO_CAN_PLAIN_ONLY = plainOnly(true);
+const LOOKUP_PLAIN_ONLY = plainOnly(false);
+
 /** The steps within an instance from the nodes of `c`, a recursive CTE's own name (hops 0: API.md, "Relations within an instance"). */
 const WITHIN_STEP = (c: string) => `
           SELECT ${c}.resource, ${c}.resource_id, ci.inherited FROM ${c}
@@ -177,7 +210,7 @@ const WITHIN_STEP = (c: string) => `
  * merged with the plain one (withPathCandidates): asked only when the plain
  * statement's flag is set.
  */
-export const whoCanSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_EXTRA) => `
+export const whoCanSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_EXTRA, lean = false) => `
   WITH RECURSIVE
   q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (r text, i text, a text, t text, c text, l int, p text[]${x.columns}))
              WITH ORDINALITY AS q(resource, resource_id, action, tenant_id, after, lim, prior${x.names}, n)),${x.ctes}
@@ -221,19 +254,29 @@ export const whoCanSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_E
     ${KEYS_VALID} AS keys,
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(${
-      grants === PLAIN_GRANT
-        ? `json_build_array(
+      grants !== PLAIN_GRANT
+        ? withPathCandidates(PAGE_OF_Q)
+        : lean
+          ? `json_build_array((SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource), ${PAGE_OF_Q}, false, false, false)`
+          : `json_build_array(
         (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
         ${whoCanPage(PAGE_OF_Q)},
         ${ALL_USERS_HELD},
         ${WHO_CAN_PATHS_POSSIBLE},
         ${ALL_USERS_PATHS_POSSIBLE}
       )`
-        : withPathCandidates(PAGE_OF_Q)
     } ORDER BY q.n)
-     FROM q) AS rows${replayed ? REPLAYED : ""}`;
+     FROM q) AS rows${grants === PLAIN_GRANT ? `,
+    ${WHO_CAN_PLAIN_ONLY} AS plain_only` : ""}${replayed ? REPLAYED : ""}`;
 
 const WHO_CAN = { plain: whoCanSql(false, PLAIN_GRANT), replayed: whoCanSql(true, PLAIN_GRANT) };
+const WHO_CAN_LEAN = { plain: whoCanSql(false, PLAIN_GRANT, NO_EXTRA, true), replayed: whoCanSql(true, PLAIN_GRANT, NO_EXTRA, true) };
+const WHO_CAN_COLUMNS: readonly (readonly [string, string])[] = [
+  ["keys", "json"],
+  ["version", "text"],
+  ["rows", "json"],
+  ["plain_only", "boolean"],
+];
 
 /**
  * Who can's statement as a function planned once per connection
@@ -245,12 +288,43 @@ const WHO_CAN = { plain: whoCanSql(false, PLAIN_GRANT), replayed: whoCanSql(true
  * every call. migrate() creates it with the check's (CHECK_FUNCTIONS); where
  * a database refuses it (Citus), the inline statement goes instead.
  */
-export const WHO_CAN_FUNCTION = checkFunction("portcullis_who_can", "who can", ["text", "text[]", "jsonb"], WHO_CAN.plain, [
-  ["keys", "json"],
-  ["version", "text"],
-  ["rows", "json"],
-]);
-const WHO_CAN_STATEMENT = new PlannedStatement(WHO_CAN_FUNCTION, WHO_CAN);
+export const WHO_CAN_FUNCTION = checkFunction("portcullis_who_can", "who can", ["text", "text[]", "jsonb"], WHO_CAN.plain, WHO_CAN_COLUMNS);
+/**
+ * Who can's lean statement (whoCanSql's `lean`), for the applications
+ * WHO_CAN_PLAIN_ONLY holds for, most of them: the plain page and nothing
+ * beside it. Where each call is planned (Citus: the worker plans the shard
+ * query at every call, docs/scale-out.md) it plans less; where its plan is
+ * kept (one Postgres) it runs fewer probes (docs/performance.md).
+ */
+export const WHO_CAN_LEAN_FUNCTION = checkFunction("portcullis_who_can_lean", "who can, plain only", ["text", "text[]", "jsonb"], WHO_CAN_LEAN.plain, WHO_CAN_COLUMNS);
+const WHO_CAN_PLANNED = { planOnce: true };
+const WHO_CAN_STATEMENT = new PlannedStatement(WHO_CAN_FUNCTION, WHO_CAN, WHO_CAN_PLANNED);
+const WHO_CAN_LEAN_STATEMENT = new PlannedStatement(WHO_CAN_LEAN_FUNCTION, WHO_CAN_LEAN, WHO_CAN_PLANNED);
+
+/**
+ * The applications whose last who can (or lookup) found them not plain
+ * only (plainOnly): they are asked the full statement first. Only a guess,
+ * so bounded (the oldest entry goes first) and shared by every service in
+ * the process: a lean answer counts only when its own statement found the
+ * application plain only, and the full one is exact always.
+ */
+class NotPlainOnly {
+  private readonly apps = new Set<string>();
+
+  has(appId: string): boolean {
+    return this.apps.has(appId);
+  }
+
+  remember(appId: string, plainOnly: boolean): void {
+    if (plainOnly) this.apps.delete(appId);
+    else if (!this.apps.has(appId)) {
+      if (this.apps.size >= 10_000) this.apps.delete(this.apps.values().next().value!);
+      this.apps.add(appId);
+    }
+  }
+}
+const WHO_CAN_NOT_PLAIN = new NotPlainOnly();
+const LOOKUP_NOT_PLAIN = new NotPlainOnly();
 const WHO_CAN_THROUGH_PATHS = bindable({ plain: whoCanSql(false, LIVE_GRANT), replayed: whoCanSql(true, LIVE_GRANT) });
 
 // ------------------------------------------------------------------ lookup
@@ -361,7 +435,7 @@ const REACHED_BY = `(SELECT coalesce(json_object_agg(x.id, x.gs), '{}') FROM (
  * condition, the page merged with the plain one (withPathCandidates):
  * asked only when the plain statement's flag is set.
  */
-export const graphLookupSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_EXTRA, reach = false, dense: DenseSettings = DENSE) => `
+export const graphLookupSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_EXTRA, reach = false, dense: DenseSettings = DENSE, lean = false) => `
   WITH RECURSIVE
   q AS (SELECT * FROM ROWS FROM (jsonb_to_recordset($3::jsonb) AS (u text, r text, a text, t text, c text, l int, ans text[], st jsonb, ls jsonb, p text[]${x.columns}))
              WITH ORDINALITY AS q(user_id, resource, action, tenant_id, after, lim, answers, steps, last, prior${x.names}, n)),${x.ctes}
@@ -402,38 +476,47 @@ ${inwardHop(grants, dense)}
     (SELECT v.version::text FROM model_versions v WHERE v.app_id = $1) AS version,
     (SELECT json_agg(json_build_array(
         ${ACTIONS_AND_ROLE},
-        ${lookupPage(PAGE_OF_Q)},
+        ${lean ? `${PAGE_OF_Q},
+        false,
+        false` : `${lookupPage(PAGE_OF_Q)},
         ${CONDITIONAL_ROLE},
-        ${LOOKUP_PATHS_POSSIBLE}${reach ? `,
+        ${LOOKUP_PATHS_POSSIBLE}`}${reach ? `,
         ${REACHED_BY}` : ""}
       ) ORDER BY q.n)`
         : `
     (SELECT json_agg(${withPathCandidates(PAGE_OF_Q)} ORDER BY q.n)`
     }
-     FROM q) AS rows${replayed ? REPLAYED : ""}`;
+     FROM q) AS rows${grants === PLAIN_GRANT ? `,
+    ${LOOKUP_PLAIN_ONLY} AS plain_only` : ""}${replayed ? REPLAYED : ""}`;
 
-const GRAPH_LOOKUP = bindable({ plain: graphLookupSql(false, PLAIN_GRANT), replayed: graphLookupSql(true, PLAIN_GRANT) });
-/** With the relations that reach each id of the page (REACHED_BY): for a catalog with `requires` or `unless`. */
-const GRAPH_LOOKUP_REACH = bindable({ plain: graphLookupSql(false, PLAIN_GRANT, NO_EXTRA, true), replayed: graphLookupSql(true, PLAIN_GRANT, NO_EXTRA, true) });
-const GRAPH_LOOKUP_THROUGH_PATHS = bindable({ plain: graphLookupSql(false, LIVE_GRANT), replayed: graphLookupSql(true, LIVE_GRANT) });
+type Sql = { plain: string; replayed: string };
 
-/** The lookup statements built with other dense settings than the service's, by settings (the tests' differential). */
-const otherDense = new Map<string, { plain: string; replayed: string }>();
-function lookupStatements(grants: Grants, reach: boolean, dense: DenseSettings | undefined) {
-  if (dense === undefined) return grants === LIVE_GRANT ? GRAPH_LOOKUP_THROUGH_PATHS : reach ? GRAPH_LOOKUP_REACH : GRAPH_LOOKUP;
-  const key = `${grants === LIVE_GRANT} ${reach} ${dense.minSources} ${dense.rowsPerSource}`;
-  let built = otherDense.get(key);
-  if (built === undefined) {
-    built = bindable({ plain: graphLookupSql(false, grants, NO_EXTRA, reach, dense), replayed: graphLookupSql(true, grants, NO_EXTRA, reach, dense) });
-    otherDense.set(key, built);
+/**
+ * Lookup's statements by which one (the full one, the lean one for an
+ * application plainOnly holds for, or the one through conditional paths),
+ * whether they read the relations that reach each id (REACHED_BY: for a
+ * catalog with `requires` or `unless`) and the dense settings (the
+ * service's, or the tests' differential's others), each made once.
+ */
+const lookupSql = new Map<string, Sql>();
+function lookupStatement(which: "full" | "lean" | "through paths", reach: boolean, dense: DenseSettings = DENSE): Sql {
+  const key = `${which} ${reach} ${dense.minSources} ${dense.rowsPerSource}`;
+  let sql = lookupSql.get(key);
+  if (sql === undefined) {
+    const grants = which === "through paths" ? LIVE_GRANT : PLAIN_GRANT;
+    const lean = which === "lean";
+    sql = bindable({ plain: graphLookupSql(false, grants, NO_EXTRA, reach, dense, lean), replayed: graphLookupSql(true, grants, NO_EXTRA, reach, dense, lean) });
+    lookupSql.set(key, sql);
   }
-  return built;
+  return sql;
 }
 
 type Replayed = { replayed?: string | null };
 
 /** The statements through conditional paths, for the SQL rules' test. */
-export const THROUGH_PATHS_SQL = { whoCan: WHO_CAN_THROUGH_PATHS.plain, lookup: GRAPH_LOOKUP_THROUGH_PATHS.plain };
+export const THROUGH_PATHS_SQL = { whoCan: WHO_CAN_THROUGH_PATHS.plain, lookup: lookupStatement("through paths", false).plain };
+/** Lookup's full and lean statements as the service sends them on Postgres, for the SQL rules' test. */
+export const LOOKUP_SQL = { full: lookupStatement("full", false).plain, lean: lookupStatement("lean", false).plain };
 
 export const whoCanQuestion = (i: WhoCanInput) => ({ r: i.resource, i: i.resourceId, a: i.action, t: i.tenantId ?? null, c: i.after, l: i.limit });
 export const lookupQuestion = (i: GraphLookupInput) => ({
@@ -454,11 +537,15 @@ export const graphStore = {
     return perApplication(inputs, async (appId, ofApp) => {
       const { keys, keyOf } = distinctKeys(ofApp);
       const { json, at } = distinctQuestions(ofApp.map(whoCanQuestion));
-      const row = await WHO_CAN_STATEMENT.row<{ keys: boolean[] | null; version: string | null; rows: [string[] | null, string[], boolean, boolean, boolean][] | null } & Replayed>(
-        q,
-        options.replayed === true,
-        [appId, keys, json],
-      );
+      type Row = { keys: boolean[] | null; version: string | null; rows: [string[] | null, string[], boolean, boolean, boolean][] | null; plain_only: boolean } & Replayed;
+      const ask = (statement: PlannedStatement) => statement.row<Row>(q, options.replayed === true, [appId, keys, json]);
+      let row: Row | undefined;
+      if (!WHO_CAN_NOT_PLAIN.has(appId)) {
+        const lean = await ask(WHO_CAN_LEAN_STATEMENT);
+        if (lean.plain_only) row = lean;
+      }
+      row ??= await ask(WHO_CAN_STATEMENT);
+      WHO_CAN_NOT_PLAIN.remember(appId, row.plain_only);
       const answers = row.rows ?? [];
       return {
         rows: ofApp.map((_, i): WhoCanRow => {
@@ -481,15 +568,24 @@ export const graphStore = {
     return perApplication(inputs, async (appId, ofApp) => {
       const { keys, keyOf } = distinctKeys(ofApp);
       const { json, at } = distinctQuestions(ofApp.map(lookupQuestion));
-      const statements = lookupStatements(PLAIN_GRANT, ofApp.some((i) => i.reach === true), options.dense);
-      const { rows } = await q.query<
-        {
-          keys: boolean[] | null;
-          version: string | null;
-          rows: [string[] | null, boolean, string[], boolean, boolean, Record<string, string[]>?][] | null;
-        } & Replayed
-      >(options.replayed === true ? statements.replayed : statements.plain, [appId, keys, json]);
-      const row = rows[0]!;
+      const reach = ofApp.some((i) => i.reach === true);
+      type Row = {
+        keys: boolean[] | null;
+        version: string | null;
+        rows: [string[] | null, boolean, string[], boolean, boolean, Record<string, string[]>?][] | null;
+        plain_only: boolean;
+      } & Replayed;
+      const ask = async (which: "full" | "lean") => {
+        const sql = lookupStatement(which, reach, options.dense);
+        return (await q.query<Row>(options.replayed === true ? sql.replayed : sql.plain, [appId, keys, json])).rows[0]!;
+      };
+      let row: Row | undefined;
+      if (!LOOKUP_NOT_PLAIN.has(appId)) {
+        const lean = await ask("lean");
+        if (lean.plain_only) row = lean;
+      }
+      row ??= await ask("full");
+      LOOKUP_NOT_PLAIN.remember(appId, row.plain_only);
       const answers = row.rows ?? [];
       return {
         rows: ofApp.map((_, i): GraphLookupRow => {
@@ -503,7 +599,7 @@ export const graphStore = {
 
   /** Lookup's pages through conditional paths, each merged with its plain page (`prior`): in input order, a statement per application. */
   lookupThroughPaths(q: Queryable, inputs: readonly (GraphLookupInput & ThroughPaths)[], options: { replayed?: boolean; dense?: DenseSettings } = {}) {
-    const statements = lookupStatements(LIVE_GRANT, false, options.dense);
+    const statements = lookupStatement("through paths", false, options.dense);
     const sql = options.replayed === true ? statements.replayed : statements.plain;
     return perApplication(inputs, (appId, ofApp) => readThroughPaths(q, sql, appId, ofApp, ofApp.map((i) => ({ ...lookupQuestion(i), p: i.prior }))));
   },
