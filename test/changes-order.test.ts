@@ -76,7 +76,8 @@ describe.each(engines)("the change feed under concurrent writers and crashing re
       ops.push(op);
     };
     const writer = async (w: number) => {
-      for (let i = 0; Date.now() < until; i++) {
+      // Every kind of write at least once, however slow the machine: then for the rest of the 3 s.
+      for (let i = 0; i < 6 || Date.now() < until; i++) {
         const tag = `w${w}-${i}`;
         switch (i % 6) {
           case 0: // a single grant

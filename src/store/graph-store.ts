@@ -42,6 +42,7 @@ import { LIVE_GRANT, PLAIN_GRANT } from "./relationships-store.js";
 import { DENSE, denseCtes, denseIds, denseSources, inwardHop, type DenseSettings } from "./dense-pages.js";
 import { MAX_HOPS, outwardHop } from "./outward-hop.js";
 import { CONDITIONAL_EDGES, type InwardStep } from "./graph-check-sql.js";
+import { NotPlainOnly, plainOnly } from "./plain-only.js";
 
 export type { GraphGroups, InwardStep } from "./graph-check-sql.js";
 
@@ -154,36 +155,6 @@ const WHO_CAN_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
                                AND g.relation IN (SELECT cr.relation FROM catalog_relations cr
                                                   WHERE cr.app_id = $1 AND cr.resource = q.resource AND q.action = ANY (cr.actions)))))`;
 
-/**
- * Whether the application holds nothing who can's or lookup's answer
- * could depend on beyond its plain page: no grant, subject set or link
- * with a condition (live or not), no role assignment with a condition, no
- * policy condition on a role's hold of a question's resource:action, and
- * for who can (`allUsers`) no allUsers grant either (lookup's plain page
- * holds those). Then who can's candidates (whoCanPage) are none and
- * ALL_USERS_HELD, WHO_CAN_PATHS_POSSIBLE and ALL_USERS_PATHS_POSSIBLE are
- * false; lookup's candidates (lookupPage) are none and CONDITIONAL_ROLE and
- * LOOKUP_PATHS_POSSIBLE are false. The lean statements (whoCanSql's and
- * graphLookupSql's `lean`), which leave them out, answer as the full ones.
- * A probe of a partial index of the conditional rows each (migrations 017
- * and 018), one of relationships_user_idx for the allUsers id, and the
- * questions' holds: an application with none of them probes empty ranges.
- * Both statements answer it, from their own snapshot, so that a lean
- * answer counts only when it holds and the store learns which statement an
- * application needs (graphStore.whoCan and lookup). Rows, not a flag kept
- * by the writes: every build that writes, an older one in a rolling
- * upgrade too, keeps it true.
- */
-const plainOnly = (allUsers: boolean) => `NOT (EXISTS (SELECT 1 FROM relationships g WHERE g.app_id = $1 AND g.condition IS NOT NULL)${
-  allUsers
-    ? `
-         OR EXISTS (SELECT 1 FROM relationships g WHERE g.app_id = $1 AND g.user_id = ${ALL_USERS_SQL})`
-    : ""
-}
-         OR EXISTS (SELECT 1 FROM subject_relationships s WHERE s.app_id = $1 AND s.condition IS NOT NULL)
-         OR EXISTS (SELECT 1 FROM role_assignments a WHERE a.app_id = $1 AND a.condition IS NOT NULL)
-         OR EXISTS (SELECT 1 FROM q JOIN role_permissions p ON p.app_id = $1 AND p.resource = q.resource AND p.action = q.action
-                    WHERE p.conditions IS NOT NULL))`;
 const WHO_CAN_PLAIN_ONLY = plainOnly(true);
 const LOOKUP_PLAIN_ONLY = plainOnly(false);
 
@@ -301,28 +272,6 @@ const WHO_CAN_PLANNED = { planOnce: true };
 const WHO_CAN_STATEMENT = new PlannedStatement(WHO_CAN_FUNCTION, WHO_CAN, WHO_CAN_PLANNED);
 const WHO_CAN_LEAN_STATEMENT = new PlannedStatement(WHO_CAN_LEAN_FUNCTION, WHO_CAN_LEAN, WHO_CAN_PLANNED);
 
-/**
- * The applications whose last who can (or lookup) found them not plain
- * only (plainOnly): they are asked the full statement first. Only a guess,
- * so bounded (the oldest entry goes first) and shared by every service in
- * the process: a lean answer counts only when its own statement found the
- * application plain only, and the full one is exact always.
- */
-class NotPlainOnly {
-  private readonly apps = new Set<string>();
-
-  has(appId: string): boolean {
-    return this.apps.has(appId);
-  }
-
-  remember(appId: string, plainOnly: boolean): void {
-    if (plainOnly) this.apps.delete(appId);
-    else if (!this.apps.has(appId)) {
-      if (this.apps.size >= 10_000) this.apps.delete(this.apps.values().next().value!);
-      this.apps.add(appId);
-    }
-  }
-}
 const WHO_CAN_NOT_PLAIN = new NotPlainOnly();
 const LOOKUP_NOT_PLAIN = new NotPlainOnly();
 const WHO_CAN_THROUGH_PATHS = bindable({ plain: whoCanSql(false, LIVE_GRANT), replayed: whoCanSql(true, LIVE_GRANT) });
