@@ -42,7 +42,7 @@ import { LIVE_GRANT, PLAIN_GRANT } from "./relationships-store.js";
 import { DENSE, denseCtes, denseIds, denseSources, inwardHop, type DenseSettings } from "./dense-pages.js";
 import { MAX_HOPS, outwardHop } from "./outward-hop.js";
 import { CONDITIONAL_EDGES, type InwardStep } from "./graph-check-sql.js";
-import { NotPlainOnly, plainOnly } from "./plain-only.js";
+import { LeanOrFull, plainOnly } from "./plain-only.js";
 
 export type { GraphGroups, InwardStep } from "./graph-check-sql.js";
 
@@ -156,6 +156,8 @@ const WHO_CAN_PATHS_POSSIBLE = `(${CONDITIONAL_EDGES}
                                                   WHERE cr.app_id = $1 AND cr.resource = q.resource AND q.action = ANY (cr.actions)))))`;
 
 const WHO_CAN_PLAIN_ONLY = plainOnly(true);
+/** The actions of question q's resource; null when the catalog has no such resource. */
+const RESOURCE_ACTIONS = "(SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource)";
 const LOOKUP_PLAIN_ONLY = plainOnly(false);
 
 /** The steps within an instance from the nodes of `c`, a recursive CTE's own name (hops 0: API.md, "Relations within an instance"). */
@@ -228,9 +230,9 @@ export const whoCanSql = (replayed: boolean, grants: Grants, x: PageExtra = NO_E
       grants !== PLAIN_GRANT
         ? withPathCandidates(PAGE_OF_Q)
         : lean
-          ? `json_build_array((SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource), ${PAGE_OF_Q}, false, false, false)`
+          ? `json_build_array(${RESOURCE_ACTIONS}, ${PAGE_OF_Q}, false, false, false)`
           : `json_build_array(
-        (SELECT r.actions FROM catalog_resources r WHERE r.app_id = $1 AND r.resource = q.resource),
+        ${RESOURCE_ACTIONS},
         ${whoCanPage(PAGE_OF_Q)},
         ${ALL_USERS_HELD},
         ${WHO_CAN_PATHS_POSSIBLE},
@@ -272,8 +274,8 @@ const WHO_CAN_PLANNED = { planOnce: true };
 const WHO_CAN_STATEMENT = new PlannedStatement(WHO_CAN_FUNCTION, WHO_CAN, WHO_CAN_PLANNED);
 const WHO_CAN_LEAN_STATEMENT = new PlannedStatement(WHO_CAN_LEAN_FUNCTION, WHO_CAN_LEAN, WHO_CAN_PLANNED);
 
-const WHO_CAN_NOT_PLAIN = new NotPlainOnly();
-const LOOKUP_NOT_PLAIN = new NotPlainOnly();
+const WHO_CAN_LEAN_OR_FULL = new LeanOrFull();
+const LOOKUP_LEAN_OR_FULL = new LeanOrFull();
 const WHO_CAN_THROUGH_PATHS = bindable({ plain: whoCanSql(false, LIVE_GRANT), replayed: whoCanSql(true, LIVE_GRANT) });
 
 // ------------------------------------------------------------------ lookup
@@ -487,14 +489,9 @@ export const graphStore = {
       const { keys, keyOf } = distinctKeys(ofApp);
       const { json, at } = distinctQuestions(ofApp.map(whoCanQuestion));
       type Row = { keys: boolean[] | null; version: string | null; rows: [string[] | null, string[], boolean, boolean, boolean][] | null; plain_only: boolean } & Replayed;
-      const ask = (statement: PlannedStatement) => statement.row<Row>(q, options.replayed === true, [appId, keys, json]);
-      let row: Row | undefined;
-      if (!WHO_CAN_NOT_PLAIN.has(appId)) {
-        const lean = await ask(WHO_CAN_LEAN_STATEMENT);
-        if (lean.plain_only) row = lean;
-      }
-      row ??= await ask(WHO_CAN_STATEMENT);
-      WHO_CAN_NOT_PLAIN.remember(appId, row.plain_only);
+      const row = await WHO_CAN_LEAN_OR_FULL.answer(appId, (lean) =>
+        (lean ? WHO_CAN_LEAN_STATEMENT : WHO_CAN_STATEMENT).row<Row>(q, options.replayed === true, [appId, keys, json]),
+      );
       const answers = row.rows ?? [];
       return {
         rows: ofApp.map((_, i): WhoCanRow => {
@@ -524,17 +521,10 @@ export const graphStore = {
         rows: [string[] | null, boolean, string[], boolean, boolean, Record<string, string[]>?][] | null;
         plain_only: boolean;
       } & Replayed;
-      const ask = async (which: "full" | "lean") => {
-        const sql = lookupStatement(which, reach, options.dense);
+      const row = await LOOKUP_LEAN_OR_FULL.answer(appId, async (lean) => {
+        const sql = lookupStatement(lean ? "lean" : "full", reach, options.dense);
         return (await q.query<Row>(options.replayed === true ? sql.replayed : sql.plain, [appId, keys, json])).rows[0]!;
-      };
-      let row: Row | undefined;
-      if (!LOOKUP_NOT_PLAIN.has(appId)) {
-        const lean = await ask("lean");
-        if (lean.plain_only) row = lean;
-      }
-      row ??= await ask("full");
-      LOOKUP_NOT_PLAIN.remember(appId, row.plain_only);
+      });
       const answers = row.rows ?? [];
       return {
         rows: ofApp.map((_, i): GraphLookupRow => {
