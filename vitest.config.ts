@@ -74,6 +74,11 @@ export default defineConfig({
     // Each file starts its own engines (PGlite takes seconds to open).
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // expect.poll waits for what comes eventually (a page's heading after a
+    // load, a replica catching up); it returns at the first match, so its
+    // bound is only how long a loaded machine may take. Vitest's default of
+    // 1 s once failed a console page that Chromium drew in more.
+    expect: { poll: { timeout: 15_000 } },
     pool: "forks",
     projects: [
       {

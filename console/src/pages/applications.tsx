@@ -52,6 +52,7 @@ export function ApplicationsPage({ onSignOut }: { onSignOut: () => void }) {
       <section aria-labelledby="all-apps">
         <h2 id="all-apps">All applications</h2>
         {apps.isError && <ErrorNote error={apps.error} />}
+        {apps.isPending && <p role="status">Loading applications…</p>}
         <table>
           <thead>
             <tr>

@@ -95,6 +95,7 @@ export function KeysPage({ appId }: { appId: string }) {
       <section aria-labelledby="active-keys">
         <h2 id="active-keys">Active keys</h2>
         {keys.isError && <ErrorNote error={keys.error} />}
+        {keys.isPending && <p role="status">Loading keys…</p>}
         {revoke.isError && <ErrorNote error={revoke.error} />}
         <table>
           <thead>

@@ -54,6 +54,7 @@ function PolicyList({ appId }: { appId: string }) {
       <h1>Policies</h1>
       <p>A policy is a named set of permissions; roles attach policies, and users are assigned roles.</p>
       {policies.isError && <ErrorNote error={policies.error} title="The policies could not be read" />}
+      {policies.isPending && <p role="status">Loading policies…</p>}
       <table>
         <caption className="visually-hidden">Policies of this application</caption>
         <thead>
@@ -281,6 +282,7 @@ function PolicyEditor({ appId, stored }: { appId: string; stored: Policy }) {
       <section aria-labelledby="policy-roles">
         <h2 id="policy-roles">Roles it is attached to</h2>
         {roles.isError && <ErrorNote error={roles.error} />}
+        {roles.isPending && <p role="status">Loading roles…</p>}
         <ul>
           {(roles.data?.roles ?? []).map((r) => (
             <li key={r.roleId}>
