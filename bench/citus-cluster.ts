@@ -48,7 +48,14 @@ const SETTINGS = {
   jit: "off",
 } as const;
 
-export async function startCitusCluster(): Promise<CitusCluster> {
+/** What `--statement-stats` adds (bench/harness/statement-stats.ts): pg_stat_statements, its planning times too. */
+const STATEMENT_STATS_SETTINGS = {
+  shared_preload_libraries: "'citus,pg_stat_statements'",
+  "pg_stat_statements.track_planning": "on",
+} as const;
+
+/** `statementStats`: each server also loads pg_stat_statements (citus first, as Citus requires). */
+export async function startCitusCluster(options: { statementStats?: boolean } = {}): Promise<CitusCluster> {
   const root = makeRoot("portcullis-citus-");
   const servers: PgServer[] = [];
   let closed = false;
@@ -67,7 +74,7 @@ export async function startCitusCluster(): Promise<CitusCluster> {
     const names = ["coordinator", "worker-1", "worker-2"];
     const ports = [await freePort(), await freePort(), await freePort()];
     const dirs = names.map((n) => join(root, n));
-    await initDataDir(dirs[0]!, { ...SETTINGS, unix_socket_directories: `'${root}'` });
+    await initDataDir(dirs[0]!, { ...SETTINGS, ...(options.statementStats === true ? STATEMENT_STATS_SETTINGS : {}), unix_socket_directories: `'${root}'` });
     for (const dir of dirs.slice(1)) copyDataDir(dirs[0]!, dir);
     for (const [i, dir] of dirs.entries()) {
       appendSettings(dir, { port: ports[i]! });

@@ -13,11 +13,13 @@ import pg from "pg";
 import type { CpuMeter } from "../changes.js";
 import { startCitusCluster, type CitusCluster } from "../citus-cluster.js";
 import { freePort } from "../pg-cluster.js";
+import { pgQuery } from "../pg-server.js";
 import { copyForTree } from "./copy-for-tree.js";
 import { ADMIN_KEY } from "./api.js";
 import { drive, type Measured, type Row } from "./drive.js";
 import { cpuMicros, memoryMark, meterBackends, nodeMemory, peakRssMb, postgresCpuOf, type MemoryMark } from "./meters.js";
-import { BENCH_APP, CITUS, COMPARE_TREE, CONNECTIONS, GRANT_STEPS, KEEP, MODEL_CONNECTIONS, MODEL_GRANTS, ONLY, PROFILE, REPLICAS, SECONDS, SERVICE_ENV } from "./options.js";
+import { BENCH_APP, CITUS, COMPARE_TREE, CONNECTIONS, GRANT_STEPS, KEEP, MODEL_CONNECTIONS, MODEL_GRANTS, ONLY, PROFILE, REPLICAS, SECONDS, SERVICE_ENV, STATEMENT_STATS } from "./options.js";
+import { reportStatementStats } from "./statement-stats.js";
 import { say } from "./output.js";
 import { COMPILED, EXT, firstLine, node, ROOT, stopProcess, TREE, waitReady } from "./processes.js";
 
@@ -118,11 +120,14 @@ export async function startBench(): Promise<Bench> {
   const env: Record<string, string> = { AUTHZ_ADMIN_KEY: ADMIN_KEY, LOG_LEVEL: "warn", PORT: String(await freePort()), GRANT_SWEEP_INTERVAL_MS: "0" };
   const baseUrl = process.env.DATABASE_URL;
   let citus: CitusCluster | undefined;
+  if (STATEMENT_STATS && !CITUS) throw new Error("--statement-stats runs with --citus (pg_stat_statements on the cluster's servers)");
   if (CITUS) {
     // Both copy or replicate one Postgres database; a cluster's is three.
     if (REPLICAS > 0 || COMPARE_TREE !== undefined) throw new Error("--citus runs without --replicas and --compare-tree");
-    citus = await startCitusCluster();
+    citus = await startCitusCluster({ statementStats: STATEMENT_STATS });
     env.DATABASE_URL = await citus.createDatabase(`portcullis_bench_${Date.now()}`);
+    // Made on the coordinator, Citus makes it on the workers too.
+    if (STATEMENT_STATS) await pgQuery(env.DATABASE_URL, "CREATE EXTENSION pg_stat_statements");
     env.AUTHZ_DISTRIBUTE = "citus";
   } else if (baseUrl !== undefined && baseUrl !== "") {
     const name = `portcullis_bench_${Date.now()}`;
@@ -197,6 +202,7 @@ export async function stopBench(b: Bench): Promise<void> {
     for (const name of [b.benchDb.name, ...b.copies.map((c) => c.name)]) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.end();
   }
+  if (b.citus !== undefined && STATEMENT_STATS) await reportStatementStats(b.citus, b.env.DATABASE_URL!);
   await b.citus?.close();
   rmSync(b.tmp, { recursive: true, force: true });
 }

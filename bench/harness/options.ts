@@ -14,7 +14,7 @@ export const USAGE = `npm run bench -- [--grants 100000 | --grants 10000,1000000
                  [--changes-rate 1000] [--changes-idle-seconds 20] [--changes-streams 100] [--changes-connections 32]
                  [--service-env NAME=VALUE]... (added to the service's environment)
                  [--compare NAME=VALUE[,NAME=VALUE...] [--compare-rounds 2]] [--compare-tree DIR]
-                 [--replicas 1] [--citus]
+                 [--replicas 1] [--citus [--statement-stats]]
 (docs/performance.md describes each group and option)`;
 
 export const HELP = process.argv.includes("--help") || process.argv.includes("-h");
@@ -82,6 +82,13 @@ export const OUT = arg("out", join(ROOT, "bench", "results", `bench-${new Date()
  * server or PGlite: the same groups on the distributed engine.
  */
 export const CITUS = process.argv.includes("--citus");
+/**
+ * `--statement-stats`, with `--citus`: the cluster's three servers load
+ * pg_stat_statements (planning tracked too), and the run ends with each
+ * server's costliest statements: calls, plans, mean planning and execution
+ * time (docs/scale-out.md, "What a statement costs on Citus").
+ */
+export const STATEMENT_STATS = process.argv.includes("--statement-stats");
 /** Hot standbys to measure checks on (0: the usual figures). */
 export const REPLICAS = Number(arg("replicas", "0"));
 /**
